@@ -1,0 +1,139 @@
+"""The starter config: `countbot config init` writes it, and `config.example.yaml` at the top of
+the repository is an exact copy (a test keeps the two identical). Every key is documented here;
+the active values are the defaults, so the file behaves like no file at all except that it
+chooses the `openai` provider.
+"""
+
+from __future__ import annotations
+
+EXAMPLE_CONFIG = """\
+# countbot configuration (YAML). Every key is optional; the values shown are the defaults.
+#
+# Where countbot looks, first match wins:
+#   1. --config PATH               (must exist)
+#   2. $COUNTBOT_CONFIG            (must exist)
+#   3. ./config.yaml               (the folder countbot is started in)
+#   4. $XDG_CONFIG_HOME/countbot/config.yaml   (XDG_CONFIG_HOME defaults to ~/.config)
+# Relative paths in this file resolve against the folder that holds it, so a checkout with a
+# config.yaml keeps sessions/ and MEMORY.md beside it. With no file at all the home folder is
+# $XDG_CONFIG_HOME/countbot. `countbot config path` prints every resolved path;
+# `countbot config show` prints the effective settings (keys masked); `countbot config check`
+# validates this file and then really calls the provider.
+#
+# Environment overrides (they win over this file; command-line flags win over them):
+#   COUNTBOT_PROVIDER   choose a provider by name (flag: -p/--provider)
+#   COUNTBOT_MODEL      the model of the chosen provider (flag: -m/--model)
+#   COUNTBOT_API_KEY    the API key of the chosen provider
+#   COUNTBOT_API_BASE   the API base URL of the chosen provider
+#   OPENAI_API_KEY / OPENAI_BASE_URL   used when no provider is configured here: countbot then
+#                       talks to OPENAI_BASE_URL (default https://api.openai.com/v1).
+#                       OPENAI_API_KEY is sent only to OpenAI or to OPENAI_BASE_URL; pair
+#                       COUNTBOT_API_BASE with COUNTBOT_API_KEY.
+# With no provider here and none in the environment, countbot uses the embedded local model
+# when it is installed (pip install 'countbot-cli[local]'), unless COUNTBOT_NO_LOCAL_MODEL=1.
+#
+# A mistake in this file stops countbot with exit code 2 and a message naming the file, the
+# line and the key. Unknown keys are errors too (typos are caught, not ignored).
+
+# The provider used when neither -p nor COUNTBOT_PROVIDER names one.
+# Default: the first entry under `providers`.
+default_provider: openai
+
+# Named providers. A name that is a preset (openai, deepseek, qwen, moonshot, zhipu,
+# openrouter, ollama, vllm, lmstudio, llamacpp, local) starts from that preset; any other name
+# can say `preset: NAME`. Keys set here win over the preset. A preset can also be used without
+# an entry: `countbot -p ollama -m llama3.2`.
+providers:
+  openai:
+    # type: openai          # openai: any OpenAI-compatible HTTP API | local: a GGUF file run
+    #                       #   in-process by llama-cpp-python (no server, no key)
+    preset: openai          # base URL, key variable, default model, context window, quirks
+    # api_base: https://api.openai.com/v1   # ends in /v1 (or the service's equivalent)
+    #
+    # The API key: give at most one of these three. API keys are never printed, logged or
+    # stored in sessions; prefer an environment variable or a command to a literal key.
+    api_key_env: OPENAI_API_KEY   # name of the environment variable that holds the key
+    # api_key: sk-...             # the key itself (keep this file private: chmod 600)
+    # api_key_cmd: pass show openai/api-key   # a shell command printing the key (first line
+    #                                         #   of its output); run only for the provider
+    #                                         #   in use, with a 15 s timeout
+    model: gpt-4o-mini
+    # context_window: 128000  # tokens the model accepts; history is trimmed to fit.
+    #                         # Default: the preset's figure for its default model,
+    #                         # otherwise countbot's own conservative default.
+    # headers:                # extra HTTP headers sent with every request
+    #   OpenAI-Organization: org-...
+    # stream_tools: true      # false: requests that carry tools are sent without streaming
+    #                         #   (servers that fail on streamed tool calls)
+    # include_usage: true     # ask for token usage in streams (stream_options.include_usage)
+    # connect_timeout: 10     # seconds to open the connection
+    # read_timeout: 120       # seconds to wait for the next bytes of an answer
+    # max_retries: 2          # retries before the first byte (429, 5xx, network errors)
+
+  # deepseek:                 # preset: https://api.deepseek.com/v1, DEEPSEEK_API_KEY,
+  #   model: deepseek-chat    #   deepseek-chat (deepseek-reasoner for thinking)
+  # qwen:                     # preset: DashScope compatible mode, DASHSCOPE_API_KEY, qwen-plus
+  #   model: qwen-plus        #   (international: api_base:
+  #                           #   https://dashscope-intl.aliyuncs.com/compatible-mode/v1)
+  # moonshot:                 # preset: https://api.moonshot.cn/v1, MOONSHOT_API_KEY
+  #   model: moonshot-v1-8k   #   (international: api_base: https://api.moonshot.ai/v1)
+  # zhipu:                    # preset: https://open.bigmodel.cn/api/paas/v4, ZHIPUAI_API_KEY,
+  #   model: glm-4-flash      #   glm-4-flash
+  # openrouter:               # preset: https://openrouter.ai/api/v1, OPENROUTER_API_KEY
+  #   model: openai/gpt-4o-mini
+  # ollama:                   # preset: http://localhost:11434/v1, no key
+  #   model: llama3.2         #   Ollama cuts the context at its num_ctx (2048-4096) silently;
+  #   context_window: 4096    #   set this to the num_ctx you configured
+  # vllm:                     # preset: http://localhost:8000/v1, no key (tools need
+  #   model: Qwen/Qwen2.5-7B-Instruct   #   --enable-auto-tool-choice --tool-call-parser ...)
+  # lmstudio:                 # preset: http://localhost:1234/v1, no key
+  #   model: qwen2.5-7b-instruct
+  # llamacpp:                 # preset: http://localhost:8080/v1, no key, stream_tools: false
+  #   model: default          #   (llama-server -m MODEL.gguf --jinja)
+  # local:                    # preset: type local, the embedded SmolLM2-135M-Instruct model
+  #   model_path: models/my-model.gguf   # any GGUF file (default: the bundled one)
+  # work:                     # any other name: say which preset, or give api_base yourself
+  #   preset: openai
+  #   api_base: https://llm-gateway.example.com/v1
+  #   api_key_cmd: cat ~/.secrets/gateway-key
+  #   model: gpt-4o
+
+# Model settings, sent with every request.
+# temperature: 0.7     # 0 to 2; 0 is sent as 0. Default: not sent (the server's default)
+# max_tokens: 4096     # answer length limit. Default: not sent (the server's default)
+max_iterations: 10     # tool rounds allowed in one turn before countbot stops the loop
+
+persona:
+  ai_name: countbot         # the assistant's name in the system prompt
+  user_name: user           # how the assistant addresses you
+  personality: ""           # free text for the system prompt; "" = the built-in default
+  language: en              # language of answers and summaries: en, zh, ...
+  max_history_messages: 50  # earlier messages sent with each request (0 = unlimited);
+  #                         # trimmed further so the request fits the context window
+
+memory:
+  file: MEMORY.md           # long-term memory, one `YYYY-MM-DD|source|content` entry a line
+  overflow_summary: true    # summarise messages that leave the history window into memory
+  auto_memory: true         # summarise the conversation into memory as it grows:
+  auto_messages: 30         #   first at this many messages ...
+  auto_chars: 15000         #   ... or this many characters, then every auto_messages more
+  inject: relevant          # memory in the system prompt: relevant (entries matching the
+  #                         # message) | recent (the newest entries) | "off"
+
+tools:
+  enabled: true             # offer read_file, write_file, edit_file, list_dir, exec, memory
+  approval: ask             # ask: writes, edits and commands ask first | auto: writes and
+  #                         # edits run without asking (commands still need an allow rule)
+  #                         # | "off": everything that needs approval is denied
+  # workspace: .            # the folder tools work in. Default: the folder countbot was
+  #                         # started in (a relative path here resolves against this file)
+  allow_outside_workspace: false   # true: paths outside the workspace may be approved
+  shell_timeout: 60         # seconds before a command (and its whole process group) is killed
+  max_output_chars: 10000   # tool output longer than this is cut, with a note
+  allow: []                 # commands exec may run without asking, as shell-style patterns
+  #                         # matched against the whole command, e.g. ["git status", "ls *"]
+  deny: []                  # commands that are always refused, e.g. ["rm -rf *", "sudo *"]
+
+# Where sessions are stored, one JSON file each.
+sessions_dir: sessions
+"""

@@ -1,0 +1,250 @@
+"""Reading a YAML config file so that every value remembers its line.
+
+`load_yaml(path)` composes the document with PyYAML (imported here, lazily, only when a file is
+read) and returns a `Section`: typed getters that turn each mistake into a `ConfigError` naming
+the file, the 1-based line and the dotted key. A getter returns None for a key that is absent or
+null, so the caller applies its own default.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from countbot_cli.errors import ConfigError
+
+
+@dataclass
+class Node:
+    value: Any  # a scalar, list[Node] or dict[str, Node]
+    line: int  # 1-based; for a mapping entry, the line of its key
+
+
+def load_yaml(path: Path) -> Section:
+    """The file's top-level mapping. An empty file is an empty section."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"not UTF-8 text ({e.reason})", file=str(path)) from None
+    except OSError as e:
+        raise ConfigError(f"cannot read the file: {e.strerror or e}", file=str(path)) from None
+    root = parse_yaml(text, str(path))
+    if root is None or root.value is None:
+        return Section({}, file=str(path), prefix="", line=1)
+    if not isinstance(root.value, dict):
+        raise ConfigError(
+            "the top level must be a mapping of keys (like `default_provider: openai`)",
+            file=str(path),
+            line=root.line,
+        )
+    return Section(root.value, file=str(path), prefix="", line=1)
+
+
+def parse_yaml(text: str, file: str) -> Node | None:
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        return None if node is None else _convert(node, loader, file)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark is not None else None
+        what = e.problem or e.context or "invalid YAML"
+        raise ConfigError(f"invalid YAML: {what}", file=file, line=line) from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"invalid YAML: {e}", file=file) from None
+    finally:
+        loader.dispose()
+
+
+def _convert(node: Any, loader: Any, file: str) -> Node:
+    import yaml
+
+    line = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        loader.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
+        entries: dict[str, Node] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            key_line = key_node.start_mark.line + 1
+            if not isinstance(key, str):
+                raise ConfigError(f"keys must be text, not {key!r}", file=file, line=key_line)
+            if key in entries:
+                raise ConfigError(f"duplicate key '{key}'", file=file, line=key_line)
+            entries[key] = Node(_convert(value_node, loader, file).value, key_line)
+        return Node(entries, line)
+    if isinstance(node, yaml.SequenceNode):
+        return Node([_convert(item, loader, file) for item in node.value], line)
+    return Node(loader.construct_object(node, deep=True), line)
+
+
+def user_home(env: Mapping[str, str]) -> Path:
+    home = env.get("HOME", "").strip()
+    return Path(home) if home else Path(os.path.expanduser("~"))
+
+
+def resolve_path(value: str, base: Path, env: Mapping[str, str]) -> Path:
+    """`~` from env HOME; relative paths against `base`; normalised, symlinks left alone."""
+    if value == "~" or value.startswith("~/"):
+        value = str(user_home(env)) + value[1:]
+    path = Path(value)
+    return Path(os.path.normpath(path if path.is_absolute() else base / path))
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else None
+
+
+_TYPE_NAMES = {bool: "true/false", int: "a whole number", float: "a number", str: "text"}
+
+
+def type_name(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+class Section:
+    """One mapping of the file, with its dotted prefix, for typed and located access."""
+
+    def __init__(self, entries: dict[str, Node], *, file: str | None, prefix: str, line: int):
+        self.entries = entries
+        self.file = file
+        self.prefix = prefix
+        self.line = line
+
+    @classmethod
+    def empty(cls, prefix: str = "", file: str | None = None, line: int = 1) -> Section:
+        return cls({}, file=file, prefix=prefix, line=line)
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}.{name}" if self.prefix else name
+
+    def has(self, name: str) -> bool:
+        node = self.entries.get(name)
+        return node is not None and node.value is not None
+
+    def line_of(self, name: str) -> int | None:
+        node = self.entries.get(name)
+        return node.line if node is not None else (self.line if self.file else None)
+
+    def error(self, name: str | None, message: str, hint: str | None = None) -> ConfigError:
+        line = self.line_of(name) if name is not None else (self.line if self.file else None)
+        key = self.key(name) if name is not None else (self.prefix or None)
+        return ConfigError(message, file=self.file, line=line, key=key, hint=hint)
+
+    def check_keys(self, allowed: Sequence[str]) -> None:
+        for name in self.entries:
+            if name not in allowed:
+                hint = did_you_mean(name, allowed) or "known keys: " + ", ".join(allowed)
+                raise self.error(name, "unknown key", hint)
+
+    def _get(self, name: str) -> Any:
+        node = self.entries.get(name)
+        return None if node is None else node.value
+
+    def _wrong(self, name: str, value: Any, expected: str, hint: str | None = None) -> ConfigError:
+        return self.error(name, f"expected {expected}, got {type_name(value)} {value!r}", hint)
+
+    def text(self, name: str) -> str | None:
+        value = self._get(name)
+        if value is None or isinstance(value, str):
+            return value
+        raise self._wrong(name, value, "text", "put it in quotes")
+
+    def flag(self, name: str) -> bool | None:
+        value = self._get(name)
+        if value is None or isinstance(value, bool):
+            return value
+        raise self._wrong(name, value, "true or false")
+
+    def integer(self, name: str, minimum: int | None = None) -> int | None:
+        value = self._get(name)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._wrong(name, value, "a whole number")
+        if minimum is not None and value < minimum:
+            raise self.error(name, f"must be at least {minimum}, got {value}")
+        return value
+
+    def number(self, name: str, minimum: float, maximum: float | None = None) -> float | None:
+        value = self._get(name)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self._wrong(name, value, "a number")
+        top = f" and at most {maximum:g}" if maximum is not None else ""
+        if value < minimum or (maximum is not None and value > maximum):
+            raise self.error(name, f"must be at least {minimum:g}{top}, got {value:g}")
+        return float(value)
+
+    def choice(self, name: str, choices: Sequence[str]) -> str | None:
+        value = self._get(name)
+        if value is False and "off" in choices:  # YAML 1.1 reads a bare `off` as false
+            return "off"
+        if value is True and "on" in choices:
+            return "on"
+        if value is None or value in choices:
+            return value
+        options = " | ".join(choices)
+        if not isinstance(value, str):
+            raise self._wrong(name, value, f"one of {options}")
+        hint = did_you_mean(value, choices) or f"use one of {options}"
+        raise self.error(name, f"'{value}' is not one of {options}", hint)
+
+    def texts(self, name: str) -> tuple[str, ...] | None:
+        value = self._get(name)
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list):
+            raise self._wrong(name, value, "a list of text")
+        out: list[str] = []
+        for i, item in enumerate(value):
+            if not isinstance(item.value, str):
+                raise ConfigError(
+                    f"expected text, got {type_name(item.value)} {item.value!r}",
+                    file=self.file,
+                    line=item.line,
+                    key=f"{self.key(name)}[{i}]",
+                    hint="put it in quotes",
+                )
+            out.append(item.value)
+        return tuple(out)
+
+    def text_map(self, name: str) -> dict[str, str] | None:
+        sub = self.section(name)
+        if not sub.entries and not self.has(name):
+            return None
+        return {k: v for k in sub.entries if (v := sub.text(k)) is not None}
+
+    def section(self, name: str) -> Section:
+        """A nested mapping; absent or null gives an empty section."""
+        node = self.entries.get(name)
+        line = node.line if node is not None else self.line
+        if node is None or node.value is None:
+            return Section.empty(self.key(name), self.file, line)
+        if not isinstance(node.value, dict):
+            raise self._wrong(name, node.value, "a mapping of keys")
+        return Section(node.value, file=self.file, prefix=self.key(name), line=line)
+
+    def path(self, name: str, base: Path, env: Mapping[str, str]) -> Path | None:
+        value = self.text(name)
+        if value is None or not value.strip():
+            return None
+        return resolve_path(value.strip(), base, env)
+
+    def names(self) -> list[str]:
+        return list(self.entries)

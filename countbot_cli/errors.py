@@ -1,0 +1,165 @@
+"""The error tree. Every failure a user can see is one of these.
+
+    CountbotError                      exit 1   unexpected / internal
+    ├── UsageError                     exit 2   bad flags, unknown session id, nothing to ask
+    ├── ConfigError                    exit 2   bad config file (names file, line and key)
+    ├── StorageError                   exit 1   a session or memory file could not be read/written
+    │   └── SessionLockedError         exit 1   another process holds the session too long
+    ├── ProviderError                  exit 3   the provider rejected the request (4xx)
+    │   ├── ModelNotFoundError         exit 3   404 / unknown model
+    │   ├── ContextLengthError         exit 3   prompt too long for the model
+    │   ├── AuthError                  exit 4   401 / 403
+    │   ├── RateLimitError             exit 5   429 after retries          (retryable)
+    │   │   └── QuotaExceededError     exit 5   insufficient_quota: never retried
+    │   └── TransientError             exit 6   network, timeout, 5xx       (retryable)
+    │       ├── ConnectError           exit 6
+    │       ├── ReadTimeoutError       exit 6
+    │       ├── ServerError            exit 6   5xx
+    │       └── StreamError            exit 6   stream cut, error object mid-stream, empty stream
+    └── Interrupted                    exit 130 Ctrl-C
+
+Each error carries a one-line user message (`str(err)`), an exit code and whether a retry
+before the first byte may help. HTTP status codes are mapped to this tree in exactly one
+place: `provider.openai_compat.error_from_response`.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_PROVIDER = 3
+EXIT_AUTH = 4
+EXIT_RATE_LIMIT = 5
+EXIT_NETWORK = 6
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success · 1 unexpected error · 2 usage or configuration error · "
+    "3 the provider rejected the request · 4 authentication or permission · "
+    "5 rate limit or quota (after retries) · 6 network, timeout or server error "
+    "(after retries) · 130 interrupted"
+)
+
+
+class CountbotError(Exception):
+    """Base of every error countbot reports to the user."""
+
+    exit_code: int = EXIT_ERROR
+    retryable: bool = False
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def user_message(self) -> str:
+        """One line for the terminal: the message, then the hint if any."""
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class UsageError(CountbotError):
+    exit_code = EXIT_USAGE
+
+
+class ConfigError(CountbotError):
+    """A configuration problem. `file`, `line` and `key` locate it when known."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        key: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.file = file
+        self.line = line
+        self.key = key
+        where = ""
+        if file:
+            where = file + (f":{line}" if line else "")
+        if key:
+            where = f"{where} key '{key}'" if where else f"key '{key}'"
+        super().__init__(f"{where}: {message}" if where else message, hint=hint)
+
+
+class StorageError(CountbotError):
+    exit_code = EXIT_ERROR
+
+
+class SessionLockedError(StorageError):
+    pass
+
+
+class ProviderError(CountbotError):
+    """The provider answered with an error. `status` is the HTTP status when there was one."""
+
+    exit_code = EXIT_PROVIDER
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        hint: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class ModelNotFoundError(ProviderError):
+    pass
+
+
+class ContextLengthError(ProviderError):
+    pass
+
+
+class AuthError(ProviderError):
+    exit_code = EXIT_AUTH
+
+
+class RateLimitError(ProviderError):
+    exit_code = EXIT_RATE_LIMIT
+    retryable = True
+
+
+class QuotaExceededError(RateLimitError):
+    retryable = False
+
+
+class TransientError(ProviderError):
+    exit_code = EXIT_NETWORK
+    retryable = True
+
+
+class ConnectError(TransientError):
+    pass
+
+
+class ReadTimeoutError(TransientError):
+    pass
+
+
+class ServerError(TransientError):
+    pass
+
+
+class StreamError(TransientError):
+    """The stream broke after it started: never retried (bytes were already shown)."""
+
+    retryable = False
+    partial_text: str = ""  # the answer text that arrived before the stream broke
+
+
+class Interrupted(CountbotError):
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, message: str = "interrupted") -> None:
+        super().__init__(message)

@@ -1,0 +1,193 @@
+"""Plain data shared by every layer: messages, tool calls, usage, requests and stream events.
+
+No I/O and no third-party imports here. A `Message` is what a session stores; `to_api()` gives
+the dict sent to an OpenAI-compatible endpoint.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+# Message.status values (SPEC §4): a normal message has status None.
+STATUS_FAILED = (
+    "failed"  # a user message whose turn failed: kept, not sent again, /retry re-runs it
+)
+STATUS_INTERRUPTED = "interrupted"  # an assistant answer cut short by Ctrl-C: what arrived is kept
+
+
+def utc_now() -> str:
+    """UTC ISO-8601 with seconds, e.g. 2026-11-29T19:30:00Z."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_id(prefix: str = "") -> str:
+    return prefix + secrets.token_hex(6)
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text as the model sent it; validated by the tool registry
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+    @classmethod
+    def from_api(cls, d: dict[str, Any]) -> ToolCall:
+        fn = d.get("function") or {}
+        return cls(
+            id=str(d.get("id") or ""),
+            name=str(fn.get("name") or ""),
+            arguments=str(fn.get("arguments") or ""),
+        )
+
+
+@dataclass
+class Message:
+    role: Role
+    content: str
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None  # tool name on role=tool messages
+    status: str | None = None  # None | STATUS_FAILED | STATUS_INTERRUPTED
+    created_at: str = field(default_factory=utc_now)
+    id: str = field(default_factory=lambda: new_id("m_"))
+
+    def to_api(self) -> dict[str, Any]:
+        """The dict sent to the provider. Assistant tool-call messages carry content "" (not null)."""
+        d: dict[str, Any] = {"role": self.role, "content": self.content or ""}
+        if self.tool_calls:
+            d["tool_calls"] = [tc.to_api() for tc in self.tool_calls]
+        if self.role == "tool":
+            d["tool_call_id"] = self.tool_call_id or ""
+            if self.name:
+                d["name"] = self.name
+        return d
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict stored in a session file."""
+        d: dict[str, Any] = {
+            "id": self.id,
+            "role": self.role,
+            "content": self.content,
+            "created_at": self.created_at,
+        }
+        if self.tool_calls:
+            d["tool_calls"] = [tc.to_api() for tc in self.tool_calls]
+        if self.tool_call_id is not None:
+            d["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            d["name"] = self.name
+        if self.status is not None:
+            d["status"] = self.status
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Message:
+        role = d.get("role")
+        if role not in ("system", "user", "assistant", "tool"):
+            raise ValueError(f"bad message role: {role!r}")
+        content = d.get("content")
+        tcs = d.get("tool_calls")
+        return cls(
+            role=role,
+            content="" if content is None else str(content),
+            tool_calls=[ToolCall.from_api(t) for t in tcs] if tcs else None,
+            tool_call_id=d.get("tool_call_id"),
+            name=d.get("name"),
+            status=d.get("status"),
+            created_at=str(d.get("created_at") or utc_now()),
+            id=str(d.get("id") or new_id("m_")),
+        )
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def add(self, other: Usage | None) -> None:
+        if other is None:
+            return
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.total_tokens += other.total_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+    @classmethod
+    def from_api(cls, d: Any) -> Usage | None:
+        if not isinstance(d, dict):
+            return None
+
+        def num(k: str) -> int:
+            v = d.get(k)
+            return int(v) if isinstance(v, (int, float)) else 0
+
+        p, c = num("prompt_tokens"), num("completion_tokens")
+        return cls(prompt_tokens=p, completion_tokens=c, total_tokens=num("total_tokens") or p + c)
+
+
+@dataclass
+class ChatRequest:
+    """Everything needed for one call to the model. `messages` are API dicts (Message.to_api())."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None  # OpenAI tool specs; None or [] means none are sent
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stream: bool = True
+    tool_choice: Any = None
+
+
+# ---- stream events: what a provider yields while an answer arrives ----
+
+
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class ReasoningDelta:
+    text: str
+
+
+@dataclass
+class ToolCallDelta:
+    """A tool call is being streamed (for progress display); the assembled calls are in Finished."""
+
+    index: int
+    name: str | None = None
+
+
+@dataclass
+class Finished:
+    """The last event of every successful stream (and the result of a non-streamed call)."""
+
+    content: str
+    tool_calls: list[ToolCall]
+    finish_reason: str | None
+    usage: Usage | None = None
+    reasoning: str = ""
+    model: str | None = None
+
+
+StreamEvent = TextDelta | ReasoningDelta | ToolCallDelta | Finished

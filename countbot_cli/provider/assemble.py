@@ -1,0 +1,222 @@
+"""Chat-completion chunks -> stream events and one Finished, tolerant of many servers' quirks.
+
+- chunks with empty, null or missing `choices` (usage chunks, Azure's filter chunk) are fine;
+  `usage` is read from the top level or from the choice (Moonshot);
+- `reasoning_content` (DeepSeek, llama.cpp) and `reasoning` (Ollama, OpenRouter, vLLM) deltas;
+- tool calls keyed by `index`: `id` and `name` are assigned (llama-cpp-python's server and Qwen
+  repeat them), `arguments` appended; a chunk on an index whose call is already whole, with a new
+  id and a name, starts a new call (Ollama sends parallel calls all with index 0); missing ids
+  are synthesised. Arguments are not validated here.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from countbot_cli.errors import ProviderError
+from countbot_cli.models import (
+    Finished,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
+from countbot_cli.provider.http_errors import clean, payload_error, stream_error
+from countbot_cli.provider.sse import SSEDecoder
+
+CUT = "the stream ended before the answer finished"
+EMPTY = "the provider ended the stream without an answer"
+EMPTY_HINT = "if this happens when tools are offered, set stream_tools: false for this provider"
+
+
+@dataclass
+class _Slot:
+    id: str = ""
+    name: str = ""
+    args: list[str] = field(default_factory=list)
+
+
+def _error_object(obj: dict[str, Any]) -> Any:
+    return obj.get("error") or (obj if obj.get("object") == "error" else None)
+
+
+@dataclass
+class Assembler:
+    """Feed it each SSE data payload with `add`; `finish` gives the Finished event."""
+
+    api_key: str | None = None
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    slots: list[_Slot] = field(default_factory=list)
+    by_index: dict[int, int] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    model: str | None = None
+
+    @property
+    def partial(self) -> str:
+        return "".join(self.text)
+
+    def add(self, data: str) -> list[StreamEvent]:
+        """Take one SSE data payload; return the events it carries."""
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            if data.lstrip().startswith(":"):
+                return []  # a proxy re-emitted a comment as data
+            chunk = clean(data, self.api_key, 80)
+            raise stream_error(
+                f"the provider sent a malformed chunk: {chunk}", self.partial
+            ) from None
+        if not isinstance(obj, dict):
+            return []
+        return self.add_object(obj)
+
+    def add_object(self, obj: dict[str, Any]) -> list[StreamEvent]:
+        err = _error_object(obj)
+        if err:
+            raise payload_error(err, self.partial, self.api_key)
+        if isinstance(obj.get("model"), str) and obj["model"]:
+            self.model = obj["model"]
+        self.usage = Usage.from_api(obj.get("usage")) or self.usage
+        choices = obj.get("choices")
+        events: list[StreamEvent] = []
+        for choice in choices if isinstance(choices, list) else []:
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                events.extend(self._choice(choice))
+        return events
+
+    def _choice(self, choice: dict[str, Any]) -> list[StreamEvent]:
+        self.usage = Usage.from_api(choice.get("usage")) or self.usage
+        if isinstance(choice.get("finish_reason"), str):
+            self.finish_reason = choice["finish_reason"]
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            message = choice.get("message")
+            delta = message if isinstance(message, dict) else {}
+        events: list[StreamEvent] = []
+        for key in ("reasoning_content", "reasoning"):
+            if isinstance(delta.get(key), str) and delta[key]:
+                self.reasoning.append(delta[key])
+                events.append(ReasoningDelta(delta[key]))
+        for key in ("content", "refusal"):
+            if isinstance(delta.get(key), str) and delta[key]:
+                self.text.append(delta[key])
+                events.append(TextDelta(delta[key]))
+        calls = delta.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
+            if isinstance(call, dict):
+                events.append(self._tool(call))
+        return events
+
+    def _tool(self, call: dict[str, Any]) -> ToolCallDelta:
+        fn = call.get("function")
+        fn = fn if isinstance(fn, dict) else {}
+        index = call.get("index")
+        key = index if isinstance(index, int) and not isinstance(index, bool) else 0
+        call_id = str(call.get("id") or "")
+        name = fn.get("name")
+        name = name if isinstance(name, str) else ""
+        pos = self.by_index.get(key)
+        if pos is None or self._is_new_call(self.slots[pos], call_id, name):
+            self.slots.append(_Slot())
+            pos = self.by_index[key] = len(self.slots) - 1
+        slot = self.slots[pos]
+        slot.id = call_id or slot.id  # assigned, never concatenated
+        slot.name = name or slot.name
+        args = fn.get("arguments")
+        if isinstance(args, str):
+            slot.args.append(args)
+        elif args is not None:  # some servers send the arguments as an object
+            slot.args.append(json.dumps(args, ensure_ascii=False))
+        return ToolCallDelta(index=pos, name=slot.name or None)
+
+    @staticmethod
+    def _is_new_call(slot: _Slot, call_id: str, name: str) -> bool:
+        whole = bool(slot.name) and any(slot.args)
+        return bool(call_id and name and slot.id and call_id != slot.id and whole)
+
+    def tool_calls(self) -> list[ToolCall]:
+        """The assembled calls (nameless fragments dropped; empty arguments become "{}")."""
+        return [
+            ToolCall(
+                id=s.id or "call_" + secrets.token_hex(12),
+                name=s.name,
+                arguments="".join(s.args) or "{}",
+            )
+            for s in self.slots
+            if s.name
+        ]
+
+    def finish(self, done: bool) -> Finished:
+        """The final event; `done`: the stream ended with [DONE] rather than at EOF."""
+        text, calls = self.partial, self.tool_calls()
+        if self.finish_reason == "error":
+            raise stream_error("the provider reported an error during the answer", text)
+        if self.finish_reason is None:
+            if not (text or calls or (self.reasoning and not done)):
+                raise stream_error(EMPTY, text, hint=EMPTY_HINT)
+            if not done:
+                raise stream_error(CUT, text)
+        return Finished(
+            content=text,
+            tool_calls=calls,
+            finish_reason=self.finish_reason,
+            usage=self.usage,
+            reasoning="".join(self.reasoning),
+            model=self.model,
+        )
+
+
+def completion_events(body: bytes, api_key: str | None = None) -> list[StreamEvent]:
+    """The events equivalent to a complete (non-streamed) JSON answer, Finished last."""
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
+        text = clean(body.decode("utf-8", "replace"), api_key, 120)
+        raise ProviderError(f"the provider sent an answer that is not JSON: {text}")
+    err = _error_object(obj)
+    if err:
+        raise payload_error(err, "", api_key)
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise stream_error("the provider returned no answer", "")
+    message = choices[0].get("message")
+    message = message if isinstance(message, dict) else {}
+    calls = message.get("tool_calls")
+    # whole calls: each gets its own slot, even when ids are missing
+    indexed = [{**c, "index": i} for i, c in enumerate(calls or []) if isinstance(c, dict)]
+    choice = {**choices[0], "index": 0, "message": {**message, "tool_calls": indexed}}
+    acc = Assembler(api_key=api_key)
+    acc.add_object({**obj, "choices": [choice]})
+    text, reasoning = acc.partial, "".join(acc.reasoning)
+    events: list[StreamEvent] = [ReasoningDelta(reasoning)] if reasoning else []
+    events += [TextDelta(text)] if text else []
+    events += [ToolCallDelta(index=i, name=s.name or None) for i, s in enumerate(acc.slots)]
+    finished = Finished(
+        content=text,
+        tool_calls=acc.tool_calls(),
+        finish_reason=acc.finish_reason,
+        usage=acc.usage,
+        reasoning=reasoning,
+        model=acc.model,
+    )
+    return [*events, finished]
+
+
+def sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
+    """The data payloads of the SSE events in a byte stream (flushing at EOF)."""
+    decoder = SSEDecoder()
+    for chunk in chunks:
+        for event in decoder.feed(chunk):
+            yield event.data
+    for event in decoder.close():
+        yield event.data

@@ -1,0 +1,228 @@
+"""The tool registry: schemas for the request, argument checks, approval facts, dispatch.
+
+`prepare(call)` parses and validates a model's tool call and says what approving it means:
+reads inside the workspace need nothing; writes and edits show a diff; `exec` shows the exact
+command and always asks unless an allow rule matches; any path outside the workspace is listed.
+`prepare` never writes anything and never opens a path outside the workspace.
+`run(prepared)` never raises for a tool failure: it returns `ToolResult(ok=False)` whose content
+(`Error: …`) tells the model what to fix. A prepared call with `error` set is not run.
+
+Rules (user-written, for `exec` only) are shell-glob patterns on the whole command string:
+`*` any run of characters, `?` one character.
+
+- A deny rule matches the whole command or any segment of it (split at `;`, `&`, `|`, newlines,
+  backticks and `$(…)`); the call then fails with "denied by rule …" and never runs. Deny
+  rules are a convenience, not a sandbox: a shell can always spell a command another way.
+- An allow rule auto-approves a command only when it matches the whole command and its
+  wildcards match no shell metacharacter (`; & | ` $ < >`, newline). So `git status*` approves
+  `git status -s` but not `git status; rm -rf x` or `git status $(curl …)`; metacharacters are
+  accepted only where the rule itself spells them out literally (`make test 2>&1 | tail*`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..models import ToolCall
+from . import schema as jsonschema
+from .base import (
+    KIND_EXEC,
+    KIND_WRITE,
+    PreparedCall,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    ToolSpec,
+)
+from .files import file_tools
+from .paths import resolve_in_workspace
+from .shell import exec_tool
+
+__all__ = [
+    "PreparedCall",
+    "ToolContext",
+    "ToolError",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolSpec",
+    "default_tools",
+    "match_allow_rule",
+    "match_deny_rule",
+    "resolve_in_workspace",
+]
+
+_META = ";&|`$<>\n\r"
+_META_CLASS = "[^" + re.escape(_META) + "]"
+_SEGMENT_SPLIT = re.compile(r"[;&|\n\r`]|\$\(|\)")
+_KIND_REASONS = {KIND_WRITE: "writes a file", KIND_EXEC: "runs a shell command"}
+
+
+def default_tools(ctx: ToolContext) -> list[ToolSpec]:
+    """read_file, write_file, edit_file, list_dir and exec (the memory tool is added apart)."""
+    return [*file_tools(), exec_tool()]
+
+
+def _glob_regex(rule: str, wildcard: str) -> re.Pattern[str]:
+    parts = [wildcard + "*" if c == "*" else wildcard if c == "?" else re.escape(c) for c in rule]
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def match_allow_rule(command: str, rules: Sequence[str]) -> str | None:
+    """The first allow rule that auto-approves `command` (see the module docstring), or None."""
+    command = command.strip()
+    for rule in rules:
+        if rule.strip() and _glob_regex(rule.strip(), _META_CLASS).fullmatch(command):
+            return rule
+    return None
+
+
+def match_deny_rule(command: str, rules: Sequence[str]) -> str | None:
+    """The first deny rule matching the whole command or one of its segments, or None."""
+    candidates = [command.strip(), *(s.strip() for s in _SEGMENT_SPLIT.split(command))]
+    for rule in rules:
+        pattern = _glob_regex(rule.strip(), ".") if rule.strip() else None
+        if pattern and any(pattern.fullmatch(c) for c in candidates if c):
+            return rule
+    return None
+
+
+def parse_arguments(text: str, spec: ToolSpec) -> tuple[dict[str, Any] | None, str | None]:
+    """(arguments, None) or (None, error for the model). An empty string means {}."""
+    if not text.strip():
+        return {}, None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        hint = ""
+        if spec.kind == KIND_WRITE:
+            hint = " (for long content write chunks of at most 800 characters, mode append)"
+        return None, (
+            f"arguments are not valid JSON: {e.msg} at line {e.lineno} column "
+            f"{e.colno}; send a JSON object matching the schema{hint}"
+        )
+    if not isinstance(value, dict):
+        return None, (
+            f"arguments must be a JSON object, not {type(value).__name__}; "
+            "send a JSON object matching the schema"
+        )
+    return value, None
+
+
+class ToolRegistry:
+    def __init__(self, specs: Iterable[ToolSpec], ctx: ToolContext) -> None:
+        self.ctx = ctx
+        # sorted by name, so the tools part of the prompt is stable (good for prompt caching)
+        self._specs = {s.name: s for s in sorted(specs, key=lambda s: s.name)}
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [s.schema() for s in self._specs.values()]
+
+    def names(self) -> list[str]:
+        return list(self._specs)
+
+    def get(self, name: str) -> ToolSpec | None:
+        return self._specs.get(name)
+
+    def prepare(
+        self,
+        call: ToolCall,
+        *,
+        allow_rules: Sequence[str] = (),
+        deny_rules: Sequence[str] = (),
+    ) -> PreparedCall:
+        spec = self._specs.get(call.name)
+        if spec is None:
+            known = ", ".join(self.names()) or "none"
+            return PreparedCall(call, None, None, f"unknown tool '{call.name}'; available: {known}")
+        args, error = parse_arguments(call.arguments, spec)
+        if args is None:
+            return PreparedCall(call, spec, None, error)
+        args = jsonschema.coerce(spec.parameters, args)
+        problems = jsonschema.validate(spec.parameters, args)
+        if problems:
+            return PreparedCall(
+                call, spec, args, f"invalid arguments for {spec.name}: " + "; ".join(problems)
+            )
+        try:
+            outside = self._outside_paths(spec, args)
+        except ValueError as e:
+            return PreparedCall(call, spec, args, f"invalid arguments for {spec.name}: {e}")
+        return self._classify(
+            PreparedCall(call, spec, args, outside_paths=outside), allow_rules, deny_rules
+        )
+
+    def _outside_paths(self, spec: ToolSpec, args: dict[str, Any]) -> list[Path]:
+        outside = []
+        for key in spec.path_args:
+            if isinstance(args.get(key), str) and args[key]:
+                path, inside = resolve_in_workspace(args[key], self.ctx.workspace)
+                if not inside:
+                    outside.append(path)
+        return outside
+
+    def _classify(
+        self, prepared: PreparedCall, allow_rules: Sequence[str], deny_rules: Sequence[str]
+    ) -> PreparedCall:
+        spec, args = prepared.spec, prepared.args
+        assert spec is not None and args is not None
+        if spec.reasons is not None:
+            reasons = list(spec.reasons(args))
+        else:
+            reasons = [_KIND_REASONS[spec.kind]] if spec.kind in _KIND_REASONS else []
+        if spec.kind == KIND_EXEC:
+            command = str(args.get("command", ""))
+            denied = match_deny_rule(command, deny_rules)
+            if denied is not None:
+                prepared.error = (
+                    f"denied by rule '{denied}': the user does not allow this "
+                    "command; do not retry it, find another way or ask the user"
+                )
+                return prepared
+            prepared.rule = match_allow_rule(command, allow_rules)
+            if prepared.rule is not None:
+                reasons = []
+        outside = prepared.outside_paths
+        prepared.needs_approval = bool(reasons) or (
+            bool(outside) and not self.ctx.allow_outside_workspace
+        )
+        prepared.reasons = reasons + [f"path outside the workspace: {p}" for p in outside]
+        if spec.preview is not None:
+            try:
+                prepared.preview = spec.preview(args, self.ctx, not outside)
+            except ToolError as e:
+                prepared.error = str(e)
+            except (OSError, ValueError) as e:
+                prepared.preview = f"(no preview: {e})"
+        if prepared.rule is not None:
+            prepared.preview += f"\n(auto-approved by allow rule '{prepared.rule}')"
+        return prepared
+
+    def run(self, prepared: PreparedCall, cancel: threading.Event | None = None) -> ToolResult:
+        """Run an approved call. Never raises for tool failures (see the module docstring)."""
+        spec, args = prepared.spec, prepared.args
+        if prepared.error is not None or spec is None or args is None:
+            return ToolResult.failure(prepared.error or "the call could not be prepared")
+        ctx = self.ctx
+        try:
+            moved = [p for p in self._outside_paths(spec, args) if p not in prepared.outside_paths]
+            if moved:  # e.g. a symlink swapped in after approval: outside but never approved
+                return ToolResult.failure(
+                    f"path {moved[0]} is outside the workspace and was not approved; not run"
+                )
+            if prepared.outside_paths:  # approved for exactly this call
+                ctx = dataclasses.replace(ctx, allow_outside_workspace=True)
+            return spec.run(args, ctx, cancel or threading.Event())
+        except ToolError as e:
+            return ToolResult.failure(str(e))
+        except OSError as e:
+            detail = e.strerror or str(e)
+            where = f" ({e.filename})" if e.filename else ""
+            return ToolResult.failure(f"{spec.name} failed: {detail}{where}")
+        except Exception as e:  # a bug in a tool must not end the turn
+            return ToolResult.failure(f"{spec.name} failed unexpectedly: {type(e).__name__}: {e}")

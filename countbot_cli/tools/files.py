@@ -1,0 +1,423 @@
+"""File tools with CountBot's parameters and output formats: read_file, write_file, edit_file,
+list_dir (SPEC §6, research/countbot_digest.md §6).
+
+Every path goes through `paths.resolve_in_workspace`; a path outside the workspace only works
+when the registry passes a context that allows it (the user approved that exact call). Writes are
+atomic (temporary file, fsync, `os.replace`), so a crash never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+import threading
+from pathlib import Path
+from typing import Any
+
+from .base import KIND_READ, KIND_WRITE, ToolContext, ToolError, ToolResult, ToolSpec
+from .diffs import split_lines, unified_diff
+from .paths import resolve_in_workspace
+
+BINARY_SNIFF_BYTES = 8192
+MAX_LIST_ENTRIES = 1000
+
+
+def resolve_arg(
+    args: dict[str, Any], ctx: ToolContext, key: str = "path", *, confine: bool = True
+) -> Path:
+    """The resolved path for argument `key`; ToolError if it is bad, or (with `confine`) outside
+    the workspace while the context does not allow that."""
+    raw = str(args.get(key) or ".")
+    try:
+        path, inside = resolve_in_workspace(raw, ctx.workspace)
+    except ValueError as e:
+        raise ToolError(str(e)) from None
+    if confine and not inside and not ctx.allow_outside_workspace:
+        raise ToolError(f"path '{raw}' is outside the workspace ({path}) and was not approved")
+    return path
+
+
+def is_binary(head: bytes) -> bool:
+    return b"\x00" in head[:BINARY_SNIFF_BYTES]
+
+
+def read_text(path: Path, shown: str, ctx: ToolContext) -> str:
+    """The whole file as text: errors for missing, not a file, too big, binary or not UTF-8."""
+    if not path.exists():
+        raise ToolError(f"File not found: {shown}")
+    if not path.is_file():
+        kind = "a directory; use list_dir" if path.is_dir() else "not a regular file"
+        raise ToolError(f"Not a file: {shown} is {kind}")
+    size = path.stat().st_size
+    if size > ctx.max_read_bytes:
+        raise ToolError(
+            f"{shown} is {size} bytes, over the {ctx.max_read_bytes}-byte limit; read it in "
+            "parts with start_line and end_line (e.g. start_line=1, end_line=200)"
+        )
+    data = path.read_bytes()
+    if is_binary(data):
+        raise ToolError(f"{shown} looks like a binary file (it contains NUL bytes); not read")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ToolError(
+            f"{shown} is not UTF-8 text (undecodable byte at {e.start}); not read"
+        ) from None
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data`: temporary file in the same folder, fsync, os.replace.
+    An existing file keeps its permission bits; the final component is never followed."""
+    old_mode = None
+    try:
+        st = os.lstat(path)
+        old_mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
+    except FileNotFoundError:
+        pass
+    tmp = path.parent / f".{path.name}.countbot-{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if old_mode is not None:
+            os.chmod(tmp, old_mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# ---- read_file -------------------------------------------------------------------------------
+
+
+def _select(args: dict[str, Any]) -> tuple[int, int | None, bool]:
+    start, end = args.get("start_line"), args.get("end_line")
+    if start is not None and end is not None and end < start:
+        raise ToolError(f"end_line ({end}) is before start_line ({start})")
+    return (start or 1), end, start is not None or end is not None
+
+
+def _stream_lines(path: Path, start: int, end: int | None, limit: int) -> tuple[list[str], int]:
+    """Lines start..end of a file too big to load, and the total line count."""
+    chosen: list[str] = []
+    size = 0
+    total = 0
+    with open(path, "rb") as f:
+        if is_binary(f.read(BINARY_SNIFF_BYTES)):
+            raise ToolError("binary file (it contains NUL bytes); not read")
+        f.seek(0)
+        for total, raw in enumerate(f, start=1):
+            if start <= total and (end is None or total <= end):
+                size += len(raw)
+                if size > limit:
+                    raise ToolError(
+                        f"lines {start}-{end or 'end'} exceed {limit} bytes; "
+                        "ask for a smaller range"
+                    )
+                try:
+                    chosen.append(raw.decode("utf-8"))
+                except UnicodeDecodeError:
+                    raise ToolError(f"line {total} is not UTF-8 text; not read") from None
+    return chosen, total
+
+
+def format_lines(lines: list[str], first: int, numbers: bool) -> str:
+    texts = [line.rstrip("\n").removesuffix("\r") for line in lines]
+    if not numbers:
+        return "\n".join(texts)
+    width = len(str(first + len(texts) - 1))
+    return "\n".join(f"{n:>{width}}| {t}" for n, t in enumerate(texts, start=first))
+
+
+def run_read_file(args: dict[str, Any], ctx: ToolContext, cancel: threading.Event) -> ToolResult:
+    shown = str(args["path"])
+    path = resolve_arg(args, ctx)
+    start, end, ranged = _select(args)
+    if ranged and path.is_file() and path.stat().st_size > ctx.max_read_bytes:
+        try:
+            chosen, total = _stream_lines(path, start, end, ctx.max_read_bytes)
+        except ToolError as e:
+            raise ToolError(f"{shown}: {e}") from None
+    else:
+        all_lines = split_lines(read_text(path, shown, ctx))
+        total = len(all_lines)
+        chosen = all_lines[start - 1 : end]
+    if ranged and start > max(total, 1):
+        raise ToolError(f"start_line ({start}) is beyond the end of {shown} ({total} lines)")
+    header = f"[File: {shown} | Lines: {total}"
+    if ranged:
+        header += f" | Showing: {start}-{start + len(chosen) - 1 if chosen else start}"
+    body = format_lines(chosen, start, args.get("show_line_numbers", True))
+    return ToolResult(f"{header}]\n{body}" if chosen else f"{header}]\n(empty file)")
+
+
+# ---- write_file ------------------------------------------------------------------------------
+
+
+def _prepare_parent(path: Path, shown: str) -> None:
+    if path.is_dir():
+        raise ToolError(f"{shown} is a directory; give a file path")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ToolError(f"cannot create the folder for {shown}: a file is in the way") from None
+    if Path(os.path.realpath(path.parent)) != path.parent:  # swapped for a symlink meanwhile
+        raise ToolError(f"the folder of {shown} changed while writing; try again")
+
+
+def run_write_file(args: dict[str, Any], ctx: ToolContext, cancel: threading.Event) -> ToolResult:
+    shown, content = str(args["path"]), str(args["content"])
+    path = resolve_arg(args, ctx)
+    _prepare_parent(path, shown)
+    data = content.encode("utf-8")
+    existed = path.exists()
+    if args.get("mode", "overwrite") == "append":
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        with os.fdopen(fd, "ab") as f:
+            f.write(data)
+            f.flush()
+            total = os.fstat(f.fileno()).st_size
+        return ToolResult(
+            f"Appended {len(content)} chars ({len(data)} bytes) to {shown} (total: {total} bytes)"
+        )
+    atomic_write(path, data)
+    if not existed:
+        return ToolResult(
+            f"Created {shown} with {len(content)} chars, {len(data)} bytes (file was new)"
+        )
+    return ToolResult(f"Wrote {len(content)} chars ({len(data)} bytes) to {shown}")
+
+
+def preview_write_file(args: dict[str, Any], ctx: ToolContext, may_read: bool) -> str:
+    shown, content = str(args["path"]), str(args["content"])
+    path = resolve_arg(args, ctx, confine=False)
+    append = args.get("mode", "overwrite") == "append"
+    if not path.exists():
+        return unified_diff("", content, shown, new_file=True)
+    if not may_read:
+        note = f"{path} is outside the workspace: its current content was not read.\n"
+        return note + ("Appended text:\n" if append else "New content:\n") + content
+    if path.is_dir():
+        raise ToolError(f"{shown} is a directory; give a file path")
+    try:
+        old = read_text(path, shown, ctx)
+    except ToolError as e:
+        verb = "appends to" if append else "replaces"
+        return f"{verb} {shown}, which cannot be shown ({e})\nNew text:\n{content}"
+    return unified_diff(old, old + content if append else content, shown)
+
+
+# ---- edit_file -------------------------------------------------------------------------------
+
+
+def apply_edit(text: str, args: dict[str, Any], shown: str) -> tuple[str, str]:
+    """(new file text, result message) for an edit_file call; ToolError if it cannot apply."""
+    start, old = args.get("start_line"), args.get("old_text")
+    new = str(args.get("new_text") or "")
+    if start is not None and old:
+        raise ToolError("give either start_line (line mode) or old_text (text mode), not both")
+    if start is not None:
+        return _edit_lines(text, args, start, new, shown)
+    if not old:
+        raise ToolError(
+            "give old_text (text mode: replace that exact text) or start_line "
+            "(line mode: replace, insert or delete lines)"
+        )
+    count = text.count(old)
+    if count == 0 and "\r\n" in text and "\r\n" not in old:  # the model wrote LF for a CRLF file
+        old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
+        count = text.count(old)
+    if count == 0:
+        raise ToolError(
+            f"old_text not found in {shown} ({len(split_lines(text))} lines, {len(text)} chars); "
+            "use read_file to check the exact text, whitespace and indentation included"
+        )
+    if count > 1:
+        raise ToolError(
+            f"old_text found {count} times in {shown}; it must match exactly once: "
+            "include more surrounding lines to make it unique"
+        )
+    return text.replace(old, new, 1), f"Edited {shown} (replaced 1 occurrence)"
+
+
+def _edit_lines(
+    text: str, args: dict[str, Any], start: int, new: str, shown: str
+) -> tuple[str, str]:
+    lines = split_lines(text)
+    total = len(lines)
+    if start > total + 1:
+        raise ToolError(f"start_line ({start}) out of range (1-{total + 1}) for {shown}")
+    eol = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    new_lines = split_lines(new.replace("\r\n", "\n").replace("\n", eol))
+    if new_lines and not new_lines[-1].endswith("\n"):
+        new_lines[-1] += eol
+    if args.get("insert"):
+        if not new_lines:
+            raise ToolError("new_text is empty: nothing to insert")
+        if start == total + 1 and lines and not lines[-1].endswith("\n"):
+            lines[-1] += eol
+        result = lines[: start - 1] + new_lines + lines[start - 1 :]
+        return "".join(result), f"Inserted {len(new_lines)} lines before line {start} in {shown}"
+    end = args.get("end_line") or start
+    if end < start:
+        raise ToolError(f"end_line ({end}) < start_line ({start})")
+    if end > total:
+        raise ToolError(f"end_line ({end}) exceeds total lines ({total}) of {shown}")
+    result = lines[: start - 1] + new_lines + lines[end:]
+    if new_lines:
+        action = f"Replaced lines {start}-{end} with {len(new_lines)} lines"
+    else:
+        action = f"Deleted lines {start}-{end}"
+    return "".join(result), f"Edited {shown}: {action}"
+
+
+def run_edit_file(args: dict[str, Any], ctx: ToolContext, cancel: threading.Event) -> ToolResult:
+    shown = str(args["path"])
+    path = resolve_arg(args, ctx)
+    new_text, message = apply_edit(read_text(path, shown, ctx), args, shown)
+    atomic_write(path, new_text.encode("utf-8"))
+    return ToolResult(message)
+
+
+def preview_edit_file(args: dict[str, Any], ctx: ToolContext, may_read: bool) -> str:
+    shown = str(args["path"])
+    path = resolve_arg(args, ctx, confine=False)
+    if not may_read:
+        described = {k: v for k, v in args.items() if k != "path"}
+        return (
+            f"{path} is outside the workspace: its current content was not read.\n"
+            f"Edit requested: {described}"
+        )
+    old_text = read_text(path, shown, ctx)
+    new_text, _ = apply_edit(old_text, args, shown)
+    return unified_diff(old_text, new_text, shown)
+
+
+# ---- list_dir --------------------------------------------------------------------------------
+
+
+def _entry_line(entry: os.DirEntry[str]) -> str:
+    if entry.is_symlink():  # never followed: the target may lie outside the workspace
+        try:
+            target = os.readlink(entry.path)
+        except OSError:
+            target = "?"
+        return f"link {entry.name} -> {target}"
+    if entry.is_dir(follow_symlinks=False):
+        return f"dir  {entry.name}/"
+    try:
+        size = entry.stat(follow_symlinks=False).st_size
+    except OSError:
+        size = 0
+    return f"file {entry.name:40} {size:>10} bytes"
+
+
+def run_list_dir(args: dict[str, Any], ctx: ToolContext, cancel: threading.Event) -> ToolResult:
+    shown = str(args.get("path") or ".")
+    path = resolve_arg(args, ctx)
+    if not path.exists():
+        raise ToolError(f"Directory not found: {shown}")
+    if not path.is_dir():
+        raise ToolError(f"Not a directory: {shown} (use read_file for files)")
+    with os.scandir(path) as it:
+        entries = sorted(it, key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
+    lines = [_entry_line(e) for e in entries[:MAX_LIST_ENTRIES]]
+    if len(entries) > MAX_LIST_ENTRIES:
+        lines.append(f"... and {len(entries) - MAX_LIST_ENTRIES} more entries")
+    return ToolResult(f"Contents of {shown}:\n" + ("\n".join(lines) or "(empty directory)"))
+
+
+# ---- specs -----------------------------------------------------------------------------------
+
+_PATH = {"type": "string", "description": "File path, relative to the workspace."}
+_LINE = {"type": "integer", "minimum": 1}
+
+
+def file_tools() -> list[ToolSpec]:
+    return [
+        ToolSpec(
+            name="read_file",
+            description=(
+                "Read a text file. Output starts with [File: path | Lines: total], then the lines "
+                "as 'N| text'. Use start_line/end_line (1-based, inclusive) for part of a file."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "path": _PATH,
+                    "start_line": {**_LINE, "description": "First line to show (1-based)."},
+                    "end_line": {**_LINE, "description": "Last line to show (inclusive)."},
+                    "show_line_numbers": {"type": "boolean", "description": "Default true."},
+                },
+                "required": ["path"],
+                "additionalProperties": False,
+            },
+            run=run_read_file,
+            kind=KIND_READ,
+            path_args=("path",),
+        ),
+        ToolSpec(
+            name="write_file",
+            description=(
+                "Write a file (creating parent folders). mode 'overwrite' (default) replaces the "
+                "file; 'append' adds to its end. For long files write chunks of at most 800 "
+                "characters: the first with overwrite, the rest with append."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "path": _PATH,
+                    "content": {"type": "string", "description": "Text to write."},
+                    "mode": {"type": "string", "enum": ["overwrite", "append"]},
+                },
+                "required": ["path", "content"],
+                "additionalProperties": False,
+            },
+            run=run_write_file,
+            kind=KIND_WRITE,
+            path_args=("path",),
+            preview=preview_write_file,
+        ),
+        ToolSpec(
+            name="edit_file",
+            description=(
+                "Edit a text file. Text mode: old_text (must occur exactly once) is replaced by "
+                "new_text. Line mode (give start_line): lines start_line..end_line are replaced by "
+                "new_text (empty new_text deletes them); with insert=true new_text goes before "
+                "start_line."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "path": _PATH,
+                    "old_text": {"type": "string", "description": "Exact text to replace."},
+                    "new_text": {"type": "string", "description": "Replacement text."},
+                    "start_line": {**_LINE, "description": "Line mode: first line (1-based)."},
+                    "end_line": {**_LINE, "description": "Line mode: last line (default start)."},
+                    "insert": {"type": "boolean", "description": "Line mode: insert, not replace."},
+                },
+                "required": ["path"],
+                "additionalProperties": False,
+            },
+            run=run_edit_file,
+            kind=KIND_WRITE,
+            path_args=("path",),
+            preview=preview_edit_file,
+            reasons=lambda args: ["edits a file"],
+        ),
+        ToolSpec(
+            name="list_dir",
+            description="List a directory: folders first, then files with their sizes.",
+            parameters={
+                "type": "object",
+                "properties": {"path": {**_PATH, "description": "Directory (default '.')."}},
+                "additionalProperties": False,
+            },
+            run=run_list_dir,
+            kind=KIND_READ,
+            path_args=("path",),
+        ),
+    ]

@@ -1,0 +1,276 @@
+"""The `exec` tool: run a shell command safely enough to be useful (SPEC §6).
+
+- `/bin/sh -c COMMAND` in its own session and process group, stdin closed, no controlling
+  terminal (so password prompts fail instead of hanging);
+- an environment scrubbed of secrets (`*_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, `*API_KEY*`);
+- stdout and stderr read by threads, so a chatty command cannot deadlock, and kept only up to a
+  bound; the result is capped at `max_output_chars` with a note of how much was cut;
+- on timeout or cancel the whole group gets SIGTERM, a short grace, then SIGKILL. The shell is
+  not reaped before the SIGKILL, so its pid (the group id) cannot be reused in between;
+- after a normal exit, background processes that still hold the output pipes are stopped too.
+  Processes that detached their output (`nohup cmd >log 2>&1 &`) are left running.
+
+Output follows CountBot: stdout, then `STDERR:` and stderr; a non-zero exit is wrapped in
+`COMMAND FAILED (exit code N)` … `Exit code: N`; no output at all is `(no output)`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from .base import KIND_EXEC, ToolContext, ToolError, ToolResult, ToolSpec
+from .files import resolve_arg
+
+SHELL = "/bin/sh"
+KILL_GRACE = 0.5  # seconds between SIGTERM and SIGKILL
+DRAIN_WAIT = 1.0  # seconds to wait for the pipes to close after the shell exits
+TAIL_LINES = 12  # lines of output shown after a timeout or an interrupt
+_SECRET_SUFFIXES = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD")
+
+
+def is_secret_name(name: str) -> bool:
+    """True for environment names that look like credentials."""
+    upper = name.upper()
+    if "API_KEY" in upper or "APIKEY" in upper:
+        return True
+    return any(upper == s or upper.endswith("_" + s) for s in _SECRET_SUFFIXES)
+
+
+def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if not is_secret_name(k)}
+
+
+class _Capture:
+    """Reads one pipe to its end in a daemon thread, keeping a bounded head and a short tail."""
+
+    def __init__(self, stream: IO[bytes], limit: int) -> None:
+        self.head = bytearray()
+        self.tail: deque[bytes] = deque(maxlen=64)
+        self.total = 0
+        self._limit = limit
+        self._stream = stream
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        fd = self._stream.fileno()
+        while chunk := os.read(fd, 65536):
+            self.total += len(chunk)
+            room = self._limit - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+            self.tail.append(chunk[-4096:])
+
+    def join(self, timeout: float | None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def text(self) -> tuple[str, int]:
+        """(decoded kept output, bytes dropped beyond the bound)."""
+        return _decode(bytes(self.head)), self.total - len(self.head)
+
+    def last_lines(self) -> list[str]:
+        if not self.total:
+            return []
+        return _decode(b"".join(self.tail)).rstrip("\n").split("\n")[-TAIL_LINES:]
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+
+
+@dataclass
+class CommandOutcome:
+    stdout: str
+    stderr: str
+    returncode: int
+    dropped: int = 0  # bytes of output beyond the capture bound
+    timed_out: bool = False
+    interrupted: bool = False
+    elapsed: float = 0.0
+    tail: str = ""  # last lines of output (for timeouts and interrupts)
+    stragglers_killed: bool = False
+
+
+def _exited(pid: int) -> bool:
+    """Has the process exited? Does not reap it (WNOWAIT), so its pid stays reserved."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # already reaped elsewhere
+        return True
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the whole group, give it a moment, then SIGKILL whatever is left."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + KILL_GRACE
+    while not _exited(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    _signal_group(proc.pid, signal.SIGKILL)
+
+
+def run_command(
+    command: str,
+    cwd: Path,
+    timeout: float,
+    cancel: threading.Event,
+    *,
+    limit_bytes: int,
+    env: Mapping[str, str] | None = None,
+) -> CommandOutcome:
+    """Run `command` with `/bin/sh -c` under the rules in the module docstring."""
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [SHELL, "-c", command],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=scrub_env(os.environ if env is None else env),
+        start_new_session=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = _Capture(proc.stdout, limit_bytes), _Capture(proc.stderr, limit_bytes)
+    timed_out = interrupted = stragglers = False
+    deadline = started + timeout
+    while not _exited(proc.pid):
+        if cancel.is_set():
+            interrupted = True
+        elif time.monotonic() >= deadline:
+            timed_out = True
+        if interrupted or timed_out:
+            _kill_group(proc)
+            break
+        cancel.wait(min(0.02, max(deadline - time.monotonic(), 0.001)))
+    if not (out.join(DRAIN_WAIT) and err.join(DRAIN_WAIT)):
+        stragglers = True  # background children still hold the pipes
+        _kill_group(proc)
+        out.join(DRAIN_WAIT)
+        err.join(DRAIN_WAIT)
+    returncode = proc.wait()
+    if out.join(0) and err.join(0):  # else a detached process still holds a pipe: leave it be
+        proc.stdout.close()
+        proc.stderr.close()
+    (stdout, dropped_out), (stderr, dropped_err) = out.text(), err.text()
+    tail = "\n".join(out.last_lines() + (["STDERR:", *err.last_lines()] if err.total else []))
+    return CommandOutcome(
+        stdout=stdout,
+        stderr=stderr,
+        returncode=returncode,
+        dropped=dropped_out + dropped_err,
+        timed_out=timed_out,
+        interrupted=interrupted,
+        elapsed=time.monotonic() - started,
+        tail=tail,
+        stragglers_killed=stragglers,
+    )
+
+
+def format_outcome(outcome: CommandOutcome, timeout: float, max_chars: int) -> ToolResult:
+    """The tool result in CountBot's format, with the timed_out / interrupted flags."""
+    if outcome.timed_out or outcome.interrupted:
+        what = (
+            f"timed out after {timeout:g} seconds"
+            if outcome.timed_out
+            else f"interrupted after {outcome.elapsed:.1f} seconds"
+        )
+        text = f"Command {what}; its process group was killed."
+        if outcome.tail.strip():
+            text += "\nLast output:\n" + outcome.tail
+        return ToolResult.failure(
+            text, timed_out=outcome.timed_out, interrupted=outcome.interrupted
+        )
+    parts = [outcome.stdout.rstrip("\n")] if outcome.stdout.strip() else []
+    if outcome.stderr.strip():
+        parts.append("STDERR:\n" + outcome.stderr.rstrip("\n"))
+    body = "\n".join(parts) or "(no output)"
+    more = max(len(body) - max_chars, 0) + outcome.dropped
+    if more:
+        body = body[:max_chars] + f"\n[output truncated: {more} more characters]"
+    if outcome.stragglers_killed:
+        body += "\n[background processes still holding the output were stopped]"
+    rc = outcome.returncode
+    if rc != 0:
+        return ToolResult(
+            f"COMMAND FAILED (exit code {rc})\n{body}\nExit code: {rc}",
+            ok=False,
+            error=f"command failed with exit code {rc}",
+        )
+    return ToolResult(body)
+
+
+def _cwd(args: dict[str, Any], ctx: ToolContext) -> Path:
+    if not args.get("working_dir"):
+        return ctx.workspace.resolve()
+    cwd = resolve_arg(args, ctx, "working_dir")
+    if not cwd.is_dir():
+        raise ToolError(f"working_dir '{args['working_dir']}' is not an existing directory")
+    return cwd
+
+
+def run_exec(args: dict[str, Any], ctx: ToolContext, cancel: threading.Event) -> ToolResult:
+    timeout = float(args.get("timeout") or ctx.shell_timeout)
+    outcome = run_command(
+        str(args["command"]),
+        _cwd(args, ctx),
+        timeout,
+        cancel,
+        limit_bytes=4 * ctx.max_output_chars + 4,
+    )
+    return format_outcome(outcome, timeout, ctx.max_output_chars)
+
+
+def preview_exec(args: dict[str, Any], ctx: ToolContext, may_read: bool) -> str:
+    cwd = (
+        resolve_arg(args, ctx, "working_dir", confine=False)
+        if args.get("working_dir")
+        else ctx.workspace.resolve()
+    )
+    timeout = float(args.get("timeout") or ctx.shell_timeout)
+    return f"$ {args['command']}\n(in {cwd}, timeout {timeout:g} s)"
+
+
+def exec_tool() -> ToolSpec:
+    return ToolSpec(
+        name="exec",
+        description=(
+            "Run a shell command (/bin/sh -c) in the workspace or in working_dir. stdin is closed; "
+            "output is stdout then STDERR:, capped; a non-zero exit is reported with its code. "
+            "The user approves each command."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The shell command to run."},
+                "working_dir": {"type": "string", "description": "Folder to run it in."},
+                "timeout": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 3600,
+                    "description": "Seconds before the command is killed.",
+                },
+            },
+            "required": ["command"],
+            "additionalProperties": False,
+        },
+        run=run_exec,
+        kind=KIND_EXEC,
+        path_args=("working_dir",),
+        preview=preview_exec,
+    )

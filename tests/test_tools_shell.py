@@ -1,0 +1,221 @@
+"""The exec tool with real processes: output format, caps, timeouts, cancel, scrubbed env."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from countbot_cli.models import ToolCall
+from countbot_cli.tools import ToolContext, ToolRegistry, ToolResult, default_tools
+from countbot_cli.tools.shell import is_secret_name, scrub_env
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
+
+
+def run_exec(
+    ws: Path, cancel: threading.Event | None = None, ctx: dict[str, Any] | None = None, **args: Any
+) -> ToolResult:
+    context = ToolContext(workspace=ws, **(ctx or {}))
+    reg = ToolRegistry(default_tools(context), context)
+    prepared = reg.prepare(ToolCall("c1", "exec", json.dumps(args)))
+    assert prepared.error is None, prepared.error
+    return reg.run(prepared, cancel)
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent to reap it counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_gone(pids: list[int], within: float = 3.0) -> list[int]:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        left = [p for p in pids if alive(p)]
+        if not left:
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+# ---- output format ---------------------------------------------------------------------------
+
+
+def test_stdout_only(ws: Path) -> None:
+    res = run_exec(ws, command="echo hello; echo world")
+    assert (res.ok, res.content) == (True, "hello\nworld")
+
+
+def test_stderr_section_and_failed_exit_code(ws: Path) -> None:
+    res = run_exec(ws, command="echo out; echo err >&2; exit 3")
+    assert not res.ok and res.error == "command failed with exit code 3"
+    assert res.content == "COMMAND FAILED (exit code 3)\nout\nSTDERR:\nerr\nExit code: 3"
+
+
+def test_no_output(ws: Path) -> None:
+    assert run_exec(ws, command="true").content == "(no output)"
+
+
+def test_runs_in_the_workspace_or_working_dir(ws: Path) -> None:
+    (ws / "sub").mkdir()
+    assert run_exec(ws, command="pwd").content == str(ws.resolve())
+    assert run_exec(ws, command="pwd", working_dir="sub").content == str((ws / "sub").resolve())
+    res = run_exec(ws, command="pwd", working_dir="missing")
+    assert not res.ok and "is not an existing directory" in res.content
+
+
+def test_stdin_is_closed(ws: Path) -> None:
+    started = time.monotonic()
+    assert run_exec(ws, command="cat; echo done", timeout=10).content == "done"
+    assert time.monotonic() - started < 5
+
+
+def test_crlf_and_invalid_utf8_are_normalised(ws: Path) -> None:
+    res = run_exec(ws, command=r"printf 'a\r\nb\377\n'")
+    assert res.content == "a\nb\ufffd"
+
+
+def test_output_cap_notes_how_much_was_cut(ws: Path) -> None:
+    res = run_exec(ws, ctx={"max_output_chars": 100}, command="printf '%01000d' 0")
+    assert res.content == "0" * 100 + "\n[output truncated: 900 more characters]"
+
+
+def test_chatty_command_does_not_deadlock(ws: Path) -> None:
+    started = time.monotonic()
+    res = run_exec(
+        ws,
+        ctx={"max_output_chars": 1000},
+        command="head -c 3000000 /dev/zero | tr '\\0' x; echo; head -c 300000 "
+        "/dev/zero | tr '\\0' y >&2",
+        timeout=30,
+    )
+    assert res.ok
+    assert res.content.startswith("x" * 1000 + "\n[output truncated: ")
+    more = int(res.content.rsplit(": ", 1)[1].split()[0])
+    assert more >= 3_000_000 + 300_000 - 1000 - 16
+    assert time.monotonic() - started < 15
+
+
+# ---- timeouts, cancel, process groups --------------------------------------------------------
+
+
+def test_timeout_kills_the_whole_process_group(ws: Path) -> None:
+    command = "sleep 30 & echo $! > child.pid; echo $$ > shell.pid; echo started; sleep 30"
+    started = time.monotonic()
+    res = run_exec(ws, command=command, timeout=1)
+    took = time.monotonic() - started
+    assert res.timed_out and not res.ok and not res.interrupted
+    assert res.content.startswith(
+        "Error: Command timed out after 1 seconds; its process group was killed."
+    )
+    assert res.content.endswith("Last output:\nstarted")
+    assert took < 6
+    pids = [int((ws / name).read_text()) for name in ("child.pid", "shell.pid")]
+    assert wait_gone(pids) == []
+
+
+def test_process_ignoring_sigterm_is_killed(ws: Path) -> None:
+    command = "sh -c 'trap \"\" TERM; echo $$ > stubborn.pid; sleep 30' & wait"
+    res = run_exec(ws, command=command, timeout=1)
+    assert res.timed_out
+    for _ in range(50):
+        if (ws / "stubborn.pid").exists():
+            break
+        time.sleep(0.02)
+    assert wait_gone([int((ws / "stubborn.pid").read_text())]) == []
+
+
+def test_cancel_stops_a_running_command_quickly(ws: Path) -> None:
+    cancel = threading.Event()
+    results: list[ToolResult] = []
+    worker = threading.Thread(
+        target=lambda: results.append(
+            run_exec(ws, cancel, command="echo $$ > shell.pid; sleep 30", timeout=60)
+        )
+    )
+    worker.start()
+    time.sleep(0.3)
+    cancel.set()
+    set_at = time.monotonic()
+    worker.join(10)
+    assert not worker.is_alive()
+    assert time.monotonic() - set_at < 3
+    (res,) = results
+    assert res.interrupted and not res.timed_out and not res.ok
+    assert res.content.startswith("Error: Command interrupted after ")
+    assert wait_gone([int((ws / "shell.pid").read_text())]) == []
+
+
+def test_background_child_holding_the_output_is_stopped(ws: Path) -> None:
+    res = run_exec(ws, command="sleep 30 & echo $! > bg.pid; echo done", timeout=20)
+    assert res.ok
+    assert res.content == "done\n[background processes still holding the output were stopped]"
+    assert wait_gone([int((ws / "bg.pid").read_text())]) == []
+
+
+def test_detached_background_process_is_left_alone(ws: Path) -> None:
+    res = run_exec(ws, command="sleep 5 >/dev/null 2>&1 & echo $! > bg.pid; echo done")
+    assert res.content == "done"
+    pid = int((ws / "bg.pid").read_text())
+    try:
+        assert alive(pid)
+    finally:
+        os.kill(pid, 9)
+
+
+# ---- environment -----------------------------------------------------------------------------
+
+
+def test_secrets_are_scrubbed_from_the_environment(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in (
+        "OPENAI_API_KEY",
+        "MY_TOKEN",
+        "COUNTBOT_API_KEY",
+        "DB_PASSWORD",
+        "AWS_SECRET",
+        "STRIPE_APIKEY_LIVE",
+    ):
+        monkeypatch.setenv(name, "leak-" + name)
+    monkeypatch.setenv("SAFE_SETTING", "visible")
+    res = run_exec(ws, command="echo $OPENAI_API_KEY $MY_TOKEN; env")
+    assert "leak-" not in res.content
+    assert "SAFE_SETTING=visible" in res.content
+    assert res.content.split("\n")[0] == ""  # the echo printed nothing but its newline
+
+
+def test_is_secret_name() -> None:
+    secret = [
+        "OPENAI_API_KEY",
+        "countbot_api_key",
+        "GITHUB_TOKEN",
+        "TOKEN",
+        "AWS_SECRET",
+        "PG_PASSWORD",
+        "MY_APIKEY",
+        "X_API_KEY_2",
+        "SSH_KEY",
+    ]
+    harmless = ["PATH", "HOME", "KEYBOARD", "TOKENIZERS_PARALLELISM", "LANG", "SECRETARY"]
+    assert [n for n in secret if not is_secret_name(n)] == []
+    assert [n for n in harmless if is_secret_name(n)] == []
+    assert scrub_env({"PATH": "/bin", "A_TOKEN": "x"}) == {"PATH": "/bin"}
