@@ -31,9 +31,17 @@ BIN = Path(sys.executable).parent
 
 def start_server() -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "fakeserver.py"), "--port", "0", "--text",
-         "Hello! **How** can I help?", "--default"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            str(ROOT / "tests" / "fakeserver.py"),
+            "--port",
+            "0",
+            "--text",
+            "Hello! **How** can I help?",
+            "--default",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
@@ -45,8 +53,13 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
 
 def time_pipe(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
     t0 = time.perf_counter()
-    res = subprocess.run(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    res = subprocess.run(
+        cmd,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+    )
     dt = time.perf_counter() - t0
     if res.returncode != 0:
         raise SystemExit(f"{cmd} failed ({res.returncode}): {res.stderr.decode()[-500:]}")
@@ -106,10 +119,16 @@ def main() -> None:
             f"- model_id: bench\n  model_name: test-model\n  api_base: {base}\n", encoding="utf-8"
         )
         env = {
-            "PATH": os.environ.get("PATH", ""), "HOME": str(tmp), "LANG": "C.UTF-8",
-            "XDG_CONFIG_HOME": str(tmp / "xdg"), "TERM": "xterm-256color",
-            "LLM_USER_PATH": str(llm_home), "LLM_LOAD_PLUGINS": "", "OPENAI_API_KEY": "sk-bench",
-            "COLUMNS": "80", "LINES": "24",
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(tmp),
+            "LANG": "C.UTF-8",
+            "XDG_CONFIG_HOME": str(tmp / "xdg"),
+            "TERM": "xterm-256color",
+            "LLM_USER_PATH": str(llm_home),
+            "LLM_LOAD_PLUGINS": "",
+            "OPENAI_API_KEY": "sk-bench",
+            "COLUMNS": "80",
+            "LINES": "24",
         }
         cb = str(BIN / "countbot")
         llm = shutil.which("llm", path=str(BIN)) or shutil.which("llm")
@@ -119,16 +138,35 @@ def main() -> None:
             rows.append((name, ours, theirs, target))
 
         n = args.n
-        row("--version", 80, median_ms(lambda: time_pipe([cb, "--version"], env, work), n),
-            median_ms(lambda: time_pipe([llm, "--version"], env, work), n) if llm else None)
-        row("--help", 250, median_ms(lambda: time_pipe([cb, "--help"], env, work), n),
-            median_ms(lambda: time_pipe([llm, "--help"], env, work), n) if llm else None)
-        llm_ask = (median_ms(lambda: time_pipe([llm, "-m", "bench", "--no-log", "hi"], env, work), n)
-                   if llm else None)
-        row("ask --plain (pipe)", 450,
-            median_ms(lambda: time_pipe([cb, "ask", "--no-save", "--plain", "hi"], env, work), n), llm_ask)
-        row("ask (markdown, pty)", 650,
-            median_ms(lambda: time_pty([cb, "ask", "--no-save", "hi"], env, work), n), llm_ask)
+        row(
+            "--version",
+            80,
+            median_ms(lambda: time_pipe([cb, "--version"], env, work), n),
+            median_ms(lambda: time_pipe([llm, "--version"], env, work), n) if llm else None,
+        )
+        row(
+            "--help",
+            250,
+            median_ms(lambda: time_pipe([cb, "--help"], env, work), n),
+            median_ms(lambda: time_pipe([llm, "--help"], env, work), n) if llm else None,
+        )
+        llm_ask = (
+            median_ms(lambda: time_pipe([llm, "-m", "bench", "--no-log", "hi"], env, work), n)
+            if llm
+            else None
+        )
+        row(
+            "ask --plain (pipe)",
+            450,
+            median_ms(lambda: time_pipe([cb, "ask", "--no-save", "--plain", "hi"], env, work), n),
+            llm_ask,
+        )
+        row(
+            "ask (markdown, pty)",
+            650,
+            median_ms(lambda: time_pty([cb, "ask", "--no-save", "hi"], env, work), n),
+            llm_ask,
+        )
         print(f"start-up, median of {n} runs (ms); llm with plugins off, same loopback server")
         print(f"{'command':24} {'countbot':>9} {'target':>7} {'llm':>9} {'llm/countbot':>13}")
         for name, ours, theirs, target in rows:

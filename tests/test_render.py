@@ -1,0 +1,460 @@
+"""countbot_cli.render: streamed markdown equals a one-shot render, plain mode, safety, speed hooks.
+
+Streams are replayed on captured Consoles (width 80). On a non-terminal console the Live region
+never draws, so the file holds exactly what was printed into scrollback: it must equal a one-shot
+render byte for byte (nothing printed twice, nothing lost). On a terminal console the bytes,
+cursor moves included, are replayed in a VT100 emulator (pyte) and the screen must equal the
+emulated one-shot render.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyte
+import pytest
+from rich.console import Console
+
+from countbot_cli.render import (
+    StreamView,
+    is_plain_console,
+    make_console,
+    preload,
+    render_markdown,
+)
+from countbot_cli.textsafe import sanitize
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import gen_doc  # noqa: E402
+
+WIDTH = 80
+
+CASES: dict[str, str] = {
+    "open_fence_at_end": "Intro.\n\n```python\ndef f():\n\n    return 1\n",
+    "nested_lists_blank_lines": (
+        "- one\n\n  - one.a\n\n  - one.b\n\n    more of one.b\n\n- two\n\n"
+        "1. first\n2. second\n\n   1. nested\n\n3. third\n\nEnd.\n"
+    ),
+    "table_row_by_row": (
+        "Options:\n\n| Name | Default | Notes |\n|:---|---:|:---:|\n| `a` | 1 | short |\n"
+        "| `bb` | 22 | a much longer note that widens the column |\n| `c` | 3 | x |\n\nAfter.\n"
+    ),
+    "setext_headings": "Title\n=====\n\nSub title\nover two lines\n---\n\nPara\n\n---\n\nx\n",
+    "heading_after_paragraph": "A paragraph line\n## Heading right after\ntext under it\n# H1\n- a\n- b\nplain\n",
+    "code_blank_lines_and_backticks": (
+        "Use:\n\n```markdown\n# not a heading\n\n\n    ```\n  not closed by indented\n    ```\n"
+        "- not a list\n```\n\nIndented code:\n\n    ```\n    still code\n\n    more\n\nDone.\n"
+    ),
+    "fence_closers": (
+        "````text\nA\n```\n    ````\n\t````\n```` not a closer\n\n ```` \t\nafter\n\n"
+        "~~~\n```\n~~\n  ~~~~~\nB\n\n```\nopen then closed by a longer one\n`````\n# H\n"
+    ),
+    "four_backtick_fence": "Text\n\n````md\n```py\nprint(1)\n```\n````\n\nDone.\n",
+    "tilde_fence": "A\n\n~~~\ncode ``` here\n~~~\n\nB\n",
+    "cjk": (
+        "# 流式渲染\n\n终端中的滚动历史必须保持正确，每个块只打印一次。" * 1
+        + "这是一个很长的段落，用来测试宽字符在换行处的处理是否与一次性渲染完全一致。" * 3
+        + "\n\n| 列 | 说明 |\n|---|---|\n| 表格 | 宽字符单元格 |\n\n- 列表项一\n- 列表项二\n"
+    ),
+    "markup_and_escapes": (
+        "Say [red]x[/red] and [bold]y[/] literally.\x1b]0;pwned\x07\n\n"
+        "- item \x1b[31mred?\x1b[0m\n- [link](https://example.com) \x9b2J\n\nEnd\x07.\n"
+    ),
+    "ordered_split_by_paragraph": "1. a\n2. b\n\nText between.\n\n3. c\n4. d\n",
+    "nested_list_with_code": (
+        "1. Step one:\n\n   ```sh\n   pip install x\n\n   echo hi\n   ```\n\n"
+        "2. Step two\n   - sub a\n   - sub b\n\nFin.\n"
+    ),
+    "table_interrupting_paragraph": "Intro line\n| a | b |\n|---|---|\n| 1 | 2 |\nafter row\n\nNext.\n",
+    "blockquote_lazy": "> quoted\nlazy continuation\n\n> second\n>\n> third\n\n>\n\nText\n",
+    "html_block": "<details>\n<summary>x</summary>\n\ninner *md*\n\n</details>\n\nafter\n",
+    "hr_variants": "a\n\n***\n\nb\n\n- - -\n\n___\n- list after hr\n\nc\n",
+    "partial_number_line": "1. a\n\n   more\n\n2. b\n\n10. c\n",
+    "emphasis_across_lines": "Some **bold\ntext** here and `code\nspan`.\n\nNext\n",
+    "no_trailing_newline": "# Title\n\nLast words without newline",
+    "hard_break_and_reference_before_use": "[1]: https://example.com\n\nLine one  \nline two [x][1]\n",
+}
+
+
+def docs() -> dict[str, str]:
+    out = dict(CASES)
+    out["generated_a"] = gen_doc.make_doc(900, seed=3)
+    out["generated_b"] = gen_doc.make_doc(900, seed=11)
+    return out
+
+
+def chunkings(text: str, seeds: int = 3) -> Iterator[tuple[str, list[str]]]:
+    for seed in range(seeds):
+        r = random.Random(seed)
+        parts, i = [], 0
+        while i < len(text):
+            k = r.randint(1, 40)
+            parts.append(text[i : i + k])
+            i += k
+        yield f"random{seed}", parts
+    yield "tokens", gen_doc.regex_chunks(text)
+    yield "lines", text.splitlines(keepends=True)
+    if len(text) < 600:
+        yield "chars", list(text)
+
+
+class Clock:
+    """A fake clock; each reading advances it, so every feed is due for a frame."""
+
+    def __init__(self, step: float = 1.0) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def console(*, terminal: bool, height: int = 25, width: int = WIDTH) -> Console:
+    return Console(
+        file=io.StringIO(),
+        width=width,
+        height=height,
+        force_terminal=terminal,
+        color_system="truecolor" if terminal else None,
+        legacy_windows=False,
+    )
+
+
+def one_shot(text: str, *, terminal: bool) -> str:
+    c = console(terminal=terminal)
+    render_markdown(c, text)
+    return c.file.getvalue()  # type: ignore[attr-defined]
+
+
+def stream(parts: list[str], c: Console, **kw: object) -> StreamView:
+    view = StreamView(c, clock=Clock(), **kw)  # type: ignore[arg-type]
+    for part in parts:
+        view.feed(part)
+    view.finish()
+    return view
+
+
+def screen(raw: str, rows: int, width: int = WIDTH) -> list[str]:
+    scr = pyte.Screen(width, rows)
+    pyte.Stream(scr).feed(raw.replace("\n", "\r\n"))
+    lines = [line.rstrip() for line in scr.display]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+@pytest.mark.parametrize("name", sorted(docs()))
+def test_settled_output_equals_one_shot(name: str) -> None:
+    text = docs()[name]
+    want = one_shot(text, terminal=False)
+    for how, parts in chunkings(text):
+        assert "".join(parts) == text
+        c = console(terminal=False)
+        view = stream(parts, c)
+        assert view.text == text
+        assert c.file.getvalue() == want, f"{name} chunked by {how}"  # type: ignore[attr-defined]
+
+
+def _settled_prefix(text: str) -> str:
+    """`text` up to the start of its last top-level block (by rich's own parser)."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt().enable("strikethrough").enable("table")
+    starts = [t.map[0] for t in md.parse(text) if t.level == 0 and t.nesting >= 0 and t.map]
+    if len(starts) < 2:
+        return ""
+    return "".join(text.splitlines(keepends=True)[: starts[-1]])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_blocks_settle_as_soon_as_the_next_one_starts(name: str) -> None:
+    text = sanitize(CASES[name])
+    if "\u2028" in text or "\u2029" in text:
+        pytest.skip("str.splitlines differs from markdown lines")
+    for how, parts in [("lines", text.splitlines(keepends=True)), *chunkings(text, seeds=2)]:
+        c = console(terminal=False)
+        view = StreamView(c, clock=Clock())
+        fed = ""
+        for part in parts:
+            view.feed(part)
+            fed += part
+            want = _settled_prefix(fed[: fed.rfind("\n") + 1])
+            got = c.file.getvalue()  # type: ignore[attr-defined]
+            assert got == (one_shot(want, terminal=False) if want.strip() else ""), (how, fed)
+        view.finish()
+
+
+@pytest.mark.parametrize("name", sorted(docs()))
+def test_terminal_screen_equals_one_shot(name: str) -> None:
+    text = docs()[name]
+    want_raw = one_shot(text, terminal=True)
+    rows = want_raw.count("\n") + 40
+    want = screen(want_raw, rows)
+    ways = list(chunkings(text, seeds=2))[: 2 if name.startswith("generated") else 3]
+    for how, parts in ways:
+        c = console(terminal=True, height=12)  # answers taller than the terminal
+        view = stream(parts, c)
+        assert view.frames > 0
+        assert screen(c.file.getvalue(), rows) == want, f"{name} chunked by {how}"  # type: ignore[attr-defined]
+
+
+def test_long_generated_answer_in_a_small_terminal() -> None:
+    text = gen_doc.make_doc(4000, seed=5)
+    want_raw = one_shot(text, terminal=True)
+    rows = want_raw.count("\n") + 40
+    c = console(terminal=True, height=8)
+    view = StreamView(c, clock=Clock(step=0.01), max_fps=10.0)  # 100 tokens/s
+    for part in gen_doc.regex_chunks(text):
+        view.feed(part)
+    view.finish()
+    assert screen(c.file.getvalue(), rows) == screen(want_raw, rows)  # type: ignore[attr-defined]
+
+
+def test_newest_lines_of_a_tall_block_stay_visible() -> None:
+    c = console(terminal=True, height=10)
+    term = pyte.Screen(WIDTH, 200)
+    vt, done = pyte.Stream(term), 0
+
+    def shown() -> list[str]:
+        nonlocal done
+        raw = c.file.getvalue()  # type: ignore[attr-defined]
+        vt.feed(raw[done:].replace("\n", "\r\n"))
+        done = len(raw)
+        return [line.rstrip() for line in term.display if line.strip()]
+
+    view = StreamView(c, clock=Clock())
+    view.feed("```python\n")
+    for i in range(60):
+        view.feed(f"line_{i} = {i}\n")
+        now = shown()
+        assert f"line_{i} = {i}" in now[-1]  # the newest line is on screen
+        assert i < 7 or not any("line_0 =" in line for line in now)  # cropped to the bottom
+    view.finish()
+    final = shown()
+    assert sum("line_0 = 0" in s for s in final) == 1
+    assert sum("line_59 = 59" in s for s in final) == 1
+
+
+def test_width_change_mid_stream_loses_and_duplicates_nothing() -> None:
+    text = gen_doc.make_doc(1200, seed=8)
+    parts = gen_doc.regex_chunks(text)
+    outputs = []
+    for terminal in (False, True):
+        c = console(terminal=terminal, height=15)
+        view = StreamView(c, clock=Clock(step=0.03))
+        for i, part in enumerate(parts):
+            if i == len(parts) // 3:
+                c.width = 60
+            if i == 2 * len(parts) // 3:
+                c.width = 72
+            view.feed(part)
+        view.finish()
+        outputs.append(c.file.getvalue())  # type: ignore[attr-defined]
+    flat, term = outputs
+    rows = flat.count("\n") + 40
+    assert screen(term, rows) == screen(flat, rows)
+    numbers = Counter(
+        line.split(" ")[1] for line in text.splitlines() if line.startswith(("## ", "### "))
+    )
+    assert len(numbers) >= 3
+    shown = [line.strip() for line in flat.splitlines()]
+    for n, count in numbers.items():  # every numbered heading printed exactly once
+        assert sum(line.startswith(n + " ") for line in shown) == count, n
+    assert max(len(line) for line in flat.splitlines()) == WIDTH
+
+
+def test_first_feed_draws_at_once_then_throttles() -> None:
+    c = console(terminal=True)
+    frozen = Clock(step=0.0)
+    view = StreamView(c, clock=frozen, max_fps=10.0)
+    view.feed("Hello")
+    assert "Hello" in c.file.getvalue()  # type: ignore[attr-defined]
+    assert view.frames == 1
+    view.feed(" world")
+    assert view.frames == 1 and "world" not in c.file.getvalue()  # type: ignore[attr-defined]
+    due = view.due_in()
+    assert due is not None and due >= 0.1 - 1e-9
+    view.refresh()
+    assert view.frames == 2 and "world" in c.file.getvalue()  # type: ignore[attr-defined]
+    assert view.due_in() is None
+    view.finish()
+
+
+def test_plain_mode_writes_sanitised_text_as_it_arrives() -> None:
+    text = CASES["markup_and_escapes"] + "tail \x1b]0;split"
+    for seed in range(5):
+        r = random.Random(seed)
+        out = io.StringIO()
+        c = console(terminal=True)
+        c.file = out
+        view = StreamView(c, plain=True)
+        i = 0
+        while i < len(text):
+            k = r.randint(1, 7)
+            view.feed(text[i : i + k])
+            i += k
+        view.finish()
+        assert out.getvalue() == sanitize(text) + "\n"
+        assert "\x1b" not in out.getvalue() and "\x07" not in out.getvalue()
+        assert view.text == text
+
+
+def test_make_console_is_plain_for_pipes_and_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    piped = make_console(file=io.StringIO())
+    assert is_plain_console(piped)
+    view = StreamView(piped)
+    view.feed("# Title\n\n**bold**")
+    view.finish()
+    assert piped.file.getvalue() == "# Title\n\n**bold**\n"  # type: ignore[attr-defined]
+    master, slave = os.openpty()
+    with os.fdopen(slave, "w") as tty:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+        assert not is_plain_console(make_console(file=tty))
+        assert is_plain_console(make_console(file=tty, force_plain=True))
+        monkeypatch.setenv("NO_COLOR", "1")
+        assert is_plain_console(make_console(file=tty))
+        assert not is_plain_console(make_console(file=tty, force_plain=False))
+    os.close(master)
+
+
+def test_model_markup_and_escapes_print_literally() -> None:
+    for terminal in (False, True):
+        c = console(terminal=terminal)
+        view = StreamView(c, clock=Clock())
+        view.reasoning("think [blue]hard[/blue] \x1b[2J now\n")
+        view.feed(CASES["markup_and_escapes"])
+        view.notice("[red]tool[/red] \x1b]0;pwned\x07 call")
+        view.finish()
+        out = c.file.getvalue()  # type: ignore[attr-defined]
+        assert "[red]x[/red]" in out and "[bold]y[/]" in out
+        assert "[blue]hard[/blue]" in out and "[red]tool[/red]" in out
+        assert "pwned" not in out and "\x07" not in out and "\x9b" not in out
+        assert "\x1b[2J" not in out and "\x1b]0;" not in out
+
+
+def test_abort_keeps_what_arrived() -> None:
+    text = next(d for d in (gen_doc.make_doc(600, seed=s) for s in range(50)) if "```" in d)
+    cut = text.index("```") + 40  # inside a code fence
+    for terminal in (False, True):
+        c = console(terminal=terminal)
+        view = StreamView(c, clock=Clock())
+        for part in gen_doc.regex_chunks(text[:cut]):
+            view.feed(part)
+        view.abort("[interrupted]")
+        assert view.text == text[:cut]
+        want = one_shot(text[:cut], terminal=terminal)
+        got = c.file.getvalue()  # type: ignore[attr-defined]
+        if terminal:
+            rows = got.count("\n") + 40
+            shown, expect = screen(got, rows), screen(want, rows)
+            assert shown[: len(expect)] == expect and shown[-1] == "[interrupted]"
+            assert shown[len(expect) : -1] in ([""], ["", ""])  # a blank line, maybe padding
+        else:
+            assert got == want + "\n[interrupted]\n"
+
+
+def test_abort_in_plain_mode_keeps_text_and_notes_on_the_side() -> None:
+    main, side = io.StringIO(), io.StringIO()
+    view = StreamView(make_console(file=main), side=make_console(file=side))
+    view.feed("partial ans")
+    view.abort()
+    assert main.getvalue() == "partial ans\n"
+    assert side.getvalue() == "interrupted\n"
+
+
+def test_reasoning_is_dim_and_separate_from_the_answer() -> None:
+    answer = "The answer:\n\n- one\n- two\n"
+    c = console(terminal=False)
+    view = StreamView(c, clock=Clock())
+    for part in ("Let me ", "think.\nSecond", " thought"):
+        view.reasoning(part)
+    for part in gen_doc.regex_chunks(answer):
+        view.feed(part)
+    view.finish()
+    assert view.text == answer
+    assert c.file.getvalue() == (  # type: ignore[attr-defined]
+        "Let me think.\nSecond thought\n\n" + one_shot(answer, terminal=False)
+    )
+    t = console(terminal=True)
+    view = StreamView(t, clock=Clock())
+    view.reasoning("Let me think.\n")
+    view.feed(answer)
+    view.finish()
+    assert "\x1b[2mLet me think." in t.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_notice_settles_the_answer_then_prints_one_line() -> None:
+    before, after = "Checking:\n\n- a\n- b", "Done **now**.\n"
+    c = console(terminal=False)
+    view = StreamView(c, clock=Clock())
+    view.feed(before)
+    view.notice("→ read_file path='x'\nsecond line")
+    view.feed(after)
+    view.finish()
+    want = one_shot(before, terminal=False) + "\n→ read_file path='x' second line\n\nDone now."
+    got = c.file.getvalue()  # type: ignore[attr-defined]
+    assert [line.rstrip() for line in got.splitlines()] == [
+        line.rstrip() for line in want.splitlines()
+    ]
+    assert view.text == before + after
+
+
+def test_render_markdown_sanitises_and_is_raw_on_plain_consoles() -> None:
+    c = console(terminal=False)
+    render_markdown(c, "# T\x1b[2J\n\n[red]r[/red]")
+    got = c.file.getvalue()  # type: ignore[attr-defined]
+    assert got == one_shot("# T\n\n[red]r[/red]", terminal=False) and "[red]r[/red]" in got
+    out = io.StringIO()
+    render_markdown(make_console(file=out), "# T\x07")
+    assert out.getvalue() == "# T\n"
+
+
+def test_import_is_cheap_and_preload_warms_up() -> None:
+    code = (
+        "import sys; import countbot_cli.render as r\n"
+        "assert not any(m == 'rich' or m.startswith(('rich.', 'markdown_it')) for m in sys.modules), "
+        "sorted(m for m in sys.modules if 'rich' in m)\n"
+        "r.preload(); assert 'rich.markdown' in sys.modules and 'rich.live' in sys.modules\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    preload()
+
+
+def test_plain_mode_sends_reasoning_and_notices_to_the_side() -> None:
+    main, side = io.StringIO(), io.StringIO()
+    view = StreamView(make_console(file=main), side=make_console(file=side))
+    view.reasoning("thinking \x1b[31m[b]hard[/b]")
+    view.feed("The answer.")
+    view.notice("→ tool")
+    view.feed("\nMore.")
+    view.finish()
+    assert main.getvalue() == "The answer.\nMore.\n"
+    assert side.getvalue() == "thinking [b]hard[/b]\n→ tool\n"
+    assert view.text == "The answer.\nMore."
+
+
+class _SlowTerminal(io.StringIO):
+    def write(self, s: str) -> int:
+        time.sleep(0.03)
+        return super().write(s)
+
+
+def test_throttle_adapts_to_slow_frames() -> None:
+    c = console(terminal=True)
+    c.file = _SlowTerminal()
+    view = StreamView(c, clock=Clock(step=0.0), max_fps=10.0)
+    view.feed("Hello")
+    view.feed(" world")
+    due = view.due_in()
+    assert due is not None and due >= 4 * 0.03  # at least 4x the frame time, above 1/max_fps
+    view.finish()
