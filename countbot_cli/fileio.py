@@ -1,0 +1,165 @@
+"""Durable, private files: atomic writes, sidecar locks, no-clobber moves (no third-party imports).
+
+The recipe (research/protocol_safety.md §5): temporary file in the same folder, write, fsync,
+`os.replace`, fsync the folder; files 0600. Locks are `flock` on a separate `*.lock` file, because
+`os.replace` swaps the data file's inode. A damaged file is moved aside, never overwritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+from countbot_cli.errors import SessionLockedError, StorageError
+
+Key = tuple[int, int, int]  # (inode, mtime_ns, size): a file is unchanged while this is equal
+
+TEMP_SUFFIX = ".tmp"
+
+
+def read_keyed(path: Path) -> tuple[bytes, Key]:
+    """The file's bytes and the (inode, mtime, size) of exactly that version."""
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        return f.read(), (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def key_of(path: Path) -> Key | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def temp_name(path: Path) -> Path:
+    """`.<name>.<random>.tmp` beside `path`: hidden, unique, recognisable as a leftover."""
+    return path.with_name(f".{path.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+
+
+def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> Key:
+    """Replace `path` with `data` atomically (mode 0600). Returns the new file's key.
+
+    `durable` adds the fsyncs (file, then folder); a cache file may skip them.
+    """
+    tmp = temp_name(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        try:
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, 0o600)  # whatever the umask
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if durable:
+        fsync_dir(path.parent)
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or unlink in `folder` durable (POSIX; a no-op where unsupported)."""
+    if sys.platform == "win32":
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems cannot fsync a folder
+    finally:
+        os.close(fd)
+
+
+def move_aside(path: Path, tag: str = "corrupt") -> Path:
+    """Rename `path` to `<name>.<tag>-<UTC time>[-n]`, never overwriting anything. The new path."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for n in range(1000):
+        target = path.with_name(f"{path.name}.{tag}-{stamp}" + (f"-{n}" if n else ""))
+        try:
+            os.link(path, target)  # fails if target exists: nothing is ever overwritten
+        except FileExistsError:
+            continue
+        except OSError:
+            if target.exists():
+                continue
+            os.rename(path, target)  # a filesystem without hard links
+        else:
+            os.unlink(path)
+        fsync_dir(path.parent)
+        return target
+    raise StorageError(f"cannot find a free name to move {path} aside")
+
+
+def remove_if_older(path: Path, max_age: float, now: float | None = None) -> None:
+    """Delete a leftover (e.g. a temp file of a killed writer) older than `max_age` seconds."""
+    with contextlib.suppress(OSError):
+        if (now or time.time()) - os.stat(path).st_mtime > max_age:
+            os.unlink(path)
+
+
+@contextlib.contextmanager
+def locked(path: Path, timeout: float, what: str) -> Iterator[None]:
+    """Hold an exclusive lock on the sidecar file `path`, waiting up to `timeout` seconds.
+
+    Raises SessionLockedError ("<what> is busy in another countbot process") on timeout. The
+    lock is per open file: the same process locking twice waits for itself, so don't nest.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError as e:
+        raise StorageError(f"cannot open the lock file {path}: {e.strerror or e}") from e
+    try:
+        deadline = time.monotonic() + timeout
+        delay = 0.002
+        while not _try_lock(fd, path):
+            if time.monotonic() >= deadline:
+                raise SessionLockedError(
+                    f"{what} is busy in another countbot process",
+                    hint=f"waited {timeout:g} s for {path.name}",
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock (so does the death of the process)
+
+
+if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+    import msvcrt
+
+    def _try_lock(fd: int, path: Path) -> bool:
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+
+else:
+    import fcntl
+
+    def _try_lock(fd: int, path: Path) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        except OSError as e:  # e.g. ENOLCK on a network filesystem without locks
+            raise StorageError(f"cannot lock {path}: {e.strerror or e}") from e
+        return True
