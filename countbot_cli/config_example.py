@@ -63,7 +63,8 @@ providers:
     #                         # otherwise countbot's own conservative default.
     # headers:                # extra HTTP headers sent with every request
     #   OpenAI-Organization: org-...
-    # stream_tools: true      # false: requests that carry tools are sent without streaming
+    # stream_tools: true      # false: requests that carry tools are sent without streaming,
+    #                         # with tool_choice "auto" (llama-cpp-python's server needs both)
     #                         #   (servers that fail on streamed tool calls)
     # include_usage: true     # ask for token usage in streams (stream_options.include_usage)
     # connect_timeout: 10     # seconds to open the connection

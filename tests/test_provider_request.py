@@ -93,6 +93,19 @@ def test_empty_tools_none_values_and_no_usage_option() -> None:
     assert "Authorization" not in headers
 
 
+def test_tool_choice_auto_only_for_servers_without_streamed_tools() -> None:
+    req = ChatRequest(
+        model="m", messages=[{"role": "user", "content": "hi"}], tools=[TOOL], stream=False
+    )
+    assert "tool_choice" not in build_request(Cfg(), req)[2]
+    assert build_request(Cfg(stream_tools=False), req)[2]["tool_choice"] == "auto"
+    forced = {"type": "function", "function": {"name": "read_file"}}
+    req.tool_choice = forced
+    assert build_request(Cfg(stream_tools=False), req)[2]["tool_choice"] == forced
+    no_tools = ChatRequest(model="m", messages=[{"role": "user", "content": "hi"}], stream=False)
+    assert "tool_choice" not in build_request(Cfg(stream_tools=False), no_tools)[2]
+
+
 def test_non_streamed_body_and_headers_override() -> None:
     cfg = Cfg(headers={"authorization": "Bearer other", "api-key": "azure"})
     _, headers, body = build_request(cfg, ChatRequest(model="m", messages=[], stream=False))

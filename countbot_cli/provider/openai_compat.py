@@ -114,8 +114,13 @@ def build_request(
     }
     if req.tools:
         body["tools"] = req.tools
-        if req.tool_choice is not None:
-            body["tool_choice"] = req.tool_choice
+        choice = req.tool_choice
+        if choice is None and not cfg.stream_tools:
+            # llama-cpp-python's server (chatml-function-calling) ignores `tools` unless a
+            # tool_choice is sent; providers that need stream_tools: false are such servers.
+            choice = "auto"
+        if choice is not None:
+            body["tool_choice"] = choice
     if req.temperature is not None:
         body["temperature"] = req.temperature
     if req.max_tokens is not None:

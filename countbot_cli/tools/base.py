@@ -36,6 +36,8 @@ class ToolContext:
     # True: a path outside the workspace does not by itself need approval (still reported)
     allow_outside_workspace: bool = False
     max_read_bytes: int = 1_000_000  # read_file/edit_file refuse bigger files (ranges still work)
+    # values never passed to a command's environment, whatever the variable is called (API keys)
+    secret_values: tuple[str, ...] = field(default=(), repr=False)
 
 
 @dataclass

@@ -22,7 +22,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -45,8 +45,12 @@ def is_secret_name(name: str) -> bool:
     return any(upper == s or upper.endswith("_" + s) for s in _SECRET_SUFFIXES)
 
 
-def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if not is_secret_name(k)}
+def scrub_env(env: Mapping[str, str], secret_values: Sequence[str] = ()) -> dict[str, str]:
+    """Drop variables named like secrets, and any whose value holds a known secret."""
+    secrets = [s for s in secret_values if len(s) >= 8]
+    return {
+        k: v for k, v in env.items() if not is_secret_name(k) and not any(s in v for s in secrets)
+    }
 
 
 class _Capture:
@@ -133,6 +137,7 @@ def run_command(
     *,
     limit_bytes: int,
     env: Mapping[str, str] | None = None,
+    secret_values: Sequence[str] = (),
 ) -> CommandOutcome:
     """Run `command` with `/bin/sh -c` under the rules in the module docstring."""
     started = time.monotonic()
@@ -142,7 +147,7 @@ def run_command(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=scrub_env(os.environ if env is None else env),
+        env=scrub_env(os.environ if env is None else env, secret_values),
         start_new_session=True,
     )
     assert proc.stdout is not None and proc.stderr is not None
@@ -232,6 +237,7 @@ def run_exec(args: dict[str, Any], ctx: ToolContext, cancel: threading.Event) ->
         timeout,
         cancel,
         limit_bytes=4 * ctx.max_output_chars + 4,
+        secret_values=ctx.secret_values,
     )
     return format_outcome(outcome, timeout, ctx.max_output_chars)
 

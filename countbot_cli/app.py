@@ -1,0 +1,329 @@
+"""Composition root: builds settings, store, provider, tools and engine, and runs `ask`.
+
+The typer layer (cli.py) only parses flags and calls in here; tests can call these functions
+directly with injected streams.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .errors import CountbotError, UsageError
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .engine import Engine, TurnResult
+    from .provider import Provider
+    from .session import Session
+    from .store import SessionStore
+
+MAX_ATTACHMENT_BYTES = 1_000_000
+
+
+@dataclass
+class CommonOptions:
+    config: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    system: str | None = None
+
+
+@dataclass
+class AskOptions(CommonOptions):
+    prompt: list[str] = field(default_factory=list)
+    session: str | None = None
+    cont: bool = False
+    no_save: bool = False
+    files: list[Path] = field(default_factory=list)
+    no_stream: bool = False
+    json_out: bool = False
+    plain: bool = False
+    yes: bool = False
+    no_tools: bool = False
+
+
+def load_settings(
+    opts: CommonOptions, *, require_provider: bool = True, require_model: bool = True
+) -> Settings:
+    from .config import load_settings as _load
+
+    return _load(
+        config_path=opts.config,
+        provider=opts.provider,
+        model=opts.model,
+        system=opts.system,
+        require_provider=require_provider,
+        require_model=require_model,
+    )
+
+
+def make_store(settings: Settings, err: TextIO | None = None) -> SessionStore:
+    from .store import SessionStore
+
+    stream = err or sys.stderr
+    return SessionStore(settings.sessions_dir, on_notice=lambda m: _notice(stream, m))
+
+
+def make_provider(settings: Settings, err: TextIO | None = None) -> Provider:
+    from .provider import make_provider as _make
+
+    stream = err or sys.stderr
+    p = settings.provider
+    if p.type == "local" and p.name not in settings.providers:
+        _notice(
+            stream,
+            f"no provider configured: using the embedded local model {p.model} "
+            "(offline; `countbot config init` sets up another)",
+        )
+    return _make(p, on_notice=lambda m: _notice(stream, m))
+
+
+def _notice(err: TextIO, text: str) -> None:
+    from .textsafe import sanitize
+
+    err.write(f"countbot: {sanitize(text)}\n")
+    err.flush()
+
+
+def build_engine(
+    settings: Settings,
+    provider: Provider,
+    store: SessionStore | None,
+    *,
+    tools_enabled: bool,
+    yes: bool,
+    confirmer: Any = None,
+) -> Engine:
+    from .approval import ApprovalPolicy
+    from .engine import Engine
+    from .memory import MemoryKeeper
+    from .memory_store import MemoryStore
+    from .tokens import TokenCounter
+    from .window import make_budget
+
+    counter = TokenCounter(provider.model)
+    memory = MemoryStore(settings.memory.file)
+    registry = None
+    if tools_enabled and settings.tools.enabled:
+        from .tools.memory_tool import memory_tool
+
+        registry = _tool_registry(settings, extra=[memory_tool(memory)])
+    policy = ApprovalPolicy(mode=settings.tools.approval, yes_writes=yes, confirmer=confirmer)
+    keeper = MemoryKeeper(settings, provider, store, memory, counter=counter)
+    engine = Engine(
+        settings=settings,
+        provider=provider,
+        store=store,
+        tools=registry,
+        policy=policy,
+        budget=make_budget(settings, counter),
+        recall=keeper.recall if settings.memory.inject != "off" else None,
+        upkeep=keeper.upkeep_hooks() if store is not None else (),
+    )
+    engine.memory_keeper = keeper
+    return engine
+
+
+def _tool_registry(settings: Settings, extra: list[Any]) -> Any:
+    from .tools import ToolContext, ToolRegistry, default_tools
+
+    t = settings.tools
+    ctx = ToolContext(
+        workspace=t.workspace,
+        max_output_chars=t.max_output_chars,
+        shell_timeout=t.shell_timeout,
+        allow_outside_workspace=t.allow_outside_workspace,
+        secret_values=tuple(p.api_key for p in settings.providers.values() if p.api_key)
+        + ((settings.provider.api_key,) if settings.provider.api_key else ()),
+    )
+    return ToolRegistry([*default_tools(ctx), *extra], ctx)
+
+
+# ---- ask ----
+
+
+def compose_prompt(prompt: list[str], stdin_text: str | None, files: list[Path]) -> str:
+    """Prompt words, then piped stdin, then each attached file in a fenced block."""
+    parts: list[str] = []
+    words = " ".join(prompt).strip()
+    if words:
+        parts.append(words)
+    if stdin_text and stdin_text.strip():
+        parts.append(stdin_text.rstrip("\n"))
+    for path in files:
+        parts.append(_attachment(path))
+    text = "\n\n".join(parts)
+    if not text.strip():
+        raise UsageError(
+            "nothing to ask: give a prompt, pipe text in, or attach a file with -f",
+            hint='e.g. countbot ask "explain this" -f main.py',
+        )
+    return text
+
+
+def _attachment(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"-f {path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"-f {path}: is a folder, not a file") from None
+    except OSError as exc:
+        raise UsageError(f"-f {path}: cannot read it ({exc.strerror})") from None
+    if len(data) > MAX_ATTACHMENT_BYTES:
+        raise UsageError(
+            f"-f {path}: {len(data):,} bytes is over the {MAX_ATTACHMENT_BYTES:,}-byte limit"
+        )
+    if b"\x00" in data[:8192]:
+        raise UsageError(f"-f {path}: looks like a binary file; only text can be attached")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"-f {path}: not UTF-8 text") from None
+    fence = "````" if "```" in text else "```"
+    return f"File `{path}`:\n{fence}\n{text.rstrip(chr(10))}\n{fence}"
+
+
+def read_stdin(stdin: TextIO | None) -> str | None:
+    if stdin is None:
+        return None
+    try:
+        if stdin.isatty():
+            return None
+        return stdin.read()
+    except (OSError, ValueError):
+        return None
+
+
+def open_session(
+    store: SessionStore, settings: Settings, *, ref: str | None, cont: bool
+) -> tuple[Session, bool]:
+    """The session to continue (-s/-c) or a new one. Returns (session, is_new)."""
+    from .session import new_session
+
+    if ref or cont:
+        if cont and not ref and not store.list():
+            return new_session(provider=settings.provider.name, model=settings.provider.model), True
+        sid = store.resolve(ref or "latest")
+        return store.load(sid), False
+    return new_session(provider=settings.provider.name, model=settings.provider.model), True
+
+
+def run_ask(
+    opts: AskOptions,
+    *,
+    stdin: TextIO | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if opts.session and opts.cont:
+        raise UsageError("use either -s/--session ID or -c/--continue, not both")
+    if opts.no_save and (opts.session or opts.cont):
+        raise UsageError(
+            "--no-save starts a throwaway conversation; it cannot be used with -s or -c"
+        )
+    stdin = stdin if stdin is not None else sys.stdin
+    text = compose_prompt(opts.prompt, read_stdin(stdin), opts.files)
+    settings = load_settings(opts)
+    store = make_store(settings, err)
+    session, is_new = open_session(store, settings, ref=opts.session, cont=opts.cont)
+    provider = make_provider(settings, err)
+    tty_out = _isatty(out)
+    plain = opts.plain or not tty_out or opts.json_out
+    view = _make_view(opts, out, err, plain=plain, model=provider.model)
+    engine = build_engine(
+        settings,
+        provider,
+        None if opts.no_save else store,
+        tools_enabled=not opts.no_tools,
+        yes=opts.yes,
+        confirmer=_ask_confirmer(stdin, err, view),
+    )
+    engine.streaming = not opts.no_stream
+    try:
+        result = engine.run_turn(session, text, view, save=not opts.no_save, is_new=is_new)
+    finally:
+        provider.close()
+    if result.status == "interrupted":
+        view.abort("interrupted")
+    else:
+        view.finish()
+    return _report(opts, result, provider, out, err)
+
+
+def _ask_confirmer(stdin: TextIO, err: TextIO, view: Any) -> Any:
+    """The approval prompt when a person is there to answer it: stdin and stderr (where the
+    prompt is drawn) are terminals. Otherwise None: calls that need approval are denied with a
+    one-line notice (SPEC §6, non-interactive)."""
+    if not (_isatty(stdin) and _isatty(err)):
+        return None
+    from .confirm import TerminalConfirmer
+
+    return TerminalConfirmer(stdin, err, before_prompt=view.pause)
+
+
+def _make_view(opts: AskOptions, out: TextIO, err: TextIO, *, plain: bool, model: str) -> Any:
+    from .views import JsonView, MarkdownView, PlainView
+
+    waiting = f"… waiting for {model}"
+    if opts.json_out:
+        return JsonView(err)
+    if plain:
+        return PlainView(out, err, waiting=waiting)
+    return MarkdownView(out, err, waiting=waiting)
+
+
+def _report(
+    opts: AskOptions, result: TurnResult, provider: Provider, out: TextIO, err: TextIO
+) -> int:
+    if opts.json_out:
+        obj: dict[str, Any] = {
+            "session_id": result.session_id,
+            "model": result.model,
+            "answer": result.answer,
+            "usage": result.usage.to_dict(),
+            "tool_calls": result.tool_calls,
+            "finish_reason": result.finish_reason,
+            "status": result.status,
+        }
+        if result.error is not None:
+            obj["error"] = {
+                "message": result.error.user_message(),
+                "exit_code": result.error.exit_code,
+            }
+        out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        out.flush()
+    if result.error is not None and result.status == "failed":
+        print_error(result.error, err)
+    stats = getattr(provider, "last_stats", None)
+    if stats is not None and _isatty(err) and not opts.json_out:
+        err.write(f"\x1b[2m{stats.describe()}\x1b[0m\n")
+    if result.session_id and _isatty(err) and not opts.json_out:
+        u = result.usage
+        usage = f" · {u.prompt_tokens}+{u.completion_tokens} tokens" if u.total_tokens else ""
+        sid = result.session_id
+        err.write(f"\x1b[2msession {sid}{usage} · continue with -s {sid[:8]}\x1b[0m\n")
+        err.flush()
+    if result.status == "interrupted":
+        return 130
+    return result.error.exit_code if result.error is not None else 0
+
+
+def print_error(error: CountbotError, err: TextIO) -> None:
+    from .textsafe import sanitize
+
+    err.write(f"countbot: error: {sanitize(error.user_message())}\n")
+    err.flush()
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

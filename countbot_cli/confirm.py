@@ -1,0 +1,338 @@
+"""The interactive approval prompt for tool calls (SPEC §6): `TerminalConfirmer`.
+
+It shows what approving a call means — the unified diff of a write or edit, the exact command and
+folder of `exec`, a warning naming every path outside the workspace — and asks::
+
+    Allow? [y]es / [n]o / [a]lways for this tool / [e]dit (default: no)
+
+- `y` runs the call once; `a` also allows the tool for the rest of the session (never offered
+  for `exec` or for a call that reaches outside the workspace);
+- `n` denies it; a reason may follow (`n use pathlib instead`), or is asked for, and goes back
+  to the model; Enter, end of input or anything else also denies;
+- `e` edits the arguments as JSON in `$VISUAL`/`$EDITOR` (a temporary file) or inline, checks
+  them against the tool's schema and runs the edited call; invalid JSON asks again.
+
+Keys typed before the question appears are discarded, so a stray "y" typed while the answer
+streamed cannot approve anything.
+
+Ctrl-C at the prompt raises KeyboardInterrupt: the engine denies the call and ends the turn.
+Everything shown is untrusted text from the model or a file: control characters, escape
+sequences and invisible bidi/zero-width characters are shown escaped (`\\x1b`), never sent to
+the terminal, so nothing can hide part of a command or a diff. Plain line input; no
+prompt_toolkit, so it works the same on any terminal and under a pseudo-terminal in tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .approval import (
+    HOW_DENIED_USER,
+    HOW_USER_ALWAYS,
+    HOW_USER_EDITED,
+    HOW_USER_ONCE,
+    Decision,
+)
+
+if TYPE_CHECKING:
+    from .tools import PreparedCall
+
+# C0/C1 controls except \n and \t, DEL, bidi embeddings/overrides/isolates, zero-width characters
+_HIDDEN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+_NAMED = {"\r": "\\r", "\x1b": "\\x1b", "\x00": "\\0"}
+
+RED, GREEN, YELLOW, CYAN, BOLD, DIM, RESET = (
+    "\x1b[31m",
+    "\x1b[32m",
+    "\x1b[33m",
+    "\x1b[36m",
+    "\x1b[1m",
+    "\x1b[2m",
+    "\x1b[0m",
+)
+MAX_ARG_CHARS = 300  # one argument's value shown in the summary of a call without a preview
+
+EditorRunner = Callable[[list[str], str], int]  # (argv, file path) -> exit status
+
+
+def visible(text: str) -> str:
+    """`text` with every control or invisible character shown as an escape (`\\x1b`, `\\u202e`)."""
+
+    def esc(m: re.Match[str]) -> str:
+        c = m.group()
+        if c in _NAMED:
+            return _NAMED[c]
+        return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+    return _HIDDEN.sub(esc, text)
+
+
+def check_arguments(text: str, prepared: PreparedCall) -> tuple[dict[str, Any] | None, str | None]:
+    """(arguments, None) if `text` is a JSON object that passes the tool's schema, else (None, why)."""
+    from .tools import schema as jsonschema
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        return None, f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"
+    if not isinstance(value, dict):
+        return None, f"the arguments must be a JSON object, not {type(value).__name__}"
+    if prepared.spec is None:
+        return value, None
+    value = jsonschema.coerce(prepared.spec.parameters, value)
+    problems = jsonschema.validate(prepared.spec.parameters, value)
+    if problems:
+        return None, "; ".join(problems)
+    return value, None
+
+
+def offers_always(prepared: PreparedCall) -> bool:
+    """`a` is offered only for calls inside the workspace that are not shell commands."""
+    kind = prepared.spec.kind if prepared.spec else ""
+    return kind != "exec" and not prepared.outside_paths
+
+
+def question(prepared: PreparedCall) -> str:
+    always = " / [a]lways for this tool" if offers_always(prepared) else ""
+    return f"Allow? [y]es / [n]o{always} / [e]dit (default: no) "
+
+
+class TerminalConfirmer:
+    """Asks on a terminal. `inp`/`out` are injectable (tests use StringIO or a pty).
+
+    before_prompt: called before anything is drawn, so a live answer region or a status line is
+    settled first. editor: the command for `e` (default `$VISUAL`, then `$EDITOR`; "" means
+    inline editing). run_editor: how the editor is started (tests may replace it).
+    """
+
+    def __init__(
+        self,
+        inp: TextIO,
+        out: TextIO,
+        *,
+        color: bool | None = None,
+        editor: str | None = None,
+        before_prompt: Callable[[], None] | None = None,
+        run_editor: EditorRunner | None = None,
+    ) -> None:
+        self.inp = inp
+        self.out = out
+        self.color = _wants_color(out) if color is None else color
+        if editor is None:
+            editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or ""
+        self.editor = editor.strip()
+        self.before_prompt = before_prompt
+        self.run_editor = run_editor or self._run_editor
+
+    # ---- the protocol ----
+
+    def confirm(self, prepared: PreparedCall) -> Decision:
+        if self.before_prompt is not None:
+            self.before_prompt()
+        self._drop_typeahead()
+        self._write(self.describe(prepared))
+        while True:
+            line = self._ask(question(prepared))
+            if line is None:  # end of input: the default
+                self._write("\n")
+                return self._denied(None)
+            word, _, rest = line.strip().partition(" ")
+            word = word.lower()
+            if word in ("y", "yes"):
+                return Decision(True, HOW_USER_ONCE)
+            if word in ("a", "always") and offers_always(prepared):
+                return Decision(True, HOW_USER_ALWAYS, always=True)
+            if word in ("e", "edit"):
+                args = self._edit(prepared)
+                if args is not None:
+                    return Decision(True, HOW_USER_EDITED, args=args)
+                continue
+            if word in ("n", "no"):
+                reason = rest.strip() or self._ask_reason()
+                return self._denied(reason)
+            if word in ("a", "always"):
+                self._say("'a' is not available for this call; not run")
+            return self._denied(None)
+
+    # ---- what is shown ----
+
+    def describe(self, prepared: PreparedCall) -> str:
+        """The block printed above the question (already escaped and coloured)."""
+        name = visible(prepared.call.name)
+        what = [r for r in prepared.reasons if not r.startswith("path outside the workspace")]
+        head = f"countbot wants to run {name}" + (f" ({', '.join(what)})" if what else "")
+        lines = [self._paint(BOLD, head + ":")]
+        body = prepared.preview.strip("\n") if prepared.preview else ""
+        if body:
+            lines += [self._preview_line(x) for x in body.split("\n")]
+        else:
+            lines += self._arg_lines(prepared.args or {})
+        for path in prepared.outside_paths:
+            warn = f"! outside the workspace: {visible(str(path))}"
+            lines.append(self._paint(BOLD + RED, "  " + warn))
+        if prepared.outside_paths:
+            lines.append(self._paint(YELLOW, "  approving allows this one call only"))
+        return "\n".join(lines) + "\n"
+
+    def _preview_line(self, raw: str) -> str:
+        line = "  " + visible(raw)
+        if raw.startswith(("+++", "---")):
+            return self._paint(BOLD, line)
+        if raw.startswith("+"):
+            return self._paint(GREEN, line)
+        if raw.startswith("-"):
+            return self._paint(RED, line)
+        if raw.startswith("@@"):
+            return self._paint(CYAN, line)
+        if raw.startswith("$ "):
+            return self._paint(BOLD, line)
+        if raw.startswith(("(", "[")):
+            return self._paint(DIM, line)
+        return line
+
+    def _arg_lines(self, args: dict[str, Any]) -> list[str]:
+        out = []
+        for key, value in args.items():
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            if len(text) > MAX_ARG_CHARS:
+                text = text[:MAX_ARG_CHARS] + f"… ({len(text) - MAX_ARG_CHARS} more characters)"
+            out.append(f"  {visible(key)}: {visible(text)}")
+        return out
+
+    # ---- answers ----
+
+    def _denied(self, reason: str | None) -> Decision:
+        if reason:
+            why = f"the user declined this call; their reason: {reason}"
+        else:
+            why = "the user declined this call"
+        return Decision(False, HOW_DENIED_USER, reason=why)
+
+    def _ask_reason(self) -> str | None:
+        line = self._ask("Reason for the model (optional, Enter to skip): ")
+        return line.strip() if line and line.strip() else None
+
+    def _edit(self, prepared: PreparedCall) -> dict[str, Any] | None:
+        """Edited arguments that pass the schema, or None (nothing changed, or invalid)."""
+        current = prepared.args or {}
+        if self.editor:
+            text = self._edit_in_editor(json.dumps(current, indent=2, ensure_ascii=False) + "\n")
+        else:
+            self._write(
+                "Current arguments:\n  " + visible(json.dumps(current, ensure_ascii=False)) + "\n"
+            )
+            text = self._ask("New arguments as one line of JSON (Enter keeps them): ")
+        if text is None or not text.strip():
+            self._say("arguments unchanged")
+            return None
+        args, problem = check_arguments(text, prepared)
+        if args is None:
+            self._say(f"edited arguments not used: {problem}")
+            return None
+        if args == current:
+            self._say("arguments unchanged")
+            return None
+        self._write(
+            self._paint(DIM, "  running with: " + visible(json.dumps(args, ensure_ascii=False)))
+            + "\n"
+        )
+        return args
+
+    def _edit_in_editor(self, text: str) -> str | None:
+        fd, path = tempfile.mkstemp(prefix="countbot-args-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            try:
+                argv = shlex.split(self.editor)
+            except ValueError as e:
+                self._say(f"cannot parse the editor command {self.editor!r}: {e}")
+                return None
+            status = self.run_editor(argv, path)
+            if status != 0:
+                self._say(f"the editor exited with status {status}")
+                return None
+            with open(path, encoding="utf-8") as f:
+                return f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            self._say(f"editing failed: {e}")
+            return None
+        finally:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def _run_editor(self, argv: list[str], path: str) -> int:
+        """Run the editor on the terminal; Ctrl-C belongs to the editor meanwhile (like git)."""
+        inp, out = _fileno(self.inp), _fileno(self.out)
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            self.out.flush()
+            return subprocess.call([*argv, path], stdin=inp, stdout=out, stderr=out)
+        except OSError as e:
+            self._say(f"cannot start the editor {argv[0]!r}: {e.strerror or e}")
+            return 127
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+
+    # ---- terminal I/O ----
+
+    def _ask(self, prompt: str) -> str | None:
+        """One line of input, or None at end of input. Ctrl-C raises KeyboardInterrupt."""
+        self._write(self._paint(BOLD, prompt))
+        line = self.inp.readline()
+        if not line:
+            return None
+        return line.rstrip("\r\n")
+
+    def _drop_typeahead(self) -> None:
+        """Discard keys typed before the question was shown (e.g. while the answer streamed):
+        an approval must answer the prompt, not be a stray "y" and Enter typed earlier."""
+        fd = _fileno(self.inp)
+        if fd is None or not os.isatty(fd):
+            return
+        try:
+            import termios
+
+            termios.tcflush(fd, termios.TCIFLUSH)
+        except (ImportError, OSError):
+            pass
+
+    def _say(self, text: str) -> None:
+        self._write(self._paint(YELLOW, "  " + text) + "\n")
+
+    def _write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+    def _paint(self, style: str, text: str) -> str:
+        return f"{style}{text}{RESET}" if self.color else text
+
+
+def _fileno(stream: TextIO) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _wants_color(out: TextIO) -> bool:
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):
+        return False

@@ -1,0 +1,182 @@
+"""TurnViews for `ask`: plain text, JSON (collect only) and rendered markdown on a TTY.
+
+stdout carries the answer and nothing else; status, notices, tool lines and errors go to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .textsafe import sanitize
+
+if TYPE_CHECKING:
+    from .approval import Decision
+    from .tools import PreparedCall, ToolResult
+
+
+class _StderrNotices:
+    """Status line while waiting for the first token, then one-line notices, all on stderr."""
+
+    def __init__(self, err: TextIO, *, waiting: str | None) -> None:
+        self.err = err
+        self.tty = _isatty(err)
+        self._status_shown = False
+        if waiting and self.tty:
+            err.write(f"\x1b[2m{waiting}\x1b[0m")
+            err.flush()
+            self._status_shown = True
+
+    def clear_status(self) -> None:
+        if self._status_shown:
+            self.err.write("\r\x1b[2K")
+            self.err.flush()
+            self._status_shown = False
+
+    def line(self, text: str) -> None:
+        self.clear_status()
+        text = sanitize(text)
+        self.err.write(f"\x1b[2m{text}\x1b[0m\n" if self.tty else f"countbot: {text}\n")
+        self.err.flush()
+
+
+class PlainView:
+    """Raw answer text to stdout as it arrives (sanitised); the rest to stderr."""
+
+    def __init__(self, out: TextIO, err: TextIO, *, waiting: str | None = None) -> None:
+        self.out = out
+        self.notices = _StderrNotices(err, waiting=waiting)
+        self._last = ""
+
+    def text(self, delta: str) -> None:
+        self.notices.clear_status()
+        self.out.write(sanitize(delta))
+        self.out.flush()
+        self._last = delta or self._last
+
+    def reasoning(self, delta: str) -> None:
+        self.notices.clear_status()
+
+    def notice(self, text: str) -> None:
+        self.notices.line(text)
+
+    def tool_start(self, prepared: PreparedCall) -> None:
+        self.pause()
+        self.notice(f"→ {prepared.call.name} {_short_args(prepared.args)}")
+
+    def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
+        state = "ok" if result.ok else (result.error or "failed")
+        self.notice(f"← {prepared.call.name}: {state}")
+
+    def pause(self) -> None:
+        """Before a tool runs or a prompt is drawn: end the current line of answer text."""
+        self.notices.clear_status()
+        if self._last and not self._last.endswith("\n"):
+            self.out.write("\n")
+            self.out.flush()
+            self._last = "\n"
+
+    def finish(self) -> None:
+        self.pause()
+
+    def abort(self, note: str) -> None:
+        self.finish()
+
+
+class JsonView(PlainView):
+    """Collects nothing on stdout (the caller prints one JSON object); notices to stderr."""
+
+    def __init__(self, err: TextIO) -> None:
+        super().__init__(sys.stdout, err)
+
+    def text(self, delta: str) -> None:
+        self.notices.clear_status()
+
+    def finish(self) -> None:
+        self.notices.clear_status()
+
+
+class MarkdownView(PlainView):
+    """Rendered markdown on a TTY through the streaming renderer.
+
+    The renderer redraws its live tail only when text arrives (throttled); when the stream
+    stalls, a timer draws the last pending frame. One lock serialises every call into the
+    renderer, so the timer thread never races a print from the main thread.
+    """
+
+    def __init__(self, out: TextIO, err: TextIO, *, waiting: str | None = None) -> None:
+        super().__init__(out, err, waiting=waiting)
+        from .render import StreamView, make_console
+
+        self.console = make_console(file=out)
+        self.stream = StreamView(self.console)
+        self._lock = threading.RLock()
+        self._timer: threading.Timer | None = None
+
+    def text(self, delta: str) -> None:
+        self.notices.clear_status()
+        with self._lock:
+            self.stream.feed(delta)
+            self._schedule()
+
+    def reasoning(self, delta: str) -> None:
+        self.notices.clear_status()
+        with self._lock:
+            self.stream.reasoning(delta)
+            self._schedule()
+
+    def notice(self, text: str) -> None:
+        self.notices.clear_status()
+        with self._lock:
+            self.stream.notice(text)
+
+    def pause(self) -> None:
+        """Settle the live tail (it stays on screen as final) before a tool or a prompt."""
+        self.finish()
+
+    def finish(self) -> None:
+        self.notices.clear_status()
+        self._cancel()
+        with self._lock:
+            self.stream.finish()
+
+    def abort(self, note: str) -> None:
+        self.notices.clear_status()
+        self._cancel()
+        with self._lock:
+            self.stream.abort(note)
+
+    def _schedule(self) -> None:
+        due = self.stream.due_in()
+        if due is None or self._timer is not None:
+            return
+        self._timer = threading.Timer(due + 0.005, self._tick)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _tick(self) -> None:
+        with self._lock:
+            self._timer = None
+            self.stream.refresh()
+            self._schedule()
+
+    def _cancel(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+
+def _short_args(args: dict[str, Any] | None, limit: int = 80) -> str:
+    if not args:
+        return ""
+    text = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

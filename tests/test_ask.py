@@ -1,0 +1,469 @@
+"""`countbot ask` driven as a subprocess against the scriptable loopback server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import fakeserver as fs
+import pytest
+from cbenv import TEST_KEY, make_cb
+
+# The three turns of seed 000 (greeting, a question, thanks); the tool round of turn 2 belongs
+# to the tools tests, here turn 2 is answered directly.
+SEED_TURNS = [
+    ("你好", "你好！很高兴见到你！有什么我可以帮助你的吗？"),
+    ("读取 README.md 文件", "我已经读取了 README.md 文件。这是 CountBot 项目的说明文档。"),
+    ("谢谢", "不客气！如果你在使用 CountBot 的过程中遇到任何问题，随时告诉我。祝你使用愉快！😊"),
+]
+
+
+@pytest.fixture
+def server():
+    with fs.FakeServer() as srv:
+        yield srv
+
+
+def test_seed_three_turns_request_shape_and_saved_messages(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    sid = None
+    for i, (question, answer) in enumerate(SEED_TURNS):
+        server.add(fs.text(answer, chunk_size=4))
+        args = ["ask", question] if sid is None else ["ask", "-s", sid[:10], question]
+        proc = cb.run(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == answer + "\n"
+        if sid is None:
+            sid = cb.only_session()["id"]
+        body = server.chat_bodies()[i]
+        msgs = body["messages"]
+        assert msgs[0]["role"] == "system"
+        assert "countbot" in msgs[0]["content"]
+        expected_history = []
+        for q, a in SEED_TURNS[:i]:
+            expected_history += [
+                {"role": "user", "content": q},
+                {"role": "assistant", "content": a},
+            ]
+        assert msgs[1:] == [*expected_history, {"role": "user", "content": question}]
+        assert body["stream"] is True
+        assert body["model"] == "test-model"
+        assert "tools" not in body
+    # the system prompt is byte-identical across the turns of one day (prompt caching)
+    systems = {b["messages"][0]["content"] for b in server.chat_bodies()}
+    assert len(systems) == 1
+    saved = cb.only_session()
+    assert [(m["role"], m["content"]) for m in saved["messages"]] == [
+        (role, text) for q, a in SEED_TURNS for role, text in (("user", q), ("assistant", a))
+    ]
+    assert all("status" not in m for m in saved["messages"])
+    # the key is never written to a session or printed
+    raw = cb.session_files()[0].read_text(encoding="utf-8")
+    assert TEST_KEY not in raw
+    assert server.requests[0].headers.get("authorization") == f"Bearer {TEST_KEY}"
+
+
+def test_piped_stdin_is_appended_and_plain_output_is_only_the_answer(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(
+        fs.text(
+            "A short summary.",
+            usage={"prompt_tokens": 12, "completion_tokens": 4, "total_tokens": 16},
+        )
+    )
+    proc = cb.run("ask", "summarise", input="line one\nline two\n")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "A short summary.\n"
+    user = server.chat_bodies()[0]["messages"][-1]
+    assert user == {"role": "user", "content": "summarise\n\nline one\nline two"}
+
+
+def test_stdin_alone_is_enough_and_files_are_attached(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    (cb.work / "notes.txt").write_text("remember the milk\n", encoding="utf-8")
+    server.add(fs.text("ok"), fs.text("ok"))
+    assert cb.run("ask", input="just stdin").returncode == 0
+    proc = cb.run("ask", "what is in it?", "-f", "notes.txt", "--plain")
+    assert proc.returncode == 0, proc.stderr
+    first, second = server.chat_bodies()
+    assert first["messages"][-1]["content"] == "just stdin"
+    assert (
+        second["messages"][-1]["content"]
+        == "what is in it?\n\nFile `notes.txt`:\n```\nremember the milk\n```"
+    )
+
+
+def test_nothing_to_ask_is_a_usage_error(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    proc = cb.run("ask")
+    assert proc.returncode == 2
+    assert "nothing to ask" in proc.stderr
+    assert server.requests == []
+    missing = cb.run("ask", "x", "-f", "nope.txt")
+    assert missing.returncode == 2 and "nope.txt" in missing.stderr
+
+
+def test_json_output_has_every_field(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(
+        fs.text(
+            "forty-two", usage={"prompt_tokens": 30, "completion_tokens": 3, "total_tokens": 33}
+        )
+    )
+    proc = cb.run("ask", "--json", "meaning of life?")
+    assert proc.returncode == 0, proc.stderr
+    obj = json.loads(proc.stdout)
+    assert set(obj) >= {"session_id", "model", "answer", "usage", "tool_calls", "finish_reason"}
+    assert obj["answer"] == "forty-two"
+    assert obj["model"] == "test-model"
+    assert obj["usage"] == {"prompt_tokens": 30, "completion_tokens": 3, "total_tokens": 33}
+    assert obj["tool_calls"] == []
+    assert obj["finish_reason"] == "stop"
+    assert obj["session_id"] == cb.only_session()["id"]
+
+
+def test_no_save_and_no_stream(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(fs.text("whole answer"))
+    proc = cb.run("ask", "--no-save", "--no-stream", "hi")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "whole answer\n"
+    assert server.chat_bodies()[0]["stream"] is False
+    assert cb.session_files() == []
+
+
+def test_continue_latest_with_c(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(fs.text("first"), fs.text("second"))
+    assert cb.run("ask", "one").returncode == 0
+    assert cb.run("ask", "-c", "two").returncode == 0
+    msgs = server.chat_bodies()[1]["messages"]
+    assert [m["content"] for m in msgs[1:]] == ["one", "first", "two"]
+    assert len(cb.only_session()["messages"]) == 4
+
+
+def test_unknown_session_id_is_a_usage_error(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    proc = cb.run("ask", "-s", "doesnotexist", "hi")
+    assert proc.returncode == 2
+    assert "doesnotexist" in proc.stderr
+    assert server.requests == []
+
+
+# ---- failures: exit codes and one-line messages ----
+
+
+def _one_error_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("countbot: error:")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("reply", "code", "words"),
+    [
+        (
+            fs.status(
+                401,
+                {
+                    "error": {
+                        "message": "Incorrect API key provided",
+                        "type": "invalid_request_error",
+                        "code": "invalid_api_key",
+                    }
+                },
+            ),
+            4,
+            "API key",
+        ),
+        (
+            fs.status(
+                404,
+                {
+                    "error": {
+                        "message": "The model `nope` does not exist",
+                        "type": "invalid_request_error",
+                        "code": "model_not_found",
+                    }
+                },
+            ),
+            3,
+            "countbot models",
+        ),
+        (
+            fs.status(
+                429,
+                {
+                    "error": {
+                        "message": "You exceeded your current quota",
+                        "type": "insufficient_quota",
+                        "code": "insufficient_quota",
+                    }
+                },
+            ),
+            5,
+            "quota",
+        ),
+        (
+            fs.status(
+                400, {"error": {"message": "bad temperature", "type": "invalid_request_error"}}
+            ),
+            3,
+            "bad temperature",
+        ),
+    ],
+)
+def test_rejections_are_not_retried(
+    tmp_path: Path, server: fs.FakeServer, reply: fs.Reply, code: int, words: str
+) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(reply)
+    proc = cb.run("ask", "hi")
+    assert proc.returncode == code, proc.stderr
+    assert words.lower() in _one_error_line(proc.stderr).lower()
+    assert proc.stdout == ""
+    assert len(server.chat_bodies()) == 1
+    assert TEST_KEY not in proc.stderr
+    # the failed question stays in the transcript, marked failed, with no error string as answer
+    msgs = cb.only_session()["messages"]
+    assert [(m["role"], m.get("status")) for m in msgs] == [("user", "failed")]
+
+
+def test_failed_message_is_not_sent_again(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(fs.text("a1"), fs.status(400), fs.text("a3"))
+    assert cb.run("ask", "q1").returncode == 0
+    assert cb.run("ask", "-c", "q2").returncode == 3
+    assert cb.run("ask", "-c", "q3").returncode == 0
+    assert [m["content"] for m in server.chat_bodies()[2]["messages"][1:]] == ["q1", "a1", "q3"]
+    assert [(m["content"], m.get("status")) for m in cb.only_session()["messages"]] == [
+        ("q1", None),
+        ("a1", None),
+        ("q2", "failed"),
+        ("q3", None),
+        ("a3", None),
+    ]
+
+
+def test_429_with_retry_after_waits_then_succeeds(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(
+        fs.status(
+            429,
+            {"error": {"message": "Rate limit reached", "type": "requests"}},
+            headers={"retry-after": "1"},
+        )
+    )
+    server.add(fs.text("finally"))
+    t0 = time.monotonic()
+    proc = cb.run("ask", "hi")
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "finally\n"
+    assert elapsed >= 1.0
+    assert "retrying" in proc.stderr
+    assert len(server.chat_bodies()) == 2
+
+
+def test_500_twice_then_success(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(fs.status(500), fs.status(502), fs.text("third time lucky"))
+    proc = cb.run("ask", "hi")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "third time lucky\n"
+    assert len(server.chat_bodies()) == 3
+
+
+def test_500_three_times_exits_6(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(fs.status(500), fs.status(500), fs.status(503))
+    proc = cb.run("ask", "hi")
+    assert proc.returncode == 6
+    _one_error_line(proc.stderr)
+    assert len(server.chat_bodies()) == 3
+
+
+def test_connection_refused_exits_6(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cb = make_cb(tmp_path, f"http://127.0.0.1:{port}/v1", provider={"max_retries": 0})
+    proc = cb.run("ask", "hi")
+    assert proc.returncode == 6
+    line = _one_error_line(proc.stderr)
+    assert f"127.0.0.1:{port}" in line
+
+
+def test_stream_cut_mid_answer_keeps_partial_text(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(fs.cut("The beginning of a long answer that never", chunk_size=6))
+    proc = cb.run("ask", "hi")
+    assert proc.returncode == 6
+    assert proc.stdout.startswith("The beginning")
+    _one_error_line(proc.stderr)
+    assert len(server.chat_bodies()) == 1  # never retried once text arrived
+    msgs = cb.only_session()["messages"]
+    assert msgs[0]["status"] == "failed"
+    assert msgs[1]["role"] == "assistant" and msgs[1]["status"] == "failed"
+    assert msgs[1]["content"].startswith("The beginning")
+
+
+def test_error_object_mid_stream(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(
+        fs.error_mid_stream("Half an", {"message": "model overloaded", "type": "server_error"})
+    )
+    proc = cb.run("ask", "hi")
+    assert proc.returncode == 6
+    assert "model overloaded" in _one_error_line(proc.stderr)
+
+
+def test_read_timeout_exits_6(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url, provider={"read_timeout": 1, "max_retries": 0})
+    server.add(fs.hang(10))
+    t0 = time.monotonic()
+    proc = cb.run("ask", "hi")
+    assert time.monotonic() - t0 < 8
+    assert proc.returncode == 6
+    assert "timed out" in _one_error_line(proc.stderr).lower()
+
+
+# ---- sessions ----
+
+
+def test_corrupt_session_file_is_quarantined_and_others_still_listed(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(fs.text("a"), fs.text("b"))
+    assert cb.run("ask", "first session").returncode == 0
+    assert cb.run("ask", "second session").returncode == 0
+    files = cb.session_files()
+    assert len(files) == 2
+    bad = files[0]
+    bad_id = bad.stem
+    bad.write_text('{"schema_version": 1, "id": "' + bad_id + '", "messages": [', encoding="utf-8")
+    listing = cb.run("sessions", "list")
+    assert listing.returncode == 0, listing.stderr
+    assert ("first session" in listing.stdout) != ("second session" in listing.stdout)
+    assert "corrupt" in listing.stderr.lower()
+    moved = list(cb.sessions_dir.glob(f"{bad_id}.json.corrupt-*"))
+    assert len(moved) == 1
+    assert moved[0].read_text(encoding="utf-8").endswith('"messages": [')
+    shown = cb.run("ask", "-s", bad_id, "again")
+    assert shown.returncode != 0
+
+
+def test_two_concurrent_asks_on_one_session_both_land(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(fs.text("seed answer"))
+    assert cb.run("ask", "seed").returncode == 0
+    sid = cb.only_session()["id"]
+    server.default = fs.text("slow answer", chunk_size=2, delay=0.05)
+    procs = [cb.popen("ask", "-s", sid, f"question {i}") for i in range(2)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    contents = [m["content"] for m in cb.only_session()["messages"]]
+    assert contents[:2] == ["seed", "seed answer"]
+    assert sorted(contents[2::2]) == ["question 0", "question 1"]
+    assert contents[3::2] == ["slow answer", "slow answer"]
+
+
+def test_sessions_commands_end_to_end(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(fs.text("**bold** answer"))
+    assert cb.run("ask", "a question about rust").returncode == 0
+    sid = cb.only_session()["id"]
+    listing = json.loads(cb.run("sessions", "list", "--json").stdout)
+    assert listing[0]["id"] == sid and listing[0]["title"] == "a question about rust"
+    assert cb.run("sessions", "rename", sid[:8], "Rust", "notes").returncode == 0
+    assert cb.only_session()["title"] == "Rust notes"
+    show = cb.run("sessions", "show", "latest")
+    assert "a question about rust" in show.stdout and "**bold** answer" in show.stdout
+    exported = cb.run("sessions", "export", sid[:8], "--format", "json")
+    assert json.loads(exported.stdout)["id"] == sid
+    assert cb.run("sessions", "summary", sid[:8], "user", "is", "learning", "rust").returncode == 0
+    server.add(fs.text("ok"))
+    assert cb.run("ask", "-s", sid[:8], "next").returncode == 0
+    system = server.chat_bodies()[1]["messages"][0]["content"]
+    assert system.endswith("\n\n## Current Session Context\nuser is learning rust")
+    assert cb.run("sessions", "delete", sid[:8]).returncode != 0  # no TTY to confirm, no --yes
+    assert len(cb.session_files()) == 1
+    assert cb.run("sessions", "delete", "--yes", sid[:8]).returncode == 0
+    assert cb.session_files() == []
+
+
+def test_version_and_help(tmp_path: Path) -> None:
+    cb = make_cb(tmp_path, None)
+    v = cb.run("--version")
+    assert v.returncode == 0 and v.stdout.startswith("countbot ")
+    h = cb.run("--help")
+    assert h.returncode == 0
+    assert "ask" in h.stdout and "sessions" in h.stdout and "Exit codes" in h.stdout
+
+
+def test_no_provider_configured_says_how(tmp_path: Path) -> None:
+    cb = make_cb(tmp_path, None)
+    proc = cb.run("ask", "hi", env={"COUNTBOT_NO_LOCAL_MODEL": "1"})
+    assert proc.returncode == 2
+    assert "config init" in proc.stderr or "OPENAI_API_KEY" in proc.stderr
+
+
+def test_env_key_and_base_without_config(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, None)
+    server.add(fs.text("from env"))
+    proc = cb.run(
+        "ask",
+        "--no-save",
+        "hi",
+        env={
+            "COUNTBOT_API_BASE": server.base_url,
+            "COUNTBOT_API_KEY": "sk-env",
+            "COUNTBOT_MODEL": "m1",
+        },
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "from env\n"
+    assert server.chat_bodies()[0]["model"] == "m1"
+    assert server.requests[0].headers.get("authorization") == "Bearer sk-env"
+
+
+def test_interrupt_during_stream_keeps_partial_answer(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    import signal
+
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(fs.text("word " * 200, chunk_size=5, delay=0.05))
+    proc = cb.popen("ask", "tell me a long story")
+    seen = threading.Event()
+
+    def reader() -> None:
+        assert proc.stdout is not None
+        while proc.stdout.read(1):
+            seen.set()
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    assert seen.wait(20)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(20) == 130
+    assert server.wait_disconnects(1, timeout=5)
+    msgs = cb.only_session()["messages"]
+    assert msgs[0]["role"] == "user" and "status" not in msgs[0]
+    assert msgs[1]["status"] == "interrupted"
+    assert msgs[1]["content"].startswith("word word")
+    assert len(msgs[1]["content"]) < len("word " * 200)
