@@ -1,0 +1,452 @@
+"""The interactive chat (SPEC §2): a prompt-toolkit prompt, slash commands, streamed turns.
+
+Synchronous by design: `PromptSession.prompt()` reads a message, then `Engine.run_turn` streams
+the answer in the main thread. Output is printed only while no prompt is active (no
+`patch_stdout`). While a turn streams the terminal is in cooked mode, so Ctrl-C is a real SIGINT:
+the engine stops the request and saves what arrived, marked interrupted. At the prompt Ctrl-C
+clears the line, or explains how to quit when the line is empty; Ctrl-D and /exit quit.
+
+Keys typed while an answer streams are not echoed into it and wait for the next prompt (a
+typed-ahead Enter sends them then).
+
+Start-up: prompt_toolkit is imported first and the prompt drawn at once; rich, the markdown
+renderer and httpx are imported in a daemon thread while the user types (joined on first submit).
+A new conversation is written to disk only by its first turn. The slash commands are in
+commands.py, key bindings, history and completion in replinput.py, the turn's view in
+replview.py, the context meter in replmeter.py, and the composition (settings, store, engine
+factory) in chat.py.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from .errors import CountbotError
+from .replmeter import ContextMeter
+from .textsafe import sanitize, sanitize_line
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.input import Input
+    from prompt_toolkit.output import Output
+    from rich.console import Console
+
+    from .approval import Confirmer, Decision
+    from .config import Settings
+    from .engine import Engine, TurnResult
+    from .memory_store import MemoryStore
+    from .replview import QuietKeys
+    from .session import Session
+    from .store import SessionStore
+    from .tools import PreparedCall
+
+HISTORY_FILE = ".countbot_history"
+RECENT_EXCHANGES = 3
+
+# (model or None for the configured one, confirmer) -> a new Engine on that model
+EngineFactory = Callable[[str | None, "Confirmer | None"], "Engine"]
+CompactHook = Callable[[str], list[str]]
+
+
+class _PausingConfirmer:
+    """Settles the streamed text, stops the spinner and puts the terminal in its usual mode
+    before the approval prompt is shown."""
+
+    def __init__(self, inner: Confirmer, repl: Repl) -> None:
+        self.inner = inner
+        self.repl = repl
+
+    def confirm(self, prepared: PreparedCall) -> Decision:
+        if self.repl.view is not None:
+            self.repl.view.pause()
+        keys = self.repl.keys
+        if keys is None:
+            return self.inner.confirm(prepared)
+        with keys.normal():
+            return self.inner.confirm(prepared)
+
+
+class Repl:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: SessionStore,
+        engine_factory: EngineFactory,
+        session: Session | None = None,
+        is_new: bool = True,
+        input: Input | None = None,
+        output: Output | None = None,
+        console: Console | None = None,
+        side: Console | None = None,
+        confirmer: Confirmer | None = None,
+        compact: CompactHook | None = None,
+        history_path: Path | None = None,
+        preload: bool = True,
+        spinner: bool | None = None,
+    ) -> None:
+        from .session import new_session
+
+        self.settings = settings
+        self.store = store
+        self._factory = engine_factory
+        self._confirmer = _PausingConfirmer(confirmer, self) if confirmer is not None else None
+        self.engine = engine_factory(None, self._confirmer)
+        self._startup_system = self.engine.system_override
+        self.session = session or new_session(
+            provider=settings.provider.name, model=self.engine.provider.model
+        )
+        self.is_new = is_new or session is None
+        self._input = input
+        self._output = output
+        self._console = console
+        self._side = side
+        self._compact = compact
+        self._history_path = history_path or settings.data_dir / HISTORY_FILE
+        self._want_preload = preload
+        self._spinner = spinner
+        self._preload_thread: threading.Thread | None = None
+        self._prompt: PromptSession[str] | None = None
+        self._exit = False
+        self._models: list[str] | None = None
+        self.meter = ContextMeter(settings)
+        self.view: Any = None  # the ReplView of the turn in progress
+        self.keys: QuietKeys | None = None  # the terminal mode of the turn in progress
+        self.last_tool: tuple[str, str] | None = None
+        self.prompts_shown = 0  # how many times the prompt was shown (tests wait on it)
+
+    # ---- the loop ----
+
+    def run(self) -> int:
+        prompt = self._prompt_session()
+        self._arm_preload(prompt)
+        self._banner()
+        if not self.is_new:
+            self.show_recent()
+        try:
+            while not self._exit:
+                self.prompts_shown += 1
+                try:
+                    text = prompt.prompt()
+                except KeyboardInterrupt:
+                    self.info("(Ctrl-D or /exit quits)")
+                    continue
+                except EOFError:
+                    break
+                self._handle_safely(text)
+        finally:
+            self._close()
+        return 0
+
+    def _handle_safely(self, text: str) -> None:
+        try:
+            self.handle(text)
+        except KeyboardInterrupt:
+            if self.view is not None:
+                self.view.abort("interrupted")
+                self.view = None
+            else:
+                self.info("interrupted")
+        except CountbotError as exc:
+            self.warn(exc.user_message())
+        except Exception as exc:  # a bug must not end the chat: the session is saved per turn
+            if os.environ.get("COUNTBOT_DEBUG"):
+                raise
+            if self.view is not None:
+                self.view.abort("")
+                self.view = None
+            self.warn(
+                f"unexpected error: {type(exc).__name__}: {exc} (COUNTBOT_DEBUG=1 shows the traceback)"
+            )
+
+    def handle(self, text: str) -> None:
+        from . import commands
+
+        stripped = text.strip()
+        if not stripped:
+            return
+        if stripped.startswith("//"):
+            self.send(stripped[1:])
+        elif commands.parse(stripped) is not None:
+            commands.dispatch(self, stripped)
+        else:
+            self.send(text.strip("\n"))
+
+    def request_exit(self) -> None:
+        self._exit = True
+
+    # ---- turns ----
+
+    def send(
+        self, text: str, *, replaces: str | None = None, context: Session | None = None
+    ) -> TurnResult | None:
+        from .replview import QuietKeys, ReplView
+
+        self._join_preload()
+        model = self.engine.provider.model
+        spin = self._spinner if self._spinner is not None else self.side.is_terminal
+        view = ReplView(
+            self.console, self.side, waiting=f"waiting for {sanitize_line(model)}", spinner=spin
+        )
+        self.view = view
+        started = time.monotonic()
+        try:
+            with QuietKeys(sys.stdin if self._input is None else None) as self.keys:
+                result = self.engine.run_turn(
+                    context or self.session, text, view, is_new=self.is_new, replaces=replaces
+                )
+        except KeyboardInterrupt:  # Ctrl-C held during the save is delivered after it
+            view.abort("interrupted")
+            self.view = None
+            self.is_new = False
+            self.reload()
+            return None
+        finally:
+            self.keys = None
+        self.is_new = False
+        if result.status == "interrupted":
+            view.abort("interrupted")
+        else:
+            view.finish()
+        self.view = None
+        view.summary(result, time.monotonic() - started)
+        if view.last_tool is not None:
+            self.last_tool = view.last_tool
+        if context is not None:
+            self.reload()
+        self.meter.note(result)
+        return result
+
+    # ---- sessions ----
+
+    def start_new(self, title: str) -> None:
+        from .session import new_session
+
+        self.session = new_session(
+            provider=self.settings.provider.name,
+            model=self.engine.provider.model,
+            title=" ".join(title.split()),
+        )
+        self.is_new = True
+        self._reset_session_state()
+
+    def resume(self, sid: str) -> None:
+        self.session = self.store.load(sid)
+        self.is_new = False
+        self._reset_session_state()
+        self.show_recent()
+
+    def reload(self) -> None:
+        if not self.is_new:
+            self.session = self.store.load(self.session.id)
+
+    def _reset_session_state(self) -> None:
+        self.engine.system_override = self._startup_system
+        self.meter.reset()
+
+    def show_recent(self) -> None:
+        from .replview import render_recent
+
+        render_recent(self.console, self.session, RECENT_EXCHANGES)
+
+    # ---- model, tools, memory ----
+
+    def switch_model(self, name: str) -> None:
+        old = self.engine
+        new = self._factory(name, self._confirmer)
+        new.policy.mode = old.policy.mode
+        new.policy.session_allowed = old.policy.session_allowed
+        new.system_override = old.system_override
+        self.engine = new
+        self.meter.invalidate()
+        try:
+            old.provider.close()
+        except Exception:  # closing an idle client must not stop the switch
+            pass
+
+    def model_names(self, *, refresh: bool = False, quiet: bool = True) -> list[str]:
+        """The provider's models, fetched once; a failure is tolerated (empty list when quiet)."""
+        if self._models is None or refresh:
+            try:
+                self._models = sorted(self.engine.provider.list_models())
+            except CountbotError:
+                self._models = []
+                if not quiet:
+                    raise
+        return self._models
+
+    def memory(self) -> MemoryStore:
+        from .memory_store import MemoryStore
+
+        return MemoryStore(self.settings.memory.file)
+
+    def compact_hook(self) -> CompactHook | None:
+        if self._compact is not None:
+            return self._compact
+        keeper = self.engine.memory_keeper
+        return keeper.compact if keeper is not None else None
+
+    # ---- output ----
+
+    @property
+    def console(self) -> Console:
+        if self._console is None:
+            from .render import make_console
+
+            self._console = make_console()
+        return self._console
+
+    @property
+    def side(self) -> Console:
+        if self._side is None:
+            from .render import make_console
+
+            self._side = make_console(stderr=True)
+        return self._side
+
+    def write(self, text: str) -> None:
+        """Plain text (already sanitised), printed as is: never interpreted as markup."""
+        from rich.text import Text
+
+        if text:
+            self.console.print(Text(text.rstrip("\n")), soft_wrap=True)
+
+    def info(self, text: str) -> None:
+        from rich.text import Text
+
+        self.console.print(Text(text, style="dim"), soft_wrap=True)
+
+    def warn(self, text: str) -> None:
+        from rich.text import Text
+
+        self.console.print(Text(sanitize(text), style="yellow"), soft_wrap=True)
+
+    def confirm(self, question: str) -> bool:
+        from prompt_toolkit import PromptSession
+
+        asker: PromptSession[str] = PromptSession(input=self._input, output=self._output)
+        try:
+            answer = asker.prompt(f"{sanitize(question)} [y/N] ")
+        except (KeyboardInterrupt, EOFError):
+            return False
+        return answer.strip().lower() in ("y", "yes")
+
+    def clear_screen(self) -> None:
+        out = self._prompt_session().output
+        out.erase_screen()
+        out.cursor_goto(0, 0)
+        out.flush()
+
+    def _raw_out(self) -> IO[str]:
+        return self._console.file if self._console is not None else sys.stdout
+
+    def _banner(self) -> None:
+        out = self._raw_out()
+        color = self._console is None and _isatty(out) and not os.environ.get("NO_COLOR")
+        text = (
+            f"countbot · {sanitize_line(self.engine.provider.name)}/{sanitize_line(self.engine.provider.model)}"
+            " · /help for commands · Alt-Enter for a new line · Ctrl-D quits"
+        )
+        out.write(f"\x1b[2m{text}\x1b[0m\n" if color else text + "\n")
+        out.flush()
+
+    # ---- the prompt ----
+
+    def _prompt_session(self) -> PromptSession[str]:
+        if self._prompt is not None:
+            return self._prompt
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.completion import ThreadedCompleter
+
+        from .replinput import SlashCompleter, key_bindings, open_history
+
+        self._prompt = PromptSession(
+            message=[("class:prompt", "> ")],
+            history=open_history(self._history_path, self.warn),
+            completer=ThreadedCompleter(SlashCompleter(self)),
+            complete_while_typing=True,
+            reserve_space_for_menu=4,
+            bottom_toolbar=self.toolbar,
+            key_bindings=key_bindings(),
+            prompt_continuation=lambda width, _n, _soft: "… ".rjust(width),
+            enable_open_in_editor=True,
+            input=self._input,
+            output=self._output,
+        )
+        return self._prompt
+
+    def toolbar(self) -> str:
+        """provider/model · title · context used/window (percent) · tool mode."""
+        try:
+            p = self.engine.provider
+            title = sanitize_line(self.session.title) or (
+                "new conversation" if self.is_new else "(untitled)"
+            )
+            if len(title) > 40:
+                title = title[:39] + "…"
+            ctx = self.meter.summary(self.engine, self.session)
+            tools = (
+                f"tools {self.engine.policy.mode}" if self.engine.tools is not None else "no tools"
+            )
+            return f" {sanitize_line(p.name)}/{sanitize_line(p.model)} · {title} · {ctx} · {tools} "
+        except Exception:  # a toolbar must never break the prompt
+            return " countbot "
+
+    # ---- start-up and shut-down ----
+
+    def _arm_preload(self, prompt: PromptSession[str]) -> None:
+        """Start the preload once the first prompt is fully drawn (toolbar included, i.e. the
+        terminal answered the cursor position request), so it does not slow that first frame."""
+        if not self._want_preload:
+            return
+        armed = time.monotonic()
+
+        def on_render(app: Any) -> None:
+            if app.renderer.height_is_known or time.monotonic() - armed > 0.3:
+                prompt.app.after_render -= on_render
+                self._start_preload()
+
+        prompt.app.after_render += on_render
+
+    def _start_preload(self) -> None:
+        if self._preload_thread is not None:
+            return
+
+        def work() -> None:
+            try:
+                from . import render
+
+                render.preload()
+                import httpx  # noqa: F401
+            except Exception:  # preloading only saves time; the real import reports problems
+                pass
+
+        self._preload_thread = threading.Thread(target=work, name="countbot-preload", daemon=True)
+        self._preload_thread.start()
+
+    def _join_preload(self) -> None:
+        if self._preload_thread is not None:
+            self._preload_thread.join(10)
+            self._preload_thread = None
+
+    def _close(self) -> None:
+        try:
+            self.engine.provider.close()
+        except Exception:
+            pass
+        from .replinput import trim_history
+
+        trim_history(self._history_path)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False

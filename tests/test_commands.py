@@ -1,0 +1,407 @@
+"""Every slash command of the REPL, end to end: typed at a pipe-input prompt, run against the
+loopback FakeServer, checked on screen, in the session files and in what the server received."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import fakeserver as fs
+import pytest
+from prompt_toolkit.output import DummyOutput
+from test_repl import USAGE, Harness, interrupt_when, paragraphs
+
+from countbot_cli.commands import COMMANDS, nearest, parse
+from countbot_cli.models import Message
+from countbot_cli.session import new_session
+
+
+@pytest.fixture
+def server():
+    with fs.FakeServer() as srv:
+        yield srv
+
+
+def saved(h: Harness, title: str = "Saved talk", exchanges: int = 1) -> str:
+    s = new_session(provider="test", model="test-model", title=title)
+    for i in range(exchanges):
+        s.messages += [
+            Message(role="user", content=f"{title} q{i}"),
+            Message(role="assistant", content=f"{title} a{i}"),
+        ]
+    h.store.create(s)
+    return s.id
+
+
+def users_sent(server: fs.FakeServer) -> list[list[str]]:
+    return [[m["content"] for m in b["messages"][1:]] for b in server.chat_bodies()]
+
+
+def test_parse_and_nearest() -> None:
+    assert parse("/model  gpt-4o ") == ("model", "gpt-4o")
+    assert parse("/last-tool") == ("last-tool", "")
+    assert parse("/") == ("", "")
+    assert parse("/usr/bin is a path") is None
+    assert parse("hello /model") is None
+    assert nearest("mod") == ["model"]
+    assert "retry" in nearest("retyr")
+    names = {c.name for c in COMMANDS}
+    spec = "help new sessions resume rename delete model system summary memory tokens compact retry undo export tools clear exit"
+    assert set(spec.split()) <= names
+
+
+def test_help(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server)
+    h.run(["/help\r", "/help model\r", "/\r", "/help nope\r"])
+    out = h.text()
+    for cmd in COMMANDS:
+        assert f"/{cmd.name}" in out
+    assert out.count("Keys: Enter sends") == 2  # /help and the bare /
+    assert "/model [NAME]\n  list the provider's models, or switch" in out
+    assert "no command /nope" in out
+
+
+def test_new_starts_an_unsaved_conversation_with_its_title(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("one"), fs.text("two"))
+    repl = h.run(["first talk\r", "/new Tea notes\r", "/help\r", "second talk\r"])
+    assert "New conversation “Tea notes”." in h.text()
+    heads = {x["title"]: x for x in h.store.list()}
+    assert set(heads) == {"first talk", "Tea notes"}
+    assert heads["Tea notes"]["message_count"] == 2
+    assert users_sent(server) == [["first talk"], ["second talk"]]  # no history carried over
+    assert repl.session.title == "Tea notes"
+
+
+def test_sessions_and_resume(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server)
+    old = saved(h, "Old chat", exchanges=2)
+    saved(h, "Other chat")
+    server.add(fs.text("resumed answer"))
+    h.run(["/sessions\r", f"/resume {old[:6]}\r", "continue\r", "/resume\r", "/resume zzzz\r"])
+    out = h.text()
+    assert "Old chat" in out and "Other chat" in out and "current: not saved yet" in out
+    assert "Resumed “Old chat” · 4 messages" in out and "> Old chat q1" in out
+    assert users_sent(server) == [
+        ["Old chat q0", "Old chat a0", "Old chat q1", "Old chat a1", "continue"]
+    ]
+    assert len(h.store.load(old).messages) == 6
+    assert "usage: /resume ID" in out
+    assert "no session matches 'zzzz'" in out
+
+
+def test_rename_before_and_after_the_first_save(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("ok"))
+    h.run(["/rename Early name\r", "a question\r", "/rename  Later   name \r", "/rename\r"])
+    data = h.session_data()
+    assert data["title"] == "Later name"
+    assert "Renamed to “Early name”." in h.text() and "usage: /rename TITLE" in h.text()
+
+
+def test_delete_asks_first(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server)
+    other = saved(h, "Keep me")
+    server.add(fs.text("ok"))
+    h.run(["/delete\r", "hello\r", f"/delete {other[:5]}\rn\r", "/delete\ry\r"])
+    out = h.text()
+    assert "not saved yet: there is nothing to delete" in out
+    assert "Nothing deleted." in out
+    assert f"Deleted {other}" not in out
+    assert [x["title"] for x in h.store.list()] == ["Keep me"]  # the current one went, after a yes
+    assert out.rstrip().endswith("New conversation.")
+
+
+def test_model_lists_and_switches(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server)
+    server.models = ["test-model", "beta-2"]
+    server.add(fs.text("from beta"), fs.text("from other"))
+    repl = h.run(
+        [
+            "/model\r",
+            "/model beta-2\r",
+            "hello\r",
+            "/model two words\r",
+            "/model not-listed\r",
+            "again\r",
+        ]
+    )
+    out = h.text()
+    assert "* test-model\n  beta-2" in out or "  beta-2\n* test-model" in out
+    assert "Model: beta-2." in out
+    assert "Model: not-listed (not in the provider's model list)." in out
+    assert "a model name has no spaces" in out
+    assert [b["model"] for b in server.chat_bodies()] == ["beta-2", "not-listed"]
+    assert "test/not-listed" in repl.toolbar()
+    assert users_sent(server)[1] == ["hello", "from beta", "again"]  # same conversation
+
+
+def test_model_list_failure_is_reported(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server)
+    server.models_reply = fs.status(401)
+    h.run(["/model\r"])
+    assert "authentication failed (401)" in h.text()
+
+
+def test_system_sets_shows_and_clears_extra_instructions(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("oui"), fs.text("yes"))
+    h.run(
+        ["/system Always answer in French.\r", "/system\r", "hi\r", "/system clear\r", "hi again\r"]
+    )
+    systems = [b["messages"][0]["content"] for b in server.chat_bodies()]
+    assert "Always answer in French." in systems[0]
+    assert "Always answer in French." not in systems[1]
+    assert "Extra instructions: Always answer in French." in h.text()
+
+
+def test_summary_sets_shows_and_clears(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server)
+    sid = saved(h)
+    server.add(fs.text("noted"))
+    h.run(
+        [
+            f"/resume {sid}\r",
+            "/summary The user likes green tea.\r",
+            "/summary\r",
+            "tea?\r",
+            "/summary clear\r",
+        ]
+    )
+    assert "The user likes green tea." in server.chat_bodies()[0]["messages"][0]["content"]
+    assert "Summary: The user likes green tea." in h.text()
+    assert h.store.load(sid).summary == ""
+
+
+def test_summary_on_an_unsaved_conversation_is_saved_with_its_first_turn(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("ok"))
+    h.run(["/summary Planning a trip.\r", "where to?\r"])
+    assert h.session_data()["summary"] == "Planning a trip."
+
+
+def test_memory_add_search_tail_and_show(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server)
+    h.run(
+        [
+            "/memory add The user prefers green tea\r",
+            "/memory add Lives in Lyon\r",
+            "/memory search tea\r",
+            "/memory tail 1\r",
+            "/memory\r",
+            "/memory tail x\r",
+            "/memory bogus\r",
+        ]
+    )
+    text = h.cb.memory_file.read_text(encoding="utf-8")
+    assert "The user prefers green tea" in text and "Lives in Lyon" in text
+    out = h.text()
+    assert out.count("Added to") == 2
+    # added + search + show for the tea entry; added + tail 1 + show for Lyon
+    assert out.count("user  The user prefers green tea") == 3
+    assert out.count("user  Lives in Lyon") == 3
+    assert "last 1 of 2 entries" in out
+    assert "usage: /memory tail N" in out and "usage: /memory [search WORDS" in out
+
+
+def test_tokens_breaks_down_the_next_request(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("an answer", usage=USAGE))
+    h.run(["a question\r", "/summary Short summary.\r", "/tokens\r"])
+    out = h.text()
+    for row in (
+        "system prompt",
+        "summary",
+        "memory entries",
+        "history (2 messages)",
+        "tools",
+        "total",
+    ):
+        assert row in out
+    assert "% of 8,192" in out
+    assert "the provider reported 1,234 prompt tokens" in out
+    total = int(out.split("total")[-1].split()[0].replace(",", ""))
+    assert 50 < total < 2000
+
+
+def test_compact_summarises_old_messages_into_memory(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server, persona={"max_history_messages": 2})
+
+    def answer(body: dict[str, Any]) -> fs.Reply:
+        prompt = body["messages"][-1]["content"]
+        if "long-term memory" in prompt and "Conversation:" in prompt:
+            return fs.text("user likes Rust；project is called countbot", usage=None)
+        return fs.text("ok")
+
+    server.responder = answer
+    h.run(["/compact\r", "I like Rust\r", "project is countbot\r", "/compact\r", "/compact\r"])
+    out = h.text()
+    assert "user likes Rust；project is called countbot" in out
+    assert out.count("Nothing to compact.") == 2  # before the session exists, and when done
+    memory = (h.cb.work / "MEMORY.md").read_text(encoding="utf-8").splitlines()
+    entries = [line for line in memory if line and not line.startswith("#")]
+    assert len(entries) == 1 and entries[0].endswith(
+        "|auto-overflow|user likes Rust；project is called countbot"
+    )
+    data = h.session_data()
+    assert [m["content"] for m in data["archived"]] == ["I like Rust", "ok"]
+    assert [m["content"] for m in data["messages"]] == ["project is countbot", "ok"]
+
+
+def test_compact_failure_keeps_the_messages(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server, persona={"max_history_messages": 2})
+    server.add(fs.text("a"), fs.text("b"), fs.status(400))
+    h.run(["one\r", "two\r", "/compact\r"])
+    assert "Could not compact" in h.text()
+    data = h.session_data()
+    assert data["archived"] == []
+    assert len(data["messages"]) == 4
+
+
+def test_retry_after_an_answer_replaces_it(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("first answer"), fs.text("second answer"))
+    h.run(["/retry\r", "the question\r", "/retry\r"])
+    assert "Nothing to retry." in h.text()
+    assert users_sent(server) == [["the question"], ["the question"]]
+    msgs = h.session_data()["messages"]
+    assert [(m["role"], m["content"]) for m in msgs] == [
+        ("user", "the question"),
+        ("assistant", "second answer"),
+    ]
+
+
+def test_retry_after_a_failure_replaces_the_failed_question(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("fine"), fs.status(400), fs.text("now it works"))
+    h.run(["warm up\r", "fragile\r", "/retry\r"])
+    assert users_sent(server)[2] == ["warm up", "fine", "fragile"]
+    msgs = h.session_data()["messages"]
+    assert [(m["role"], m["content"], m.get("status")) for m in msgs] == [
+        ("user", "warm up", None),
+        ("assistant", "fine", None),
+        ("user", "fragile", None),
+        ("assistant", "now it works", None),
+    ]
+
+
+def test_retry_after_an_interruption_drops_the_partial_answer(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text(paragraphs(200), chunk_size=6, delay=0.02), fs.text("complete"))
+    h.run(["long one\r", interrupt_when("para 2"), "/retry\r"])
+    assert users_sent(server)[1] == ["long one"]  # the partial answer is not sent back
+    msgs = h.session_data()["messages"]
+    assert [(m["role"], m["content"], m.get("status")) for m in msgs] == [
+        ("user", "long one", None),
+        ("assistant", "complete", None),
+    ]
+
+
+def test_undo_removes_the_last_exchange_from_the_file(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("a1"), fs.text("a2"), fs.text("a3"))
+    h.run(["/undo\r", "q1\r", "q2\r", "/undo\r", "q3\r"])
+    out = h.text()
+    assert "Nothing to undo." in out
+    assert "Removed the last exchange (2 messages): “q2”" in out
+    assert users_sent(server)[2] == ["q1", "a1", "q3"]
+    contents = [m["content"] for m in h.session_data()["messages"]]
+    assert contents == ["q1", "a1", "q3", "a3"]
+
+
+def test_export_markdown_and_json(
+    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = Harness(tmp_path, server)
+    monkeypatch.chdir(h.cb.work)
+    server.add(fs.text("The **answer**."))
+    md, js = tmp_path / "talk.md", tmp_path / "talk.json"
+    md.write_text("old", encoding="utf-8")
+    h.run(
+        [
+            "/export\r",
+            "my question\r",
+            f"/export {md}\rn\r",
+            f"/export {md}\ry\r",
+            f"/export {js}\r",
+            "/export\r",
+        ]
+    )
+    out = h.text()
+    assert "not saved yet: there is nothing to export" in out and "Nothing exported." in out
+    text = md.read_text(encoding="utf-8")
+    assert text.startswith("# my question") and "## You" in text and "The **answer**." in text
+    data = json.loads(js.read_text(encoding="utf-8"))
+    assert [m["content"] for m in data["messages"]] == ["my question", "The **answer**."]
+    default = h.cb.work / f"countbot-{data['id']}.md"
+    assert default.is_file()
+
+
+def test_tools_modes(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server, tools=True)
+    repl = h.run(["/tools\r", "/tools auto\r", "/tools bogus\r"])
+    out = h.text()
+    assert "Tools: offered to the model · approval mode ask" in out
+    assert "Tool mode: auto" in out and "unknown tool mode 'bogus'" in out
+    assert repl.engine.policy.mode == "auto"
+    assert "tools auto" in repl.toolbar()
+    h2 = Harness(tmp_path / "b", server)
+    repl2 = h2.run(["/tools off\r", "/tools\r"])
+    assert repl2.engine.policy.mode == "off"
+    assert "not offered" in h2.text()
+
+
+def test_tool_output_is_shortened_and_last_tool_shows_it_all(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server, tools=True)
+    lines = [f"line number {i}" for i in range(1, 13)]
+    (h.cb.work / "big.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    server.add(fs.tool_calls([("read_file", {"path": "big.txt"})]), fs.text("I read it."))
+    h.run(["read big.txt\r", "/last-tool\r"])
+    out = h.text()
+    before, after = out.split("I read it.", 1)
+    assert "⚙ read_file path='big.txt'" in before
+    assert "more (/last-tool shows all)" in before and "line number 12" not in before
+    assert all(line in after for line in lines)
+    assert "1 tool call" in h.err.getvalue()
+
+
+class RecordingOutput(DummyOutput):
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def erase_screen(self) -> None:
+        self.calls.append("erase_screen")
+
+    def cursor_goto(self, row: int = 0, column: int = 0) -> None:
+        self.calls.append(f"goto {row},{column}")
+
+
+def test_clear_erases_the_screen(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server)
+    h.output = RecordingOutput()
+    h.run(["/clear\r"])
+    assert h.output.calls[:2] == ["erase_screen", "goto 0,0"]
+
+
+@pytest.mark.parametrize("command", ["/exit", "/quit"])
+def test_exit_quits(tmp_path: Path, server: fs.FakeServer, command: str) -> None:
+    h = Harness(tmp_path, server)
+    started = time.monotonic()
+    repl = h.run([command + "\r"], end=None)
+    assert repl.prompts_shown == 1 and time.monotonic() - started < 10

@@ -1,0 +1,560 @@
+"""The REPL in-process: keys, turns, Ctrl-C, history, completion, toolbar, resume.
+
+The harness (also used by test_commands.py) drives the REPL in-process: prompt-toolkit pipe input + DummyOutput, rich consoles on StringIO,
+a real engine against the loopback FakeServer (tests/fakeserver.py).
+
+`Harness.run(steps)` runs `Repl.run()` in the main thread (Ctrl-C is a real SIGINT there) while
+a feeder thread works through the steps: a string is typed as keys once the next prompt is
+shown; a callable is called with the harness at once (to wait for output, send SIGINT, ...). After the last step
+Ctrl-D quits; a watchdog closes the input if the REPL does not finish in time.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import fakeserver as fs
+import pytest
+from cbenv import make_cb
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from rich.console import Console
+
+from countbot_cli import app
+from countbot_cli.chat import with_model
+from countbot_cli.config import Settings, load_settings
+from countbot_cli.models import Message
+from countbot_cli.repl import Repl
+from countbot_cli.replinput import SlashCompleter
+from countbot_cli.session import new_session
+
+Step = str | Callable[["Harness"], None]
+
+
+class Harness:
+    def __init__(
+        self, tmp_path: Path, server: fs.FakeServer, *, tools: bool = False, **config: Any
+    ) -> None:
+        if tools:
+            config.setdefault("tools", {"enabled": True, "workspace": str(tmp_path / "work")})
+        self.tmp_path = tmp_path
+        self.server = server
+        self.cb = make_cb(tmp_path, server.base_url, **config)
+        self.settings: Settings = load_settings(
+            config_path=str(self.cb.config_file), env=self.cb.env, cwd=self.cb.work
+        )
+        self.store = app.make_store(self.settings, io.StringIO())
+        self.out = io.StringIO()
+        self.err = io.StringIO()
+        self.console = Console(
+            file=self.out, width=100, color_system=None, highlight=False, emoji=False
+        )
+        self.side = Console(
+            file=self.err, width=100, color_system=None, highlight=False, emoji=False
+        )
+        self.history = tmp_path / "history"
+        self.engines: list[Any] = []
+        self.repl: Repl | None = None
+        self.output = DummyOutput()
+
+    def engine_factory(self, model: str | None, confirmer: Any) -> Any:
+        s = self.settings if model is None else with_model(self.settings, model)
+        engine = app.build_engine(
+            s,
+            app.make_provider(s, io.StringIO()),
+            self.store,
+            tools_enabled=True,
+            yes=False,
+            confirmer=confirmer,
+        )
+        self.engines.append(engine)
+        return engine
+
+    def make(self, **kw: Any) -> Repl:
+        kw.setdefault("history_path", self.history)
+        kw.setdefault("preload", False)
+        kw.setdefault("console", self.console)
+        kw.setdefault("side", self.side)
+        kw.setdefault("output", self.output)
+        return Repl(
+            settings=self.settings, store=self.store, engine_factory=self.engine_factory, **kw
+        )
+
+    def run(
+        self, steps: Sequence[Step], *, timeout: float = 30, end: str | None = "\x04", **kw: Any
+    ) -> Repl:
+        errors: list[BaseException] = []
+        with create_pipe_input() as inp:
+            repl = self.make(input=inp, **kw)
+            self.repl = repl
+            self.inp = inp
+            done = threading.Event()
+
+            def feed() -> None:
+                try:
+                    for step in [*steps, *([end] if end else [])]:
+                        if callable(step):
+                            step(self)
+                        else:
+                            self.wait_prompt(repl, done)
+                            inp.send_text(step)
+                except BaseException as exc:  # reported by the test thread
+                    errors.append(exc)
+                    inp.close()
+
+            def watchdog() -> None:
+                if not done.wait(timeout):
+                    errors.append(TimeoutError(f"REPL still running after {timeout} s"))
+                    inp.close()
+
+            feeder = threading.Thread(target=feed, daemon=True)
+            dog = threading.Thread(target=watchdog, daemon=True)
+            feeder.start()
+            dog.start()
+            try:
+                repl.run()
+            finally:
+                done.set()
+            feeder.join(5)
+        if errors:
+            raise AssertionError(
+                f"{errors[0]!r}\n--- out ---\n{self.out.getvalue()}\n--- err ---\n{self.err.getvalue()}"
+            )
+        return repl
+
+    def send(self, keys: str) -> None:
+        """Type `keys` now, without waiting for a prompt (answers to y/N questions, key chords)."""
+        self.inp.send_text(keys)
+
+    def wait_prompt(self, repl: Repl, done: threading.Event, timeout: float = 20) -> None:
+        """Wait until the REPL shows its next prompt (steps are sent one prompt at a time)."""
+        seen = getattr(self, "_seen", 0)
+        deadline = time.monotonic() + timeout
+        while repl.prompts_shown <= seen:
+            if done.is_set():
+                raise RuntimeError("the REPL ended before the next step")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no prompt #{seen + 1}")
+            time.sleep(0.01)
+        self._seen = repl.prompts_shown
+        time.sleep(0.05)
+
+    def wait_for(self, text: str, timeout: float = 10, *, stream: str = "out") -> None:
+        buf = self.out if stream == "out" else self.err
+        deadline = time.monotonic() + timeout
+        while text not in buf.getvalue():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{text!r} not in {stream}: {buf.getvalue()[-800:]!r}")
+            time.sleep(0.01)
+
+    def session_data(self) -> Any:
+        return self.cb.only_session()
+
+    def text(self) -> str:
+        return self.out.getvalue()
+
+
+def interrupt_when(text: str) -> Step:
+    """A step: wait until `text` is on screen, then send Ctrl-C (SIGINT) to the process."""
+
+    def step(h: Harness) -> None:
+        h.wait_for(text)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    return step
+
+
+# ---- tests ----
+
+USAGE = {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290}
+
+
+def paragraphs(n: int, word: str = "para") -> str:
+    return "".join(f"{word} {i}\n\n" for i in range(n))
+
+
+@pytest.fixture
+def server():
+    with fs.FakeServer() as srv:
+        yield srv
+
+
+def test_turn_renders_markdown_prints_usage_and_saves_only_after_the_first_turn(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("Hello **there**.\n\n- one\n- two\n", usage=USAGE))
+
+    def nothing_saved_yet(h: Harness) -> None:
+        h.wait_for("Keys:")
+        assert h.cb.session_files() == []
+
+    repl = h.run(["/help\r", nothing_saved_yet, "hi there\r"])
+    out = h.text()
+    assert "Hello there." in out and "**" not in out  # rendered, not raw markdown
+    assert "• one" in out
+    assert "1,234 in · 56 out tokens" in h.err.getvalue()
+    saved = h.session_data()
+    assert [(m["role"], m["content"]) for m in saved["messages"]] == [
+        ("user", "hi there"),
+        ("assistant", "Hello **there**.\n\n- one\n- two\n"),
+    ]
+    assert saved["title"] == "hi there"
+    # the toolbar now uses the provider's figure: prompt + completion tokens of the last request
+    assert "1.3k/8.2k (16%)" in repl.toolbar()
+    assert "test/test-model · hi there ·" in repl.toolbar()
+
+
+def test_help_alone_writes_no_session(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server)
+    h.run(["/help\r", "/tokens\r"])
+    assert h.cb.session_files() == []
+    assert server.chat_bodies() == []
+
+
+def test_newline_keys_and_bracketed_paste_make_one_message_each(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("a"), fs.text("b"), fs.text("c"))
+    paste = "\x1b[200~line 1\nline 2\r\nline 3\n\nline 5\x1b[201~"
+    h.run(["first\x1b\rsecond\r", "x\ny\x1b\rz\r", paste + "\r"])
+    users = [b["messages"][-1]["content"] for b in server.chat_bodies()]
+    assert users == ["first\nsecond", "x\ny\nz", "line 1\nline 2\nline 3\n\nline 5"]
+
+
+def test_history_file_persists_and_ctrl_r_finds_an_old_entry(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("one"), fs.text("two"))
+    h.run(["remember the zebra\r", "multi\x1b\rline\r"])
+    hist = h.history.read_text(encoding="utf-8")
+    assert "+remember the zebra\n" in hist and "+multi\n+line\n" in hist
+    assert oct(h.history.stat().st_mode & 0o777) == "0o600"
+    # a second REPL (a new run) searches the same file with Ctrl-R
+    h2 = Harness(tmp_path / "again", server)
+    h2.history = h.history
+    server.add(fs.text("three"))
+    h2.run(
+        [
+            lambda h: time.sleep(0.3),
+            "\x12zebr",
+            lambda h: time.sleep(0.3),
+            lambda h: h.send("\r"),
+            lambda h: time.sleep(0.2),
+            lambda h: h.send("\r"),
+        ]
+    )
+    assert server.chat_bodies()[-1]["messages"][-1]["content"] == "remember the zebra"
+
+
+def test_ctrl_c_during_a_stream_keeps_the_partial_answer_and_the_next_turn_works(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text(paragraphs(200), chunk_size=6, delay=0.02), fs.text("next answer"))
+    h.run(["tell me a lot\r", interrupt_when("para 3"), "and then?\r"])
+    assert server.wait_disconnects(1, timeout=5)  # the connection was closed at once
+    out = h.text()
+    assert "interrupted" in out and "para 150" not in out
+    assert "next answer" in out
+    msgs = h.session_data()["messages"]
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user", "assistant"]
+    assert msgs[1]["status"] == "interrupted" and msgs[1]["content"].startswith("para 0\n\npara 1")
+    assert "status" not in msgs[3]
+    # what arrived is part of the next request's history
+    sent = server.chat_bodies()[1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+    assert sent[2]["content"] == msgs[1]["content"]
+
+
+def test_ctrl_c_before_any_text_leaves_a_valid_session(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.hang(30), fs.text("fine"))
+
+    def interrupt_when_waiting(h: Harness) -> None:
+        deadline = time.monotonic() + 10
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    h.run(["are you there?\r", interrupt_when_waiting, "hello again\r"])
+    assert "nothing arrived" in h.err.getvalue()
+    msgs = h.session_data()["messages"]
+    assert [(m["role"], m.get("status")) for m in msgs] == [
+        ("user", "interrupted"),
+        ("user", None),
+        ("assistant", None),
+    ]
+    # the unanswered question is not sent again
+    sent = server.chat_bodies()[1]["messages"]
+    assert [m["content"] for m in sent[1:]] == ["hello again"]
+
+
+def test_ctrl_c_at_the_prompt_explains_or_clears_the_line(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    h.run(["\x03", "some typing\x03\r"])
+    assert "(Ctrl-D or /exit quits)" in h.text()
+    assert server.chat_bodies() == []  # the cleared line was never sent
+
+
+def test_unknown_commands_are_never_sent_and_double_slash_escapes(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("ok"), fs.text("ok"))
+    h.run(["/modle gpt\r", "/resum\r", "//etc/hosts is what?\r", "/usr/bin/env is a path\r"])
+    out = h.text()
+    assert "unknown command /modle; did you mean /model," in out
+    assert "unknown command /resum; did you mean /resume" in out
+    users = [b["messages"][-1]["content"] for b in server.chat_bodies()]
+    assert users == ["/etc/hosts is what?", "/usr/bin/env is a path"]
+
+
+def test_failed_turn_shows_the_error_keeps_the_question_and_the_repl_goes_on(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.status(400), fs.text("recovered"))
+    h.run(["break please\r", "fine now\r"])
+    assert "error:" in h.err.getvalue() and "/retry" in h.err.getvalue()
+    msgs = h.session_data()["messages"]
+    assert [(m["role"], m.get("status")) for m in msgs] == [
+        ("user", "failed"),
+        ("user", None),
+        ("assistant", None),
+    ]
+
+
+def test_resuming_shows_the_last_exchanges_rendered(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server)
+    s = new_session(provider="test", model="test-model", title="Old talk")
+    for i in range(5):
+        s.messages += [
+            Message(role="user", content=f"question {i}"),
+            Message(role="assistant", content=f"answer **{i}**"),
+        ]
+    s.messages[-1].status = "interrupted"
+    h.store.create(s)
+    server.add(fs.text("more"))
+    h.run(["and more?\r"], session=h.store.load(s.id), is_new=False)
+    out = h.text()
+    assert "Resumed “Old talk” · 10 messages" in out
+    assert "4 earlier messages" in out
+    assert "question 1" not in out and "> question 2" in out and "> question 4" in out
+    assert "answer 3" in out and "**" not in out
+    assert "(interrupted)" in out
+    sent = server.chat_bodies()[0]["messages"]
+    assert len(sent) == 1 + 10 + 1  # the whole history went with the next message
+    assert len(h.session_data()["messages"]) == 12
+
+
+def test_completion_of_commands_and_their_arguments(
+    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = Harness(tmp_path, server)
+    server.models = ["alpha-1", "beta-2", "test-model"]
+    s = new_session(provider="test", model="test-model", title="Pinned")
+    h.store.create(s)
+    repl = h.make()
+    comp = SlashCompleter(repl)
+
+    def complete(text: str) -> list[str]:
+        return [c.text for c in comp.get_completions(Document(text), CompleteEvent())]
+
+    assert complete("/re") == ["/resume", "/rename", "/retry"]
+    assert complete("hello /re") == []
+    assert complete("/resume ") == [s.id]
+    assert complete(f"/delete {s.id[:3]}") == [s.id]
+    assert complete("/model ") == ["alpha-1", "beta-2", "test-model"]
+    assert complete("/model be") == ["beta-2"]
+    assert complete("/tools a") == ["ask", "auto"]
+    assert complete("/memory s") == ["search"]
+    assert complete("/summary c") == ["clear"]
+    (h.cb.work / "notes-file.md").write_text("x", encoding="utf-8")
+    monkeypatch.chdir(h.cb.work)
+    assert "es-file.md" in complete("/export not")
+    assert len([r for r in server.requests if r.path.endswith("/models")]) == 1  # fetched once
+
+
+def test_model_completion_tolerates_a_failing_provider(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.models_reply = fs.status(401)
+    comp = SlashCompleter(h.make())
+    assert list(comp.get_completions(Document("/model "), CompleteEvent())) == []
+
+
+def test_tab_completes_a_command_at_the_prompt(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server)
+    h.run(
+        [
+            "/last-t",
+            lambda h: time.sleep(0.3),
+            lambda h: h.send("\t"),
+            lambda h: time.sleep(0.3),
+            lambda h: h.send("\r"),
+        ]
+    )
+    assert "No tool has run in this REPL yet." in h.text()
+
+
+def test_the_spinner_goes_to_the_side_stream_never_into_the_answer(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("the answer", first_delay=0.5))
+    h.run(["hi\r"], spinner=True)
+    assert "waiting for test-model" in h.err.getvalue()
+    assert "\x1b[2K" in h.err.getvalue()  # the line is erased before the answer
+    assert "waiting" not in h.text() and "the answer" in h.text()
+
+
+def test_control_sequences_and_markup_in_answers_are_neutralised(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("safe \x1b]0;pwned\x07[red]text[/red] \x1b[2Jend"))
+    h.run(["hi\r"])
+    out = h.text()
+    assert "\x1b" not in out and "pwned" not in out
+    assert "[red]text[/red]" in out
+
+
+def test_the_approval_prompt_comes_after_the_text_settles(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    from countbot_cli.approval import HOW_USER_ONCE, Decision
+
+    h = Harness(tmp_path, server, tools=True)
+    seen: list[str] = []
+
+    class Confirmer:
+        def confirm(self, prepared: Any) -> Decision:
+            seen.append(h.text())
+            return Decision(True, HOW_USER_ONCE)
+
+    server.add(
+        fs.tool_calls(
+            [("write_file", {"path": "note.txt", "content": "hi"})], content="Writing the note now."
+        ),
+        fs.text("Done."),
+    )
+    h.run(["write a note\r"], confirmer=Confirmer(), spinner=True)
+    assert len(seen) == 1 and "Writing the note now." in seen[0]  # printed before the question
+    assert (h.cb.work / "note.txt").read_text(encoding="utf-8") == "hi"
+    assert "Done." in h.text()
+
+
+class _BrokenEngine:
+    """A fake engine whose turn raises a bug (no server needed)."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.provider = real.provider
+        self.policy = real.policy
+        self.tools = None
+        self.system_override = None
+
+    def run_turn(self, *a: Any, **kw: Any) -> Any:
+        raise RuntimeError("boom")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_an_unexpected_error_in_a_turn_does_not_end_the_chat(
+    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("COUNTBOT_DEBUG", raising=False)
+    h = Harness(tmp_path, server)
+    real_factory = h.engine_factory
+    h.engine_factory = lambda model, confirmer: _BrokenEngine(real_factory(model, confirmer))  # type: ignore[method-assign]
+    repl = h.run(["hello\r", "/help\r"])
+    assert "unexpected error: RuntimeError: boom" in h.text()
+    assert "Keys:" in h.text() and repl.prompts_shown == 3
+
+
+def test_trim_history_keeps_the_newest_entries(tmp_path: Path) -> None:
+    from prompt_toolkit.history import FileHistory
+
+    from countbot_cli.replinput import trim_history
+
+    path = tmp_path / "hist"
+    hist = FileHistory(str(path))
+    for i in range(50):
+        hist.store_string(f"entry {i}\nsecond line {i}")
+    before = path.stat().st_size
+    trim_history(path, max_bytes=10_000_000, keep=5)
+    assert path.stat().st_size == before  # under the limit: untouched
+    trim_history(path, max_bytes=100, keep=5)
+    loaded = list(FileHistory(str(path)).load_history_strings())
+    assert loaded == [f"entry {i}\nsecond line {i}" for i in range(49, 44, -1)]
+
+
+def test_cli_chat_needs_a_terminal_and_chat_flags_need_no_command(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    for args in ([], ["chat"], ["sessions", "resume", "abc"]):
+        proc = cb.run(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "the interactive chat needs a terminal" in proc.stderr
+    proc = cb.run("-m", "x", "sessions", "list")
+    assert proc.returncode == 2 and "only apply to the chat" in proc.stderr
+    proc = cb.run("--help")
+    assert proc.returncode == 0 and "chat" in proc.stdout and "interactive chat" in proc.stdout
+    assert cb.session_files() == []
+
+
+def test_side_notes_erase_the_spinner_line_and_the_spinner_goes_on() -> None:
+    from countbot_cli.replview import ReplView
+
+    out, err = io.StringIO(), io.StringIO()
+    console = Console(file=out, width=80, color_system=None)
+    side = Console(file=err, width=80, color_system=None)
+    view = ReplView(console, side, waiting="waiting for m", spinner=True)
+    time.sleep(0.15)
+    view.side_note("countbot: retrying in 1 s\n")
+    time.sleep(0.15)
+    view.text("Hi there.")
+    view.finish()
+    before, after = err.getvalue().split("countbot: retrying in 1 s\n")
+    assert "waiting for m" in before and before.endswith("\r\x1b[2K")
+    assert "waiting for m" in after and after.endswith("\r\x1b[2K")
+    assert out.getvalue().strip() == "Hi there."
+
+
+def test_the_preload_starts_after_the_first_prompt_is_drawn_and_is_joined_on_submit(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("ok"))
+    started: list[bool] = []
+
+    def check(h: Harness) -> None:
+        deadline = time.monotonic() + 5
+        while h.repl is not None and h.repl._preload_thread is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started.append(h.repl is not None and h.repl._preload_thread is not None)
+
+    repl = h.run([check, "hi\r"], preload=True)
+    assert started == [True]
+    assert repl._preload_thread is None  # joined by the first turn
+    assert "ok" in h.text()
