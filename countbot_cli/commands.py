@@ -152,8 +152,6 @@ def cmd_delete(repl: Repl, arg: str) -> None:
 def cmd_retry(repl: Repl, arg: str) -> None:
     """Ask the last question again. A failed or interrupted attempt is replaced by the engine
     (`replaces=`) and left out of the request; a good answer is removed first."""
-    from dataclasses import replace
-
     msgs = repl.session.messages
     idx = last_user_index(msgs)
     if repl.is_new or idx is None:
@@ -162,8 +160,7 @@ def cmd_retry(repl: Repl, arg: str) -> None:
     user, after = msgs[idx], msgs[idx + 1 :]
     if user.status is not None or any(m.status is not None for m in after):
         repl.info("Asking again (the failed or interrupted attempt is replaced).")
-        earlier = replace(repl.session, messages=msgs[:idx])
-        repl.send(user.content, replaces=user.id, context=earlier)
+        repl.send(user.content, replaces=user.id)
         return
     undo_last(repl)
     repl.info("Asking again (the previous answer is replaced).")

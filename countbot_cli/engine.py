@@ -9,13 +9,11 @@ session's `tool_conversations`, not replayed in later turns.
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,13 +29,13 @@ from .models import (
     ReasoningDelta,
     StreamEvent,
     TextDelta,
-    ToolCall,
     ToolCallDelta,
     Usage,
     utc_now,
 )
 from .prompts import MAX_ITERATIONS_NOTICE, PromptFacts
 from .session import Session
+from .toolloop import ToolRunner
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -45,9 +43,6 @@ if TYPE_CHECKING:
     from .provider import Provider
     from .store import SessionStore
     from .tools import PreparedCall, ToolRegistry, ToolResult
-
-TOOL_RESULT_RECORD_CHARS = 4000
-TOOL_STOP_WAIT = 10.0  # seconds a cancelled tool gets to stop before the turn gives up on it
 
 
 class TurnView(Protocol):
@@ -178,7 +173,10 @@ class Engine:
     ) -> TurnResult:
         """Run one turn and save it. Never raises for provider errors or Ctrl-C: the result says."""
         user = Message(role="user", content=user_text)
-        ctx = self.context_for(session, user)
+        history = session
+        if replaces:  # the failed attempt being retried is not sent again
+            history = replace(session, messages=_without_failed(session.messages, replaces))
+        ctx = self.context_for(history, user)
         result = TurnResult(
             session_id=session.id if save else None,
             answer="",
@@ -244,7 +242,9 @@ class Engine:
             convo.append(
                 Message(role="assistant", content=rnd.text, tool_calls=fin.tool_calls).to_api()
             )
-            self._run_tools(fin.tool_calls, convo, view, records)
+            ToolRunner(self.tools, self.policy, self.settings.tools).run_calls(
+                fin.tool_calls, convo, view, records
+            )
         return self._current
 
     def _stream_round(
@@ -296,147 +296,6 @@ class Engine:
         return finished
 
     # ---- tools ----
-
-    def _run_tools(
-        self,
-        calls: list[ToolCall],
-        convo: list[dict[str, Any]],
-        view: TurnView,
-        records: list[dict[str, Any]],
-    ) -> None:
-        assert self.tools is not None
-        s = self.settings.tools
-        interrupted = False
-        for call in calls:
-            if interrupted:
-                content = "Not run: the user interrupted the turn."
-                convo.append(_tool_message(call, content))
-                records.append(_record(call, None, content, "interrupted", 0, "not-run"))
-                continue
-            prepared = self.tools.prepare(call, allow_rules=s.allow, deny_rules=s.deny)
-            if prepared.error:
-                content = f"Error: {prepared.error}"
-                convo.append(_tool_message(call, content))
-                records.append(_record(call, prepared.args, content, "error", 0, "not-run"))
-                view.notice(f"{call.name or '?'}: {prepared.error}")
-                continue
-            edited: dict[str, Any] | None = None
-            try:
-                decision, prepared, edited = self._decide(call, prepared)
-            except KeyboardInterrupt:
-                decision = Decision(False, "interrupted", reason="the user interrupted the turn")
-                interrupted = True
-            if not decision.approved:
-                why = decision.reason or "no reason given"
-                content = f"Denied: {why}"
-                outcome = "interrupted" if interrupted else "denied"
-                convo.append(_tool_message(call, content))
-                records.append(_record(call, prepared.args, content, outcome, 0, decision.how))
-                if not interrupted:
-                    view.notice(f"{call.name}: not run ({why})")
-                continue
-            view.tool_start(prepared)
-            tres, ms, stopped = self._execute(prepared)
-            interrupted = interrupted or stopped
-            outcome = _outcome(tres)
-            content = tres.content
-            if edited is not None:  # the model must know what really ran
-                ran = json.dumps(edited, ensure_ascii=False)
-                content = f"[The user edited the arguments; the call ran with: {ran}]\n{content}"
-            convo.append(_tool_message(call, content))
-            records.append(
-                _record(call, prepared.args, content, outcome, ms, decision.how, error=tres.error)
-            )
-            view.tool_end(prepared, tres, decision)
-        if interrupted:
-            raise KeyboardInterrupt
-
-    def _decide(
-        self, call: ToolCall, prepared: PreparedCall
-    ) -> tuple[Decision, PreparedCall, dict[str, Any] | None]:
-        """(decision, the call to run, the user's edited arguments or None).
-
-        An edited call is prepared again; when the edit reaches a path outside the workspace
-        that the prompt did not show, it is asked about again (outside needs approval of that
-        exact call). KeyboardInterrupt (Ctrl-C at a prompt) propagates.
-        """
-        edited: dict[str, Any] | None = None
-        decision = self.policy.decide(prepared)
-        while decision.approved and decision.args is not None:
-            edited = decision.args
-            again = self._reprepare(call, edited)
-            new_outside = [p for p in again.outside_paths if p not in prepared.outside_paths]
-            prepared = again
-            if again.error or not new_outside or not again.needs_approval:
-                break
-            decision = self.policy.decide(again)
-        return decision, prepared, edited
-
-    def _reprepare(self, call: ToolCall, args: dict[str, Any]) -> PreparedCall:
-        assert self.tools is not None
-        edited = ToolCall(
-            id=call.id, name=call.name, arguments=json.dumps(args, ensure_ascii=False)
-        )
-        s = self.settings.tools
-        return self.tools.prepare(edited, allow_rules=s.allow, deny_rules=s.deny)
-
-    def _execute(self, prepared: PreparedCall) -> tuple[ToolResult, int, bool]:
-        """Run a tool in a worker thread so Ctrl-C in the main thread can stop it."""
-        assert self.tools is not None
-        registry = self.tools
-        cancel = threading.Event()
-        box: list[ToolResult] = []
-        errors: list[BaseException] = []
-
-        done = threading.Event()
-
-        def work() -> None:
-            try:
-                box.append(registry.run(prepared, cancel))
-            except BaseException as exc:  # a tool bug must not kill the turn
-                errors.append(exc)
-            finally:
-                done.set()
-
-        t0 = time.monotonic()
-        worker = threading.Thread(target=work, name=f"tool-{prepared.call.name}", daemon=True)
-        worker.start()
-        stopped = False
-        # Wait on an Event, not Thread.join: a KeyboardInterrupt inside join() marks a running
-        # thread as finished on some CPython versions (bpo-45274), so the tool's result is lost.
-        try:
-            while not done.wait(0.05):
-                pass
-        except KeyboardInterrupt:
-            stopped = True
-            cancel.set()
-            _wait_through_interrupts(done, TOOL_STOP_WAIT)
-        ms = int((time.monotonic() - t0) * 1000)
-        from .tools import ToolResult
-
-        if box:
-            res = box[0]
-            if stopped and not res.interrupted:
-                res.interrupted = True
-                res.content += "\n[interrupted by the user]"
-            return res, ms, stopped
-        if stopped:
-            return (
-                ToolResult(
-                    content="Interrupted by the user before it finished.",
-                    ok=False,
-                    error="interrupted",
-                    interrupted=True,
-                ),
-                ms,
-                True,
-            )
-        detail = f"{type(errors[0]).__name__}: {errors[0]}" if errors else "no result"
-        return (
-            ToolResult(content=f"Error: the tool failed ({detail})", ok=False, error=detail),
-            ms,
-            False,
-        )
 
     # ---- saving ----
 
@@ -512,62 +371,6 @@ def _without_failed(messages: list[Message], user_id: str) -> list[Message]:
         skipping = False
         out.append(m)
     return out
-
-
-def _wait_through_interrupts(done: threading.Event, seconds: float) -> None:
-    """Give a cancelled tool time to stop its processes; more Ctrl-C presses do not cut it short
-    (a daemon thread killed at exit could leave a command running)."""
-    deadline = time.monotonic() + seconds
-    while not done.is_set() and time.monotonic() < deadline:
-        try:
-            done.wait(max(0.0, min(0.05, deadline - time.monotonic())))
-        except KeyboardInterrupt:
-            continue
-
-
-def _tool_message(call: ToolCall, content: str) -> dict[str, Any]:
-    return Message(role="tool", content=content, tool_call_id=call.id, name=call.name).to_api()
-
-
-def _outcome(res: ToolResult) -> str:
-    if res.interrupted:
-        return "interrupted"
-    if res.timed_out:
-        return "timeout"
-    return "ok" if res.ok else "error"
-
-
-def _record(
-    call: ToolCall,
-    args: dict[str, Any] | None,
-    content: str,
-    outcome: str,
-    ms: int,
-    how: str,
-    *,
-    error: str | None = None,
-) -> dict[str, Any]:
-    result = (
-        content
-        if len(content) <= TOOL_RESULT_RECORD_CHARS
-        else (
-            content[:TOOL_RESULT_RECORD_CHARS]
-            + f"\n[… {len(content) - TOOL_RESULT_RECORD_CHARS} more characters]"
-        )
-    )
-    return {
-        "tool_call_id": call.id,
-        "tool": call.name,
-        "arguments": args if args is not None else call.arguments,
-        "result": result,
-        "error": error
-        if error is not None
-        else (content if outcome in ("error", "denied") else None),
-        "outcome": outcome,
-        "duration_ms": ms,
-        "approval": how,
-        "timestamp": utc_now(),
-    }
 
 
 @contextmanager

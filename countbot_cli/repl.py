@@ -183,9 +183,7 @@ class Repl:
 
     # ---- turns ----
 
-    def send(
-        self, text: str, *, replaces: str | None = None, context: Session | None = None
-    ) -> TurnResult | None:
+    def send(self, text: str, *, replaces: str | None = None) -> TurnResult | None:
         from .replview import QuietKeys, ReplView
 
         self._join_preload()
@@ -199,7 +197,7 @@ class Repl:
         try:
             with QuietKeys(sys.stdin if self._input is None else None) as self.keys:
                 result = self.engine.run_turn(
-                    context or self.session, text, view, is_new=self.is_new, replaces=replaces
+                    self.session, text, view, is_new=self.is_new, replaces=replaces
                 )
         except KeyboardInterrupt:  # Ctrl-C held during the save is delivered after it
             view.abort("interrupted")
@@ -218,8 +216,8 @@ class Repl:
         view.summary(result, time.monotonic() - started)
         if view.last_tool is not None:
             self.last_tool = view.last_tool
-        if context is not None:
-            self.reload()
+        if result.session_id is not None:
+            self.reload()  # memory upkeep may have archived messages in the file
         self.meter.note(result)
         return result
 
