@@ -53,8 +53,12 @@ def parse_yaml(text: str, file: str) -> Node | None:
         return None if node is None else _convert(node, loader, file)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        line = mark.line + 1 if mark is not None else None
         what = e.problem or e.context or "invalid YAML"
+        if e.context_mark is not None and "end" in (e.problem or ""):
+            # the file ended inside something left open: point at where it was opened
+            mark = e.context_mark
+            what = f"{e.context} that is never closed ({e.problem})"
+        line = mark.line + 1 if mark is not None else None
         raise ConfigError(f"invalid YAML: {what}", file=file, line=line) from None
     except yaml.YAMLError as e:
         raise ConfigError(f"invalid YAML: {e}", file=file) from None

@@ -467,3 +467,41 @@ def test_interrupt_during_stream_keeps_partial_answer(
     assert msgs[1]["status"] == "interrupted"
     assert msgs[1]["content"].startswith("word word")
     assert len(msgs[1]["content"]) < len("word " * 200)
+
+
+# ---- config errors, as a user meets them ----
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "key", "words"),
+    [
+        ("providers:\n  test:\n    type: openai\n    model: [unclosed\n", 4, None, "yaml"),
+        (
+            "providers:\n  test:\n    type: openai\n    api_base: http://x/v1\n    modle: m\n",
+            5,
+            "providers.test.modle",
+            "model",
+        ),
+        ("temperature: hot\n", 1, "temperature", "number"),
+        (
+            "persona:\n  max_history_messages: lots\n",
+            2,
+            "persona.max_history_messages",
+            "whole number",
+        ),
+        ("providers:\n  ds:\n    preset: deepseek\n", 2, "providers.ds", "DEEPSEEK_API_KEY"),
+    ],
+)
+def test_config_errors_exit_2_naming_file_line_and_key(
+    tmp_path: Path, text: str, line: int, key: str | None, words: str
+) -> None:
+    cb = make_cb(tmp_path, None)
+    cb.config_file.write_text(text, encoding="utf-8")
+    proc = cb.run("ask", "hi")
+    assert proc.returncode == 2, proc.stderr
+    err = _one_error_line(proc.stderr)
+    assert f"config.yaml:{line}" in err
+    if key:
+        assert key in err
+    assert words.lower() in err.lower()
+    assert "Traceback" not in proc.stderr
