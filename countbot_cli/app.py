@@ -73,7 +73,7 @@ def make_provider(settings: Settings, err: TextIO | None = None) -> Provider:
 
     stream = err or sys.stderr
     p = settings.provider
-    if p.type == "local" and p.name not in settings.providers:
+    if p.type == "local" and p.implicit:
         _notice(
             stream,
             f"no provider configured: using the embedded local model {p.model} "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import TypeVar
@@ -87,6 +87,7 @@ class ProviderConfig:
     model_path: str | None = None  # type local: the GGUF file
     preset: str | None = None
     api_key_env: str | None = None  # the variable that should hold the key, for hints
+    implicit: bool = False  # not in the config file: from the environment or the embedded model
 
     @property
     def masked_api_key(self) -> str:
@@ -261,7 +262,7 @@ def _choose(
     if requested is None or (requested == "default" and "default" not in entries):
         implicit = _implicit(ctx)
         if implicit is not None:
-            return implicit
+            return replace(implicit, implicit=True)
         if requested is None and not ctx.strict:
             return PLACEHOLDER
         if requested is None:

@@ -319,3 +319,19 @@ def test_unload_models_frees_the_cache(gguf: str) -> None:
     assert isinstance(fin, Finished) and prov.last_stats is not None
     assert prov.last_stats.load_seconds > 0
     localmod.unload_models()
+
+
+@pytest.mark.e2e
+def test_no_config_and_no_key_uses_the_embedded_model_and_says_so(tmp_path: Path) -> None:
+    from cbenv import make_cb
+
+    cb = make_cb(tmp_path, None)
+    proc = cb.run("ask", "--no-tools", "Say hello.", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip()
+    assert proc.stderr.count("embedded local model") == 1
+    saved = cb.only_session() if cb.session_files() else None
+    assert saved is None  # with no config file, sessions live in the XDG home, not the work dir
+    home_sessions = list((Path(cb.env["XDG_CONFIG_HOME"]) / "countbot" / "sessions").glob("*.json"))
+    data = [p for p in home_sessions if p.name != "index.json"]
+    assert len(data) == 1
