@@ -18,14 +18,16 @@ from .errors import EXIT_CODES_HELP
 
 HELP = f"""countbot: chat with OpenAI-compatible language models from the terminal.
 
+\b
 Examples:
-  countbot                                (interactive chat; /help inside lists the commands)
-  countbot -c                             (continue the latest conversation in the chat)
+  countbot                          interactive chat (/help lists its commands)
+  countbot -c                       continue the latest conversation in the chat
   countbot ask "what is a monad?"
   git diff | countbot ask "write a commit message"
-  countbot ask -c "and in Haskell?"      (continue the latest conversation)
+  countbot ask -c "and in Haskell?"  continue the latest conversation
   countbot sessions list
 
+\b
 {EXIT_CODES_HELP}
 """
 
@@ -186,7 +188,8 @@ def chat(
 
 
 @app.command(
-    help="Ask one question, print the answer, exit. Piped stdin is appended to the prompt."
+    help="Ask one question, print the answer, exit. Piped stdin is appended to the prompt.",
+    epilog="\b\n" + EXIT_CODES_HELP,
 )
 def ask(
     prompt: Annotated[

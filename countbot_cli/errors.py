@@ -34,12 +34,11 @@ EXIT_RATE_LIMIT = 5
 EXIT_NETWORK = 6
 EXIT_INTERRUPTED = 130
 
-EXIT_CODES_HELP = (
-    "Exit codes: 0 success · 1 unexpected error · 2 usage or configuration error · "
-    "3 the provider rejected the request · 4 authentication or permission · "
-    "5 rate limit or quota (after retries) · 6 network, timeout or server error "
-    "(after retries) · 130 interrupted"
-)
+EXIT_CODES_HELP = """Exit codes:
+  0 success                   4 authentication or permission (401/403)
+  1 unexpected error          5 rate limit or quota, after retries
+  2 usage or configuration    6 network, timeout or server error, after retries
+  3 provider rejected (4xx)   130 interrupted"""
 
 
 class CountbotError(Exception):
