@@ -267,12 +267,10 @@ def models(
     json_out: JsonOpt = False, provider: ProviderOpt = None, config: ConfigOpt = None
 ) -> None:
     def go() -> int:
-        from .app import CommonOptions, load_settings, make_provider
+        from .app import make_provider
         from .cmd_config import models as _models
 
-        settings = load_settings(
-            CommonOptions(config=_config(config), provider=provider), require_model=False
-        )
+        settings = _settings(config, provider=provider, require_model=False)
         return _models(settings, lambda _p: make_provider(settings), sys.stdout, json_out=json_out)
 
     guarded(go)
@@ -281,11 +279,23 @@ def models(
 # ---- sessions ----
 
 
-def _store(config: str | None) -> Any:
-    from .app import CommonOptions, load_settings, make_store
+def _settings(
+    config: str | None,
+    *,
+    provider: str | None = None,
+    require_provider: bool = True,
+    require_model: bool = True,
+) -> Any:
+    from .app import CommonOptions, load_settings
 
-    settings = load_settings(CommonOptions(config=_config(config)), require_provider=False)
-    return make_store(settings)
+    opts = CommonOptions(config=_config(config), provider=provider)
+    return load_settings(opts, require_provider=require_provider, require_model=require_model)
+
+
+def _store(config: str | None) -> Any:
+    from .app import make_store
+
+    return make_store(_settings(config, require_provider=False))
 
 
 @sessions_app.command("list", help="Newest first: id, title, messages, updated, model.")
@@ -395,11 +405,9 @@ def sessions_summary(
 
 
 def _memory(config: str | None) -> Any:
-    from .app import CommonOptions, load_settings
     from .memory_store import MemoryStore
 
-    settings = load_settings(CommonOptions(config=_config(config)), require_provider=False)
-    return MemoryStore(settings.memory.file)
+    return MemoryStore(_settings(config, require_provider=False).memory.file)
 
 
 @memory_app.command("show", help="Print MEMORY.md entries with their line numbers.")
@@ -460,28 +468,16 @@ def config_init(
 
 @config_app.command("show", help="Print the effective configuration (secrets masked).")
 def config_show(config: ConfigOpt = None) -> None:
-    def go() -> int:
-        from .app import CommonOptions, load_settings
-        from .cmd_config import config_show as _show
+    from .cmd_config import config_show as _show
 
-        return _show(
-            load_settings(CommonOptions(config=_config(config)), require_provider=False), sys.stdout
-        )
-
-    guarded(go)
+    guarded(lambda: _show(_settings(config, require_provider=False), sys.stdout))
 
 
 @config_app.command("path", help="Print every resolved path.")
 def config_path(config: ConfigOpt = None) -> None:
-    def go() -> int:
-        from .app import CommonOptions, load_settings
-        from .cmd_config import config_path as _path
+    from .cmd_config import config_path as _path
 
-        return _path(
-            load_settings(CommonOptions(config=_config(config)), require_provider=False), sys.stdout
-        )
-
-    guarded(go)
+    guarded(lambda: _path(_settings(config, require_provider=False), sys.stdout))
 
 
 @config_app.command(
@@ -489,12 +485,10 @@ def config_path(config: ConfigOpt = None) -> None:
 )
 def config_check(provider: ProviderOpt = None, config: ConfigOpt = None) -> None:
     def go() -> int:
-        from .app import CommonOptions, load_settings, make_provider
+        from .app import make_provider
         from .cmd_config import config_check as _check
 
-        settings = load_settings(
-            CommonOptions(config=_config(config), provider=provider), require_model=False
-        )
+        settings = _settings(config, provider=provider, require_model=False)
         return _check(settings, lambda _p: make_provider(settings), sys.stdout)
 
     guarded(go)

@@ -26,16 +26,15 @@ keyed by the file's identity, size and mtime, so repeated searches do not parse 
 
 from __future__ import annotations
 
+import contextlib
 import os
-import sys
-import tempfile
-import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date as Date
 from pathlib import Path
 
+from countbot_cli import fileio
 from countbot_cli import memory_index as _mi
 from countbot_cli.errors import StorageError, UsageError
 from countbot_cli.memory_index import Entry
@@ -270,92 +269,24 @@ class MemoryStore:
     @contextmanager
     def _locked(self) -> Iterator[None]:
         target = self._target()
-        lock_path = target.with_name(target.name + ".lock")
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise StorageError(f"cannot lock {self.path}: {exc.strerror}") from exc
-        try:
-            _acquire(fd, self.lock_timeout, self.path)
+        lock = target.with_name(target.name + ".lock")
+        with fileio.locked(lock, self.lock_timeout, str(self.path)):
             _remove_stale_temps(target)
             yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the lock
 
     def _write(self, data: bytes) -> None:
-        target = self._target()
-        tmp = ""
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, target)
-            tmp = ""
-            _fsync_dir(target.parent)
+            fileio.atomic_write(self._target(), data)
         except OSError as exc:
             raise StorageError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
-        finally:
-            if tmp:
-                with _suppress_oserror():
-                    os.unlink(tmp)
-
-
-@contextmanager
-def _suppress_oserror() -> Iterator[None]:
-    try:
-        yield
-    except OSError:
-        pass
 
 
 def _remove_stale_temps(target: Path) -> None:
     """Temp files left by a writer that was killed. Only called while holding the lock."""
-    for stale in target.parent.glob(f".{target.name}.*.tmp"):
-        with _suppress_oserror():
+    for stale in target.parent.glob(f".{target.name}.*{fileio.TEMP_SUFFIX}"):
+        with contextlib.suppress(OSError):
             stale.unlink()
-
-
-def _fsync_dir(folder: Path) -> None:
-    if sys.platform == "win32":
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _acquire(fd: int, timeout: float, shown: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while not _try_lock(fd):
-        if time.monotonic() >= deadline:
-            raise StorageError(
-                f"{shown} is locked by another countbot process (waited {timeout:g} s)",
-                hint="try again in a moment",
-            )
-        time.sleep(0.005)
-
-
-if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-    import msvcrt
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
-
-else:
-    import fcntl
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
