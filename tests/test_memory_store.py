@@ -409,7 +409,7 @@ def test_lock_held_elsewhere_times_out_with_storage_error(path: Path) -> None:
     with open(str(path) + ".lock", "a") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
         t0 = time.monotonic()
-        with pytest.raises(StorageError, match="locked"):
+        with pytest.raises(StorageError, match="busy in another countbot process"):
             store.add("second")
         assert 0.15 < time.monotonic() - t0 < 2
     assert path.read_bytes() == before
