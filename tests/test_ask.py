@@ -9,7 +9,7 @@ from pathlib import Path
 
 import fakeserver as fs
 import pytest
-from cbenv import TEST_KEY, make_cb
+from cbenv import CB, TEST_KEY, make_cb
 
 # The three turns of seed 000 (greeting, a question, thanks); the tool round of turn 2 belongs
 # to the tools tests, here turn 2 is answered directly.
@@ -505,3 +505,48 @@ def test_config_errors_exit_2_naming_file_line_and_key(
         assert key in err
     assert words.lower() in err.lower()
     assert "Traceback" not in proc.stderr
+
+
+# ---- start-up stays lean: what each path imports (timing is benched, not tested) ----
+
+_PROBE = """
+import sys
+from countbot_cli.__main__ import main
+sys.argv = ["countbot", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+heavy = {"rich", "pygments", "prompt_toolkit", "tiktoken", "click", "llama_cpp", "httpx", "yaml"}
+import json
+print("LOADED", json.dumps(sorted({m.split(".")[0] for m in sys.modules} & heavy)), file=sys.stderr)
+"""
+
+
+def _loaded(cb: CB, *args: str) -> list[str]:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args],
+        capture_output=True,
+        text=True,
+        cwd=cb.work,
+        env=cb.env,
+        timeout=60,
+    )
+    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("LOADED")]
+    assert line, proc.stderr
+    loaded: list[str] = json.loads(line[0].split(" ", 1)[1])
+    return loaded
+
+
+def test_help_and_plain_ask_import_nothing_they_do_not_use(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.default = fs.text("ok")
+    assert _loaded(cb, "--version") == []
+    assert _loaded(cb, "--help") == []
+    # a one-shot answer needs httpx and yaml (the config file), not the renderer or a tokenizer
+    assert _loaded(cb, "ask", "--plain", "--no-save", "hi") == ["httpx", "yaml"]

@@ -206,6 +206,7 @@ class OpenAICompatProvider:
         if self._client is None:
             import ssl
 
+            _skip_httpx_cli()
             import httpx
 
             verify: ssl.SSLContext | bool = True
@@ -293,6 +294,7 @@ class OpenAICompatProvider:
     def _attempt(
         self, method: str, url: str, headers: dict[str, str], content: bytes | None
     ) -> tuple[httpx.Response, Iterator[bytes], bytes]:
+        _skip_httpx_cli()
         import httpx
 
         client = self._http()
@@ -355,3 +357,24 @@ def _model_ids(body: bytes) -> list[str]:
         str(i.get("id") or i.get("name") or "") if isinstance(i, dict) else str(i) for i in items
     }
     return sorted(i for i in ids if i)
+
+
+def _skip_httpx_cli() -> None:
+    """Keep `import httpx` from importing its command-line client.
+
+    httpx's __init__ imports `httpx._main` whenever click is installed (llm, among others,
+    brings it), and with it click, rich.console and pygments: about 20 ms of every `ask`.
+    countbot never runs httpx's CLI, so a stand-in module answers that import instead.
+    """
+    import sys
+    import types
+
+    if "httpx" in sys.modules or "httpx._main" in sys.modules:
+        return
+    stub = types.ModuleType("httpx._main")
+
+    def main() -> None:
+        raise SystemExit("httpx's command-line client is not available inside countbot")
+
+    stub.main = main  # type: ignore[attr-defined]
+    sys.modules["httpx._main"] = stub
