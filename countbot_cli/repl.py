@@ -213,7 +213,8 @@ class Repl:
         else:
             view.finish()
         self.view = None
-        view.summary(result, time.monotonic() - started)
+        stats = getattr(self.engine.provider, "last_stats", None)
+        view.summary(result, time.monotonic() - started, stats)
         if view.last_tool is not None:
             self.last_tool = view.last_tool
         if result.session_id is not None:

@@ -149,8 +149,9 @@ class ReplView:
         self._quiet()
         self.stream.abort(note)
 
-    def summary(self, result: TurnResult, elapsed: float) -> None:
-        """The dim line after an answer: tokens and time; or the error of a failed turn."""
+    def summary(self, result: TurnResult, elapsed: float, stats: Any = None) -> None:
+        """The dim line after an answer: tokens and time (with the local model's load time and
+        speed when `stats` has them); or the error of a failed turn."""
         self._quiet()
         from rich.text import Text
 
@@ -163,7 +164,7 @@ class ReplView:
             kept = "the partial answer is kept" if result.answer else "nothing arrived"
             self.side.print(Text(f"{kept}; /retry asks again", style="dim"))
             return
-        self.side.print(Text(usage_line(result, elapsed), style="dim"))
+        self.side.print(Text(usage_line(result, elapsed, stats), style="dim"))
 
     def side_note(self, text: str) -> None:
         """A line for the side stream from elsewhere (a provider's retry notice): the spinner's
@@ -180,10 +181,12 @@ class ReplView:
             self._spinner.stop()
 
 
-def usage_line(result: TurnResult, elapsed: float) -> str:
+def usage_line(result: TurnResult, elapsed: float, stats: Any = None) -> str:
     u = result.usage
     parts = []
-    if u.prompt_tokens or u.completion_tokens:
+    if stats is not None:  # the local model: load time, first token, tokens per second
+        parts.append(sanitize_line(stats.describe()))
+    elif u.prompt_tokens or u.completion_tokens:
         parts.append(f"{u.prompt_tokens:,} in · {u.completion_tokens:,} out tokens")
     parts.append(f"{elapsed:.1f} s")
     if result.tool_calls:

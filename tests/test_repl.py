@@ -558,3 +558,28 @@ def test_the_preload_starts_after_the_first_prompt_is_drawn_and_is_joined_on_sub
     assert started == [True]
     assert repl._preload_thread is None  # joined by the first turn
     assert "ok" in h.text()
+
+
+def test_usage_line_shows_the_local_models_load_time_and_speed() -> None:
+    from countbot_cli.engine import TurnResult
+    from countbot_cli.models import Usage
+    from countbot_cli.provider.local import LocalStats
+    from countbot_cli.replview import usage_line
+
+    result = TurnResult(
+        session_id="s",
+        answer="hi",
+        status="ok",
+        model="m",
+        usage=Usage(prompt_tokens=10, completion_tokens=96, total_tokens=106),
+    )
+    stats = LocalStats(
+        load_seconds=0.4,
+        first_token_seconds=0.06,
+        generation_seconds=0.8,
+        prompt_tokens=10,
+        completion_tokens=96,
+    )
+    line = usage_line(result, 1.3, stats)
+    assert "loaded in 0.4 s" in line and "tokens/s" in line and line.endswith("1.3 s")
+    assert usage_line(result, 1.3) == "10 in · 96 out tokens · 1.3 s"
