@@ -139,6 +139,12 @@ def _tool_registry(settings: Settings, extra: list[Any]) -> Any:
         allow_outside_workspace=t.allow_outside_workspace,
         secret_values=tuple(p.api_key for p in settings.providers.values() if p.api_key)
         + ((settings.provider.api_key,) if settings.provider.api_key else ()),
+        # countbot's own files always need approval, even inside the workspace
+        protected=tuple(
+            p
+            for p in (settings.config_file, settings.sessions_dir, settings.memory.file)
+            if p is not None
+        ),
     )
     return ToolRegistry([*default_tools(ctx), *extra], ctx)
 

@@ -4,8 +4,9 @@ The policy answers without asking when it can (reads inside the workspace, `--ye
 auto` for writes and edits, a tool allowed for the session) and otherwise asks the injected
 `Confirmer` — the terminal prompt in interactive runs, none in non-interactive ones, where
 anything that needs approval is denied with a notice. `exec` is never approved for the session
-and never by `--yes`; a path outside the workspace is only ever approved by asking about that
-exact call.
+and never by `--yes`; a path outside the workspace, or a sensitive one inside it (dotfiles, key
+files, countbot's own files: `tools.paths.sensitive_reason`), is only ever approved by asking
+about that exact call.
 """
 
 from __future__ import annotations
@@ -58,11 +59,11 @@ class ApprovalPolicy:
     def decide(self, prepared: PreparedCall) -> Decision:
         spec = prepared.spec
         kind = spec.kind if spec else ""
-        outside = bool(prepared.outside_paths)
+        only_this_call = bool(prepared.outside_paths or prepared.sensitive)
         if not prepared.needs_approval:
             how = HOW_RULE if kind == "exec" else HOW_NOT_NEEDED
             return Decision(True, how)
-        if not outside and kind in ("write", "memory"):
+        if not only_this_call and kind in ("write", "memory"):
             if self.yes_writes:
                 return Decision(True, HOW_YES_FLAG)
             if self.mode == "auto":
@@ -70,15 +71,27 @@ class ApprovalPolicy:
             if spec and spec.name in self.session_allowed:
                 return Decision(True, HOW_SESSION)
         if not self.interactive or self.confirmer is None:
-            return Decision(False, HOW_DENIED_POLICY, reason=self._why_denied(kind, outside))
+            return Decision(False, HOW_DENIED_POLICY, reason=self._why_denied(prepared))
         decision = self.confirmer.confirm(prepared)
-        if decision.approved and decision.always and spec and kind != "exec" and not outside:
+        allowed = decision.approved and decision.always and kind != "exec"
+        if allowed and spec is not None and not only_this_call:
             self.session_allowed.add(spec.name)
         return decision
 
-    def _why_denied(self, kind: str, outside: bool) -> str:
-        if outside:
-            return "path outside the workspace; this needs the user's approval in an interactive session"
+    def _why_denied(self, prepared: PreparedCall) -> str:
+        kind = prepared.spec.kind if prepared.spec else ""
+        where = "in an interactive session" if self.mode != "off" else "after /tools ask"
+        if prepared.outside_paths:
+            paths = ", ".join(str(p) for p in prepared.outside_paths)
+            return (
+                f"path outside the workspace ({paths}); only the user can approve that, "
+                f"{where}. Work inside the workspace instead"
+            )
+        if prepared.sensitive:
+            return (
+                f"sensitive path ({'; '.join(prepared.sensitive)}); only the user can approve "
+                f"that, {where}"
+            )
         if self.mode == "off":
             return "tools that change things are switched off (/tools off)"
         if kind == "exec":
@@ -86,4 +99,7 @@ class ApprovalPolicy:
                 "shell commands need the user's approval; this run is non-interactive "
                 "(an allow rule in the config can permit specific commands)"
             )
-        return "this change needs the user's approval; this run is non-interactive (--yes allows file writes)"
+        return (
+            "this change needs the user's approval; this run is non-interactive "
+            "(--yes allows file writes)"
+        )

@@ -16,10 +16,14 @@ Keys typed before the question appears are discarded, so a stray "y" typed while
 streamed cannot approve anything.
 
 Ctrl-C at the prompt raises KeyboardInterrupt: the engine denies the call and ends the turn.
-Everything shown is untrusted text from the model or a file: control characters, escape
-sequences and invisible bidi/zero-width characters are shown escaped (`\\x1b`), never sent to
-the terminal, so nothing can hide part of a command or a diff. Plain line input; no
-prompt_toolkit, so it works the same on any terminal and under a pseudo-terminal in tests.
+Everything shown is untrusted text from the model or a file, so nothing in it may hide part of
+a command or a diff: control characters, escape sequences, bidi, zero-width and other invisible
+or look-alike space characters are shown escaped (`\\x1b`, `\\u202e`; in reverse video on a
+colour terminal), never sent to the terminal; a long run of blanks inside a line is shown as
+`[… N blanks …]` and a run of blank lines as `[… N more blank lines …]`, so padding cannot push
+the start of a command off the screen; and a request taller than the terminal ends with a
+warning to scroll up. Plain line input; no prompt_toolkit, so it works the same on any terminal
+and under a pseudo-terminal in tests.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import unicodedata
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -46,34 +51,86 @@ from .approval import (
 if TYPE_CHECKING:
     from .tools import PreparedCall
 
-# C0/C1 controls except \n and \t, DEL, bidi embeddings/overrides/isolates, zero-width characters
-_HIDDEN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+# candidates for escaping: everything but printable ASCII, newline and tab (see _hidden)
+_NON_PLAIN = re.compile(r"[^\x20-\x7e\n\t]")
+# categories never shown raw: controls, format (bidi, zero-width, soft hyphen, tags), line and
+# paragraph separators, surrogates, private use, unassigned
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+# blank-looking letters and marks (Hangul fillers, combining grapheme joiner, Mongolian vowel
+# separator); U+3000 (ideographic space) is kept: it is common in CJK text and plainly visible
+_BLANK_LOOKALIKES = frozenset("\u115f\u1160\u3164\uffa0\u034f\u180e")
 _NAMED = {"\r": "\\r", "\x1b": "\\x1b", "\x00": "\\0"}
+BLANK_RUN = 48  # blanks in a row inside a line shown as a count
+BLANK_LINES_KEPT = 2  # blank lines of a run shown before the rest is counted
+_BLANKS = re.compile(rf"[ \t]{{{BLANK_RUN},}}")
 
-RED, GREEN, YELLOW, CYAN, BOLD, DIM, RESET = (
+RED, GREEN, YELLOW, CYAN, BOLD, DIM, REVERSE, RESET = (
     "\x1b[31m",
     "\x1b[32m",
     "\x1b[33m",
     "\x1b[36m",
     "\x1b[1m",
     "\x1b[2m",
+    "\x1b[7m",
     "\x1b[0m",
 )
+NO_REVERSE = "\x1b[27m"
 MAX_ARG_CHARS = 300  # one argument's value shown in the summary of a call without a preview
 
 EditorRunner = Callable[[list[str], str], int]  # (argv, file path) -> exit status
 
 
-def visible(text: str) -> str:
-    """`text` with every control or invisible character shown as an escape (`\\x1b`, `\\u202e`)."""
+def _hidden(c: str) -> bool:
+    if c in _BLANK_LOOKALIKES:
+        return True
+    cat = unicodedata.category(c)
+    return cat in _HIDDEN_CATEGORIES or (cat == "Zs" and c != "\u3000")
+
+
+def _escape(c: str) -> str:
+    if c in _NAMED:
+        return _NAMED[c]
+    code = ord(c)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def visible(text: str, mark: Callable[[str], str] | None = None) -> str:
+    """`text` with every control, invisible or look-alike blank character shown as an escape
+    (`\\x1b`, `\\u202e`, `\\xa0`); `mark` styles each escape (reverse video on a terminal)."""
 
     def esc(m: re.Match[str]) -> str:
         c = m.group()
-        if c in _NAMED:
-            return _NAMED[c]
-        return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+        if not _hidden(c):
+            return c
+        return mark(_escape(c)) if mark else _escape(c)
 
-    return _HIDDEN.sub(esc, text)
+    return _NON_PLAIN.sub(esc, text)
+
+
+def _is_blank(raw: str) -> bool:
+    """A line that shows nothing: empty or blanks, after a diff or command marker."""
+    body = raw[2:] if raw[:2] in ("$ ", "> ") else raw[1:] if raw[:1] in "+- " else raw
+    return not body.strip(" \t")
+
+
+def compact(lines: list[str]) -> list[str]:
+    """Runs of blank lines cut to BLANK_LINES_KEPT plus a count (keeping each run's marker)."""
+    out: list[str] = []
+    run = 0
+    for i, raw in enumerate(lines):
+        same = i > 0 and _is_blank(raw) and _is_blank(lines[i - 1]) and raw[:1] == lines[i - 1][:1]
+        run = run + 1 if same else 0
+        if run < BLANK_LINES_KEPT:
+            out.append(raw)
+            continue
+        if run == BLANK_LINES_KEPT:
+            out.append("")  # placeholder for the count
+        n = run - BLANK_LINES_KEPT + 1
+        marker = raw[:2] if raw[:2] in ("$ ", "> ") else raw[:1].strip()
+        out[-1] = f"{marker}[… {n} more blank line{'s' if n > 1 else ''} …]"
+    return out
 
 
 def check_arguments(text: str, prepared: PreparedCall) -> tuple[dict[str, Any] | None, str | None]:
@@ -96,9 +153,10 @@ def check_arguments(text: str, prepared: PreparedCall) -> tuple[dict[str, Any] |
 
 
 def offers_always(prepared: PreparedCall) -> bool:
-    """`a` is offered only for calls inside the workspace that are not shell commands."""
+    """`a` is offered only for calls inside the workspace that are not shell commands and touch
+    no sensitive path."""
     kind = prepared.spec.kind if prepared.spec else ""
-    return kind != "exec" and not prepared.outside_paths
+    return kind != "exec" and not prepared.outside_paths and not prepared.sensitive
 
 
 def question(prepared: PreparedCall) -> str:
@@ -167,24 +225,59 @@ class TerminalConfirmer:
 
     def describe(self, prepared: PreparedCall) -> str:
         """The block printed above the question (already escaped and coloured)."""
-        name = visible(prepared.call.name)
-        what = [r for r in prepared.reasons if not r.startswith("path outside the workspace")]
+        name = self._visible(prepared.call.name)
+        what = [
+            self._visible(r)
+            for r in prepared.reasons
+            if not r.startswith(("path outside the workspace", "sensitive path"))
+        ]
         head = f"countbot wants to run {name}" + (f" ({', '.join(what)})" if what else "")
         lines = [self._paint(BOLD, head + ":")]
         body = prepared.preview.strip("\n") if prepared.preview else ""
         if body:
-            lines += [self._preview_line(x) for x in body.split("\n")]
+            lines += [self._preview_line(x) for x in compact(body.split("\n"))]
         else:
             lines += self._arg_lines(prepared.args or {})
-        for path in prepared.outside_paths:
-            warn = f"! outside the workspace: {visible(str(path))}"
-            lines.append(self._paint(BOLD + RED, "  " + warn))
-        if prepared.outside_paths:
+        warnings = [f"! outside the workspace: {p}" for p in prepared.outside_paths]
+        warnings += [f"! sensitive: {s}" for s in prepared.sensitive]
+        lines += [self._paint(BOLD + RED, "  " + self._visible(w)) for w in warnings]
+        if warnings:
             lines.append(self._paint(YELLOW, "  approving allows this one call only"))
+        rows = _rows(lines, self._size()[0])
+        if rows > self._size()[1] - 2:
+            lines.append(
+                self._paint(
+                    BOLD + YELLOW,
+                    f"  ! {rows} lines above, more than the screen shows: scroll up and read "
+                    "all of it before answering",
+                )
+            )
         return "\n".join(lines) + "\n"
 
+    def _visible(self, text: str) -> str:
+        return visible(text, self._mark if self.color else None)
+
+    def _mark(self, escape: str) -> str:
+        return f"{REVERSE}{escape}{NO_REVERSE}"  # the line keeps its colour after it
+
+    def _size(self) -> tuple[int, int]:
+        """(columns, rows) of the terminal the prompt is drawn on; 80x24 when unknown."""
+        fd = _fileno(self.out)
+        if fd is not None:
+            try:
+                size = os.get_terminal_size(fd)
+                if size.columns > 0 and size.lines > 0:
+                    return size.columns, size.lines
+            except OSError:
+                pass
+        return 80, 24
+
     def _preview_line(self, raw: str) -> str:
-        line = "  " + visible(raw)
+        def blanks(m: re.Match[str]) -> str:
+            count = f"[… {len(m.group())} blanks …]"
+            return self._mark(count) if self.color else count
+
+        line = "  " + _BLANKS.sub(blanks, self._visible(raw))
         if raw.startswith(("+++", "---")):
             return self._paint(BOLD, line)
         if raw.startswith("+"):
@@ -193,7 +286,7 @@ class TerminalConfirmer:
             return self._paint(RED, line)
         if raw.startswith("@@"):
             return self._paint(CYAN, line)
-        if raw.startswith("$ "):
+        if raw.startswith(("$ ", "> ")):
             return self._paint(BOLD, line)
         if raw.startswith(("(", "[")):
             return self._paint(DIM, line)
@@ -205,7 +298,7 @@ class TerminalConfirmer:
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
             if len(text) > MAX_ARG_CHARS:
                 text = text[:MAX_ARG_CHARS] + f"… ({len(text) - MAX_ARG_CHARS} more characters)"
-            out.append(f"  {visible(key)}: {visible(text)}")
+            out.append(f"  {self._visible(key)}: {self._visible(text)}")
         return out
 
     # ---- answers ----
@@ -320,6 +413,18 @@ class TerminalConfirmer:
 
     def _paint(self, style: str, text: str) -> str:
         return f"{style}{text}{RESET}" if self.color else text
+
+
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _rows(lines: list[str], columns: int) -> int:
+    """Terminal rows these lines take (colour codes ignored, wide characters counted twice)."""
+    total = 0
+    for line in lines:
+        width = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in _SGR.sub("", line))
+        total += max(1, -(-width // max(columns, 1)))
+    return total
 
 
 def _fileno(stream: TextIO) -> int | None:

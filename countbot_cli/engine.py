@@ -222,9 +222,9 @@ class Engine:
         result: TurnResult,
         records: list[dict[str, Any]],
     ) -> _Round:
-        max_rounds = max(1, self.settings.max_iterations)
+        max_rounds = max(1, self.settings.max_iterations)  # tool rounds allowed in one turn
         tools = self.tool_schemas() or None
-        for n in range(max_rounds):
+        for n in range(max_rounds + 1):
             self._current = rnd = _Round()
             fin = self._stream_round(convo, tools, view, rnd)
             result.usage.add(fin.usage)
@@ -235,7 +235,7 @@ class Engine:
                 view.notice("the answer was cut off at max_tokens")
             if not fin.tool_calls or self.tools is None:
                 return rnd
-            if n == max_rounds - 1:
+            if n == max_rounds:
                 view.notice(MAX_ITERATIONS_NOTICE.format(n=max_rounds))
                 result.finish_reason = "max_iterations"
                 return rnd

@@ -19,7 +19,9 @@ _CSI = r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
 _STRING = r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
 _OTHER_ESC = r"\x1b[ -/]*[0-~]"
 _SEQUENCE = re.compile(f"{_CSI}|{_STRING}|{_OTHER_ESC}")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0/C1 controls (but \n and \t), and the bidi embedding/override/isolate controls, which can
+# make text display in another order than it is stored ("Trojan Source")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _NEWLINES = re.compile(r"\r\n?")
 
 # the start of a sequence that a later chunk may complete (for StreamSanitizer)

@@ -40,7 +40,6 @@ class ToolRunner:
         view: TurnView,
         records: list[dict[str, Any]],
     ) -> None:
-        s = self.settings
         interrupted = False
         for call in calls:
             if interrupted:
@@ -48,43 +47,67 @@ class ToolRunner:
                 convo.append(_tool_message(call, content))
                 records.append(_record(call, None, content, "interrupted", 0, "not-run"))
                 continue
-            prepared = self.registry.prepare(call, allow_rules=s.allow, deny_rules=s.deny)
-            if prepared.error:
-                content = f"Error: {prepared.error}"
-                convo.append(_tool_message(call, content))
-                records.append(_record(call, prepared.args, content, "error", 0, "not-run"))
-                view.notice(f"{call.name or '?'}: {prepared.error}")
-                continue
-            edited: dict[str, Any] | None = None
+            answered = len(convo)
             try:
-                decision, prepared, edited = self._decide(call, prepared)
-            except KeyboardInterrupt:
-                decision = Decision(False, "interrupted", reason="the user interrupted the turn")
+                interrupted = self._run_one(call, convo, view, records)
+            except KeyboardInterrupt:  # between the steps of a call (a preview, a view update)
                 interrupted = True
-            if not decision.approved:
-                why = decision.reason or "no reason given"
-                content = f"Denied: {why}"
-                outcome = "interrupted" if interrupted else "denied"
-                convo.append(_tool_message(call, content))
-                records.append(_record(call, prepared.args, content, outcome, 0, decision.how))
-                if not interrupted:
-                    view.notice(f"{call.name}: not run ({why})")
-                continue
-            view.tool_start(prepared)
-            tres, ms, stopped = self._execute(prepared)
-            interrupted = interrupted or stopped
-            outcome = _outcome(tres)
-            content = tres.content
-            if edited is not None:  # the model must know what really ran
-                ran = json.dumps(edited, ensure_ascii=False)
-                content = f"[The user edited the arguments; the call ran with: {ran}]\n{content}"
-            convo.append(_tool_message(call, content))
-            records.append(
-                _record(call, prepared.args, content, outcome, ms, decision.how, error=tres.error)
-            )
-            view.tool_end(prepared, tres, decision)
+                if len(convo) == answered:
+                    content = "Interrupted by the user before it ran."
+                    convo.append(_tool_message(call, content))
+                    records.append(_record(call, None, content, "interrupted", 0, "not-run"))
         if interrupted:
             raise KeyboardInterrupt
+
+    def _run_one(
+        self,
+        call: ToolCall,
+        convo: list[dict[str, Any]],
+        view: TurnView,
+        records: list[dict[str, Any]],
+    ) -> bool:
+        """Answer one call (exactly one `tool` message); True when the user interrupted."""
+        s = self.settings
+        prepared = self.registry.prepare(call, allow_rules=s.allow, deny_rules=s.deny)
+        if prepared.error:
+            content = f"Error: {prepared.error}"
+            convo.append(_tool_message(call, content))
+            records.append(_record(call, prepared.args, content, "error", 0, "not-run"))
+            view.notice(f"{call.name or '?'}: {prepared.error}")
+            return False
+        edited: dict[str, Any] | None = None
+        interrupted = False
+        try:
+            decision, prepared, edited = self._decide(call, prepared)
+        except KeyboardInterrupt:
+            decision = Decision(False, "interrupted", reason="the user interrupted the turn")
+            interrupted = True
+        if not decision.approved:
+            why = decision.reason or "no reason given"
+            content = f"Denied: {why}"
+            outcome = "interrupted" if interrupted else "denied"
+            convo.append(_tool_message(call, content))
+            records.append(_record(call, prepared.args, content, outcome, 0, decision.how))
+            if not interrupted:
+                view.notice(f"{call.name}: not run ({why})")
+            return interrupted
+        view.tool_start(prepared)
+        tres, ms, stopped = self._execute(prepared)
+        content = tres.content
+        if edited is not None:  # the model must know what really ran
+            ran = json.dumps(edited, ensure_ascii=False)
+            content = f"[The user edited the arguments; the call ran with: {ran}]\n{content}"
+        convo.append(_tool_message(call, content))
+        records.append(
+            _record(
+                call, prepared.args, content, _outcome(tres), ms, decision.how, error=tres.error
+            )
+        )
+        try:
+            view.tool_end(prepared, tres, decision)
+        except KeyboardInterrupt:
+            stopped = True
+        return stopped
 
     def _decide(
         self, call: ToolCall, prepared: PreparedCall

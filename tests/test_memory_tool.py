@@ -83,6 +83,17 @@ def test_write_outputs(registry: ToolRegistry, store: MemoryStore) -> None:
     assert not long.ok and "2500 characters" in long.content
 
 
+def test_the_preview_shows_exactly_the_line_that_is_stored(
+    registry: ToolRegistry, store: MemoryStore
+) -> None:
+    content = "likes\n  tea \x1b[31mred\x1b[0m\tand\rcoffee"
+    prepared = registry.prepare(
+        ToolCall("c1", "memory", json.dumps({"action": "write", "content": content}))
+    )
+    assert registry.run(prepared, threading.Event()).ok
+    assert prepared.preview.split("\n")[-1] == store.entries()[0].line
+
+
 def seed(store: MemoryStore) -> None:
     store.add("Redis runs on port 6380", "user", date="2026-01-01")
     store.add("The user likes green tea", "auto-memory", date="2026-01-02")

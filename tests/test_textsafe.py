@@ -76,3 +76,12 @@ def test_stream_sanitizer_bounds_what_it_holds_back() -> None:
     s = StreamSanitizer()
     out = s.feed("\x1b]0;" + "x" * 10_000)  # an OSC that never ends
     assert len(out) >= 10_000 - 4096 and "\x1b" not in out
+
+
+def test_bidi_controls_are_removed() -> None:
+    from countbot_cli.textsafe import sanitize, sanitize_line
+
+    trojan = "access = 'user\u202e \u2066// admin\u2069 \u2066'"
+    assert sanitize(trojan) == "access = 'user // admin '"
+    assert "\u202e" not in sanitize_line("evil\u202etxt.exe")
+    assert sanitize("שלום عربي") == "שלום عربي"  # ordinary right-to-left text is untouched

@@ -422,18 +422,19 @@ def test_max_iterations_stops_with_a_notice(tmp_path: Path, server: fs.FakeServe
     proc = cb.run("ask", "--json", "loop forever")
     assert proc.returncode == 0, proc.stderr
     assert "max_iterations" in proc.stderr and "stopped after 2 tool rounds" in proc.stderr
-    assert len(server.chat_bodies()) == 2  # the turn ended; no third request
+    assert len(server.chat_bodies()) == 3  # two tool rounds ran; the third request ended it
     obj = json.loads(proc.stdout)
     assert obj["finish_reason"] == "max_iterations"
-    # request 2 was valid: one tool message per call of round 1
+    # each request was valid: one tool message per call of every earlier round
     assert len(tool_messages(server.chat_bodies()[1])) == 1
+    assert len(tool_messages(server.chat_bodies()[2])) == 2
     saved = cb.only_session()
     assert saved["messages"][0]["content"] == "loop forever"
     assert all(m["role"] in ("user", "assistant") for m in saved["messages"])
-    assert [r["outcome"] for r in saved["tool_conversations"]] == ["ok"]
+    assert [r["outcome"] for r in saved["tool_conversations"]] == ["ok", "ok"]
     server.add(fs.text("fine"))
     follow = cb.run("ask", "-c", "are you there?")
     assert follow.returncode == 0, follow.stderr
-    sent = server.chat_bodies()[2]["messages"]
+    sent = server.chat_bodies()[3]["messages"]
     assert all(m["role"] in ("system", "user", "assistant") for m in sent)
     assert sent[-1] == {"role": "user", "content": "are you there?"}

@@ -309,3 +309,38 @@ def test_large_scattered_change_is_shown_fast_as_one_block() -> None:
     assert "[29798 more removed lines not shown]" in lines
     assert "+NEW 0" in lines  # the new text is visible, not only the removed lines
     assert lines[-1].startswith("[diff truncated: ")
+
+
+# ---- odd targets and long previews -------------------------------------------------------------
+
+
+def test_writing_to_a_fifo_is_refused_at_once(ws: Path) -> None:
+    os.mkfifo(ws / "pipe")
+    started = time.monotonic()
+    for mode in ("append", "overwrite"):
+        res = call(ws, "write_file", path="pipe", content="x", mode=mode)
+        assert not res.ok and "not a regular file" in res.content
+    assert time.monotonic() - started < 2  # no open() waiting for a reader
+    assert stat.S_ISFIFO(os.lstat(ws / "pipe").st_mode)
+
+
+def test_previews_of_writes_outside_the_workspace_are_capped(ws: Path, tmp_path: Path) -> None:
+    target = tmp_path / "outside.txt"
+    target.write_text("old\n", encoding="utf-8")
+    reg = registry(ws)
+    big = "".join(f"line {n}\n" for n in range(50_000))
+    write = reg.prepare(
+        ToolCall("c1", "write_file", json.dumps({"path": str(target), "content": big}))
+    )
+    assert write.outside_paths and "its current content was not read" in write.preview
+    assert "old" not in write.preview and len(write.preview) < 25_000
+    assert "[diff truncated:" in write.preview
+    edit_args = {"path": str(target), "old_text": "old", "new_text": big}
+    edit = reg.prepare(ToolCall("c2", "edit_file", json.dumps(edit_args)))
+    assert edit.outside_paths and len(edit.preview) < 25_000 and "more characters]" in edit.preview
+
+
+def test_a_very_long_path_gives_a_short_error(ws: Path) -> None:
+    res = call(ws, "write_file", path="x" * 5000, content="x")
+    assert not res.ok and "File name too long" in res.content
+    assert len(res.content) < 400

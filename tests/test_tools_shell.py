@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -181,6 +182,19 @@ def test_detached_background_process_is_left_alone(ws: Path) -> None:
         os.kill(pid, 9)
 
 
+@pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid(1)")
+def test_a_process_that_left_the_group_is_reported_not_claimed_stopped(ws: Path) -> None:
+    res = run_exec(ws, command="setsid sh -c 'echo $$ > esc.pid; exec sleep 30' & echo done")
+    pid = int((ws / "esc.pid").read_text())
+    try:
+        assert res.ok and res.content.startswith("done\n")
+        assert "were stopped" not in res.content
+        assert "left the command's process group (setsid)" in res.content
+        assert alive(pid)
+    finally:
+        os.kill(pid, 9)
+
+
 # ---- environment -----------------------------------------------------------------------------
 
 
@@ -219,3 +233,33 @@ def test_is_secret_name() -> None:
     assert [n for n in secret if not is_secret_name(n)] == []
     assert [n for n in harmless if is_secret_name(n)] == []
     assert scrub_env({"PATH": "/bin", "A_TOKEN": "x"}) == {"PATH": "/bin"}
+
+
+def test_secret_names_without_an_underscore_and_configured_key_values_are_scrubbed(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("PGPASSWORD", "MYSQL_PWD", "GH_TOKEN", "VAULT_SECRET", "HTTPS_PASSWD"):
+        monkeypatch.setenv(name, "leak-" + name)
+    monkeypatch.setenv("ODD_NAME", "Bearer sk-configured-key-123456")  # holds the API key
+    monkeypatch.setenv("SHORT_MATCH", "abc")  # values under 8 characters are never matched
+    ctx = {"secret_values": ("sk-configured-key-123456", "abc")}
+    res = run_exec(ws, ctx=ctx, command="env")
+    assert "leak-" not in res.content and "sk-configured" not in res.content
+    assert "SHORT_MATCH=abc" in res.content
+    assert "\nPWD=" in "\n" + res.content  # the shell's own PWD is not a secret
+    for harmless in ("PWD", "OLDPWD", "MONKEY", "PASSWORD_HINT_SHOWN", "TOKEN_COUNT"):
+        assert not is_secret_name(harmless), harmless
+
+
+def test_commands_that_cannot_run_as_shown_are_refused_before_asking(ws: Path) -> None:
+    context = ToolContext(workspace=ws)
+    reg = ToolRegistry(default_tools(context), context)
+    for command, why in (
+        ("touch a\x00b", "NUL byte"),
+        ("   ", "command is empty"),
+        ("echo " + "x" * 40_000, "write a script"),
+    ):
+        prepared = reg.prepare(ToolCall("c1", "exec", json.dumps({"command": command})))
+        assert prepared.error is not None and why in prepared.error
+        assert not reg.run(prepared).ok
+    assert os.listdir(ws) == []

@@ -2,10 +2,14 @@
 
 `prepare(call)` parses and validates a model's tool call and says what approving it means:
 reads inside the workspace need nothing; writes and edits show a diff; `exec` shows the exact
-command and always asks unless an allow rule matches; any path outside the workspace is listed.
-`prepare` never writes anything and never opens a path outside the workspace.
+command and always asks unless an allow rule matches; any path outside the workspace is listed,
+and so is a sensitive one inside it (`paths.sensitive_reason`: dotfiles, key files, countbot's
+own files), which reads and writes must ask about too. `prepare` never writes anything and never
+opens a path outside the workspace.
 `run(prepared)` never raises for a tool failure: it returns `ToolResult(ok=False)` whose content
-(`Error: …`) tells the model what to fix. A prepared call with `error` set is not run.
+(`Error: …`) tells the model what to fix. A prepared call with `error` set is not run, and
+neither is one whose paths resolve differently than when it was approved (a symlink swapped in
+between).
 
 Rules (user-written, for `exec` only) are shell-glob patterns on the whole command string:
 `*` any run of characters, `?` one character.
@@ -41,7 +45,7 @@ from .base import (
     ToolSpec,
 )
 from .files import file_tools
-from .paths import resolve_in_workspace
+from .paths import display_path, resolve_in_workspace, sensitive_reason
 from .shell import exec_tool
 
 __all__ = [
@@ -150,21 +154,31 @@ class ToolRegistry:
                 call, spec, args, f"invalid arguments for {spec.name}: " + "; ".join(problems)
             )
         try:
-            outside = self._outside_paths(spec, args)
+            resolved = self._resolve_paths(spec, args)
         except ValueError as e:
             return PreparedCall(call, spec, args, f"invalid arguments for {spec.name}: {e}")
-        return self._classify(
-            PreparedCall(call, spec, args, outside_paths=outside), allow_rules, deny_rules
+        prepared = PreparedCall(
+            call,
+            spec,
+            args,
+            outside_paths=[p for p, inside in resolved if not inside],
+            paths=[p for p, _ in resolved],
         )
+        if spec.kind != KIND_EXEC:  # exec asks anyway; its working_dir is only where it runs
+            for path, _ in resolved:
+                why = sensitive_reason(path, self.ctx.workspace, self.ctx.protected)
+                if why is not None:
+                    shown = display_path(path, self.ctx.workspace)
+                    prepared.sensitive.append(f"{shown}: {why}")
+        return self._classify(prepared, allow_rules, deny_rules)
 
-    def _outside_paths(self, spec: ToolSpec, args: dict[str, Any]) -> list[Path]:
-        outside = []
+    def _resolve_paths(self, spec: ToolSpec, args: dict[str, Any]) -> list[tuple[Path, bool]]:
+        """(resolved path, inside the workspace) for every path argument given."""
+        out = []
         for key in spec.path_args:
             if isinstance(args.get(key), str) and args[key]:
-                path, inside = resolve_in_workspace(args[key], self.ctx.workspace)
-                if not inside:
-                    outside.append(path)
-        return outside
+                out.append(resolve_in_workspace(args[key], self.ctx.workspace))
+        return out
 
     def _classify(
         self, prepared: PreparedCall, allow_rules: Sequence[str], deny_rules: Sequence[str]
@@ -188,10 +202,16 @@ class ToolRegistry:
             if prepared.rule is not None:
                 reasons = []
         outside = prepared.outside_paths
-        prepared.needs_approval = bool(reasons) or (
-            bool(outside) and not self.ctx.allow_outside_workspace
+        prepared.needs_approval = (
+            bool(reasons)
+            or bool(prepared.sensitive)
+            or (bool(outside) and not self.ctx.allow_outside_workspace)
         )
-        prepared.reasons = reasons + [f"path outside the workspace: {p}" for p in outside]
+        prepared.reasons = (
+            reasons
+            + [f"path outside the workspace: {p}" for p in outside]
+            + [f"sensitive path {s}" for s in prepared.sensitive]
+        )
         if spec.preview is not None:
             try:
                 prepared.preview = spec.preview(args, self.ctx, not outside)
@@ -210,10 +230,12 @@ class ToolRegistry:
             return ToolResult.failure(prepared.error or "the call could not be prepared")
         ctx = self.ctx
         try:
-            moved = [p for p in self._outside_paths(spec, args) if p not in prepared.outside_paths]
-            if moved:  # e.g. a symlink swapped in after approval: outside but never approved
+            now = [p for p, _ in self._resolve_paths(spec, args)]
+            if now != prepared.paths:  # e.g. a symlink swapped in after approval
+                moved = [p for p, q in zip(now, prepared.paths, strict=False) if p != q] or now
                 return ToolResult.failure(
-                    f"path {moved[0]} is outside the workspace and was not approved; not run"
+                    f"the path now resolves to {moved[0]}, which was not approved (a symlink "
+                    "changed after the call was checked); not run"
                 )
             if prepared.outside_paths:  # approved for exactly this call
                 ctx = dataclasses.replace(ctx, allow_outside_workspace=True)
@@ -222,7 +244,12 @@ class ToolRegistry:
             return ToolResult.failure(str(e))
         except OSError as e:
             detail = e.strerror or str(e)
-            where = f" ({e.filename})" if e.filename else ""
+            where = f" ({_short(str(e.filename))})" if e.filename else ""
             return ToolResult.failure(f"{spec.name} failed: {detail}{where}")
         except Exception as e:  # a bug in a tool must not end the turn
             return ToolResult.failure(f"{spec.name} failed unexpectedly: {type(e).__name__}: {e}")
+
+
+def _short(text: str, limit: int = 200) -> str:
+    """A path for an error message: long ones keep their start and end."""
+    return text if len(text) <= limit else f"{text[: limit // 2]}…{text[-limit // 2 :]}"

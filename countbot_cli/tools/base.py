@@ -38,6 +38,8 @@ class ToolContext:
     max_read_bytes: int = 1_000_000  # read_file/edit_file refuse bigger files (ranges still work)
     # values never passed to a command's environment, whatever the variable is called (API keys)
     secret_values: tuple[str, ...] = field(default=(), repr=False)
+    # countbot's own files and folders (config file, sessions, MEMORY.md): always asked about
+    protected: tuple[Path, ...] = ()
 
 
 @dataclass
@@ -102,5 +104,9 @@ class PreparedCall:
     needs_approval: bool = False
     reasons: list[str] = field(default_factory=list)
     outside_paths: list[Path] = field(default_factory=list)
+    # why some path is sensitive (paths.sensitive_reason): asked even under --yes or auto mode
+    sensitive: list[str] = field(default_factory=list)
+    # every path argument as resolved when the call was approved; run() refuses a change
+    paths: list[Path] = field(default_factory=list)
     preview: str = ""
     rule: str | None = None  # the allow rule that auto-approved an exec call

@@ -8,6 +8,7 @@ atomic (temporary file, fsync, `os.replace`), so a crash never leaves half a fil
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import stat
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import KIND_READ, KIND_WRITE, ToolContext, ToolError, ToolResult, ToolSpec
-from .diffs import split_lines, unified_diff
+from .diffs import MAX_DIFF_CHARS, split_lines, unified_diff
 from .paths import resolve_in_workspace
 
 BINARY_SNIFF_BYTES = 8192
@@ -160,6 +161,8 @@ def run_read_file(args: dict[str, Any], ctx: ToolContext, cancel: threading.Even
 def _prepare_parent(path: Path, shown: str) -> None:
     if path.is_dir():
         raise ToolError(f"{shown} is a directory; give a file path")
+    if path.exists() and not path.is_file():  # a FIFO would block the write forever
+        raise ToolError(f"{shown} is not a regular file (a pipe, socket or device); not written")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
@@ -198,8 +201,11 @@ def preview_write_file(args: dict[str, Any], ctx: ToolContext, may_read: bool) -
     if not path.exists():
         return unified_diff("", content, shown, new_file=True)
     if not may_read:
-        note = f"{path} is outside the workspace: its current content was not read.\n"
-        return note + ("Appended text:\n" if append else "New content:\n") + content
+        note = f"({path} is outside the workspace: its current content was not read; "
+        note += (
+            "the text below is appended to it)" if append else "it is replaced by the text below)"
+        )
+        return note + "\n" + unified_diff("", content, shown, new_file=True)
     if path.is_dir():
         raise ToolError(f"{shown} is a directory; give a file path")
     try:
@@ -286,9 +292,12 @@ def preview_edit_file(args: dict[str, Any], ctx: ToolContext, may_read: bool) ->
     shown = str(args["path"])
     path = resolve_arg(args, ctx, confine=False)
     if not may_read:
-        described = {k: v for k, v in args.items() if k != "path"}
+        described = json.dumps({k: v for k, v in args.items() if k != "path"}, ensure_ascii=False)
+        if len(described) > MAX_DIFF_CHARS:
+            cut = len(described) - MAX_DIFF_CHARS
+            described = described[:MAX_DIFF_CHARS] + f"… [{cut} more characters]"
         return (
-            f"{path} is outside the workspace: its current content was not read.\n"
+            f"({path} is outside the workspace: its current content was not read)\n"
             f"Edit requested: {described}"
         )
     old_text = read_text(path, shown, ctx)

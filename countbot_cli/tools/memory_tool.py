@@ -163,7 +163,10 @@ def memory_tool(store: MemoryStore, *, today: Callable[[], date] = date.today) -
     def preview(args: dict[str, Any], ctx: ToolContext, may_read: bool) -> str:
         if args.get("action") != "write":
             return ""
-        content = " ".join(str(args.get("content") or "").split())
+        from ..memory_store import normalize_content
+
+        # exactly the line the store will write (controls dropped, whitespace runs one space)
+        content = normalize_content(str(args.get("content") or ""))
         return f"add to {store.path}:\n{today().isoformat()}|{SOURCE_TOOL}|{content}"
 
     def reasons(args: dict[str, Any]) -> list[str]:

@@ -4,12 +4,28 @@
 that points out is outside) and decides containment with `Path.is_relative_to` on resolved paths,
 component by component — never a string prefix, so `/tmp/ws-evil` is outside `/tmp/ws`.
 Nothing here opens a file; it only stats path components to resolve them.
+
+`sensitive_reason` marks paths inside the workspace that are never approved without asking
+(not by `--yes`, `/tools auto` or "always"): hidden files and folders (`.env`, `.ssh/`,
+`.git/hooks/`, `.bashrc`: secrets, and settings or hooks that other programs run), files named
+like private keys, countbot's own files (its config can run a command through
+`api_key_cmd`), and everything when the workspace is the root folder. Reading them sends
+secrets to the model; writing them can run code later.
 """
 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Sequence
 from pathlib import Path
+
+# file names that usually hold a private key or a password
+_SECRET_NAME = re.compile(
+    r"id_(rsa|dsa|ecdsa|ed25519)(_sk)?|.+\.(pem|key|p12|pfx|jks|keystore|kdbx)"
+    r"|credentials(\.json)?|secrets?\.(json|ya?ml|toml)",
+    re.IGNORECASE,
+)
 
 
 def resolve_in_workspace(path_str: str, workspace: Path) -> tuple[Path, bool]:
@@ -30,6 +46,25 @@ def resolve_in_workspace(path_str: str, workspace: Path) -> tuple[Path, bool]:
     # (as the OS does), and appends components that do not exist yet unchanged.
     resolved = Path(os.path.realpath(candidate))
     return resolved, resolved == root or resolved.is_relative_to(root)
+
+
+def sensitive_reason(path: Path, workspace: Path, protected: Sequence[Path] = ()) -> str | None:
+    """Why a resolved path inside the workspace must always be asked about, or None."""
+    for p in protected:
+        own = Path(os.path.realpath(p))
+        if path == own or path.is_relative_to(own):
+            return "countbot's own file (config, sessions or memory)"
+    root = workspace.resolve()
+    if path == root or not path.is_relative_to(root):
+        return None  # outside paths are handled on their own
+    if root == Path(root.anchor):  # countbot started in / with no workspace configured
+        return "the workspace is the root folder, so no path is confined; set tools.workspace"
+    parts = path.relative_to(root).parts
+    if any(part.startswith(".") for part in parts):
+        return "a hidden file or folder: these hold secrets, settings and hooks"
+    if _SECRET_NAME.fullmatch(parts[-1]):
+        return "named like a key or password file"
+    return None
 
 
 def display_path(path: Path, workspace: Path) -> str:

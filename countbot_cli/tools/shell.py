@@ -2,13 +2,16 @@
 
 - `/bin/sh -c COMMAND` in its own session and process group, stdin closed, no controlling
   terminal (so password prompts fail instead of hanging);
-- an environment scrubbed of secrets (`*_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, `*API_KEY*`);
+- an environment scrubbed of secrets: names ending in `_KEY`, `TOKEN`, `SECRET`, `PASSWORD`,
+  `PASSWD` or `_PWD` (`GITHUB_TOKEN`, `PGPASSWORD`, `MYSQL_PWD`), holding `API_KEY`/`APIKEY`,
+  and any variable whose value contains a configured API key (`ToolContext.secret_values`);
 - stdout and stderr read by threads, so a chatty command cannot deadlock, and kept only up to a
   bound; the result is capped at `max_output_chars` with a note of how much was cut;
 - on timeout or cancel the whole group gets SIGTERM, a short grace, then SIGKILL. The shell is
   not reaped before the SIGKILL, so its pid (the group id) cannot be reused in between;
 - after a normal exit, background processes that still hold the output pipes are stopped too.
-  Processes that detached their output (`nohup cmd >log 2>&1 &`) are left running.
+  Processes that detached their output (`nohup cmd >log 2>&1 &`) are left running, and so is
+  one that left the process group (`setsid`): the result says so instead of claiming a stop.
 
 Output follows CountBot: stdout, then `STDERR:` and stderr; a non-zero exit is wrapped in
 `COMMAND FAILED (exit code N)` … `Exit code: N`; no output at all is `(no output)`.
@@ -34,15 +37,19 @@ SHELL = "/bin/sh"
 KILL_GRACE = 0.5  # seconds between SIGTERM and SIGKILL
 DRAIN_WAIT = 1.0  # seconds to wait for the pipes to close after the shell exits
 TAIL_LINES = 12  # lines of output shown after a timeout or an interrupt
-_SECRET_SUFFIXES = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD")
+MAX_COMMAND_CHARS = 32_000  # longer belongs in a script (and would flood the approval prompt)
+_SECRET_ENDINGS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD")  # PGPASSWORD, GITHUB_TOKEN
+_SECRET_SUFFIXES = ("KEY", "PWD")  # only after "_": MONKEY and PWD/OLDPWD are not secrets
 
 
 def is_secret_name(name: str) -> bool:
     """True for environment names that look like credentials."""
     upper = name.upper()
-    if "API_KEY" in upper or "APIKEY" in upper:
+    if "API_KEY" in upper or "APIKEY" in upper or upper == "KEY":
         return True
-    return any(upper == s or upper.endswith("_" + s) for s in _SECRET_SUFFIXES)
+    if upper.endswith(_SECRET_ENDINGS):
+        return True
+    return any(upper.endswith("_" + s) for s in _SECRET_SUFFIXES)
 
 
 def scrub_env(env: Mapping[str, str], secret_values: Sequence[str] = ()) -> dict[str, str]:
@@ -103,6 +110,7 @@ class CommandOutcome:
     elapsed: float = 0.0
     tail: str = ""  # last lines of output (for timeouts and interrupts)
     stragglers_killed: bool = False
+    escaped: bool = False  # a process that left the group (setsid) still holds the output
 
 
 def _exited(pid: int) -> bool:
@@ -169,7 +177,8 @@ def run_command(
         out.join(DRAIN_WAIT)
         err.join(DRAIN_WAIT)
     returncode = proc.wait()
-    if out.join(0) and err.join(0):  # else a detached process still holds a pipe: leave it be
+    escaped = not (out.join(0) and err.join(0))
+    if not escaped:  # else a process outside the group still holds a pipe: leave it be
         proc.stdout.close()
         proc.stderr.close()
     (stdout, dropped_out), (stderr, dropped_err) = out.text(), err.text()
@@ -183,8 +192,15 @@ def run_command(
         interrupted=interrupted,
         elapsed=time.monotonic() - started,
         tail=tail,
-        stragglers_killed=stragglers,
+        stragglers_killed=stragglers and not escaped,
+        escaped=escaped,
     )
+
+
+_ESCAPED_NOTE = (
+    "[a background process left the command's process group (setsid) and still holds its "
+    "output; it was not stopped]"
+)
 
 
 def format_outcome(outcome: CommandOutcome, timeout: float, max_chars: int) -> ToolResult:
@@ -198,6 +214,8 @@ def format_outcome(outcome: CommandOutcome, timeout: float, max_chars: int) -> T
         text = f"Command {what}; its process group was killed."
         if outcome.tail.strip():
             text += "\nLast output:\n" + outcome.tail
+        if outcome.escaped:
+            text += "\n" + _ESCAPED_NOTE
         return ToolResult.failure(
             text, timed_out=outcome.timed_out, interrupted=outcome.interrupted
         )
@@ -210,6 +228,8 @@ def format_outcome(outcome: CommandOutcome, timeout: float, max_chars: int) -> T
         body = body[:max_chars] + f"\n[output truncated: {more} more characters]"
     if outcome.stragglers_killed:
         body += "\n[background processes still holding the output were stopped]"
+    if outcome.escaped:
+        body += "\n" + _ESCAPED_NOTE
     rc = outcome.returncode
     if rc != 0:
         return ToolResult(
@@ -229,10 +249,25 @@ def _cwd(args: dict[str, Any], ctx: ToolContext) -> Path:
     return cwd
 
 
+def _command(args: dict[str, Any]) -> str:
+    """The command to run; ToolError for one that cannot run (or be shown) as sent."""
+    command = str(args["command"])
+    if not command.strip():
+        raise ToolError("command is empty; send the shell command to run")
+    if "\x00" in command:
+        raise ToolError("command contains a NUL byte, which a shell cannot run; remove it")
+    if len(command) > MAX_COMMAND_CHARS:
+        raise ToolError(
+            f"command is {len(command)} characters (limit {MAX_COMMAND_CHARS}); write a script "
+            "with write_file and run that instead"
+        )
+    return command
+
+
 def run_exec(args: dict[str, Any], ctx: ToolContext, cancel: threading.Event) -> ToolResult:
     timeout = float(args.get("timeout") or ctx.shell_timeout)
     outcome = run_command(
-        str(args["command"]),
+        _command(args),
         _cwd(args, ctx),
         timeout,
         cancel,
@@ -249,7 +284,11 @@ def preview_exec(args: dict[str, Any], ctx: ToolContext, may_read: bool) -> str:
         else ctx.workspace.resolve()
     )
     timeout = float(args.get("timeout") or ctx.shell_timeout)
-    return f"$ {args['command']}\n(in {cwd}, timeout {timeout:g} s)"
+    first, *rest = _command(args).split("\n")
+    lines = [f"$ {first}", *(f"> {line}" for line in rest)]  # continuation lines, as a shell
+    if rest:
+        lines.append(f"(one command of {len(lines)} lines)")
+    return "\n".join([*lines, f"(in {cwd}, timeout {timeout:g} s)"])
 
 
 def exec_tool() -> ToolSpec:
