@@ -125,14 +125,20 @@ tools:
   enabled: true             # offer read_file, write_file, edit_file, list_dir, exec, memory
   approval: ask             # ask: writes, edits and commands ask first | auto: writes and
   #                         # edits run without asking (commands still need an allow rule)
-  #                         # | "off": everything that needs approval is denied
+  #                         # | "off": everything that needs approval is denied.
+  #                         # Hidden files (.env, .ssh, .git/...), key files and countbot's own
+  #                         # config, sessions and MEMORY.md always ask, reads included.
   # workspace: .            # the folder tools work in. Default: the folder countbot was
   #                         # started in (a relative path here resolves against this file)
-  allow_outside_workspace: false   # true: paths outside the workspace may be approved
+  allow_outside_workspace: false   # true: reads outside the workspace run without asking
+  #                         # (writes and commands there still ask)
   shell_timeout: 60         # seconds before a command (and its whole process group) is killed
   max_output_chars: 10000   # tool output longer than this is cut, with a note
   allow: []                 # commands exec may run without asking, as shell-style patterns
-  #                         # matched against the whole command, e.g. ["git status", "ls *"]
+  #                         # matched against the whole command, e.g. ["git status", "ls *"].
+  #                         # * never matches ; & | ` $ < > or a newline. Careful: a rule for a
+  #                         # program that runs code via its flags (git -c, find -exec) allows
+  #                         # anything
   deny: []                  # commands that are always refused, e.g. ["rm -rf *", "sudo *"]
 
 # Where sessions are stored, one JSON file each.
