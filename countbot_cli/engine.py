@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .approval import ApprovalPolicy, Decision
 from .context import Budget, TurnContext, build_context
-from .errors import CountbotError, Interrupted
+from .errors import CountbotError, Interrupted, StorageError
 from .models import (
     STATUS_FAILED,
     STATUS_INTERRUPTED,
@@ -34,7 +34,7 @@ from .models import (
     utc_now,
 )
 from .prompts import MAX_ITERATIONS_NOTICE, PromptFacts
-from .session import Session
+from .session import Session, new_session
 from .toolloop import ToolRunner
 
 if TYPE_CHECKING:
@@ -84,6 +84,7 @@ class TurnResult:
     reasoning: str = ""
     error: CountbotError | None = None
     context: TurnContext | None = None
+    notices: list[str] = field(default_factory=list)  # for after the answer (e.g. a fork)
 
 
 @dataclass
@@ -212,6 +213,8 @@ class Engine:
         if save and self.store is not None:
             with _sigint_deferred():
                 self._save(session, new_messages, records, result, is_new=is_new, replaces=replaces)
+            for note in result.notices:
+                view.notice(note)
             self._run_upkeep(session.id, view)
         return result
 
@@ -343,9 +346,23 @@ class Engine:
         if is_new:
             apply(session)
             self.store.create(session)
-        else:
+            return
+        try:
             self.store.update(session.id, apply)
+        except StorageError as exc:
+            # the file was deleted, damaged or stays locked elsewhere: never lose the turn;
+            # what this process knows of the conversation goes on in a new session file
+            old = session.id
+            session.id = new_session(provider=session.provider, model=session.model).id
             apply(session)
+            self.store.create(session)
+            result.session_id = session.id
+            result.notices.append(
+                f"could not save to session {old} ({exc.message}); "
+                f"this conversation continues as session {session.id}"
+            )
+            return
+        apply(session)
 
     def _run_upkeep(self, session_id: str, view: TurnView) -> None:
         for hook in self.upkeep:

@@ -550,3 +550,37 @@ def test_help_and_plain_ask_import_nothing_they_do_not_use(
     assert _loaded(cb, "--help") == []
     # a one-shot answer needs httpx and yaml (the config file), not the renderer or a tokenizer
     assert _loaded(cb, "ask", "--plain", "--no-save", "hi") == ["httpx", "yaml"]
+
+
+@pytest.mark.parametrize("damage", ["delete", "corrupt"])
+def test_session_file_removed_during_a_turn_forks_instead_of_losing_it(
+    tmp_path: Path, server: fs.FakeServer, damage: str
+) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(fs.text("first answer"))
+    assert cb.run("ask", "first question").returncode == 0
+    old = cb.only_session()
+    server.add(fs.text("second answer, slowly", chunk_size=2, delay=0.05))
+    proc = cb.popen("ask", "-s", old["id"], "second question")
+    deadline = time.monotonic() + 10
+    while not server.chat_bodies()[1:] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    path = cb.sessions_dir / f"{old['id']}.json"
+    if damage == "delete":
+        path.unlink()
+    else:
+        path.write_text("{not json", encoding="utf-8")
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert out == "second answer, slowly\n"
+    assert f"could not save to session {old['id']}" in err
+    files = [p for p in cb.session_files() if p.stem != old["id"]]
+    assert len(files) == 1
+    forked = json.loads(files[0].read_text(encoding="utf-8"))
+    assert [m["content"] for m in forked["messages"]] == [
+        "first question",
+        "first answer",
+        "second question",
+        "second answer, slowly",
+    ]
+    assert f"continues as session {forked['id']}" in err
