@@ -151,6 +151,19 @@ def find_config_file(
     return None
 
 
+def _found_in_cwd(
+    file: Path, config_path: str | Path | None, env: Mapping[str, str], cwd: Path
+) -> bool:
+    """The file is ./config.yaml picked up by the lookup, not one the user named."""
+    named = config_path not in (None, "") or _env_path(env, "COUNTBOT_CONFIG")
+    return not named and file == Path(os.path.normpath(cwd / "config.yaml"))
+
+
+def _user_config_file(env: Mapping[str, str]) -> Path | None:
+    candidate = default_home(env) / "config.yaml"
+    return Path(os.path.normpath(candidate)) if candidate.is_file() else None
+
+
 def local_model_available(
     *, find_spec: Callable[[str], Any] = importlib.util.find_spec
 ) -> str | None:
@@ -201,6 +214,14 @@ def load_settings(
         find_local_model = _no_local_model
     file = find_config_file(config_path, env, cwd)
     root = load_yaml(file) if file else Section.empty()
+    trusted = True
+    if file is not None and _found_in_cwd(file, config_path, env, cwd):
+        trusted = False
+        keys = root.names()
+        if keys and not any(key in TOP_KEYS for key in keys):  # another program's config.yaml
+            file = _user_config_file(env)
+            root = load_yaml(file) if file else Section.empty()
+            trusted = True
     root.check_keys(TOP_KEYS)
     home = file.parent if file else default_home(env)
     # the whole file is checked before the provider is resolved (and a key command runs)
@@ -220,6 +241,7 @@ def load_settings(
         strict=require_provider,
         require_model=require_provider and require_model,
         find_local_model=find_local_model,
+        trusted=trusted,
     )
     return Settings(
         config_file=file,

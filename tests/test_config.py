@@ -583,37 +583,70 @@ def _cmd(box: SimpleNamespace, code: str) -> str:
 
 def test_api_key_cmd(box: SimpleNamespace) -> None:
     cmd = _cmd(box, f"print({SECRET!r}); print('user: me')")
-    p = load(
-        box,
-        f'providers:\n  s:\n    api_base: http://s/v1\n    model: m\n    api_key_cmd: "{cmd}"\n',
-    ).provider
+    text = f'providers:\n  s:\n    api_base: http://s/v1\n    model: m\n    api_key_cmd: "{cmd}"\n'
+    p = load(box, text, config_path=str(box.work / "config.yaml")).provider
     assert (p.api_key, p.api_key_source) == (SECRET, "command")
+
+
+def test_api_key_cmd_of_a_config_found_in_the_current_folder_is_not_run(
+    box: SimpleNamespace,
+) -> None:
+    marker = box.tmp / "ran"
+    cmd = _cmd(box, f"open({str(marker)!r}, 'w').write('x'); print('k')")
+    text = f'providers:\n  s:\n    api_base: http://s/v1\n    model: m\n    api_key_cmd: "{cmd}"\n'
+    err = config_error(box, text)  # ./config.yaml, picked up because countbot started here
+    assert not marker.exists()
+    assert (err.line, err.key) == (5, "providers.s.api_key_cmd")
+    assert "--config" in str(err.hint)
+    assert load(box, config_path="config.yaml").provider.api_key == "k"  # named: trusted
+    assert marker.exists()
+
+
+def test_another_programs_config_yaml_in_the_current_folder_is_skipped(
+    box: SimpleNamespace,
+) -> None:
+    (box.work / "config.yaml").write_text("database:\n  host: db\n", encoding="utf-8")
+    s = load(box, require_provider=False)
+    assert s.config_file is None
+    user = str(box.home / ".config" / "countbot" / "config.yaml")
+    Path(user).parent.mkdir(parents=True, exist_ok=True)
+    Path(user).write_text("temperature: 0.5\n", encoding="utf-8")
+    s = load(box, require_provider=False)
+    assert s.config_file == Path(user) and s.temperature == 0.5
+    # a countbot config with a typo is still an error, not skipped
+    (box.work / "config.yaml").write_text("temperture: 0.5\ntemperature: 1\n", encoding="utf-8")
+    assert config_error(box, require_provider=False).key == "temperture"
 
 
 def test_api_key_cmd_runs_for_the_chosen_provider_only(box: SimpleNamespace) -> None:
     marker = box.tmp / "ran"
     cmd = _cmd(box, f"open({str(marker)!r}, 'w').write('x'); print('k')")
     text = LOCAL_SERVER + f'  other:\n    api_base: http://o/v1\n    api_key_cmd: "{cmd}"\n'
-    s = load(box, text)
+    s = load(box, config_path="config.yaml", text=text)
     assert not marker.exists()
     assert s.providers["other"].api_key_source == "command (not run)"
-    load(box, text, require_provider=False, provider="other")
+    load(box, config_path="config.yaml", text=text, require_provider=False, provider="other")
     assert not marker.exists()
-    assert load(box, text, provider="other", require_model=False).provider.api_key == "k"
+    assert (
+        load(
+            box, config_path="config.yaml", text=text, provider="other", require_model=False
+        ).provider.api_key
+        == "k"
+    )
     assert marker.exists()
 
 
 def test_api_key_cmd_failure(box: SimpleNamespace) -> None:
     cmd = _cmd(box, "import sys; print('vault locked', file=sys.stderr); sys.exit(3)")
     text = f'providers:\n  s:\n    api_base: http://s/v1\n    model: m\n    api_key_cmd: "{cmd}"\n'
-    err = config_error(box, text)
+    err = config_error(box, config_path="config.yaml", text=text)
     assert (err.line, err.key) == (5, "providers.s.api_key_cmd")
     assert "exit code 3" in str(err) and "vault locked" in str(err)
 
 
 def test_api_key_cmd_printing_nothing(box: SimpleNamespace) -> None:
     text = "providers:\n  s:\n    api_base: http://s/v1\n    model: m\n    api_key_cmd: 'true'\n"
-    assert "printed nothing" in str(config_error(box, text))
+    assert "printed nothing" in str(config_error(box, config_path="config.yaml", text=text))
 
 
 # ---- secrets ----
