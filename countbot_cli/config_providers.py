@@ -338,7 +338,17 @@ def _build_local(entry: _Entry, ctx: _Context, *, chosen: bool) -> ProviderConfi
             raise _entry_error(entry, "model_path", f"no such model file: {path}")
     bundled = path is not None and not explicit
     default_model = LOCAL_MODEL_NAME if bundled or not path else Path(path).stem
-    model = (ctx.model_override() if chosen else None) or entry.v.model or default_model
+    override = ctx.model_override() if chosen else None
+    if override and bundled and override != LOCAL_MODEL_NAME and ctx.strict:
+        # the bundled file is one model: a name from elsewhere would be recorded, not used
+        raise _entry_error(
+            entry,
+            None,
+            f"the embedded model is {LOCAL_MODEL_NAME}; it cannot answer as '{override}'",
+            "configure a provider that serves that model (countbot config init), "
+            "or set model_path to another GGUF file",
+        )
+    model = override or entry.v.model or default_model
     return _make(entry, "", None, "none", model, model_path=path)
 
 

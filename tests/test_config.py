@@ -749,3 +749,12 @@ def test_example_loads_to_the_defaults(box: SimpleNamespace) -> None:
         bare.max_iterations,
         bare.sessions_dir,
     )
+
+
+def test_a_model_name_cannot_be_forced_on_the_embedded_model(box: SimpleNamespace) -> None:
+    bundled = str(box.tmp / "SmolLM2.gguf")
+    Path(bundled).write_bytes(b"GGUF")
+    err = config_error(box, model="gpt-4o", find_local_model=lambda: bundled)
+    assert "embedded model" in str(err) and "gpt-4o" in str(err)
+    s = load(box, model="SmolLM2-135M-Instruct", find_local_model=lambda: bundled)
+    assert s.provider.model == "SmolLM2-135M-Instruct"
