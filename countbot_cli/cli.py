@@ -495,4 +495,20 @@ def config_check(provider: ProviderOpt = None, config: ConfigOpt = None) -> None
 
 
 def run(argv: list[str]) -> None:
+    _terminate_like_ctrl_c()
     app(args=argv, prog_name="countbot")
+
+
+def _terminate_like_ctrl_c() -> None:
+    """SIGTERM and SIGHUP (the terminal closed) stop countbot the way Ctrl-C does, so the turn
+    in progress is saved (marked interrupted) instead of lost."""
+    import signal
+
+    from .errors import Terminated
+
+    def stop(signum: int, frame: object) -> None:
+        raise Terminated
+
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, stop)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .approval import ApprovalPolicy, Decision
 from .context import Budget, TurnContext, build_context
-from .errors import CountbotError, Interrupted, StorageError
+from .errors import CountbotError, Interrupted, StorageError, Terminated
 from .models import (
     STATUS_FAILED,
     STATUS_INTERRUPTED,
@@ -188,9 +188,11 @@ class Engine:
         convo = ctx.api_messages()
         records: list[dict[str, Any]] = []
         self._current = rnd = _Round()
+        terminated: Terminated | None = None
         try:
             rnd = self._run_rounds(convo, view, result, records)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            terminated = exc if isinstance(exc, Terminated) else None
             result.status = "interrupted"
             result.error = Interrupted("interrupted by the user")
             rnd = self._current
@@ -215,7 +217,10 @@ class Engine:
                 self._save(session, new_messages, records, result, is_new=is_new, replaces=replaces)
             for note in result.notices:
                 view.notice(note)
-            self._run_upkeep(session.id, view)
+            if terminated is None:
+                self._run_upkeep(session.id, view)
+        if terminated is not None:  # saved; now stop the program (SIGTERM, terminal closed)
+            raise terminated
         return result
 
     def _run_rounds(

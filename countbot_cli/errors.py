@@ -162,3 +162,8 @@ class Interrupted(CountbotError):
 
     def __init__(self, message: str = "interrupted") -> None:
         super().__init__(message)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: countbot stops as on Ctrl-C (the turn in progress is saved, marked
+    interrupted) but, unlike Ctrl-C in the chat, never goes on running."""

@@ -440,8 +440,9 @@ def test_env_key_and_base_without_config(tmp_path: Path, server: fs.FakeServer) 
     assert server.requests[0].headers.get("authorization") == "Bearer sk-env"
 
 
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM", "SIGHUP"])
 def test_interrupt_during_stream_keeps_partial_answer(
-    tmp_path: Path, server: fs.FakeServer
+    tmp_path: Path, server: fs.FakeServer, signame: str
 ) -> None:
     import signal
 
@@ -459,7 +460,7 @@ def test_interrupt_during_stream_keeps_partial_answer(
     t.start()
     assert seen.wait(20)
     time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, signame))
     assert proc.wait(20) == 130
     assert server.wait_disconnects(1, timeout=5)
     msgs = cb.only_session()["messages"]
