@@ -228,6 +228,8 @@ def run_ask(
 ) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+    if opts.session is not None and not opts.session.strip():
+        raise UsageError("-s/--session needs a session id (a prefix, or 'latest')")
     if opts.session and opts.cont:
         raise UsageError("use either -s/--session ID or -c/--continue, not both")
     if opts.no_save and (opts.session or opts.cont):

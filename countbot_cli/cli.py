@@ -39,7 +39,7 @@ app = typer.Typer(
     no_args_is_help=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-sessions_app = typer.Typer(help="List, show and manage saved conversations.", no_args_is_help=True)
+sessions_app = typer.Typer(help="List, show and manage saved conversations.")
 memory_app = typer.Typer(help="Long-term memory (MEMORY.md).", no_args_is_help=True)
 config_app = typer.Typer(help="Create, show and check the configuration.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
@@ -298,6 +298,17 @@ def _store(config: str | None) -> Any:
     return make_store(_settings(config, require_provider=False))
 
 
+@sessions_app.callback(invoke_without_command=True)
+def sessions_default(ctx: typer.Context, config: ConfigOpt = None) -> None:
+    """`countbot sessions` alone lists them, like `sessions list`."""
+    if config:
+        _state["config"] = config
+    if ctx.invoked_subcommand is None:
+        from .cmd_sessions import sessions_list as _list
+
+        guarded(lambda: _list(_store(config), sys.stdout))
+
+
 @sessions_app.command("list", help="Newest first: id, title, messages, updated, model.")
 def sessions_list(
     json_out: JsonOpt = False,
@@ -354,9 +365,12 @@ def sessions_delete(
     from .cmd_sessions import sessions_delete as _delete
 
     def ask_user(question: str) -> bool:
+        from .errors import UsageError
+
         if not sys.stdin or not sys.stdin.isatty():
-            return False
-        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+            raise UsageError("not deleting: there is no terminal to confirm on", hint="pass --yes")
+        sep = " " if question.endswith("?") else ""
+        return input(f"{question}{sep}[y/N] ").strip().lower() in ("y", "yes")
 
     guarded(lambda: _delete(_store(config), session_ids, yes=yes, confirm=ask_user, out=sys.stdout))
 
@@ -488,8 +502,19 @@ def config_check(provider: ProviderOpt = None, config: ConfigOpt = None) -> None
         from .app import make_provider
         from .cmd_config import config_check as _check
 
+        from dataclasses import replace
+
         settings = _settings(config, provider=provider, require_model=False)
-        return _check(settings, lambda _p: make_provider(settings), sys.stdout)
+        # a check answers quickly: no retries, and a silent server is reported after 20 s
+        quick = replace(
+            settings,
+            provider=replace(
+                settings.provider,
+                max_retries=0,
+                read_timeout=min(settings.provider.read_timeout, 20.0),
+            ),
+        )
+        return _check(quick, lambda _p: make_provider(quick), sys.stdout)
 
     guarded(go)
 

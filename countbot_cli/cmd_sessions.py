@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from countbot_cli.errors import EXIT_ERROR, EXIT_OK, StorageError, UsageError
+from countbot_cli.errors import EXIT_OK, StorageError, UsageError
 from countbot_cli.models import STATUS_FAILED, STATUS_INTERRUPTED, Message
 from countbot_cli.session import Session, short_ids
 from countbot_cli.store import SessionStore
@@ -257,7 +257,7 @@ def sessions_delete(
     confirm: Callable[[str], bool],
     out: TextIO,
 ) -> int:
-    """Delete sessions after one confirmation (unless `yes`). 1 when the user declines."""
+    """Delete sessions after one confirmation (unless `yes`); declining deletes nothing."""
     if not refs:
         raise UsageError("name at least one session to delete")
     ids = list(dict.fromkeys(store.resolve(r) for r in refs))  # every ref checked before any delete
@@ -271,7 +271,7 @@ def sessions_delete(
         )
         if not confirm(question):
             out.write("Nothing deleted.\n")
-            return EXIT_ERROR
+            return EXIT_OK
     for sid, text in zip(ids, described, strict=True):
         store.delete(sid)
         out.write(f"Deleted {text}\n")

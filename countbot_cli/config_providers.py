@@ -291,6 +291,9 @@ def _implicit(ctx: _Context) -> ProviderConfig | None:
         path = ctx.find_local_model()
         return _build(_preset_entry("local"), ctx, chosen=True) if path else None
     base = (base_c or base_o or OPENAI_BASE).rstrip("/")
+    if not _is_http_url(base):
+        var = "COUNTBOT_API_BASE" if base_c else "OPENAI_BASE_URL"
+        raise ConfigError(f"{var}: api_base must be an http:// or https:// URL, not '{base}'")
     is_openai = base == OPENAI_BASE
     key, source = (key_c, "env COUNTBOT_API_KEY") if key_c else (None, "none")
     if key is None and key_o and (is_openai or not base_c):  # OPENAI_API_KEY goes only to
@@ -308,7 +311,8 @@ def _implicit(ctx: _Context) -> ProviderConfig | None:
 def _build(entry: _Entry, ctx: _Context, *, chosen: bool) -> ProviderConfig:
     if entry.type == "local":
         return _build_local(entry, ctx, chosen=chosen)
-    base = (ctx.var("COUNTBOT_API_BASE") if chosen else None) or entry.api_base()
+    from_env = ctx.var("COUNTBOT_API_BASE") if chosen else None
+    base = from_env or entry.api_base()
     if not base and chosen and ctx.strict:
         raise _entry_error(
             entry,
@@ -316,6 +320,11 @@ def _build(entry: _Entry, ctx: _Context, *, chosen: bool) -> ProviderConfig:
             "no api_base: where is the server?",
             "set api_base, e.g. http://localhost:8000/v1, or a preset",
         )
+    if base and chosen and not _is_http_url(base):
+        message = f"api_base must be an http:// or https:// URL, not '{base}'"
+        if from_env:
+            raise ConfigError(f"COUNTBOT_API_BASE: {message}")
+        raise _entry_error(entry, "api_base", message)
     key, source = _api_key(entry, ctx, chosen=chosen)
     model = (ctx.model_override() if chosen else None) or entry.model()
     if chosen:
@@ -473,3 +482,8 @@ def _entry_error(
     if entry.in_file:
         return entry.sec.error(key, message, hint)
     return ConfigError(message, hint=hint)
+
+
+def _is_http_url(value: str) -> bool:
+    scheme, sep, rest = value.partition("://")
+    return bool(sep) and scheme.lower() in ("http", "https") and bool(rest.strip("/"))

@@ -152,6 +152,8 @@ def test_continue_latest_with_c(tmp_path: Path, server: fs.FakeServer) -> None:
 
 def test_unknown_session_id_is_a_usage_error(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url)
+    empty = cb.run("ask", "-s", "", "hi")
+    assert empty.returncode == 2 and "session" in empty.stderr
     proc = cb.run("ask", "-s", "doesnotexist", "hi")
     assert proc.returncode == 2
     assert "doesnotexist" in proc.stderr
@@ -386,6 +388,7 @@ def test_sessions_commands_end_to_end(tmp_path: Path, server: fs.FakeServer) -> 
     server.add(fs.text("**bold** answer"))
     assert cb.run("ask", "a question about rust").returncode == 0
     sid = cb.only_session()["id"]
+    assert "a question about rust" in cb.run("sessions").stdout  # bare `sessions` lists
     listing = json.loads(cb.run("sessions", "list", "--json").stdout)
     assert listing[0]["id"] == sid and listing[0]["title"] == "a question about rust"
     assert cb.run("sessions", "rename", sid[:8], "Rust", "notes").returncode == 0
@@ -399,7 +402,8 @@ def test_sessions_commands_end_to_end(tmp_path: Path, server: fs.FakeServer) -> 
     assert cb.run("ask", "-s", sid[:8], "next").returncode == 0
     system = server.chat_bodies()[1]["messages"][0]["content"]
     assert system.endswith("\n\n## Current Session Context\nuser is learning rust")
-    assert cb.run("sessions", "delete", sid[:8]).returncode != 0  # no TTY to confirm, no --yes
+    refused = cb.run("sessions", "delete", sid[:8], input="y\n")  # no terminal to confirm on
+    assert refused.returncode == 2 and "--yes" in refused.stderr
     assert len(cb.session_files()) == 1
     assert cb.run("sessions", "delete", "--yes", sid[:8]).returncode == 0
     assert cb.session_files() == []

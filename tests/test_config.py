@@ -758,3 +758,11 @@ def test_a_model_name_cannot_be_forced_on_the_embedded_model(box: SimpleNamespac
     assert "embedded model" in str(err) and "gpt-4o" in str(err)
     s = load(box, model="SmolLM2-135M-Instruct", find_local_model=lambda: bundled)
     assert s.provider.model == "SmolLM2-135M-Instruct"
+
+
+def test_api_base_must_be_an_http_url(box: SimpleNamespace) -> None:
+    err = config_error(box, env={**box.env, "COUNTBOT_API_BASE": "notaurl"})
+    assert "COUNTBOT_API_BASE" in str(err) and "notaurl" in str(err)
+    text = "providers:\n  s:\n    api_base: localhost:8080\n    model: m\n"
+    err = config_error(box, text)
+    assert (err.line, err.key) == (3, "providers.s.api_base")
