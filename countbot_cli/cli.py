@@ -499,10 +499,10 @@ def config_path(config: ConfigOpt = None) -> None:
 )
 def config_check(provider: ProviderOpt = None, config: ConfigOpt = None) -> None:
     def go() -> int:
+        from dataclasses import replace
+
         from .app import make_provider
         from .cmd_config import config_check as _check
-
-        from dataclasses import replace
 
         settings = _settings(config, provider=provider, require_model=False)
         # a check answers quickly: no retries, and a silent server is reported after 20 s
