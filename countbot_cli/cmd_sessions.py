@@ -195,17 +195,20 @@ def tool_line(rec: dict[str, Any]) -> str:
     args_text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
     approval = str(rec.get("approval") or "")
     error = rec.get("error")
-    denied = approval.startswith("den")
+    kind = rec.get("outcome") or ("denied" if approval.startswith("den") else None)
+    denied = kind == "denied"
     if denied:
         outcome = "denied" + (f" ({_first_line(str(error), 100)})" if error else "")
-    elif error:
-        outcome = "error: " + _first_line(str(error), 100)
+    elif kind in ("interrupted", "timeout"):
+        outcome = "interrupted" if kind == "interrupted" else "timed out"
+    elif error or kind == "error":
+        outcome = "error: " + _first_line(str(error or rec.get("result") or ""), 100)
     else:
         outcome = "ok"
     parts = [f"⚙ {rec.get('tool') or '?'} {_first_line(args_text, 100)}", outcome]
     if isinstance(rec.get("duration_ms"), (int, float)):
         parts.append(f"{rec['duration_ms']:.0f} ms")
-    if approval and not denied:
+    if approval and not denied and approval not in ("not-run", "interrupted"):
         parts.append(approval)
     return sanitize_line(" · ".join(parts))
 

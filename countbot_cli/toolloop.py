@@ -71,8 +71,10 @@ class ToolRunner:
         prepared = self.registry.prepare(call, allow_rules=s.allow, deny_rules=s.deny)
         if prepared.error:
             content = f"Error: {prepared.error}"
+            by_rule = prepared.error.startswith("denied by rule")
+            outcome, how = ("denied", "deny-rule") if by_rule else ("error", "not-run")
             convo.append(_tool_message(call, content))
-            records.append(_record(call, prepared.args, content, "error", 0, "not-run"))
+            records.append(_record(call, prepared.args, content, outcome, 0, how))
             view.notice(f"{call.name or '?'}: {prepared.error}")
             return False
         edited: dict[str, Any] | None = None
@@ -239,7 +241,7 @@ def _record(
     return {
         "tool_call_id": call.id,
         "tool": call.name,
-        "arguments": args if args is not None else call.arguments,
+        "arguments": args if args is not None else _arguments_as_sent(call.arguments),
         "result": result,
         "error": error
         if error is not None
@@ -249,3 +251,12 @@ def _record(
         "approval": how,
         "timestamp": utc_now(),
     }
+
+
+def _arguments_as_sent(raw: str) -> Any:
+    """The model's arguments for the record: the object when they parse, else the raw text."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, TypeError):
+        return raw
+    return value if isinstance(value, dict) else raw

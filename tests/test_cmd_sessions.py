@@ -331,3 +331,24 @@ def test_export_write_failure_is_a_storage_error(
     monkeypatch.setattr("builtins.open", full)
     with pytest.raises(StorageError, match="No space left"):
         run(sessions_export, store, "abc", "md", tmp_path / "x.md")
+
+
+def test_tool_line_reports_each_outcome() -> None:
+    from countbot_cli.cmd_sessions import tool_line
+
+    base = {"tool": "exec", "arguments": {"command": "sleep 9"}, "duration_ms": 0}
+    stopped = tool_line(
+        {**base, "outcome": "interrupted", "approval": "user", "error": "interrupted"}
+    )
+    assert "interrupted" in stopped and " ok " not in stopped
+    assert "timed out" in tool_line({**base, "outcome": "timeout", "approval": "user"})
+    rule = tool_line(
+        {
+            **base,
+            "outcome": "denied",
+            "approval": "deny-rule",
+            "error": "Error: denied by rule 'sleep *'",
+        }
+    )
+    assert "denied (Error: denied by rule 'sleep *')" in rule
+    assert tool_line({**base, "outcome": "ok", "approval": "user"}).split(" · ")[1] == "ok"

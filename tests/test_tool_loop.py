@@ -231,6 +231,10 @@ def test_bad_json_unknown_tool_and_schema_violation_become_error_results(
     assert [m["content"] for m in saved["messages"]] == ["go", "I will fix my calls."]
     outcomes = [r["outcome"] for r in saved["tool_conversations"]]
     assert outcomes == ["error", "error", "error", "error", "ok"]
+    arguments = [r["arguments"] for r in saved["tool_conversations"]]
+    assert arguments[0] == '{"path": "a.txt"'  # what the model sent, when it is not an object
+    assert arguments[1] == {"really": True}  # an unknown tool's arguments still parse
+    assert arguments[3] == "[1, 2]"
     assert not (cb.work / "1").exists()
 
 
