@@ -120,6 +120,7 @@ class Engine:
         self.system_override = settings.system
         self._current = _Round()
         self.streaming = streaming
+        self._provider_tools: bool | None = None  # can the provider's model take tools?
         self.memory_keeper: MemoryKeeper | None = (
             None  # set by app.build_engine for /compact, /tokens
         )
@@ -135,12 +136,18 @@ class Engine:
             language=p.language,
             workspace=str(self.settings.tools.workspace),
             today=self.today(),
-            tools_enabled=self.tools is not None,
+            tools_enabled=bool(self.tool_schemas()),
             extra_system=self.system_override,
         )
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        return self.tools.schemas() if self.tools is not None else []
+        """The tools offered to the model: none when the provider's model cannot take them
+        (the embedded SmolLM2's template has no tools; offering them only costs context)."""
+        if self.tools is None:
+            return []
+        if self._provider_tools is None:
+            self._provider_tools = bool(getattr(self.provider, "supports_tools", True))
+        return self.tools.schemas() if self._provider_tools else []
 
     def context_for(self, session: Session, user: Message) -> TurnContext:
         memory: list[str] = []

@@ -335,3 +335,24 @@ def test_no_config_and_no_key_uses_the_embedded_model_and_says_so(tmp_path: Path
     home_sessions = list((Path(cb.env["XDG_CONFIG_HOME"]) / "countbot" / "sessions").glob("*.json"))
     data = [p for p in home_sessions if p.name != "index.json"]
     assert len(data) == 1
+
+
+def test_no_tools_are_offered_to_a_model_whose_template_cannot_take_them(tmp_path: Path) -> None:
+    from countbot_cli import app
+    from countbot_cli.config import load_settings
+
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    settings = load_settings(env=env, cwd=tmp_path)
+    assert settings.provider.type == "local"
+    provider = app.make_provider(settings, io_sink())
+    assert provider.supports_tools is False  # type: ignore[attr-defined]
+    engine = app.build_engine(settings, provider, None, tools_enabled=True, yes=False)
+    assert engine.tools is not None  # the registry exists ...
+    assert engine.tool_schemas() == []  # ... but nothing is sent
+    assert engine.prompt_facts().tools_enabled is False
+
+
+def io_sink() -> Any:
+    import io
+
+    return io.StringIO()

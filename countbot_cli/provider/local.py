@@ -254,6 +254,11 @@ class LocalProvider:
     def close(self) -> None:
         """Nothing to release: the model stays cached for the rest of the process."""
 
+    @property
+    def supports_tools(self) -> bool:
+        """Whether this model's chat template can take tool definitions (loads the model)."""
+        return _template_uses_tools(self._model()[0].llm)
+
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` for this model's own tokenizer (loads the model if needed)."""
         with self._model()[0].busy() as llm:
