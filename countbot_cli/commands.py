@@ -372,7 +372,9 @@ def _clip(text: str, limit: int) -> str:
 
 def _sessions(repl: Repl, arg: str) -> Iterator[tuple[str, str]]:
     for head in repl.store.list()[:200]:
-        yield head["id"], sanitize_line(head["title"])[:50]
+        when = str(head.get("updated_at") or "")[:16].replace("T", " ")
+        n = head.get("message_count", 0)
+        yield head["id"], f"{sanitize_line(head['title'])[:40]} · {n} msgs · {when}"
 
 
 def _models(repl: Repl, arg: str) -> Iterator[tuple[str, str]]:

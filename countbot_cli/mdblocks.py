@@ -28,6 +28,7 @@ from markdown_it import MarkdownIt
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markdown import Markdown
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 
 _PREFIX = "x\n\n"  # renders as exactly one line; sets rich's "blank line before next" state
@@ -140,21 +141,30 @@ class Lines:
             yield newline
 
 
-def _invisible(seg: Segment) -> bool:
-    if seg.control or seg.text.strip():
-        return False
-    style = seg.style
+def _plain_spaces(style: Style | None) -> bool:
+    """Spaces in this style show nothing (no background, reverse, underline or strike)."""
     return style is None or not (style.bgcolor or style.reverse or style.underline or style.strike)
 
 
 def rstrip_line(line: Line) -> Line:
-    """`line` without trailing padding that shows nothing (so a narrowed terminal reflows less)."""
+    """`line` without trailing spaces that show nothing (so a narrowed terminal reflows less)."""
     end = len(line)
-    while end and _invisible(line[end - 1]):
+    while end:
+        seg = line[end - 1]
+        if seg.control or not _plain_spaces(seg.style):
+            break
+        text = seg.text.rstrip(" ")
+        if text:
+            if end == len(line) and text == seg.text:
+                return line
+            return [*line[: end - 1], Segment(text, seg.style)]
         end -= 1
-    if end == len(line):
-        return line
-    return line[:end]
+    return line if end == len(line) else line[:end]
+
+
+def line_length(line: Line) -> int:
+    """Cells the line takes on screen."""
+    return Segment.get_line_length(line)
 
 
 def bottom(lines: list[Line], keep: int) -> list[Line]:

@@ -4,8 +4,14 @@
 (`mdblocks.py`); a block is printed once, into the terminal's scrollback, as soon as a later block
 has started. Only the unsettled tail is redrawn, in a transient `rich.live.Live` that has no
 refresh thread, bottom-cropped to the terminal and throttled to `max_fps` (slower if frames are
-slow). `finish()` leaves on screen exactly what a one-shot `Markdown(whole_text)` render prints.
-Cost per token is bounded by the size of the last block, not of the answer.
+slow). `finish()` leaves on screen exactly what a one-shot `Markdown(whole_text)` render prints
+(less the invisible padding at line ends, which a narrowed terminal would turn into blank rows).
+Cost per token is bounded by the size of the last block, not of the answer. The renderer draws
+only when fed: a caller whose stream may stall calls `refresh()` when `due_in()` elapses.
+
+On a width change the live region is erased over the rows it occupies after the terminal
+re-wrapped it (`terminal_reflows`). A terminal made shorter than the region pushes its top rows
+into the scrollback, where they stay: that case is not handled.
 
 Plain mode (`plain=True`, or a console from `make_console` that is not a colour terminal) writes
 the raw text as it arrives. Model output is untrusted: control sequences are removed
@@ -20,7 +26,7 @@ import os
 import sys
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from .textsafe import StreamSanitizer, sanitize
@@ -32,6 +38,15 @@ if TYPE_CHECKING:
 
 _PLAIN_CONSOLES: weakref.WeakSet[Any] = weakref.WeakSet()
 _KEEP_BELOW = 2  # rows left free under the live region (the cursor line, a margin)
+
+
+def terminal_reflows(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the terminal re-wraps lines already on screen when its width changes (tmux, VTE,
+    kitty, iTerm2, Windows Terminal, ... do; xterm and rxvt cut them instead)."""
+    env = os.environ if env is None else env
+    if env.get("TMUX"):
+        return True
+    return not (env.get("XTERM_VERSION") or env.get("TERM", "").startswith("rxvt"))
 
 
 def preload() -> None:
@@ -102,15 +117,17 @@ def _write_raw(stream: IO[str], text: str) -> None:
 
 
 def render_markdown(console: Console, text: str, *, code_theme: str = "monokai") -> None:
-    """Print a whole markdown text at once (sanitised; raw text on a plain console)."""
+    """Print a whole markdown text at once (sanitised; raw text on a plain console), exactly as
+    `StreamView` leaves it: rich's render without the invisible padding at the ends of lines."""
     text = sanitize(text)
     if is_plain_console(console):
         if text:
             _write_raw(console.file, text if text.endswith("\n") else text + "\n")
         return
-    from rich.markdown import Markdown
+    from . import mdblocks
 
-    console.print(Markdown(text, code_theme=code_theme))
+    lines = mdblocks.render_lines(console, text, separated=False, code_theme=code_theme)
+    console.print(mdblocks.Lines(mdblocks.rstrip_line(line) for line in lines))
 
 
 class _Region:
@@ -136,8 +153,10 @@ class StreamView:
         clock: Callable[[], float] = time.monotonic,
         code_theme: str = "monokai",
         side: Console | None = None,
+        reflows: bool | None = None,
     ) -> None:
-        """side: where reasoning and notices go in plain mode (default: stderr)."""
+        """side: where reasoning and notices go in plain mode (default: stderr); reflows:
+        whether the terminal re-wraps its lines on a width change (default: `terminal_reflows`)."""
         self._console = console
         self._plain = plain or is_plain_console(console)
         self._interval = 1.0 / max_fps if max_fps > 0 else 0.0
@@ -156,6 +175,8 @@ class StreamView:
         self._side_nl = True  # plain mode: the side stream is at the start of a line
         self._live: Any = None
         self._region: _Region | None = None
+        self._drawn: tuple[int, list[int]] | None = None  # width and line lengths of the region
+        self._reflows = terminal_reflows() if reflows is None else reflows
         self._dirty = False
         self._next_at = float("-inf")
         self._blocks_mod: Any = None
@@ -211,8 +232,9 @@ class StreamView:
         self._maybe_frame()
 
     def notice(self, text: str) -> None:
-        """A one-line dim notice between blocks (e.g. a tool call); settles the answer first."""
-        line = " ".join(sanitize(text).split())
+        """A one-line dim notice between blocks (e.g. a tool call); settles the answer first.
+        Line breaks become spaces; other spacing (indentation, columns) is kept."""
+        line = " ".join(sanitize(text).expandtabs(4).splitlines()).rstrip()
         if self._plain:
             if _isatty(self._console.file):  # same screen: don't glue the notice to the answer
                 self._plain_break()
@@ -302,9 +324,13 @@ class StreamView:
         return True
 
     def _lines(self, src: str) -> list[Any]:
-        return self._blocks.render_lines(
+        """`src` rendered, without invisible padding at line ends (a terminal that re-wraps its
+        lines when it gets narrower would turn that padding into blank rows)."""
+        blocks = self._blocks
+        lines = blocks.render_lines(
             self._console, src, separated=self._separated, code_theme=self._code_theme
         )
+        return [blocks.rstrip_line(line) for line in lines]
 
     def _print_dim(self, text: str, *, one_line: bool = False) -> None:
         from rich.text import Text
@@ -343,11 +369,28 @@ class StreamView:
     def _stop_live(self) -> None:
         if self._live is None:
             return
+        self._fit_erase()
         live, self._live = self._live, None
         if self._region is not None:
             self._region.lines = []
         live.refresh()  # erase the region before Live's last refresh (it could be taller)
         live.stop()
+        self._drawn = None
+
+    def _fit_erase(self) -> None:
+        """After a width change, make Live erase the rows its region occupies now: a terminal
+        that re-wraps its lines spreads a line over more rows when narrower (fewer when wider
+        again); rows pushed above the screen can no longer be reached."""
+        drawn, live = self._drawn, self._live
+        width = self._console.width
+        if drawn is None or live is None or drawn[0] == width or width <= 0:
+            return
+        lens = drawn[1]
+        rows = sum(max(1, -(-n // width)) for n in lens) if self._reflows else len(lens)
+        render = getattr(live, "_live_render", None)
+        if render is not None and getattr(render, "_shape", None) is not None:
+            render._shape = (width, min(rows, self._console.height))
+        self._drawn = (width, drawn[1])
 
     def _maybe_frame(self) -> None:
         if self._clock() >= self._next_at:
@@ -362,11 +405,14 @@ class StreamView:
             return
         started = time.perf_counter()
         region = self._ensure_live()
+        self._fit_erase()
         region.lines = self._region_lines()
         if above is not None:
             self._console.print(above)  # Live's render hook redraws the region below it
         else:
             self._live.refresh()
+        width = self._console.width
+        self._drawn = (width, [min(width, self._blocks.line_length(line)) for line in region.lines])
         self.frames += 1
         took = time.perf_counter() - started
         self._next_at = self._clock() + max(self._interval, 4 * took)

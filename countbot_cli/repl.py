@@ -10,8 +10,10 @@ Keys typed while an answer streams are not echoed into it and wait for the next 
 typed-ahead Enter sends them then).
 
 Start-up: prompt_toolkit is imported first and the prompt drawn at once; rich, the markdown
-renderer and httpx are imported in a daemon thread while the user types (joined on first submit).
-A new conversation is written to disk only by its first turn. The slash commands are in
+renderer and httpx are imported in a daemon thread while the user types (the first turn waits
+for them), then the tokenizer the toolbar counts with. A new conversation is written to disk
+only by its first turn. The engine's memory upkeep (which may ask the model for a summary) runs
+here after the answer and its usage line, under a spinner. The slash commands are in
 commands.py, key bindings, history and completion in replinput.py, the turn's view in
 replview.py, the context meter in replmeter.py, and the composition (settings, store, engine
 factory) in chat.py.
@@ -37,14 +39,13 @@ if TYPE_CHECKING:
     from prompt_toolkit.output import Output
     from rich.console import Console
 
-    from .approval import Confirmer, Decision
+    from .approval import Confirmer
     from .config import Settings
     from .engine import Engine, TurnResult
     from .memory_store import MemoryStore
     from .replview import QuietKeys
     from .session import Session
     from .store import SessionStore
-    from .tools import PreparedCall
 
 HISTORY_FILE = ".countbot_history"
 RECENT_EXCHANGES = 3
@@ -52,24 +53,6 @@ RECENT_EXCHANGES = 3
 # (model or None for the configured one, confirmer) -> a new Engine on that model
 EngineFactory = Callable[[str | None, "Confirmer | None"], "Engine"]
 CompactHook = Callable[[str], list[str]]
-
-
-class _PausingConfirmer:
-    """Settles the streamed text, stops the spinner and puts the terminal in its usual mode
-    before the approval prompt is shown."""
-
-    def __init__(self, inner: Confirmer, repl: Repl) -> None:
-        self.inner = inner
-        self.repl = repl
-
-    def confirm(self, prepared: PreparedCall) -> Decision:
-        if self.repl.view is not None:
-            self.repl.view.pause()
-        keys = self.repl.keys
-        if keys is None:
-            return self.inner.confirm(prepared)
-        with keys.normal():
-            return self.inner.confirm(prepared)
 
 
 class Repl:
@@ -91,13 +74,15 @@ class Repl:
         preload: bool = True,
         spinner: bool | None = None,
     ) -> None:
+        from .replview import PausingConfirmer
         from .session import new_session
 
         self.settings = settings
         self.store = store
         self._factory = engine_factory
-        self._confirmer = _PausingConfirmer(confirmer, self) if confirmer is not None else None
+        self._confirmer = PausingConfirmer(confirmer, self) if confirmer is not None else None
         self.engine = engine_factory(None, self._confirmer)
+        self._upkeep = _take_upkeep(self.engine)
         self._startup_system = self.engine.system_override
         self.session = session or new_session(
             provider=settings.provider.name, model=self.engine.provider.model
@@ -112,10 +97,14 @@ class Repl:
         self._want_preload = preload
         self._spinner = spinner
         self._preload_thread: threading.Thread | None = None
+        self._preloaded = threading.Event()  # the renderer and httpx are imported
         self._prompt: PromptSession[str] | None = None
         self._exit = False
         self._models: list[str] | None = None
+        self._models_lock = threading.Lock()
         self.meter = ContextMeter(settings)
+        self.meter.autoload = not preload  # else the preload thread loads the tokenizer
+        self.meter.on_ready = self._redraw_prompt
         self.view: Any = None  # the ReplView of the turn in progress
         self.keys: QuietKeys | None = None  # the terminal mode of the turn in progress
         self.last_tool: tuple[str, str] | None = None
@@ -188,7 +177,7 @@ class Repl:
 
         self._join_preload()
         model = self.engine.provider.model
-        spin = self._spinner if self._spinner is not None else self.side.is_terminal
+        spin = self._spinner if self._spinner is not None else _isatty(self.side.file)
         view = ReplView(
             self.console, self.side, waiting=f"waiting for {sanitize_line(model)}", spinner=spin
         )
@@ -218,9 +207,32 @@ class Repl:
         if view.last_tool is not None:
             self.last_tool = view.last_tool
         if result.session_id is not None:
+            self._run_upkeep(view, result.session_id)
             self.reload()  # memory upkeep may have archived messages in the file
         self.meter.note(result)
         return result
+
+    def _run_upkeep(self, view: Any, session_id: str) -> None:
+        """The engine's memory upkeep (it may ask the model for a summary), after the answer
+        and its usage line, under a spinner; Ctrl-C skips it until the next turn."""
+        from .replview import QuietKeys
+
+        if not self._upkeep:
+            return
+        with QuietKeys(sys.stdin if self._input is None else None), view.status("updating memory"):
+            for hook in self._upkeep:
+                try:
+                    hook(session_id)
+                except KeyboardInterrupt:
+                    view.stop_status()
+                    self.info("memory upkeep interrupted; it runs again after the next turn")
+                    return
+                except CountbotError as exc:
+                    view.stop_status()
+                    self.warn(f"memory upkeep failed: {exc.user_message()}")
+                except Exception as exc:  # upkeep never ends the chat
+                    view.stop_status()
+                    self.warn(f"memory upkeep failed: {type(exc).__name__}: {exc}")
 
     # ---- sessions ----
 
@@ -263,22 +275,31 @@ class Repl:
         new.policy.session_allowed = old.policy.session_allowed
         new.system_override = old.system_override
         self.engine = new
-        self.meter.invalidate()
+        self._upkeep = _take_upkeep(new)
+        self.meter.reset()  # the last usage was reported for the other model
         try:
             old.provider.close()
         except Exception:  # closing an idle client must not stop the switch
             pass
 
     def model_names(self, *, refresh: bool = False, quiet: bool = True) -> list[str]:
-        """The provider's models, fetched once; a failure is tolerated (empty list when quiet)."""
-        if self._models is None or refresh:
-            try:
-                self._models = sorted(self.engine.provider.list_models())
-            except CountbotError:
-                self._models = []
-                if not quiet:
-                    raise
-        return self._models
+        """The provider's models, fetched once (completion threads wait for one fetch); a
+        failure is tolerated (an empty list when quiet)."""
+        with self._models_lock:
+            if self._models is None or refresh:
+                try:
+                    self._models = sorted(self.engine.provider.list_models())
+                except CountbotError:
+                    self._models = []
+                    if not quiet:
+                        raise
+            return self._models
+
+    def prefetch_models(self) -> None:
+        """Fetch the model list in the background (once), so /model NAME completes at once."""
+        if self._models is not None or self._models_lock.locked():
+            return
+        threading.Thread(target=self.model_names, name="countbot-models", daemon=True).start()
 
     def memory(self) -> MemoryStore:
         from .memory_store import MemoryStore
@@ -348,10 +369,13 @@ class Repl:
     def _banner(self) -> None:
         out = self._raw_out()
         color = self._console is None and _isatty(out) and not os.environ.get("NO_COLOR")
-        text = (
-            f"countbot · {sanitize_line(self.engine.provider.name)}/{sanitize_line(self.engine.provider.model)}"
-            " · /help for commands · Alt-Enter for a new line · Ctrl-D quits"
-        )
+        p = self.engine.provider
+        text = f"countbot · {sanitize_line(p.name)}/{sanitize_line(p.model)}"
+        width = _columns(out)
+        for hint in (" · /help for commands · Alt-Enter for a new line · Ctrl-D quits", " · /help"):
+            if len(text) + len(hint) <= width:
+                text += hint
+                break
         out.write(f"\x1b[2m{text}\x1b[0m\n" if color else text + "\n")
         out.flush()
 
@@ -360,24 +384,9 @@ class Repl:
     def _prompt_session(self) -> PromptSession[str]:
         if self._prompt is not None:
             return self._prompt
-        from prompt_toolkit import PromptSession
-        from prompt_toolkit.completion import ThreadedCompleter
+        from .replinput import make_prompt
 
-        from .replinput import SlashCompleter, key_bindings, open_history
-
-        self._prompt = PromptSession(
-            message=[("class:prompt", "> ")],
-            history=open_history(self._history_path, self.warn),
-            completer=ThreadedCompleter(SlashCompleter(self)),
-            complete_while_typing=True,
-            reserve_space_for_menu=4,
-            bottom_toolbar=self.toolbar,
-            key_bindings=key_bindings(),
-            prompt_continuation=lambda width, _n, _soft: "… ".rjust(width),
-            enable_open_in_editor=True,
-            input=self._input,
-            output=self._output,
-        )
+        self._prompt = make_prompt(self, self._history_path, self._input, self._output)
         return self._prompt
 
     def toolbar(self) -> str:
@@ -416,6 +425,7 @@ class Repl:
     def _start_preload(self) -> None:
         if self._preload_thread is not None:
             return
+        model = self.engine.provider.model
 
         def work() -> None:
             try:
@@ -425,14 +435,26 @@ class Repl:
                 import httpx  # noqa: F401
             except Exception:  # preloading only saves time; the real import reports problems
                 pass
+            self._preloaded.set()
+            try:
+                self.meter.load(model)  # the toolbar's count, then the toolbar is redrawn
+            except Exception:
+                pass
+            self.meter.autoload = True
 
         self._preload_thread = threading.Thread(target=work, name="countbot-preload", daemon=True)
         self._preload_thread.start()
 
     def _join_preload(self) -> None:
+        """Before a turn: wait for the renderer's imports (not for the tokenizer)."""
         if self._preload_thread is not None:
-            self._preload_thread.join(10)
-            self._preload_thread = None
+            self._preloaded.wait(10)
+
+    def _redraw_prompt(self) -> None:
+        """From another thread: draw the prompt again (the toolbar's count changed)."""
+        prompt = self._prompt
+        if prompt is not None:
+            prompt.app.invalidate()
 
     def _close(self) -> None:
         try:
@@ -442,6 +464,21 @@ class Repl:
         from .replinput import trim_history
 
         trim_history(self._history_path)
+
+
+def _take_upkeep(engine: Engine) -> list[Callable[[str], None]]:
+    """The engine's after-turn hooks, which the REPL runs itself (see `Repl._run_upkeep`)."""
+    hooks = list(getattr(engine, "upkeep", ()))
+    if hooks:
+        engine.upkeep = []
+    return hooks
+
+
+def _columns(stream: Any) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 100
 
 
 def _isatty(stream: Any) -> bool:

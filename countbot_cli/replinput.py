@@ -20,13 +20,38 @@ from prompt_toolkit.document import Document
 from .commands import COMMANDS, lookup
 
 if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
     from prompt_toolkit.history import History
+    from prompt_toolkit.input import Input
     from prompt_toolkit.key_binding import KeyBindings
+    from prompt_toolkit.output import Output
 
     from .repl import Repl
 
 HISTORY_MAX_BYTES = 1_000_000
 HISTORY_KEEP = 1000
+
+
+def make_prompt(
+    repl: Repl, history_path: Path, input: Input | None, output: Output | None
+) -> PromptSession[str]:
+    """The REPL's prompt: history file, completion, bottom toolbar, key bindings."""
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.completion import ThreadedCompleter
+
+    return PromptSession(
+        message=[("class:prompt", "> ")],
+        history=open_history(history_path, repl.warn),
+        completer=ThreadedCompleter(SlashCompleter(repl)),
+        complete_while_typing=True,
+        reserve_space_for_menu=4,
+        bottom_toolbar=repl.toolbar,
+        key_bindings=key_bindings(),
+        prompt_continuation=lambda width, _n, _soft: "… ".rjust(width),
+        enable_open_in_editor=True,
+        input=input,
+        output=output,
+    )
 
 
 def key_bindings() -> KeyBindings:
@@ -99,6 +124,8 @@ class SlashCompleter(Completer):
         text = document.text_before_cursor
         if not text.startswith("/") or "\n" in text:
             return
+        if text.lower().startswith("/mo"):
+            self.repl.prefetch_models()  # /model NAME completes at once when Tab comes
         if " " not in text:
             word = text[1:].lower()
             for cmd in COMMANDS:

@@ -24,7 +24,7 @@ from .textsafe import sanitize, sanitize_line
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .approval import Decision
+    from .approval import Confirmer, Decision
     from .engine import TurnResult
     from .session import Session
     from .tools import PreparedCall, ToolResult
@@ -35,12 +35,14 @@ _ASCII_FRAMES = "-\\|/"
 
 
 class Spinner:
-    """`label` with a spinning glyph and the elapsed seconds, redrawn on one line of `stream`."""
+    """`label` with a spinning glyph and the elapsed seconds, redrawn on one line of `stream`
+    (dimmed, unless NO_COLOR is set)."""
 
     def __init__(self, stream: IO[str], label: str, *, interval: float = 0.1) -> None:
         self._stream = stream
         self._label = label
         self._interval = interval
+        self._dim = ("\x1b[2m", "\x1b[0m") if not os.environ.get("NO_COLOR") else ("", "")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
@@ -73,7 +75,7 @@ class Spinner:
             elapsed = time.monotonic() - started
             clock = f" {elapsed:.0f}s" if elapsed >= 1 else ""
             frame = self._frames[n % len(self._frames)]
-            self._write(f"\r\x1b[2K\x1b[2m{frame} {self._label}{clock}\x1b[0m")
+            self._write(f"\r\x1b[2K{self._dim[0]}{frame} {self._label}{clock}{self._dim[1]}")
             n += 1
             self._stop.wait(self._interval)
 
@@ -85,8 +87,30 @@ class Spinner:
             pass
 
 
+class PausingConfirmer:
+    """Settles the streamed text, stops the spinner and puts the terminal in its usual mode
+    before the approval prompt is shown (`repl` is the running Repl: its view and keys)."""
+
+    def __init__(self, inner: Confirmer, repl: Any) -> None:
+        self.inner = inner
+        self.repl = repl
+
+    def confirm(self, prepared: PreparedCall) -> Decision:
+        if self.repl.view is not None:
+            self.repl.view.pause()
+        keys = self.repl.keys
+        if keys is None:
+            return self.inner.confirm(prepared)
+        with keys.normal():
+            return self.inner.confirm(prepared)
+
+
 class ReplView:
-    """One turn on screen. `console` gets the answer; `side` the spinner, usage line and errors."""
+    """One turn on screen. `console` gets the answer; `side` the spinner, usage line and errors.
+
+    The renderer redraws its live tail only when text arrives (throttled); when the stream
+    stalls, a timer thread draws the pending frame. One lock serialises every call into the
+    renderer, so that thread never writes in the middle of a print from the main thread."""
 
     def __init__(
         self,
@@ -102,52 +126,70 @@ class ReplView:
         self.console = console
         self.side = side
         self.stream: Any = stream_view or StreamView(console, side=side)
-        self._spinner = Spinner(side.file, waiting) if spinner else None
+        self._waiting = waiting
+        self._spin = spinner
+        self._spinner: Spinner | None = None
+        self._lock = threading.RLock()
+        self._timer: threading.Timer | None = None
+        self._closed = False
         self.last_tool: tuple[str, str] | None = None  # (name and arguments, full output)
         self.tool_calls = 0
-        if self._spinner is not None:
-            self._spinner.start()
+        self._start_spinner(waiting)
 
     # ---- TurnView ----
 
     def text(self, delta: str) -> None:
         self._quiet()
-        self.stream.feed(delta)
+        with self._lock:
+            self.stream.feed(delta)
+            self._schedule()
 
     def reasoning(self, delta: str) -> None:
         self._quiet()
-        self.stream.reasoning(delta)
+        with self._lock:
+            self.stream.reasoning(delta)
+            self._schedule()
 
     def notice(self, text: str) -> None:
         self._quiet()
-        self.stream.notice(text)
+        with self._lock:
+            self.stream.notice(text)
 
     def tool_start(self, prepared: PreparedCall) -> None:
         self._quiet()
         self.tool_calls += 1
-        self.stream.notice(f"⚙ {prepared.call.name} {short_args(prepared.args)}")
+        with self._lock:
+            self.stream.notice(f"⚙ {prepared.call.name} {short_args(prepared.args)}")
+        self._start_spinner(f"running {sanitize_line(prepared.call.name)}")
 
     def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
+        self._quiet()
         self.last_tool = (f"{prepared.call.name} {short_args(prepared.args, 200)}", result.content)
-        for line in tool_preview(result):
-            self.stream.notice(line)
-        if self._spinner is not None:  # the model is asked again: waiting for its next round
-            self._spinner.start()
+        with self._lock:
+            for line in tool_preview(result):
+                self.stream.notice(line)
+        self._start_spinner(self._waiting)  # the model is asked again: its next round
 
     # ---- turn life cycle ----
 
     def pause(self) -> None:
-        """Before something else uses the terminal mid-turn (the approval prompt)."""
-        self._quiet()
-        self.stream.finish()
+        """Before something else uses the terminal mid-turn (the approval prompt): the text so
+        far is settled and a blank line separates it from the question."""
+        self._settle()
+        with self._lock:
+            if self.stream.text or self.tool_calls:
+                self.console.print()
 
     def finish(self) -> None:
-        self._quiet()
-        self.stream.finish()
+        self._settle()
+        self._closed = True
 
     def abort(self, note: str = "interrupted") -> None:
         self._quiet()
-        self.stream.abort(note)
+        self._cancel()
+        with self._lock:
+            self.stream.abort(note)
+        self._closed = True
 
     def summary(self, result: TurnResult, elapsed: float, stats: Any = None) -> None:
         """The dim line after an answer: tokens and time (with the local model's load time and
@@ -169,16 +211,70 @@ class ReplView:
     def side_note(self, text: str) -> None:
         """A line for the side stream from elsewhere (a provider's retry notice): the spinner's
         line is erased first, and the spinner goes on below it while nothing has arrived yet."""
-        spinning = self._spinner is not None and self._spinner.running
+        spinner = self._spinner
+        spinning = spinner is not None and spinner.running
         self._quiet()
         self.side.file.write(text)
         self.side.file.flush()
-        if spinning and self._spinner is not None:
-            self._spinner.start()
+        if spinning and spinner is not None:
+            spinner.start()
+
+    @contextmanager
+    def status(self, label: str) -> Iterator[None]:
+        """A spinner with `label` on the side stream while the block runs (after the answer)."""
+        self._start_spinner(label)
+        try:
+            yield
+        finally:
+            self._quiet()
+
+    def stop_status(self) -> None:
+        self._quiet()
+
+    # ---- internals ----
+
+    def _settle(self) -> None:
+        self._quiet()
+        self._cancel()
+        with self._lock:
+            self.stream.finish()
+
+    def _start_spinner(self, label: str) -> None:
+        if not self._spin:
+            return
+        self._quiet()
+        self._spinner = Spinner(self.side.file, label)
+        self._spinner.start()
 
     def _quiet(self) -> None:
         if self._spinner is not None and self._spinner.running:
             self._spinner.stop()
+
+    def _schedule(self) -> None:
+        """Under the lock: arm the timer for the renderer's pending frame, if any."""
+        due = self.stream.due_in()
+        if due is None or self._timer is not None or self._closed:
+            return
+        self._timer = threading.Timer(due + 0.005, self._tick)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _tick(self) -> None:
+        with self._lock:
+            self._timer = None
+            if self._closed:
+                return
+            try:
+                self.stream.refresh()
+            except (OSError, ValueError):  # the terminal went away; the main thread will see it
+                return
+            self._schedule()
+
+    def _cancel(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
 
 
 def usage_line(result: TurnResult, elapsed: float, stats: Any = None) -> str:

@@ -4,17 +4,22 @@ loopback FakeServer, checked on screen, in the session files and in what the ser
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
 import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
 from prompt_toolkit.output import DummyOutput
 from test_repl import USAGE, Harness, interrupt_when, paragraphs
 
 from countbot_cli.commands import COMMANDS, nearest, parse
 from countbot_cli.models import Message
+from countbot_cli.replinput import SlashCompleter
+from countbot_cli.replmeter import short_count
 from countbot_cli.session import new_session
 
 
@@ -147,6 +152,29 @@ def test_model_list_failure_is_reported(tmp_path: Path, server: fs.FakeServer) -
     assert "authentication failed (401)" in h.text()
 
 
+def test_model_completion_tolerates_a_failing_provider(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.models_reply = fs.status(401)
+    comp = SlashCompleter(h.make())
+    assert list(comp.get_completions(Document("/model "), CompleteEvent())) == []
+
+
+def test_tab_completes_a_command_at_the_prompt(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server)
+    h.run(
+        [
+            "/last-t",
+            lambda h: time.sleep(0.3),
+            lambda h: h.send("\t"),
+            lambda h: time.sleep(0.3),
+            lambda h: h.send("\r"),
+        ]
+    )
+    assert "No tool has run in this REPL yet." in h.text()
+
+
 def test_system_sets_shows_and_clears_extra_instructions(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
@@ -230,6 +258,62 @@ def test_tokens_breaks_down_the_next_request(tmp_path: Path, server: fs.FakeServ
     assert "the provider reported 1,234 prompt tokens" in out
     total = int(out.split("total")[-1].split()[0].replace(",", ""))
     assert 50 < total < 2000
+
+
+def _totals(out: str) -> list[int]:
+    return [int(m.replace(",", "")) for m in re.findall(r"  total +([\d,]+)", out)]
+
+
+def test_the_toolbar_shows_the_total_of_tokens(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server, tools=True)
+    server.add(fs.text("an answer " * 40, usage=USAGE))
+    bars: list[str] = []
+
+    def toolbar_after(n: int) -> Any:
+        def step(h: Harness) -> None:
+            deadline = time.monotonic() + 10
+            while len(_totals(h.text())) < n and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert h.repl is not None
+            bars.append(h.repl.toolbar())
+
+        return step
+
+    steps = ["/tokens\r", toolbar_after(1), "a question\r", "/tokens\r", toolbar_after(2)]
+    h.run([*steps, "/summary A much longer summary of the talk.\r", "/tokens\r", toolbar_after(3)])
+    totals = _totals(h.text())
+    assert totals[0] < totals[1] < totals[2]
+    for total, bar in zip(totals, bars, strict=True):  # "~1.1k/8.2k (14%)" for 1,121
+        assert f"~{short_count(total)}/8.2k ({100 * total / 8192:.0f}%)" in bar, (total, bar)
+
+
+@pytest.mark.parametrize("dropped", [False, True])
+def test_tools_the_provider_dropped_are_not_counted(
+    tmp_path: Path, server: fs.FakeServer, dropped: bool
+) -> None:
+    """A local model whose chat template has no tools reports a prompt without them."""
+    from countbot_cli.tokens import TokenCounter
+
+    h = Harness(tmp_path, server, tools=True)
+
+    def reply(body: dict[str, Any]) -> fs.Reply:
+        counter = TokenCounter("test-model")
+        n = counter.count_messages(body["messages"])
+        n += 0 if dropped else counter.count_tools(body["tools"])
+        return fs.text("ok", usage={"prompt_tokens": n, "completion_tokens": 1})
+
+    server.responder = reply
+    h.run(["hello\r", "/tokens\r"])
+    out = h.text()
+    tools = int(out.split("  tools")[1].split()[0].replace(",", ""))
+    assert tools > 200
+    assert ("not counted" in out) is dropped
+    rows = re.findall(
+        r"^  (system prompt|summary|memory entries|history \(.*?\)) +([\d,]+)", out, re.M
+    )
+    assert len(rows) == 4
+    want = sum(int(n.replace(",", "")) for _, n in rows) + (0 if dropped else tools) + 3
+    assert _totals(out) == [want]
 
 
 def test_compact_summarises_old_messages_into_memory(tmp_path: Path, server: fs.FakeServer) -> None:

@@ -250,7 +250,7 @@ def test_width_change_mid_stream_loses_and_duplicates_nothing() -> None:
     outputs = []
     for terminal in (False, True):
         c = console(terminal=terminal, height=15)
-        view = StreamView(c, clock=Clock(step=0.03))
+        view = StreamView(c, clock=Clock(step=0.03), reflows=False)  # pyte cuts, never re-wraps
         for i, part in enumerate(parts):
             if i == len(parts) // 3:
                 c.width = 60
@@ -270,6 +270,28 @@ def test_width_change_mid_stream_loses_and_duplicates_nothing() -> None:
     for n, count in numbers.items():  # every numbered heading printed exactly once
         assert sum(line.startswith(n + " ") for line in shown) == count, n
     assert max(len(line) for line in flat.splitlines()) == WIDTH
+
+
+def test_narrowing_a_reflowing_terminal_erases_the_rows_the_region_spread_over() -> None:
+    c = console(terminal=True, height=30, width=100)
+    view = StreamView(c, clock=Clock(), reflows=True)
+    view.feed("- " + "word " * 19 + "\n- " + "more " * 19 + "\n- short")  # lines: 0, 97, 97, 8
+    c.width = 60  # the terminal now shows them on 1 + 2 + 2 + 1 rows
+    c.file = io.StringIO()
+    view.feed(" and more")
+    erase = c.file.getvalue().split("\x1b[?25l")[0]  # up to the redraw
+    assert erase.count("\x1b[1A") == 5 and erase.count("\x1b[2K") == 6
+    view.finish()
+
+
+def test_settled_lines_carry_no_invisible_padding() -> None:
+    text = "Intro that is short.\n\n| a | centred |\n|---|:---:|\n| 1 | x |\n\nEnd.\n"
+    for parts in (gen_doc.regex_chunks(text), [text]):
+        c = console(terminal=False)
+        stream(parts, c)
+        lines = c.file.getvalue().splitlines()  # type: ignore[attr-defined]
+        assert any("centred" in line for line in lines)
+        assert all(line == line.rstrip() for line in lines), lines
 
 
 def test_first_feed_draws_at_once_then_throttles() -> None:
@@ -398,9 +420,11 @@ def test_notice_settles_the_answer_then_prints_one_line() -> None:
     view = StreamView(c, clock=Clock())
     view.feed(before)
     view.notice("→ read_file path='x'\nsecond line")
+    view.notice("  ✓ · 2 lines:\tcol  a")
     view.feed(after)
     view.finish()
-    want = one_shot(before, terminal=False) + "\n→ read_file path='x' second line\n\nDone now."
+    want = one_shot(before, terminal=False) + "\n→ read_file path='x' second line\n"
+    want += "  ✓ · 2 lines:  col  a\n\nDone now."
     got = c.file.getvalue()  # type: ignore[attr-defined]
     assert [line.rstrip() for line in got.splitlines()] == [
         line.rstrip() for line in want.splitlines()

@@ -1,18 +1,19 @@
 """The REPL in-process: keys, turns, Ctrl-C, history, completion, toolbar, resume.
 
-The harness (also used by test_commands.py) drives the REPL in-process: prompt-toolkit pipe input + DummyOutput, rich consoles on StringIO,
-a real engine against the loopback FakeServer (tests/fakeserver.py).
+The harness (also used by test_commands.py) drives the REPL in-process: prompt-toolkit pipe
+input + DummyOutput, rich consoles on StringIO, a real engine against the loopback FakeServer.
 
 `Harness.run(steps)` runs `Repl.run()` in the main thread (Ctrl-C is a real SIGINT there) while
 a feeder thread works through the steps: a string is typed as keys once the next prompt is
-shown; a callable is called with the harness at once (to wait for output, send SIGINT, ...). After the last step
-Ctrl-D quits; a watchdog closes the input if the REPL does not finish in time.
+shown; a callable is called with the harness at once (to wait for output, send SIGINT, ...).
+After the last step Ctrl-D quits; a watchdog closes the input if the REPL does not end in time.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
 import signal
 import threading
 import time
@@ -195,10 +196,10 @@ def test_turn_renders_markdown_prints_usage_and_saves_only_after_the_first_turn(
     server.add(fs.text("Hello **there**.\n\n- one\n- two\n", usage=USAGE))
 
     def nothing_saved_yet(h: Harness) -> None:
-        h.wait_for("Keys:")
-        assert h.cb.session_files() == []
+        h.wait_for("total")
+        assert h.cb.session_files() == [] and server.chat_bodies() == []
 
-    repl = h.run(["/help\r", nothing_saved_yet, "hi there\r"])
+    repl = h.run(["/help\r", "/tokens\r", nothing_saved_yet, "hi there\r"])
     out = h.text()
     assert "Hello there." in out and "**" not in out  # rendered, not raw markdown
     assert "• one" in out
@@ -209,16 +210,7 @@ def test_turn_renders_markdown_prints_usage_and_saves_only_after_the_first_turn(
         ("assistant", "Hello **there**.\n\n- one\n- two\n"),
     ]
     assert saved["title"] == "hi there"
-    # the toolbar now uses the provider's figure: prompt + completion tokens of the last request
-    assert "1.3k/8.2k (16%)" in repl.toolbar()
     assert "test/test-model · hi there ·" in repl.toolbar()
-
-
-def test_help_alone_writes_no_session(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
-    h.run(["/help\r", "/tokens\r"])
-    assert h.cb.session_files() == []
-    assert server.chat_bodies() == []
 
 
 def test_newline_keys_and_bracketed_paste_make_one_message_each(
@@ -377,9 +369,16 @@ def test_completion_of_commands_and_their_arguments(
     def complete(text: str) -> list[str]:
         return [c.text for c in comp.get_completions(Document(text), CompleteEvent())]
 
+    assert complete("/mo") == ["/model"]  # and the model list is fetched meanwhile
+    deadline = time.monotonic() + 5
+    while not any(r.path.endswith("/models") for r in server.requests):
+        assert time.monotonic() < deadline, "no model list fetched ahead"
+        time.sleep(0.01)
     assert complete("/re") == ["/resume", "/rename", "/retry"]
     assert complete("hello /re") == []
     assert complete("/resume ") == [s.id]
+    meta = next(comp.get_completions(Document("/resume "), CompleteEvent())).display_meta_text
+    assert meta.startswith("Pinned · 0 msgs · 20")
     assert complete(f"/delete {s.id[:3]}") == [s.id]
     assert complete("/model ") == ["alpha-1", "beta-2", "test-model"]
     assert complete("/model be") == ["beta-2"]
@@ -392,38 +391,19 @@ def test_completion_of_commands_and_their_arguments(
     assert len([r for r in server.requests if r.path.endswith("/models")]) == 1  # fetched once
 
 
-def test_model_completion_tolerates_a_failing_provider(
+def test_spinners_go_to_the_side_stream_and_memory_upkeep_follows_the_usage_line(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server)
-    server.models_reply = fs.status(401)
-    comp = SlashCompleter(h.make())
-    assert list(comp.get_completions(Document("/model "), CompleteEvent())) == []
-
-
-def test_tab_completes_a_command_at_the_prompt(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
-    h.run(
-        [
-            "/last-t",
-            lambda h: time.sleep(0.3),
-            lambda h: h.send("\t"),
-            lambda h: time.sleep(0.3),
-            lambda h: h.send("\r"),
-        ]
-    )
-    assert "No tool has run in this REPL yet." in h.text()
-
-
-def test_the_spinner_goes_to_the_side_stream_never_into_the_answer(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server)
-    server.add(fs.text("the answer", first_delay=0.5))
+    h = Harness(tmp_path, server, memory={"auto_messages": 2})
+    server.add(fs.text("the answer", first_delay=0.5), fs.text("User says hi.", first_delay=0.5))
     h.run(["hi\r"], spinner=True)
-    assert "waiting for test-model" in h.err.getvalue()
-    assert "\x1b[2K" in h.err.getvalue()  # the line is erased before the answer
+    err = h.err.getvalue()
+    assert "waiting for test-model" in err
+    assert "\x1b[2K" in err  # the line is erased before the answer
     assert "waiting" not in h.text() and "the answer" in h.text()
+    usage = re.search(r"\d\.\d s\n", err)  # the answer's time, without the upkeep's
+    assert usage is not None and usage.start() < err.index("updating memory")
+    assert "User says hi." in h.cb.memory_file.read_text(encoding="utf-8")
 
 
 def test_control_sequences_and_markup_in_answers_are_neutralised(
@@ -457,9 +437,11 @@ def test_the_approval_prompt_comes_after_the_text_settles(
         fs.text("Done."),
     )
     h.run(["write a note\r"], confirmer=Confirmer(), spinner=True)
-    assert len(seen) == 1 and "Writing the note now." in seen[0]  # printed before the question
+    assert len(seen) == 1 and seen[0].endswith("Writing the note now.\n\n")  # then a blank line
     assert (h.cb.work / "note.txt").read_text(encoding="utf-8") == "hi"
     assert "Done." in h.text()
+    assert "\n  ✓ · 1 line\n  Created note.txt" in h.text()  # the preview keeps its indent
+    assert "running write_file" in h.err.getvalue()  # a spinner while the tool runs
 
 
 class _BrokenEngine:
@@ -491,56 +473,6 @@ def test_an_unexpected_error_in_a_turn_does_not_end_the_chat(
     assert "Keys:" in h.text() and repl.prompts_shown == 3
 
 
-def test_trim_history_keeps_the_newest_entries(tmp_path: Path) -> None:
-    from prompt_toolkit.history import FileHistory
-
-    from countbot_cli.replinput import trim_history
-
-    path = tmp_path / "hist"
-    hist = FileHistory(str(path))
-    for i in range(50):
-        hist.store_string(f"entry {i}\nsecond line {i}")
-    before = path.stat().st_size
-    trim_history(path, max_bytes=10_000_000, keep=5)
-    assert path.stat().st_size == before  # under the limit: untouched
-    trim_history(path, max_bytes=100, keep=5)
-    loaded = list(FileHistory(str(path)).load_history_strings())
-    assert loaded == [f"entry {i}\nsecond line {i}" for i in range(49, 44, -1)]
-
-
-def test_cli_chat_needs_a_terminal_and_chat_flags_need_no_command(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    cb = make_cb(tmp_path, server.base_url)
-    for args in ([], ["chat"], ["sessions", "resume", "abc"]):
-        proc = cb.run(*args)
-        assert proc.returncode == 2, (args, proc.stderr)
-        assert "the interactive chat needs a terminal" in proc.stderr
-    proc = cb.run("-m", "x", "sessions", "list")
-    assert proc.returncode == 2 and "only apply to the chat" in proc.stderr
-    proc = cb.run("--help")
-    assert proc.returncode == 0 and "chat" in proc.stdout and "interactive chat" in proc.stdout
-    assert cb.session_files() == []
-
-
-def test_side_notes_erase_the_spinner_line_and_the_spinner_goes_on() -> None:
-    from countbot_cli.replview import ReplView
-
-    out, err = io.StringIO(), io.StringIO()
-    console = Console(file=out, width=80, color_system=None)
-    side = Console(file=err, width=80, color_system=None)
-    view = ReplView(console, side, waiting="waiting for m", spinner=True)
-    time.sleep(0.15)
-    view.side_note("countbot: retrying in 1 s\n")
-    time.sleep(0.15)
-    view.text("Hi there.")
-    view.finish()
-    before, after = err.getvalue().split("countbot: retrying in 1 s\n")
-    assert "waiting for m" in before and before.endswith("\r\x1b[2K")
-    assert "waiting for m" in after and after.endswith("\r\x1b[2K")
-    assert out.getvalue().strip() == "Hi there."
-
-
 def test_the_preload_starts_after_the_first_prompt_is_drawn_and_is_joined_on_submit(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
@@ -556,30 +488,5 @@ def test_the_preload_starts_after_the_first_prompt_is_drawn_and_is_joined_on_sub
 
     repl = h.run([check, "hi\r"], preload=True)
     assert started == [True]
-    assert repl._preload_thread is None  # joined by the first turn
+    assert repl._preloaded.is_set()  # waited for by the first turn
     assert "ok" in h.text()
-
-
-def test_usage_line_shows_the_local_models_load_time_and_speed() -> None:
-    from countbot_cli.engine import TurnResult
-    from countbot_cli.models import Usage
-    from countbot_cli.provider.local import LocalStats
-    from countbot_cli.replview import usage_line
-
-    result = TurnResult(
-        session_id="s",
-        answer="hi",
-        status="ok",
-        model="m",
-        usage=Usage(prompt_tokens=10, completion_tokens=96, total_tokens=106),
-    )
-    stats = LocalStats(
-        load_seconds=0.4,
-        first_token_seconds=0.06,
-        generation_seconds=0.8,
-        prompt_tokens=10,
-        completion_tokens=96,
-    )
-    line = usage_line(result, 1.3, stats)
-    assert "loaded in 0.4 s" in line and "tokens/s" in line and line.endswith("1.3 s")
-    assert usage_line(result, 1.3) == "10 in · 96 out tokens · 1.3 s"

@@ -1,6 +1,10 @@
-"""The installed `countbot` in a real pseudo-terminal (pexpect), against the in-process loopback
-server: type a message, see the streamed answer, type ahead during a stream, Ctrl-C a slow
-stream, check the session file, quit with Ctrl-D.
+"""The REPL and the terminal. The installed `countbot` in a real pseudo-terminal (pexpect),
+against the in-process loopback server: type a message, see the streamed answer, type ahead
+during a stream, Ctrl-C a slow stream, check the session file, quit with Ctrl-D; how soon the
+first byte of an answer is on screen; and, in tmux (a terminal that re-wraps its lines), a
+resize in the middle of an answer. Then the terminal-facing pieces alone: echo off while a turn
+streams, the spinner and side notes on stderr, a stalled stream's last frame, the usage line,
+the input history file.
 
 The byte stream is not a screen: expect unique strings, and answer prompt_toolkit's cursor
 position request (ESC[6n) the way a terminal does, or it never draws the bottom toolbar.
@@ -8,14 +12,20 @@ position request (ESC[6n) the way a terminal does, or it never draws the bottom 
 
 from __future__ import annotations
 
+import io
+import re
+import shutil
+import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import fakeserver as fs
 import pexpect
 import pytest
 from cbenv import COUNTBOT, TEST_KEY, make_cb
+from rich.console import Console
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")
 
@@ -29,14 +39,13 @@ def expect(child: pexpect.spawn, text: str, timeout: float = 15) -> None:
         child.send("\x1b[1;1R")
 
 
-def spawn(cb_env: dict[str, str], cwd: Path, *args: str) -> pexpect.spawn:
-    env = {**cb_env, "COLUMNS": "100", "LINES": "40"}
+def spawn(cb_env: dict[str, str], cwd: Path, *args: str, cols: int = 100) -> pexpect.spawn:
     return pexpect.spawn(
         COUNTBOT,
         list(args),
-        env=env,
+        env=cb_env,
         cwd=str(cwd),
-        dimensions=(40, 100),
+        dimensions=(40, cols),
         encoding="utf-8",
         timeout=15,
     )
@@ -105,17 +114,31 @@ def test_chat_in_a_pty_streams_interrupts_saves_and_quits(tmp_path: Path) -> Non
         print(f"time to prompt: {time_to_prompt * 1000:.0f} ms")
 
 
+def test_cli_chat_needs_a_terminal_and_chat_flags_need_no_command(tmp_path: Path) -> None:
+    cb = make_cb(tmp_path, "http://127.0.0.1:9/v1")
+    for args in ([], ["chat"], ["sessions", "resume", "abc"]):
+        proc = cb.run(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "the interactive chat needs a terminal" in proc.stderr
+    proc = cb.run("-m", "x", "sessions", "list")
+    assert proc.returncode == 2 and "only apply to the chat" in proc.stderr
+    proc = cb.run("--help")
+    assert proc.returncode == 0 and "chat" in proc.stdout and "interactive chat" in proc.stdout
+    assert cb.session_files() == []
+
+
 def test_resume_in_a_pty_shows_the_last_exchanges(tmp_path: Path) -> None:
     with fs.FakeServer() as server:
         cb = make_cb(tmp_path, server.base_url)
         server.add(fs.text("The capital is **Paris**."))
         assert cb.run("ask", "capital of France?").returncode == 0
         sid = cb.only_session()["id"]
-        child = spawn(cb.env, cb.work, "sessions", "resume", sid[:6])
+        child = spawn(cb.env, cb.work, "sessions", "resume", sid[:6], cols=60)
         try:
+            expect(child, "countbot · test/test-model · /help\x1b[0m\r\n")  # fits in 60
             expect(child, "capital of France?")
             expect(child, "Paris")
-            expect(child, TOOLBAR_END)
+            expect(child, "capital of France? · ~")  # the toolbar, cut at 60 columns
             child.sendcontrol("d")
             child.expect(pexpect.EOF)
         finally:
@@ -149,3 +172,169 @@ def test_quiet_keys_turns_echo_off_for_a_turn_and_back_on_for_a_question() -> No
     finally:
         os.close(master)
         os.close(slave)
+
+
+def test_the_first_byte_of_an_answer_is_on_screen_within_20_ms(tmp_path: Path) -> None:
+    """The renderer is imported while the user types, so the first answer pays nothing for it.
+    The server sends the first text 1 s after the request; the pty shows it soon after."""
+    with fs.FakeServer() as server:
+        cb = make_cb(tmp_path, server.base_url)
+        child = spawn(cb.env, cb.work)
+        lags = []
+        try:
+            expect(child, TOOLBAR_END)
+            for i in range(3):
+                server.add(fs.text(f"Zq{i}x, the **answer**", first_delay=1.0))
+                child.send(f"question {i}\r")
+                expect(child, f"Zq{i}")
+                lags.append(time.monotonic() - server.requests[-1].time - 1.0)
+                expect(child, TOOLBAR_END)
+            child.sendcontrol("d")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+    print("first byte -> screen (ms):", [round(lag * 1000, 1) for lag in lags])
+    # a few ms here; a renderer imported only when the first text arrives takes 40-60 ms
+    assert lags[0] <= 0.02, lags
+
+
+def _chars(text: str) -> Counter[str]:
+    """The characters of a text, without spacing and the rules whose length follows the width."""
+    return Counter(re.sub(r"[\s─━]+", "", text))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_narrowing_tmux_in_mid_answer_duplicates_and_loses_nothing(tmp_path: Path) -> None:
+    from rich.markdown import Markdown
+
+    parts = [f"## Part {i}\n\n" + f"sentence {i} goes on and on. " * 12 + "\n\n" for i in range(6)]
+    items = "".join(f"- item {i} of the long list, " + "words " * 14 + "\n" for i in range(12))
+    answer = "".join(parts[:3]) + items + "\n" + "".join(parts[3:])
+    sock = f"cbtest{id(tmp_path)}"
+    tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
+
+    def screen() -> str:
+        cmd = [*tmux, "capture-pane", "-p", "-J", "-S", "-", "-E", "-", "-t", "cb"]
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
+    def wait(pred: object, what: str, timeout: float = 20) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            text = screen()
+            if pred(text):  # type: ignore[operator]
+                return text
+            assert time.monotonic() < deadline, f"{what}:\n{text}"
+            time.sleep(0.05)
+
+    with fs.FakeServer() as server:
+        cb = make_cb(tmp_path, server.base_url)
+        env = [f"{k}={v}" for k, v in cb.env.items()]
+        cmd = ["new-session", "-d", "-s", "cb", "-x", "100", "-y", "30", "-c", str(cb.work)]
+        subprocess.run([*tmux, *cmd, "env", "-i", *env, COUNTBOT], check=True)
+        try:
+            wait(lambda t: TOOLBAR_END in t, "no prompt")
+            server.add(fs.text(answer, chunk_size=6, delay=0.01))
+            subprocess.run([*tmux, "send-keys", "-t", "cb", "tell me\r"], check=True)
+            wait(lambda t: "item 5 of" in t, "the list did not come")  # a tall live region
+            subprocess.run([*tmux, "resize-window", "-t", "cb", "-x", "64"], check=True)
+            final = wait(lambda t: re.search(r"^\d+\.\d s$", t, re.M), "the answer did not end")
+            subprocess.run([*tmux, "send-keys", "-t", "cb", "C-d"], check=True)
+            time.sleep(0.3)
+        finally:
+            subprocess.run([*tmux, "kill-server"], capture_output=True)
+    shown = final.split("> tell me", 1)[1]
+    shown = shown[: re.search(r"^\d+\.\d s$", shown, re.M).start()]  # type: ignore[union-attr]
+    one_shot = io.StringIO()
+    Console(file=one_shot, width=100, color_system=None).print(Markdown(answer))
+    assert _chars(shown) == _chars(one_shot.getvalue())
+
+
+def test_the_spinner_is_not_dimmed_under_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    from countbot_cli.replview import Spinner
+
+    for no_color, dim in (("", True), ("1", False)):
+        monkeypatch.setenv("NO_COLOR", no_color)
+        err = io.StringIO()
+        spinner = Spinner(err, "waiting")
+        spinner.start()
+        time.sleep(0.05)
+        spinner.stop()
+        assert "waiting" in err.getvalue() and ("\x1b[2m" in err.getvalue()) is dim
+
+
+def test_side_notes_erase_the_spinner_line_and_the_spinner_goes_on() -> None:
+    from countbot_cli.replview import ReplView
+
+    out, err = io.StringIO(), io.StringIO()
+    console = Console(file=out, width=80, color_system=None)
+    side = Console(file=err, width=80, color_system=None)
+    view = ReplView(console, side, waiting="waiting for m", spinner=True)
+    time.sleep(0.15)
+    view.side_note("countbot: retrying in 1 s\n")
+    time.sleep(0.15)
+    view.text("Hi there.")
+    view.finish()
+    before, after = err.getvalue().split("countbot: retrying in 1 s\n")
+    assert "waiting for m" in before and before.endswith("\r\x1b[2K")
+    assert "waiting for m" in after and after.endswith("\r\x1b[2K")
+    assert out.getvalue().strip() == "Hi there."
+
+
+def test_a_stalled_stream_still_draws_its_pending_frame() -> None:
+    from countbot_cli.replview import ReplView
+
+    out = io.StringIO()
+    console = Console(file=out, width=80, height=20, force_terminal=True, color_system=None)
+    view = ReplView(console, Console(file=io.StringIO()), waiting="w")
+    view.text("Hello")  # the first frame is drawn at once
+    view.text(" world, and then nothing for a while")  # throttled: drawn later
+    assert "world" not in out.getvalue()
+    time.sleep(0.3)  # the stream stalls
+    assert "world" in out.getvalue()
+    view.finish()
+    drawn = len(out.getvalue())
+    time.sleep(0.2)
+    assert len(out.getvalue()) == drawn  # nothing is drawn after the turn
+
+
+def test_usage_line_shows_the_local_models_load_time_and_speed() -> None:
+    from countbot_cli.engine import TurnResult
+    from countbot_cli.models import Usage
+    from countbot_cli.provider.local import LocalStats
+    from countbot_cli.replview import usage_line
+
+    result = TurnResult(
+        session_id="s",
+        answer="hi",
+        status="ok",
+        model="m",
+        usage=Usage(prompt_tokens=10, completion_tokens=96, total_tokens=106),
+    )
+    stats = LocalStats(
+        load_seconds=0.4,
+        first_token_seconds=0.06,
+        generation_seconds=0.8,
+        prompt_tokens=10,
+        completion_tokens=96,
+    )
+    line = usage_line(result, 1.3, stats)
+    assert "loaded in 0.4 s" in line and "tokens/s" in line and line.endswith("1.3 s")
+    assert usage_line(result, 1.3) == "10 in · 96 out tokens · 1.3 s"
+
+
+def test_trim_history_keeps_the_newest_entries(tmp_path: Path) -> None:
+    from prompt_toolkit.history import FileHistory
+
+    from countbot_cli.replinput import trim_history
+
+    path = tmp_path / "hist"
+    hist = FileHistory(str(path))
+    for i in range(50):
+        hist.store_string(f"entry {i}\nsecond line {i}")
+    before = path.stat().st_size
+    trim_history(path, max_bytes=10_000_000, keep=5)
+    assert path.stat().st_size == before  # under the limit: untouched
+    trim_history(path, max_bytes=100, keep=5)
+    loaded = list(FileHistory(str(path)).load_history_strings())
+    assert loaded == [f"entry {i}\nsecond line {i}" for i in range(49, 44, -1)]
