@@ -292,11 +292,12 @@ def cmd_summary(repl: Repl, arg: str) -> None:
 def cmd_tools(repl: Repl, arg: str) -> None:
     policy = repl.engine.policy
     if not arg:
-        offered = (
-            "offered to the model"
-            if repl.engine.tools is not None
-            else "not offered (--no-tools or config)"
-        )
+        if repl.engine.tool_schemas():
+            offered = "offered to the model"
+        elif repl.engine.tools is not None:
+            offered = "not offered: this model cannot take tools"
+        else:
+            offered = "not offered (--no-tools or config)"
         repl.info(f"Tools: {offered} · approval mode {policy.mode} (/tools ask|auto|off)")
         return
     mode = arg.lower()

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .errors import CountbotError
+from .errors import CountbotError, Terminated
 from .replmeter import ContextMeter
 from .textsafe import sanitize, sanitize_line
 
@@ -123,6 +123,8 @@ class Repl:
                 self.prompts_shown += 1
                 try:
                     text = prompt.prompt()
+                except Terminated:
+                    raise  # SIGTERM/SIGHUP: quit, never "press Ctrl-D"
                 except KeyboardInterrupt:
                     self.info("(Ctrl-D or /exit quits)")
                     continue
@@ -136,6 +138,8 @@ class Repl:
     def _handle_safely(self, text: str) -> None:
         try:
             self.handle(text)
+        except Terminated:
+            raise  # the turn was saved; SIGTERM/SIGHUP end the chat
         except KeyboardInterrupt:
             if self.view is not None:
                 self.view.abort("interrupted")
@@ -188,7 +192,9 @@ class Repl:
                 result = self.engine.run_turn(
                     self.session, text, view, is_new=self.is_new, replaces=replaces
                 )
-        except KeyboardInterrupt:  # Ctrl-C held during the save is delivered after it
+        except KeyboardInterrupt as exc:  # Ctrl-C held during the save is delivered after it
+            if isinstance(exc, Terminated):
+                raise
             view.abort("interrupted")
             self.view = None
             self.is_new = False
@@ -399,9 +405,7 @@ class Repl:
             if len(title) > 40:
                 title = title[:39] + "…"
             ctx = self.meter.summary(self.engine, self.session)
-            tools = (
-                f"tools {self.engine.policy.mode}" if self.engine.tools is not None else "no tools"
-            )
+            tools = f"tools {self.engine.policy.mode}" if self.engine.tool_schemas() else "no tools"
             return f" {sanitize_line(p.name)}/{sanitize_line(p.model)} · {title} · {ctx} · {tools} "
         except Exception:  # a toolbar must never break the prompt
             return " countbot "

@@ -187,7 +187,7 @@ def _fingerprint(engine: Engine, session: Session, counter: TokenCounter) -> tup
         id(engine),
         engine.provider.model,
         engine.system_override,
-        engine.tools is not None,
+        bool(engine.tool_schemas()),
         session.id,
         session.summary,
         len(msgs),

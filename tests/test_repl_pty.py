@@ -338,3 +338,35 @@ def test_trim_history_keeps_the_newest_entries(tmp_path: Path) -> None:
     trim_history(path, max_bytes=100, keep=5)
     loaded = list(FileHistory(str(path)).load_history_strings())
     assert loaded == [f"entry {i}\nsecond line {i}" for i in range(49, 44, -1)]
+
+
+def test_sigterm_at_the_prompt_quits_and_mid_answer_saves_first(tmp_path: Path) -> None:
+    import json
+    import signal
+
+    with fs.FakeServer() as server:
+        cb = make_cb(tmp_path, server.base_url)
+        child = spawn(cb.env, cb.work)
+        try:
+            expect(child, TOOLBAR_END)
+            child.kill(signal.SIGTERM)  # idle at the prompt: the chat ends (not "press Ctrl-D")
+            child.expect(pexpect.EOF, timeout=10)
+        finally:
+            child.close(force=True)
+        assert child.exitstatus == 130
+
+        child = spawn(cb.env, cb.work)
+        try:
+            expect(child, TOOLBAR_END)
+            server.add(fs.text("word " * 400, chunk_size=5, delay=0.02))
+            child.send("a long one\r")
+            expect(child, "word word word")
+            child.kill(signal.SIGTERM)
+            child.expect(pexpect.EOF, timeout=10)
+        finally:
+            child.close(force=True)
+        assert child.exitstatus == 130
+        saved = json.loads(cb.session_files()[0].read_text(encoding="utf-8"))
+        assert [m["role"] for m in saved["messages"]] == ["user", "assistant"]
+        assert saved["messages"][1]["status"] == "interrupted"
+        assert saved["messages"][1]["content"].startswith("word word")
