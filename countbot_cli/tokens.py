@@ -33,7 +33,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tiktoken import Encoding
 
-O200K, CL100K = "o200k_base", "cl100k_base"
+from .tokens_models import (
+    CL100K,
+    CONTEXT_WINDOWS,
+    DEFAULT_CONTEXT_WINDOW,
+    O200K,
+    context_window_for,
+    encoding_for_model,
+    is_openai_model,
+    normalize_model,
+)
+
 SUPPORTED_ENCODINGS = (O200K, CL100K)
 DATA_ENV = "COUNTBOT_TIKTOKEN_DATA"
 _URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
@@ -215,94 +225,6 @@ class EncodingLoader:
 DEFAULT_LOADER = EncodingLoader()
 
 
-# ---- model families ----
-
-_O200K_PREFIXES = (
-    "gpt-5",
-    "gpt-4.5",
-    "gpt-4.1",
-    "gpt-4o",
-    "chatgpt-4o",
-    "o1",
-    "o3",
-    "o4",
-    "gpt-oss",
-    "codex-",
-)
-_CL100K_OPENAI_PREFIXES = (
-    "gpt-4",
-    "gpt-3.5",
-    "gpt-35",
-    "text-embedding-",
-    "davinci-002",
-    "babbage-002",
-)
-
-
-def normalize_model(model: str) -> str:
-    """Lower case, without an aggregator or path prefix (``openai/gpt-4o``) or ``ft:``."""
-    name = model.strip().lower().replace("\\", "/").rsplit("/", 1)[-1]
-    return name[3:] if name.startswith("ft:") else name
-
-
-def encoding_for_model(model: str) -> str:
-    """``o200k_base`` for gpt-4o/4.1/4.5/5, o-series, chatgpt-4o and gpt-oss; otherwise
-    ``cl100k_base`` -- exact for gpt-4/gpt-3.5, and only an approximation for other families
-    (DeepSeek, Qwen, Llama, GLM, Kimi ... have their own tokenizers; see ``calibrate``)."""
-    return O200K if normalize_model(model).startswith(_O200K_PREFIXES) else CL100K
-
-
-def is_openai_model(model: str) -> bool:
-    """True when tiktoken has this model's own tokenizer (its counts need no calibration)."""
-    return normalize_model(model).startswith(_O200K_PREFIXES + _CL100K_OPENAI_PREFIXES)
-
-
-# ---- context windows ----
-
-DEFAULT_CONTEXT_WINDOW = 8192
-"""For unknown models: small enough for Ollama-style servers (2k-8k ``num_ctx``) to be likely
-right, and the bundled SmolLM2's own limit. Set ``context_window`` in the profile to override."""
-
-_K128, _K131 = 128_000, 131_072
-CONTEXT_WINDOWS: dict[str, int] = {
-    # OpenAI (developers.openai.com model pages; research/protocol_safety.md §3.5)
-    "gpt-5": 400_000,  # 5.4/5.5 may allow ~1.05M; 400k is the safe family figure
-    "gpt-4.1": 1_047_576,
-    **dict.fromkeys(("gpt-4o", "chatgpt-4o", "gpt-4.5", "gpt-4-turbo"), _K128),
-    **dict.fromkeys(("gpt-4-1106", "gpt-4-0125", "o1-mini", "o1-preview"), _K128),
-    **dict.fromkeys(("o1", "o3", "o4-mini"), 200_000),
-    **{"gpt-4-32k": 32_768, "gpt-4": 8_192, "gpt-3.5-turbo": 16_385, "gpt-35-turbo": 16_385},
-    "gpt-oss": _K131,
-    # DeepSeek: 64K in early 2025, 128K since V3.1 (api-docs.deepseek.com)
-    **dict.fromkeys(("deepseek-chat", "deepseek-reasoner"), _K128),
-    # Qwen on DashScope, conservative (the -latest aliases grew to ~1M); "qwen": self-hosted
-    **{"qwen-max": 32_768, "qwen-plus": _K131, "qwen-turbo": _K131, "qwen": 32_768},
-    **{"moonshot-v1-8k": 8_192, "moonshot-v1-32k": 32_768, "moonshot-v1-128k": _K131},
-    "kimi-k2": 262_144,
-    **{"glm-4": _K128, "glm-4.6": 200_000, "glm-4.7": 200_000, "glm-5": 200_000},
-    # Llama: 3.0 had 8k, 3.1+ 128k
-    **dict.fromkeys(("llama3", "llama-3"), 8_192),
-    **dict.fromkeys(("llama3.1", "llama-3.1", "llama3.2", "llama-3.2"), _K131),
-    **dict.fromkeys(("llama3.3", "llama-3.3"), _K131),
-    "claude": 200_000,
-    # the bundled local model: SmolLM2-135M-Instruct's config has max_position_embeddings 8192
-    "smollm2": 8_192,
-}
-_WINDOW_PREFIXES = sorted(CONTEXT_WINDOWS, key=len, reverse=True)
-
-
-def context_window_for(model: str, configured: int | None = None) -> int:
-    """The configured window when set (> 0), else the longest matching prefix of
-    CONTEXT_WINDOWS, else DEFAULT_CONTEXT_WINDOW."""
-    if configured is not None and configured > 0:
-        return configured
-    name = normalize_model(model)
-    for prefix in _WINDOW_PREFIXES:
-        if name.startswith(prefix):
-            return CONTEXT_WINDOWS[prefix]
-    return DEFAULT_CONTEXT_WINDOW
-
-
 # ---- counting ----
 
 TOKENS_PER_MESSAGE = 3  # <|start|>{role}<|message|>...<|end|> (cookbook, gpt-3.5-0125/4/4o)
@@ -476,6 +398,13 @@ class TokenCounter:
             self._calibrated = True
             return self._ratio
 
+    def seed(self, ratio: float) -> None:
+        """Start from a ratio learned earlier (another process); later samples average in."""
+        with self._lock:
+            if not self._calibrated and ratio > 0:
+                self._ratio = min(RATIO_MAX, max(RATIO_MIN, ratio))
+                self._calibrated = True
+
 
 def _fields(msg: MessageLike) -> tuple[tuple[Any, int], str, Any, Any, list[tuple[str, str]]]:
     """(cache key, role, content, name, [(tool name, arguments)]) of a Message or an API dict."""
@@ -497,3 +426,32 @@ def _strip_dot(text: Any) -> str:
 def preload(model: str, *, background: bool = True) -> threading.Thread | None:
     """Load ``model``'s encoding into the process-wide loader (in a daemon thread by default)."""
     return TokenCounter(model).preload(background=background)
+
+
+__all__ = [
+    "CALIBRATION_MIN_TOKENS",
+    "CL100K",
+    "CONTEXT_WINDOWS",
+    "DATA_ENV",
+    "DEFAULT_CONTEXT_WINDOW",
+    "DEFAULT_LOADER",
+    "O200K",
+    "RATIO_MAX",
+    "RATIO_MIN",
+    "REPLY_PRIMING",
+    "SOURCE_CACHE",
+    "SOURCE_ESTIMATE",
+    "SOURCE_PACKAGE",
+    "SUPPORTED_ENCODINGS",
+    "TOKENS_PER_MESSAGE",
+    "EncodingLoader",
+    "TokenCounter",
+    "cache_file_for",
+    "context_window_for",
+    "encoding_for_model",
+    "estimate_tokens",
+    "is_openai_model",
+    "normalize_model",
+    "preload",
+    "tiktoken_cache_dir",
+]

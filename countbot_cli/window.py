@@ -7,6 +7,12 @@ chosen by `max_history_messages` is trimmed further, newest kept, with LangChain
 (`msgutil.trim_messages`: strategy last, start on a user message, an assistant `tool_calls`
 message never separated from its `tool` results).
 
+Calibration: for models whose tokenizer tiktoken does not have (DeepSeek, Qwen, Llama, the
+bundled SmolLM2 ...) counts are approximations. `WindowBudget.observe` learns the ratio between
+the provider's reported `prompt_tokens` and our count of the same request, and keeps it per model
+in `<data_dir>/.countbot_tokens.json`, so the next `ask` process starts calibrated. Without it a
+Chinese conversation on SmolLM2 (1.6 times our count) overflows its 8192-token window.
+
 Speed: most turns fit with room to spare, and a cheap upper bound (tokens never exceed UTF-8
 bytes) proves it without loading an encoding. Otherwise per-message counts are memoised here
 (and in the counter), the newest messages are walked back only until the budget is spent, and
@@ -16,8 +22,10 @@ look-up per kept message.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .models import Message
@@ -26,9 +34,10 @@ from .tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, context_window_for
 
 if TYPE_CHECKING:
     from .config import Settings
-    from .context import Budget
     from .tokens import TokenCounter
 
+RATIOS_FILE = ".countbot_tokens.json"
+RATIO_SAVE_CHANGE = 0.02  # rewrite the file only when the ratio moved more than this
 MARGIN = 0.10
 DEFAULT_REPLY_RESERVE = 4096  # when max_tokens is not set: at most this, at most 1/8 of the window
 _MEMO_MAX = 100_000
@@ -55,6 +64,36 @@ def _message_bound(m: Message) -> int:
     return n + (1 if m.name else 0)
 
 
+class RatioFile:
+    """Learned count ratios by model, kept between runs. Best effort: a missing, unreadable or
+    malformed file reads as empty, and a failed write is ignored (it is only a cache)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _read(self) -> dict[str, float]:
+        try:
+            data = json.loads(self.path.read_text("utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: float(v) for k, v in data.items() if isinstance(v, (int, float)) and v > 0}
+
+    def load(self, model: str) -> float | None:
+        return self._read().get(model)
+
+    def save(self, model: str, ratio: float) -> None:
+        from . import fileio
+
+        data = self._read()
+        data[model] = round(ratio, 4)
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            blob = json.dumps(data, sort_keys=True, indent=1) + "\n"
+            fileio.atomic_write(self.path, blob.encode("utf-8"), durable=False)
+
+
 class WindowBudget:
     """A `context.Budget`: trims a history window so the whole request fits (see the module)."""
 
@@ -65,11 +104,15 @@ class WindowBudget:
         context_window: int,
         reserve: int,
         margin: float = MARGIN,
+        ratios: RatioFile | None = None,
     ) -> None:
         self.counter = counter
         self.context_window = context_window
         self.reserve = reserve
         self.margin = margin
+        self.ratios = ratios
+        self._saved_ratio: float | None = None
+        self._seeded = ratios is None
         self._memo: dict[int, tuple[Message, str, int]] = {}
         self._memo_ratio = counter.ratio
 
@@ -118,9 +161,43 @@ class WindowBudget:
                 bound += 32 + _bytes_bound(json.dumps(d, ensure_ascii=False))
         return bound * scale <= self.limit
 
+    # ---- calibration ----
+
+    def _seed(self) -> None:
+        """Start from the ratio an earlier run learned for this model (once, lazily)."""
+        if self._seeded:
+            return
+        self._seeded = True
+        if self.ratios is not None:
+            self._saved_ratio = self.ratios.load(self.counter.model)
+            if self._saved_ratio is not None:
+                self.counter.seed(self._saved_ratio)
+
+    def observe(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None,
+        prompt_tokens: int,
+    ) -> None:
+        """Learn from one request: `messages` and `tools` exactly as sent, `prompt_tokens` as
+        the provider reported them (0 or less: nothing reported, nothing learned)."""
+        if prompt_tokens <= 0 or not messages:
+            return
+        self._seed()
+        c = self.counter
+        estimated = c.count_messages(list(messages)) + c.count_tools(list(tools or []))
+        c.calibrate(estimated, prompt_tokens)
+        if self.ratios is None or c.exact:
+            return
+        saved = self._saved_ratio
+        if saved is None or abs(c.ratio - saved) > RATIO_SAVE_CHANGE * saved:
+            self.ratios.save(c.model, c.ratio)
+            self._saved_ratio = c.ratio
+
     # ---- the Budget ----
 
     def __call__(self, window: list[Message], fixed: list[dict[str, Any]]) -> list[Message]:
+        self._seed()
         if not window or self._fits_without_counting(window, fixed):
             return window
         budget = self.history_budget(fixed)
@@ -144,9 +221,13 @@ class WindowBudget:
         )
 
 
-def make_budget(settings: Settings, counter: TokenCounter) -> Budget:
-    """The budget for `settings`' provider and model (`context_window` in the config wins)."""
+def make_budget(settings: Settings, counter: TokenCounter) -> WindowBudget:
+    """The budget for `settings`' provider and model (`context_window` in the config wins); it
+    keeps learned ratios in `settings.data_dir`."""
     window = context_window_for(counter.model, settings.provider.context_window)
     return WindowBudget(
-        counter, context_window=window, reserve=reply_reserve(settings.max_tokens, window)
+        counter,
+        context_window=window,
+        reserve=reply_reserve(settings.max_tokens, window),
+        ratios=RatioFile(settings.data_dir / RATIOS_FILE),
     )

@@ -1,155 +1,46 @@
-"""Overflow summaries, automatic memory, /compact, recall and the session summary, end to end:
-the real engine from `app.build_engine`, a real SessionStore and MEMORY.md, real HTTP to the
-scriptable loopback server (summary requests are answered by a responder that records them)."""
+"""Overflow summaries and /compact, end to end (see test_memory_rig): batches, each message
+summarised once, failures and timeouts leaving the messages for a later turn, the exact
+sentinel, the token window, bounded summary calls and Ctrl-C during upkeep."""
 
 from __future__ import annotations
 
-import json
-import re
+import os
+import signal
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
 import pytest
-from cbenv import make_cb
-
-from countbot_cli import app
-from countbot_cli.config import Settings, load_settings
-from countbot_cli.engine import Engine, NullView
-from countbot_cli.memory import (
-    CURSOR_AUTO,
-    MemoryKeeper,
-    SummaryError,
-    format_newest,
-    is_no_memory,
-    keeper_of,
-    overflow_batches,
-    query_words,
-    summary_line,
+from test_memory_rig import (
+    ENTRY_RE,
+    RigFactory,
+    Summariser,
+    a,
+    dialogue_lines,
+    messages_of,
+    q,
 )
+
+from countbot_cli.memory import SummaryError, keeper_of
+from countbot_cli.memory_call import sigint_deferred
 from countbot_cli.models import Message
-from countbot_cli.prompts import NO_MEMORY_SENTINEL, conversation_memory_prompt
-from countbot_cli.session import Session, new_session
-from countbot_cli.store import SessionStore
-
-AUTO_MARK = conversation_memory_prompt("", "en").split("\n")[0]
-ENTRY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}\|(auto-overflow|auto-memory)\|.+$")
-
-
-def q(k: int) -> str:
-    return f"question {k}"
-
-
-def a(k: int) -> str:
-    return f"answer {k}"
-
-
-@dataclass
-class Summariser:
-    """Answers chat turns with `answer K` and records/answers summary requests."""
-
-    replies: list[fs.Reply] = field(default_factory=list)
-    calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
-    question_size: int = 0
-
-    def __call__(self, body: dict[str, Any]) -> fs.Reply:
-        msgs = body["messages"]
-        if msgs[0]["role"] == "system":
-            k = msgs[-1]["content"].split()[1]
-            return fs.text(f"answer {k}", chunk_size=50)
-        prompt = msgs[0]["content"]
-        kind = "auto" if prompt.startswith(AUTO_MARK) else "overflow"
-        self.calls.append((kind, prompt, body))
-        if self.replies:
-            return self.replies.pop(0)
-        return fs.text(f"fact {len(self.calls)}: user likes tea；uses Python 3.12")
-
-    def of(self, kind: str) -> list[str]:
-        return [p for k, p, _ in self.calls if k == kind]
-
-
-def dialogue_lines(prompt: str) -> list[str]:
-    return [ln for ln in prompt.split("\n") if ln.startswith(("USER: ", "ASSISTANT: "))]
-
-
-class View(NullView):
-    def __init__(self) -> None:
-        self.notices: list[str] = []
-
-    def notice(self, text: str) -> None:
-        self.notices.append(text)
-
-
-@dataclass
-class Rig:
-    settings: Settings
-    engine: Engine
-    store: SessionStore
-    server: fs.FakeServer
-    summariser: Summariser
-    memory_file: Path
-    session: Session | None = None
-    view: View = field(default_factory=View)
-
-    def turn(self, text: str) -> None:
-        if self.session is None:
-            self.session = new_session(provider="test", model="test-model")
-            is_new = True
-        else:
-            self.session = self.store.load(self.session.id)
-            is_new = False
-        result = self.engine.run_turn(self.session, text, self.view, is_new=is_new)
-        assert result.status == "ok", result.error
-
-    def saved(self) -> dict[str, Any]:
-        assert self.session is not None
-        data: dict[str, Any] = json.loads(self.store.path(self.session.id).read_text("utf-8"))
-        return data
-
-    def entries(self) -> list[str]:
-        if not self.memory_file.exists():
-            return []
-        text = self.memory_file.read_text("utf-8")
-        return [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
-
-    def chat_bodies(self) -> list[dict[str, Any]]:
-        return [b for b in self.server.chat_bodies() if b["messages"][0]["role"] == "system"]
+from countbot_cli.prompts import NO_MEMORY_SENTINEL
+from countbot_cli.session import new_session
+from countbot_cli.tokens import TokenCounter
 
 
 @pytest.fixture
-def rig_factory(tmp_path: Path) -> Iterator[Any]:
-    made: list[tuple[fs.FakeServer, Any]] = []
-
-    def make(provider: dict[str, Any] | None = None, **config: Any) -> Rig:
-        summariser = Summariser()
-        server = fs.FakeServer(responder=summariser).start()
-        root = tmp_path / f"rig{len(made)}"
-        extra = {"max_retries": 0, **(provider or {})}
-        cb = make_cb(root, server.base_url, provider=extra, **config)
-        settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)
-        provider_obj = app.make_provider(settings)
-        made.append((server, provider_obj))
-        store = app.make_store(settings)
-        engine = app.build_engine(settings, provider_obj, store, tools_enabled=False, yes=False)
-        return Rig(settings, engine, store, server, summariser, cb.memory_file)
-
-    yield make
-    for server, provider in made:
-        provider.close()
-        server.stop()
+def rig_factory(tmp_path: Path) -> Iterator[RigFactory]:
+    factory = RigFactory(tmp_path)
+    yield factory
+    factory.close()
 
 
-def messages_of(turns: range) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for k in turns:
-        out += [("user", q(k)), ("assistant", a(k))]
-    return out
-
-
-# ---- overflow: the 20-turn walk ----
+# ---- the 20-turn walk ----
 
 
 def test_twenty_turns_max_history_6(rig_factory: Any) -> None:
@@ -173,7 +64,8 @@ def test_twenty_turns_max_history_6(rig_factory: Any) -> None:
             f"{role.upper()}: {text}" for role, text in messages_of(range(first, first + 2))
         ]
         assert body["temperature"] == 0.3
-        assert body["stream"] is False
+        assert body["stream"] is True
+        assert body["max_tokens"] == 1024  # the reply reserve of an 8192 window
         assert "tools" not in body
         assert len(body["messages"]) == 1
     # each message summarised once, none skipped
@@ -314,280 +206,179 @@ def test_failed_turns_are_archived_but_not_summarised(rig_factory: Any) -> None:
     assert any(m.get("status") == "failed" for m in archived)
 
 
-# ---- automatic memory ----
+# ---- what stays: failed turns, the last exchange, the engine's window ----
 
 
-def test_auto_memory_at_30_messages_then_every_30_new(rig_factory: Any) -> None:
-    rig = rig_factory(persona={"max_history_messages": 0})
-    for k in range(1, 15):
-        rig.turn(q(k))
-    assert rig.summariser.calls == []  # 28 messages
-    rig.turn(q(15))
-    assert len(rig.summariser.of("auto")) == 1  # 30 messages
-    first = dialogue_lines(rig.summariser.of("auto")[0])
-    assert first[0] == "USER: question 1" and first[-1] == "ASSISTANT: answer 15"
+def test_only_failed_turns_stay_for_retry(rig_factory: Any) -> None:
+    rig = rig_factory(persona={"max_history_messages": 2}, memory={"auto_memory": False})
+    for _ in range(3):
+        rig.server.add(fs.status(400))
+        result = rig.turn("question x", ok=False)
+        assert result.status == "failed"
+    assert rig.keeper.compact(rig.sid) == []
     saved = rig.saved()
-    assert saved["cursors"][CURSOR_AUTO] == 30
-    for k in range(16, 30):
-        rig.turn(q(k))
-    assert len(rig.summariser.of("auto")) == 1  # 28 new messages
-    rig.turn(q(30))
-    calls = rig.summariser.of("auto")
-    assert len(calls) == 2
-    second = dialogue_lines(calls[1])
-    # only messages after the cursor, never the head of the conversation again
-    assert second == [f"{r.upper()}: {t}" for r, t in messages_of(range(16, 31))]
-    entries = rig.entries()
-    assert len(entries) == 2 and all(e.split("|")[1] == "auto-memory" for e in entries)
-    assert rig.saved()["cursors"][CURSOR_AUTO] == 60
+    assert saved["archived"] == [] and len(saved["messages"]) == 3
+    assert rig.summariser.calls == []
 
 
-def test_auto_memory_at_15000_characters_keeps_the_newest(rig_factory: Any) -> None:
-    rig = rig_factory(persona={"max_history_messages": 0}, provider={"context_window": 1_000_000})
-    long = "x" * 3000
+def test_the_last_exchange_is_never_archived(rig_factory: Any) -> None:
+    # max_history 1 leaves no message in the window (it would start on an answer)
+    rig = rig_factory(persona={"max_history_messages": 1}, memory={"auto_memory": False})
     for k in range(1, 5):
-        rig.turn(f"question {k} {long}")
-    assert rig.summariser.calls == []  # 4 x 3000 + short answers < 15000
-    rig.turn(f"question 5 {long}")
-    calls = rig.summariser.of("auto")
-    assert len(calls) == 1
-    lines = dialogue_lines(calls[0])
-    assert sum(len(ln) + 1 for ln in lines) <= 4000
-    assert lines[-1] == "ASSISTANT: answer 5"  # the newest content is kept
-    assert all(len(ln) <= len("ASSISTANT: ") + 303 for ln in lines)
-    rig.turn(f"question 6 {long}")  # more characters, but only 2 new messages
-    assert len(rig.summariser.of("auto")) == 1
+        rig.turn(q(k))
+    rig.keeper.compact(rig.sid)
+    saved = rig.saved()
+    assert [m["content"] for m in saved["messages"]] == [q(4), a(4)]
+    assert [m["content"] for m in saved["archived"]] == [c for _, c in messages_of(range(1, 4))]
 
 
-def test_auto_memory_failure_keeps_the_cursor(rig_factory: Any) -> None:
-    rig = rig_factory(persona={"max_history_messages": 0}, memory={"auto_messages": 4})
-    rig.summariser.replies = [fs.status(500)]
-    rig.turn(q(1))
-    rig.turn(q(2))
-    assert len(rig.summariser.calls) == 1 and CURSOR_AUTO not in rig.saved()["cursors"]
-    assert any("automatic memory failed" in n for n in rig.view.notices)
-    rig.turn(q(3))  # retried: the first 4 messages are still pending
-    assert dialogue_lines(rig.summariser.calls[1][1])[0] == "USER: question 1"
-    assert rig.saved()["cursors"][CURSOR_AUTO] == 6
-    rig.summariser.replies = [fs.text(NO_MEMORY_SENTINEL)]
-    rig.turn(q(4))
-    rig.turn(q(5))
-    assert len(rig.entries()) == 1  # the sentinel wrote nothing ...
-    assert rig.saved()["cursors"][CURSOR_AUTO] == 10  # ... but moved the cursor
+def long_turn(k: int, words: int = 120) -> str:
+    return f"question {k} " + " ".join(f"topic{k}-{j}" for j in range(words))
 
 
-# ---- the session summary and recall reach the request ----
-
-
-def test_session_summary_and_recalled_memory_in_the_system_prompt(rig_factory: Any) -> None:
-    rig = rig_factory(memory={"inject": "relevant"})
-    rig.turn(q(1))
-    assert rig.session is not None
-    rig.store.set_summary(rig.session.id, "A session about the Redis migration.")
-    keeper = keeper_of(rig.engine)
-    assert keeper is not None
-    keeper.memory.add("Production Redis runs version 7.2 on port 6380", "user")
-    keeper.memory.add("The user likes green tea", "user")
-    rig.turn("which redis port do we use?")
-    system = rig.chat_bodies()[-1]["messages"][0]["content"]
-    assert "\n\n## Current Session Context\nA session about the Redis migration." in system
-    assert "Redis runs version 7.2 on port 6380" in system
-    assert "green tea" not in system
-    assert system.index("## Current Session Context") < system.index("## Long-term Memory")
-
-
-def test_recall_modes_and_budget(tmp_path: Path) -> None:
-    from countbot_cli.memory_store import MemoryStore
-
-    cb = make_cb(tmp_path, "http://127.0.0.1:9/v1")
-    settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)
-    memory = MemoryStore(tmp_path / "MEMORY.md")
-    for i in range(40):
-        memory.add(f"note {i} about deployment number {i} " + "word " * 30, "user")
-    memory.add("用户偏好使用 PostgreSQL 数据库", "user")
-    memory.add("The user likes green tea", "user")
-
-    def keeper(mode: str) -> MemoryKeeper:
-        s = replace(settings, memory=replace(settings.memory, inject=mode))
-        return MemoryKeeper(s, _NoProvider(), None, memory)  # type: ignore[arg-type]
-
-    relevant = keeper("relevant")
-    got = relevant.recall("how did deployment go?")
-    assert len(got) == 5  # at most 5 entries ...
-    assert sum(relevant.counter.count_text(g) for g in got) <= 300  # ... within 300 tokens
-    assert all("deployment" in g for g in got)
-    assert got[0].startswith(date.today().isoformat() + ": note 39 ")  # newest first on ties
-    today = date.today().isoformat()
-    assert relevant.recall("数据库用什么") == [f"{today}: 用户偏好使用 PostgreSQL 数据库"]
-    assert relevant.recall("the and of") == []
-    assert relevant.recall("what do we use?") == []  # "use" is not "user"
-    assert relevant.recall("") == []
-    recent = keeper("recent").recall("anything")
-    assert recent[-1] == f"{today}: The user likes green tea"  # chronological, newest last
-    assert 1 <= len(recent) <= 5
-    assert keeper("off").recall("deployment") == []
-
-
-class _NoProvider:
-    name = "none"
-    model = "gpt-4o"
-
-    def complete(self, req: Any) -> Any:
-        raise AssertionError("no summary call expected")
-
-
-def test_token_breakdown(rig_factory: Any) -> None:
+def test_messages_trimmed_by_tokens_overflow_and_nothing_sent_is_archived(
+    rig_factory: Any,
+) -> None:
     rig = rig_factory(
-        persona={"max_history_messages": 4},
-        provider={"context_window": 10_000},
-        memory={"overflow_summary": False},
+        provider={"context_window": 6000},
+        max_tokens=300,
+        persona={"max_history_messages": 0},  # unlimited: only the token budget trims
+        memory={"auto_memory": False, "inject": "off"},
     )
-    for k in range(1, 5):
-        rig.turn(q(k))
-    assert rig.session is not None
-    rig.store.set_summary(rig.session.id, "Summary text of the session.")
-    keeper = keeper_of(rig.engine)
-    assert keeper is not None
-    b = keeper.token_breakdown(rig.engine, rig.store.load(rig.session.id))
-    assert b["window"] == 10_000
-    assert b["summary"] > 0 and b["system"] > 100 and b["history"] > 0
-    assert b["messages"] == 4 and b["omitted"] == 4
-    assert b["total"] == b["system"] + b["summary"] + b["memory"] + b["history"] + b["tools"] + 3
-    assert b["percent"] == round(100 * b["total"] / 10_000, 1)
+    for k in range(1, 31):
+        rig.turn(long_turn(k))
+        session = rig.store.load(rig.sid)
+        user = Message(role="user", content=long_turn(k + 1))
+        live = rig.engine.context_for(session, user).window
+        full = rig.engine.context_for(replace(session, messages=session.all_messages()), user)
+        # archiving never took a message the engine would still send
+        assert [m.id for m in live] == [m.id for m in full.window], k
+    calls = rig.summariser.of("overflow")
+    assert 1 <= len(calls) <= 6  # batched, not one a turn
+    summarised = [ln for p in calls for ln in dialogue_lines(p)]
+    assert len(summarised) == len(set(summarised))
+    saved = rig.saved()
+    assert len(saved["archived"]) == len(summarised)
+    assert len(saved["archived"]) + len(saved["messages"]) == 60
 
 
-# ---- the formatter ----
-
-
-def test_formatter_keeps_meaningful_short_messages() -> None:
-    def line(text: str) -> str | None:
-        return summary_line(Message(role="user", content=text))
-
-    assert line("好的") is None and line("thanks!") is None and line("  ok. ") is None
-    assert line("好的，用Redis") == "USER: 好的，用Redis"
-    assert line("no, use v2") == "USER: no, use v2"
-    assert line("no") == "USER: no"
-    assert line("   ") is None
-    assert line("a\n\nb") == "USER: a b"
-    assert line("x" * 400) == "USER: " + "x" * 300 + "..."
-
-
-def test_format_newest_and_batches() -> None:
-    msgs = [
-        Message(role="user" if i % 2 == 0 else "assistant", content=f"m{i} " + "y" * 200)
-        for i in range(60)
-    ]
-    text = format_newest(msgs, 1000)
-    assert len(text) <= 1000 and text.endswith(msgs[-1].content)
-    batches = overflow_batches(msgs, 2000)
-    assert [m for b in batches for m in b.messages] == msgs
-    assert all(sum(len(ln) + 1 for ln in b.lines) <= 2000 for b in batches)
-    assert len(batches) > 1
-
-
-def test_sentinel_matching_is_exact() -> None:
-    assert is_no_memory(NO_MEMORY_SENTINEL) and is_no_memory(f" {NO_MEMORY_SENTINEL}。")
-    assert is_no_memory("Nothing to record.")
-    assert not is_no_memory(f"用户说{NO_MEMORY_SENTINEL}的测试；偏好 Go")
-
-
-def test_query_words() -> None:
-    words = query_words("How do we deploy the API?")
-    assert "deploy" in words and "api" in words and "the" not in words
-    assert "数据" in query_words("我们的数据库") and "的数" not in query_words("我们的数据库")
-
-
-# ---- through the installed command ----
-
-
-def test_countbot_ask_runs_overflow_and_injects_the_session_summary(tmp_path: Path) -> None:
-    summariser = Summariser()
-    with fs.FakeServer(responder=summariser) as server:
-        cb = make_cb(
-            tmp_path,
-            server.base_url,
-            persona={"max_history_messages": 2},
-            memory={"auto_memory": False},
-        )
-        proc = cb.run("ask", q(1))
-        assert proc.returncode == 0, proc.stderr
-        sid = cb.only_session()["id"]
-        proc = cb.run("sessions", "summary", sid, "Planning the Redis migration.")
-        assert proc.returncode == 0, proc.stderr
-        for k in (2, 3):
-            proc = cb.run("ask", "-s", sid[:8], q(k))
-            assert proc.returncode == 0, proc.stderr
-            assert proc.stdout == a(k) + "\n"
-        chats = [b for b in server.chat_bodies() if b["messages"][0]["role"] == "system"]
-    assert chats[0]["messages"][0]["content"].count("## Current Session Context") == 0
-    for body in chats[1:]:
-        assert body["messages"][0]["content"].endswith(
-            "\n\n## Current Session Context\nPlanning the Redis migration."
-        )
-    assert [m["content"] for m in chats[2]["messages"][1:]] == [q(2), a(2), q(3)]
-    assert len(summariser.calls) == 1  # after turn 3: 4 messages outside the window
-    assert dialogue_lines(summariser.calls[0][1]) == [
-        "USER: question 1",
-        "ASSISTANT: answer 1",
-        "USER: question 2",
-        "ASSISTANT: answer 2",
-    ]
-    entries = [ln for ln in cb.memory_file.read_text("utf-8").splitlines() if ln[:1].isdigit()]
-    assert len(entries) == 1 and ENTRY_RE.match(entries[0])
-    saved = cb.only_session()
-    assert [m["content"] for m in saved["archived"]] == [q(1), a(1), q(2), a(2)]
-    assert [m["content"] for m in saved["messages"]] == [q(3), a(3)]
-
-
-class _RacingProvider:
-    """A summariser during whose call another process (a second keeper) summarises first."""
-
-    name = "race"
-    model = "test-model"
-
-    def __init__(self) -> None:
-        self.other: MemoryKeeper | None = None
-        self.calls = 0
-
-    def complete(self, req: Any) -> Any:
-        from countbot_cli.models import Finished
-
-        self.calls += 1
-        other, self.other = self.other, None
-        if other is not None:
-            assert other.overflow(SESSION_ID) == [
-                f"{date.today().isoformat()}|auto-overflow|second"
-            ]
-            return Finished(content="first", tool_calls=[], finish_reason="stop")
-        return Finished(content="second", tool_calls=[], finish_reason="stop")
-
-
-SESSION_ID = "racing000001"
-
-
-def test_two_keepers_racing_summarise_each_message_once(tmp_path: Path) -> None:
-    from countbot_cli.memory_store import MemoryStore
-
-    cb = make_cb(tmp_path, "http://127.0.0.1:9/v1", persona={"max_history_messages": 2})
-    settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)
-    store = SessionStore(cb.sessions_dir)
+def test_small_window_summary_calls_fit_the_model(rig_factory: Any) -> None:
+    rig = rig_factory(
+        provider={"context_window": 2048},
+        persona={"max_history_messages": 2, "language": "zh"},
+        memory={"auto_memory": False},
+    )
+    store = rig.store
     session = new_session(provider="test", model="test-model")
-    session.id = SESSION_ID
+    text = "我们的项目叫星河计划，数据库用 PostgreSQL 16，端口 5433，部署在阿里云杭州区域。" * 4
     session.messages = [
-        Message(role=r, content=t)  # type: ignore[arg-type]
-        for r, t in messages_of(range(1, 5))
+        Message(role="user" if i % 2 == 0 else "assistant", content=f"{i} {text}")
+        for i in range(40)
     ]
     store.create(session)
-    racing = _RacingProvider()
-    first = MemoryKeeper(settings, racing, store, MemoryStore(cb.memory_file))  # type: ignore[arg-type]
-    second = MemoryKeeper(
-        settings, racing, SessionStore(cb.sessions_dir), MemoryStore(cb.memory_file)
-    )  # type: ignore[arg-type]
-    racing.other = second
-    assert first.overflow(SESSION_ID) == []  # the other process archived the batch first
-    assert racing.calls == 2
-    saved = store.load(SESSION_ID)
-    assert [m.content for m in saved.archived] == [q(1), a(1), q(2), a(2), q(3), a(3)]
-    assert [m.content for m in saved.messages] == [q(4), a(4)]
-    entries = [ln for ln in cb.memory_file.read_text("utf-8").splitlines() if ln[:1].isdigit()]
-    assert [e.split("|", 2)[2] for e in entries] == ["second"]
+    rig.session = session
+    rig.keeper.compact(session.id)
+    calls = rig.summariser.calls
+    assert len(calls) > 1
+    counter = TokenCounter("test-model")
+    for _, prompt, body in calls:
+        assert prompt.startswith("你是对话摘要助手")  # persona.language zh: the Chinese prompt
+        assert body["max_tokens"] == 256  # min(4096, 2048 / 8)
+        assert counter.count_messages(body["messages"]) + 256 <= 2048 * 0.9
+    lines = [ln for _, p, _ in calls for ln in dialogue_lines(p)]
+    assert len(lines) == len(set(lines)) == 38
+
+
+# ---- bounded: the user does not wait long after the answer ----
+
+
+def test_a_hung_summariser_costs_one_short_call(rig_factory: Any) -> None:
+    # the chat provider keeps its 120 s read timeout and 2 retries; summary calls use neither
+    rig = rig_factory(
+        provider={"max_retries": 2},
+        persona={"max_history_messages": 2},
+        memory={"auto_messages": 6},
+    )
+    rig.keeper.summariser.read_timeout = 1.0
+    rig.summariser.replies = [fs.hang(30, send_headers=False)]
+    rig.turn(q(1))
+    rig.turn(q(2))
+    started = time.monotonic()
+    rig.turn(q(3))  # overflow (4 messages) and automatic memory (6 messages) are both due
+    assert time.monotonic() - started < 5
+    assert len(rig.summariser.calls) == 1  # no retry, and no second call after a failure
+    assert any("no answer within 1 s" in n for n in rig.view.notices), rig.view.notices
+    saved = rig.saved()
+    assert saved["archived"] == [] and "auto_memory" not in saved["cursors"]
+    rig.turn(q(4))  # both run again after the next turn
+    assert [k for k, _, _ in rig.summariser.calls] == ["overflow", "overflow", "auto"]
+    assert len(rig.saved()["archived"]) == 6 and len(rig.entries()) == 2
+
+
+def test_a_slow_run_stops_between_batches(rig_factory: Any) -> None:
+    rig = rig_factory(persona={"max_history_messages": 2}, memory={"auto_memory": False})
+    now = [0.0]
+    keeper = rig.keeper
+    keeper.summariser.clock = lambda: now[0]
+
+    def slow(body: dict[str, Any]) -> fs.Reply:
+        reply = Summariser.__call__(rig.summariser, body)
+        if body["messages"][0]["role"] == "user":
+            now[0] += 20.0  # every summary call takes 20 s: the run's 30 s allow two
+        return reply
+
+    rig.server.responder = slow
+    session = new_session(provider="test", model="test-model")
+    session.messages = [
+        Message(role="user" if i % 2 == 0 else "assistant", content=f"{i} " + "word " * 80)
+        for i in range(80)
+    ]
+    rig.store.create(session)
+    rig.session = session
+    rig.turn(q(1))
+    assert len(rig.summariser.calls) == 2  # the deadline passed: the third batch waits
+    assert rig.view.notices == []
+    first = len(rig.saved()["archived"])
+    assert 0 < first < 80
+    rig.turn(q(2))  # the rest, in a new run
+    assert len(rig.summariser.calls) == 4
+    lines = [ln for _, p, _ in rig.summariser.calls for ln in dialogue_lines(p)]
+    assert len(lines) == len(set(lines)) == 82  # each message once
+    assert len(rig.saved()["archived"]) == 82
+
+
+def test_a_summariser_that_keeps_failing_is_tried_less_often(rig_factory: Any) -> None:
+    rig = rig_factory(persona={"max_history_messages": 2}, memory={"auto_memory": False})
+    rig.summariser.replies = [fs.status(500)] * 4
+    tried: list[int] = []
+    for k in range(1, 19):
+        before = len(rig.summariser.calls)
+        rig.turn(q(k))
+        if len(rig.summariser.calls) > before:
+            tried.append(k)
+    # due from turn 3; after failures in a row: the next turn, then 2, 4, 8 turns later
+    assert tried == [3, 4, 6, 10, 18]
+    assert len([n for n in rig.view.notices if "overflow summary failed" in n]) == 4
+    saved = rig.saved()
+    assert "summary_failures" not in saved["cursors"]  # the success cleared the count
+    assert [m["content"] for m in saved["messages"]] == [q(18), a(18)]
+    summarised = [ln for _, p, _ in rig.summariser.calls[4:] for ln in dialogue_lines(p)]
+    assert summarised == [f"{r.upper()}: {t}" for r, t in messages_of(range(1, 18))]
+
+
+def test_compact_says_how_many_messages_left_the_window(rig_factory: Any) -> None:
+    rig = rig_factory(persona={"max_history_messages": 2}, memory={"auto_memory": False})
+    rig.turn(q(1))
+    rig.turn(q(2))
+    rig.summariser.replies = [fs.text(NO_MEMORY_SENTINEL)]
+    done = rig.keeper.compact(rig.sid)
+    assert list(done) == [] and done.archived == 2  # nothing worth keeping, still compacted
+    assert rig.keeper.compact(rig.sid).archived == 0
+
+
+def test_ctrl_c_holds_while_a_result_is_written() -> None:
+    with pytest.raises(KeyboardInterrupt), sigint_deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        reached = True  # the signal did not stop the block
+    assert reached

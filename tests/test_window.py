@@ -22,7 +22,7 @@ from countbot_cli.prompts import PromptFacts
 from countbot_cli.session import new_session
 from countbot_cli.store import SessionStore
 from countbot_cli.tokens import EncodingLoader, TokenCounter
-from countbot_cli.window import WindowBudget, make_budget, reply_reserve
+from countbot_cli.window import RATIOS_FILE, RatioFile, WindowBudget, make_budget, reply_reserve
 
 WORDS = [
     "alpha",
@@ -232,3 +232,57 @@ def test_ten_thousand_messages_are_fast_when_warm() -> None:
     # the bench holds the real figure (<= 15 ms); a loaded shared machine gets slack here
     assert min(times) < 0.06, times
     assert json.dumps(first[-1]) == json.dumps({"role": "user", "content": "next"})
+
+
+# ---- calibration against the provider's prompt_tokens ----
+
+
+def test_observe_learns_the_ratio_and_the_next_process_starts_with_it(tmp_path: Path) -> None:
+    ratios = RatioFile(tmp_path / RATIOS_FILE)
+    # the bundled SmolLM2 counts a Chinese conversation at about 1.6 times cl100k's figure
+    window = [
+        Message(
+            role="user" if i % 2 == 0 else "assistant", content=f"第{i}点：" + "数据库端口" * 60
+        )
+        for i in range(24)
+    ]
+    fixed = fixed_for("system prompt " * 20, "下一个问题")
+    first = WindowBudget(TokenCounter("smollm2"), context_window=8192, reserve=200, ratios=ratios)
+    assert first(window, fixed) == window  # uncalibrated, everything seems to fit
+    sent = [*fixed[:1], *(m.to_api() for m in window), fixed[1]]
+    ours = first.counter.count_messages(sent)
+    assert ours + 200 <= 8192 * 0.9 < ours * 1.6 + 200  # ... but the model sees more
+    first.observe(sent, None, int(ours * 1.6))
+    assert first.counter.ratio == pytest.approx(1.6, rel=0.01)
+    assert json.loads((tmp_path / RATIOS_FILE).read_text())["smollm2"] == pytest.approx(1.6, 0.01)
+    # another `ask` process: a new counter and budget, seeded from the file
+    again = WindowBudget(TokenCounter("smollm2"), context_window=8192, reserve=200, ratios=ratios)
+    kept = again(window, fixed)
+    assert 0 < len(kept) < len(window) and kept[0].role == "user"
+    assert again.counter.ratio == pytest.approx(1.6, rel=0.01)
+    assert again.costs(kept) + again.fixed_tokens(fixed) <= again.limit
+
+
+def test_observe_ignores_what_it_cannot_learn_from(tmp_path: Path) -> None:
+    path = tmp_path / RATIOS_FILE
+    path.write_text("not json")
+    budget = WindowBudget(
+        TokenCounter("gpt-4o"), context_window=8192, reserve=200, ratios=RatioFile(path)
+    )
+    msgs = [{"role": "user", "content": "hello " * 100}]
+    budget.observe(msgs, None, 0)  # nothing reported
+    budget.observe([], None, 500)
+    assert budget.counter.ratio == 1.0
+    budget.observe(msgs, None, 5000)  # an OpenAI model: its counts are exact, nothing is kept
+    assert path.read_text() == "not json"
+    window = chat(4)
+    assert budget(window, fixed_for("s", "u")) == window  # a bad file never breaks it
+    assert RatioFile(path).load("gpt-4o") is None
+
+
+def test_make_budget_keeps_ratios_in_the_data_dir(tmp_path: Path) -> None:
+    cb = make_cb(tmp_path, "http://127.0.0.1:9/v1")
+    settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)
+    budget = make_budget(settings, TokenCounter("qwen-plus"))
+    assert budget.ratios is not None
+    assert budget.ratios.path == settings.data_dir / RATIOS_FILE

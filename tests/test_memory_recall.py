@@ -1,0 +1,175 @@
+"""What reaches the system prompt (session summary, recalled MEMORY.md entries) and the text
+the summariser is shown (formatter, sentinel, recall words)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cbenv import make_cb
+from test_memory_rig import RigFactory, q
+
+from countbot_cli.config import load_settings
+from countbot_cli.memory import (
+    MemoryKeeper,
+    format_newest,
+    is_no_memory,
+    overflow_batches,
+    query_words,
+    summary_line,
+)
+from countbot_cli.models import Message
+from countbot_cli.prompts import NO_MEMORY_SENTINEL
+
+
+@pytest.fixture
+def rig_factory(tmp_path: Path) -> Iterator[RigFactory]:
+    factory = RigFactory(tmp_path)
+    yield factory
+    factory.close()
+
+
+def test_session_summary_and_recalled_memory_in_the_system_prompt(rig_factory: Any) -> None:
+    rig = rig_factory(memory={"inject": "relevant"})
+    rig.turn(q(1))
+    assert rig.session is not None
+    rig.store.set_summary(rig.session.id, "A session about the Redis migration.")
+    keeper = rig.keeper
+    keeper.memory.add("Production Redis runs version 7.2 on port 6380", "user")
+    keeper.memory.add("The user likes green tea", "user")
+    rig.turn("which redis port do we use?")
+    system = rig.chat_bodies()[-1]["messages"][0]["content"]
+    assert "\n\n## Current Session Context\nA session about the Redis migration." in system
+    assert "Redis runs version 7.2 on port 6380" in system
+    assert "green tea" not in system
+    assert system.index("## Current Session Context") < system.index("## Long-term Memory")
+
+
+def test_recall_modes_and_budget(tmp_path: Path) -> None:
+    from countbot_cli.memory_store import MemoryStore
+
+    cb = make_cb(tmp_path, "http://127.0.0.1:9/v1")
+    settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)
+    memory = MemoryStore(tmp_path / "MEMORY.md")
+    for i in range(40):
+        memory.add(f"note {i} about deployment number {i} " + "word " * 30, "user")
+    memory.add("用户偏好使用 PostgreSQL 数据库", "user")
+    memory.add("The user likes green tea", "user")
+
+    def keeper(mode: str) -> MemoryKeeper:
+        s = replace(settings, memory=replace(settings.memory, inject=mode))
+        return MemoryKeeper(s, _NoProvider(), None, memory)  # type: ignore[arg-type]
+
+    relevant = keeper("relevant")
+    got = relevant.recall("how did deployment go?")
+    assert len(got) == 5  # at most 5 entries ...
+    assert sum(relevant.counter.count_text(g) for g in got) <= 300  # ... within 300 tokens
+    assert all("deployment" in g for g in got)
+    assert got[0].startswith(date.today().isoformat() + ": note 39 ")  # newest first on ties
+    today = date.today().isoformat()
+    assert relevant.recall("数据库用什么") == [f"{today}: 用户偏好使用 PostgreSQL 数据库"]
+    assert relevant.recall("the and of") == []
+    assert relevant.recall("what do we use?") == []  # "use" is not "user"
+    assert relevant.recall("") == []
+    recent = keeper("recent").recall("anything")
+    assert recent[-1] == f"{today}: The user likes green tea"  # chronological, newest last
+    assert 1 <= len(recent) <= 5
+    assert keeper("off").recall("deployment") == []
+
+
+def recall_keeper(tmp_path: Path, entries: list[str]) -> MemoryKeeper:
+    from countbot_cli.memory_store import MemoryStore
+
+    cb = make_cb(tmp_path, "http://127.0.0.1:9/v1", memory={"inject": "relevant"})
+    settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)
+    memory = MemoryStore(tmp_path / "MEMORY.md")
+    for e in entries:
+        memory.add(e, "user")
+    return MemoryKeeper(settings, _NoProvider(), None, memory)  # type: ignore[arg-type]
+
+
+def test_recall_picks_sensible_entries_in_english_and_chinese(tmp_path: Path) -> None:
+    keeper = recall_keeper(
+        tmp_path,
+        [
+            "User's name is Alice；works at Acme Corp as a backend engineer",
+            "User prefers tea over coffee；drinks green tea every morning",
+            "Project countbot uses Python 3.12 and PostgreSQL 16 on port 5433",
+            "User's cat is called Miso；vet appointment on 2025-03-14",
+            "用户喜欢喝绿茶；不喝咖啡",
+            "用户住在上海浦东新区",
+            "用户的猫叫小米；每天喂两次",
+        ],
+    )
+
+    def contents(text: str) -> list[str]:
+        return [r.split(": ", 1)[1] for r in keeper.recall(text)]
+
+    assert contents("What's my cat's name?")[0].startswith("User's cat is called Miso")
+    assert contents("which port is postgres on")[0].startswith("Project countbot uses")
+    assert contents("what should I drink this morning?")[0].startswith("User prefers tea")
+    assert contents("我住在哪里？") == ["用户住在上海浦东新区"]
+    assert contents("我的猫叫什么") == ["用户的猫叫小米；每天喂两次"]
+    assert contents("what do you think?") == []
+
+
+def test_recall_skips_an_entry_too_long_for_its_budget(tmp_path: Path) -> None:
+    keeper = recall_keeper(
+        tmp_path,
+        [
+            "Redis cache runs on port 6380",
+            "Redis notes: " + " ".join(f"redis cluster node{i} port {7000 + i}" for i in range(80)),
+        ],
+    )
+    got = keeper.recall("which redis port?")
+    assert [g.split(": ", 1)[1] for g in got] == ["Redis cache runs on port 6380"]
+
+
+class _NoProvider:
+    name = "none"
+    model = "gpt-4o"
+
+    def stream(self, req: Any) -> Any:
+        raise AssertionError("no summary call expected")
+
+
+def test_formatter_keeps_meaningful_short_messages() -> None:
+    def line(text: str) -> str | None:
+        return summary_line(Message(role="user", content=text))
+
+    assert line("好的") is None and line("thanks!") is None and line("  ok. ") is None
+    assert line("好的，用Redis") == "USER: 好的，用Redis"
+    assert line("no, use v2") == "USER: no, use v2"
+    assert line("no") == "USER: no"
+    assert line("   ") is None
+    assert line("a\n\nb") == "USER: a b"
+    assert line("x" * 400) == "USER: " + "x" * 300 + "..."
+
+
+def test_format_newest_and_batches() -> None:
+    msgs = [
+        Message(role="user" if i % 2 == 0 else "assistant", content=f"m{i} " + "y" * 200)
+        for i in range(60)
+    ]
+    text = format_newest(msgs, 1000)
+    assert len(text) <= 1000 and text.endswith(msgs[-1].content)
+    batches = overflow_batches(msgs, 2000)
+    assert [m for b in batches for m in b.messages] == msgs
+    assert all(sum(len(ln) + 1 for ln in b.lines) <= 2000 for b in batches)
+    assert len(batches) > 1
+
+
+def test_sentinel_matching_is_exact() -> None:
+    assert is_no_memory(NO_MEMORY_SENTINEL) and is_no_memory(f" {NO_MEMORY_SENTINEL}。")
+    assert is_no_memory("Nothing to record.")
+    assert not is_no_memory(f"用户说{NO_MEMORY_SENTINEL}的测试；偏好 Go")
+
+
+def test_query_words() -> None:
+    words = query_words("How do we deploy the API?")
+    assert "deploy" in words and "api" in words and "the" not in words
+    assert "数据" in query_words("我们的数据库") and "的数" not in query_words("我们的数据库")

@@ -1,0 +1,151 @@
+"""The rig the memory tests share (no tests here): the real engine from `app.build_engine`, a
+real SessionStore and MEMORY.md, real HTTP to the scriptable loopback server, whose responder
+answers chat turns with `answer K` and records and answers summary requests."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import fakeserver as fs
+from cbenv import make_cb
+
+from countbot_cli import app
+from countbot_cli.config import Settings, load_settings
+from countbot_cli.engine import Engine, NullView, TurnResult
+from countbot_cli.memory import MemoryKeeper, keeper_of
+from countbot_cli.prompts import conversation_memory_prompt
+from countbot_cli.session import Session, new_session
+from countbot_cli.store import SessionStore
+
+AUTO_MARKS = tuple(conversation_memory_prompt("", lang).split("\n")[0] for lang in ("en", "zh"))
+ENTRY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}\|(auto-overflow|auto-memory)\|.+$")
+
+
+def q(k: int) -> str:
+    return f"question {k}"
+
+
+def a(k: int) -> str:
+    return f"answer {k}"
+
+
+def messages_of(turns: range) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for k in turns:
+        out += [("user", q(k)), ("assistant", a(k))]
+    return out
+
+
+def dialogue_lines(prompt: str) -> list[str]:
+    return [ln for ln in prompt.split("\n") if ln.startswith(("USER: ", "ASSISTANT: "))]
+
+
+@dataclass
+class Summariser:
+    """Answers chat turns with `answer K` and records/answers summary requests."""
+
+    replies: list[fs.Reply] = field(default_factory=list)
+    calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+
+    def __call__(self, body: dict[str, Any]) -> fs.Reply:
+        msgs = body["messages"]
+        if msgs[0]["role"] == "system":
+            words = msgs[-1]["content"].split()
+            return fs.text(f"answer {words[1] if len(words) > 1 else '?'}", chunk_size=50)
+        prompt = msgs[0]["content"]
+        kind = "auto" if prompt.startswith(AUTO_MARKS) else "overflow"
+        self.calls.append((kind, prompt, body))
+        if self.replies:
+            return self.replies.pop(0)
+        return fs.text(f"fact {len(self.calls)}: user likes tea；uses Python 3.12")
+
+    def of(self, kind: str) -> list[str]:
+        return [p for k, p, _ in self.calls if k == kind]
+
+
+class View(NullView):
+    def __init__(self) -> None:
+        self.notices: list[str] = []
+
+    def notice(self, text: str) -> None:
+        self.notices.append(text)
+
+
+@dataclass
+class Rig:
+    settings: Settings
+    engine: Engine
+    store: SessionStore
+    server: fs.FakeServer
+    summariser: Summariser
+    memory_file: Path
+    session: Session | None = None
+    view: View = field(default_factory=View)
+
+    def turn(self, text: str, *, ok: bool = True, replaces: str | None = None) -> TurnResult:
+        if self.session is None:
+            self.session = new_session(provider="test", model="test-model")
+            is_new = True
+        else:
+            self.session = self.store.load(self.session.id)
+            is_new = False
+        result = self.engine.run_turn(
+            self.session, text, self.view, is_new=is_new, replaces=replaces
+        )
+        if ok:
+            assert result.status == "ok", result.error
+        return result
+
+    @property
+    def keeper(self) -> MemoryKeeper:
+        keeper = keeper_of(self.engine)
+        assert keeper is not None
+        return keeper
+
+    @property
+    def sid(self) -> str:
+        assert self.session is not None
+        return self.session.id
+
+    def saved(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.store.path(self.sid).read_text("utf-8"))
+        return data
+
+    def entries(self) -> list[str]:
+        if not self.memory_file.exists():
+            return []
+        text = self.memory_file.read_text("utf-8")
+        return [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+
+    def chat_bodies(self) -> list[dict[str, Any]]:
+        return [b for b in self.server.chat_bodies() if b["messages"][0]["role"] == "system"]
+
+
+class RigFactory:
+    """`make(provider=..., **config)` builds a Rig; `close()` stops every server it started."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.made: list[tuple[fs.FakeServer, Any]] = []
+
+    def __call__(self, provider: dict[str, Any] | None = None, **config: Any) -> Rig:
+        summariser = Summariser()
+        server = fs.FakeServer(responder=summariser).start()
+        root = self.tmp_path / f"rig{len(self.made)}"
+        extra = {"max_retries": 0, **(provider or {})}
+        cb = make_cb(root, server.base_url, provider=extra, **config)
+        settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)
+        provider_obj = app.make_provider(settings)
+        self.made.append((server, provider_obj))
+        store = app.make_store(settings)
+        engine = app.build_engine(settings, provider_obj, store, tools_enabled=False, yes=False)
+        return Rig(settings, engine, store, server, summariser, cb.memory_file)
+
+    def close(self) -> None:
+        for server, provider in self.made:
+            provider.close()
+            server.stop()
