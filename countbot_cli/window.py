@@ -94,6 +94,9 @@ class RatioFile:
             fileio.atomic_write(self.path, blob.encode("utf-8"), durable=False)
 
 
+CALIBRATE_FROM = 0.4  # learn the token ratio from requests that used at least this share
+
+
 class WindowBudget:
     """A `context.Budget`: trims a history window so the whole request fits (see the module)."""
 
@@ -182,6 +185,10 @@ class WindowBudget:
         """Learn from one request: `messages` and `tools` exactly as sent, `prompt_tokens` as
         the provider reported them (0 or less: nothing reported, nothing learned)."""
         if prompt_tokens <= 0 or not messages:
+            return
+        if prompt_tokens < CALIBRATE_FROM * self.limit:
+            # far from full: trimming does not depend on the ratio yet, and counting would load
+            # the tokenizer (100-300 ms) after every short answer
             return
         self._seed()
         c = self.counter

@@ -286,3 +286,23 @@ def test_make_budget_keeps_ratios_in_the_data_dir(tmp_path: Path) -> None:
     budget = make_budget(settings, TokenCounter("qwen-plus"))
     assert budget.ratios is not None
     assert budget.ratios.path == settings.data_dir / RATIOS_FILE
+
+
+def test_ask_learns_the_token_ratio_from_reported_usage(tmp_path: Path) -> None:
+    with fs.FakeServer() as server:
+        cb = make_cb(tmp_path, server.base_url, provider={"context_window": 2000})
+        # the provider reports twice what we estimate for a request that fills the window
+        server.responder = lambda body: fs.text(
+            "ok",
+            usage={"prompt_tokens": 1500, "completion_tokens": 1, "total_tokens": 1501},
+        )
+        assert cb.run("ask", "word " * 300).returncode == 0
+        ratios = json.loads((cb.work / ".countbot_tokens.json").read_text(encoding="utf-8"))
+        assert list(ratios) == ["test-model"] and ratios["test-model"] > 1.2
+        # a short exchange far from the limit loads no tokenizer and learns nothing new
+        server.responder = lambda body: fs.text(
+            "ok", usage={"prompt_tokens": 40, "completion_tokens": 1, "total_tokens": 41}
+        )
+        before = (cb.work / ".countbot_tokens.json").read_bytes()
+        assert cb.run("ask", "--no-save", "hi").returncode == 0
+        assert (cb.work / ".countbot_tokens.json").read_bytes() == before
