@@ -254,15 +254,41 @@ def run_ask(
         confirmer=_ask_confirmer(stdin, err, view),
     )
     engine.streaming = not opts.no_stream
+    # memory upkeep runs after the answer is settled on screen, under a status line
+    hooks, engine.upkeep = engine.upkeep, []
     try:
         result = engine.run_turn(session, text, view, save=not opts.no_save, is_new=is_new)
+        if result.status == "interrupted":
+            view.abort("interrupted")
+        else:
+            view.finish()
+        if result.session_id is not None and hooks:
+            _upkeep(hooks, result.session_id, err)
     finally:
         provider.close()
-    if result.status == "interrupted":
-        view.abort("interrupted")
-    else:
-        view.finish()
     return _report(opts, result, provider, out, err)
+
+
+def _upkeep(hooks: list[Any], session_id: str, err: TextIO) -> None:
+    """Memory upkeep after an answer: never breaks the turn, Ctrl-C skips it until next time."""
+    tty = _isatty(err)
+    if tty:
+        err.write("\x1b[2m… updating memory\x1b[0m")
+        err.flush()
+    note: str | None = None
+    try:
+        for hook in hooks:
+            hook(session_id)
+    except KeyboardInterrupt:
+        note = "memory upkeep interrupted; it runs again after the next turn"
+    except Exception as exc:  # upkeep never breaks the turn
+        why = exc.user_message() if isinstance(exc, CountbotError) else str(exc)
+        note = f"memory upkeep failed: {why}"
+    finally:
+        if tty:
+            err.write("\r\x1b[2K")
+    if note:
+        _notice(err, note)
 
 
 def _ask_confirmer(stdin: TextIO, err: TextIO, view: Any) -> Any:
