@@ -356,3 +356,9 @@ def io_sink() -> Any:
     import io
 
     return io.StringIO()
+
+
+def test_a_reply_without_max_tokens_is_still_bounded(provider: LocalProvider) -> None:
+    kw = provider._kwargs(ask("Write forever."), llm=None, stream=True)
+    assert kw["max_tokens"] == localmod.DEFAULT_MAX_TOKENS
+    assert provider._kwargs(ask("x", max_tokens=7), llm=None, stream=True)["max_tokens"] == 7

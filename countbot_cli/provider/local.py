@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 LOCAL_HINT = "pip install 'countbot-cli[local]'"
 REPEAT_PENALTY = 1.1  # llama.cpp server's default; tiny models loop without it
+DEFAULT_MAX_TOKENS = 1024  # reply limit when the config sets no max_tokens
 
 
 @dataclass
@@ -281,8 +282,8 @@ class LocalProvider:
         }
         if req.temperature is not None:
             kw["temperature"] = req.temperature
-        if req.max_tokens is not None:
-            kw["max_tokens"] = req.max_tokens
+        # with no limit a small model may ramble until its context is full (minutes on a CPU)
+        kw["max_tokens"] = req.max_tokens if req.max_tokens is not None else DEFAULT_MAX_TOKENS
         return kw
 
     def _generate(self, req: ChatRequest) -> Generator[StreamEvent, None, None]:
