@@ -251,8 +251,8 @@ def run_ask(
         None if opts.no_save else store,
         tools_enabled=not opts.no_tools,
         yes=opts.yes,
-        confirmer=_ask_confirmer(stdin, err, view),
     )
+    engine.policy.confirmer = _ask_confirmer(stdin, err, view, engine)
     engine.streaming = not opts.no_stream
     # memory upkeep runs after the answer is settled on screen, under a status line
     hooks, engine.upkeep = engine.upkeep, []
@@ -291,7 +291,7 @@ def _upkeep(hooks: list[Any], session_id: str, err: TextIO) -> None:
         _notice(err, note)
 
 
-def _ask_confirmer(stdin: TextIO, err: TextIO, view: Any) -> Any:
+def _ask_confirmer(stdin: TextIO, err: TextIO, view: Any, engine: Engine) -> Any:
     """The approval prompt when a person is there to answer it: stdin and stderr (where the
     prompt is drawn) are terminals. Otherwise None: calls that need approval are denied with a
     one-line notice (SPEC §6, non-interactive)."""
@@ -299,7 +299,7 @@ def _ask_confirmer(stdin: TextIO, err: TextIO, view: Any) -> Any:
         return None
     from .confirm import TerminalConfirmer
 
-    return TerminalConfirmer(stdin, err, before_prompt=view.pause)
+    return TerminalConfirmer(stdin, err, before_prompt=view.pause, reprepare=engine.reprepare)
 
 
 def _make_view(opts: AskOptions, out: TextIO, err: TextIO, *, plain: bool, model: str) -> Any:

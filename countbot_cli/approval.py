@@ -6,7 +6,8 @@ auto` for writes and edits, a tool allowed for the session) and otherwise asks t
 anything that needs approval is denied with a notice. `exec` is never approved for the session
 and never by `--yes`; a path outside the workspace, or a sensitive one inside it (dotfiles, key
 files, countbot's own files: `tools.paths.sensitive_reason`), is only ever approved by asking
-about that exact call.
+about that exact call. `/tools off` denies everything that needs approval, session grants and
+`--yes` included; `revoke_session` forgets the grants (`/tools ask`, `/new`, `/resume`).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class ApprovalPolicy:
         if not prepared.needs_approval:
             how = HOW_RULE if kind == "exec" else HOW_NOT_NEEDED
             return Decision(True, how)
-        if not only_this_call and kind in ("write", "memory"):
+        if not only_this_call and kind in ("write", "memory") and self.mode != "off":
             if self.yes_writes:
                 return Decision(True, HOW_YES_FLAG)
             if self.mode == "auto":
@@ -77,6 +78,12 @@ class ApprovalPolicy:
         if allowed and spec is not None and not only_this_call:
             self.session_allowed.add(spec.name)
         return decision
+
+    def revoke_session(self) -> list[str]:
+        """Forget every tool allowed with `a` for the session; the names that were allowed."""
+        names = sorted(self.session_allowed)
+        self.session_allowed.clear()
+        return names
 
     def _why_denied(self, prepared: PreparedCall) -> str:
         kind = prepared.spec.kind if prepared.spec else ""

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from countbot_cli.errors import EXIT_OK, StorageError, UsageError
 from countbot_cli.models import STATUS_FAILED, STATUS_INTERRUPTED, Message
-from countbot_cli.session import Session, short_ids
+from countbot_cli.session import Session, plural, short_ids
 from countbot_cli.store import SessionStore
 from countbot_cli.textsafe import sanitize, sanitize_line
 
@@ -158,7 +158,7 @@ def _meta(s: Session) -> str:
     parts = [
         f"id {s.id}",
         sanitize_line(f"{s.provider}/{s.model}".strip("/")) or "?",
-        f"{len(s.messages) + len(s.archived)} messages",
+        plural(len(s.messages) + len(s.archived), "message"),
         f"created {s.created_at}",
         f"updated {s.updated_at}",
     ]
@@ -285,7 +285,7 @@ def _describe(sid: str, head: dict[str, Any] | None) -> str:
     if head is None:
         return sid
     title = _first_line(sanitize_line(head["title"]), 60) or UNTITLED
-    return f"{sid} “{title}” ({head['message_count']} messages)"
+    return f"{sid} “{title}” ({plural(head['message_count'], 'message')})"
 
 
 def sessions_rename(store: SessionStore, ref: str, title: str, out: TextIO) -> int:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import CountbotError, UsageError
+from .session import plural
 from .textsafe import sanitize, sanitize_line
 
 if TYPE_CHECKING:
@@ -98,8 +99,10 @@ def cmd_help(repl: Repl, arg: str) -> None:
 
 
 def cmd_new(repl: Repl, arg: str) -> None:
+    granted = sorted(repl.engine.policy.session_allowed)
     repl.start_new(arg)
     repl.info("New conversation" + (f" “{sanitize_line(arg)}”" if arg else "") + ".")
+    _note_revoked(repl, granted)
 
 
 def cmd_sessions(repl: Repl, arg: str) -> None:
@@ -117,7 +120,14 @@ def cmd_sessions(repl: Repl, arg: str) -> None:
 def cmd_resume(repl: Repl, arg: str) -> None:
     if not arg:
         raise UsageError("usage: /resume ID (a unique prefix or 'latest'; /sessions lists them)")
+    granted = sorted(repl.engine.policy.session_allowed)
     repl.resume(repl.store.resolve(arg))
+    _note_revoked(repl, granted)
+
+
+def _note_revoked(repl: Repl, names: list[str]) -> None:
+    if names:
+        repl.info(f"Session approvals revoked: {', '.join(names)} (asks again before running).")
 
 
 def cmd_rename(repl: Repl, arg: str) -> None:
@@ -139,7 +149,9 @@ def cmd_delete(repl: Repl, arg: str) -> None:
     head = next((h for h in repl.store.list() if h["id"] == sid), None)
     title = sanitize_line(head["title"]) if head else ""
     count = head["message_count"] if head else 0
-    if not repl.confirm(f"Delete session {sid} “{title or '(untitled)'}” ({count} messages)?"):
+    if not repl.confirm(
+        f"Delete session {sid} “{title or '(untitled)'}” ({plural(count, 'message')})?"
+    ):
         repl.info("Nothing deleted.")
         return
     repl.store.delete(sid)
@@ -200,7 +212,9 @@ def cmd_undo(repl: Repl, arg: str) -> None:
         repl.info("Nothing to undo.")
         return
     first = next((m.content for m in removed if m.role == "user"), "")
-    repl.info(f"Removed the last exchange ({len(removed)} messages): “{_clip(first, 60)}”")
+    repl.info(
+        f"Removed the last exchange ({plural(len(removed), 'message')}): “{_clip(first, 60)}”"
+    )
 
 
 def cmd_export(repl: Repl, arg: str) -> None:
@@ -257,20 +271,27 @@ def cmd_model(repl: Repl, arg: str) -> None:
 
 
 def cmd_system(repl: Repl, arg: str) -> None:
+    """The conversation's extra instructions, kept in its session file (they win over --system);
+    `clear` removes them, and --system's text too for the rest of this conversation."""
     if not arg:
-        current = repl.engine.system_override
+        current = repl.session.system or repl.engine.system_override
         repl.info(
             f"Extra instructions: {sanitize(current)}"
             if current
             else "No extra instructions (/system TEXT sets them)."
         )
         return
-    if arg.lower() == "clear":
+    text = "" if arg.lower() == "clear" else arg
+    if repl.is_new:  # saved with the first turn
+        repl.session.system = text
+    else:
+        repl.store.update(repl.session.id, lambda s: setattr(s, "system", text))
+        repl.reload()
+    if not text:
         repl.engine.system_override = None
         repl.info("Extra instructions cleared.")
     else:
-        repl.engine.system_override = arg
-        repl.info("Extra instructions set for this conversation.")
+        repl.info("Extra instructions set for this conversation (kept when it is resumed).")
     repl.meter.invalidate()
 
 
@@ -299,17 +320,24 @@ def cmd_tools(repl: Repl, arg: str) -> None:
         else:
             offered = "not offered (--no-tools or config)"
         repl.info(f"Tools: {offered} · approval mode {policy.mode} (/tools ask|auto|off)")
+        granted = sorted(policy.session_allowed)
+        if granted:
+            repl.info(
+                f"Allowed for this session without asking: {', '.join(granted)} (/tools ask revokes)"
+            )
         return
     mode = arg.lower()
     if mode not in TOOL_MODES:
         raise UsageError(f"unknown tool mode '{sanitize_line(arg)}'", hint="use ask, auto or off")
     policy.mode = mode
+    revoked = policy.revoke_session() if mode != "auto" else []
     what = {
         "ask": "changes need your approval",
         "auto": "file writes and edits run without asking; shell commands still ask",
         "off": "nothing that changes files or runs commands is allowed",
     }[mode]
     repl.info(f"Tool mode: {mode} ({what}).")
+    _note_revoked(repl, revoked)
 
 
 # ---- memory and context ----
@@ -374,8 +402,8 @@ def _clip(text: str, limit: int) -> str:
 def _sessions(repl: Repl, arg: str) -> Iterator[tuple[str, str]]:
     for head in repl.store.list()[:200]:
         when = str(head.get("updated_at") or "")[:16].replace("T", " ")
-        n = head.get("message_count", 0)
-        yield head["id"], f"{sanitize_line(head['title'])[:40]} · {n} msgs · {when}"
+        n = plural(head.get("message_count", 0), "msg")
+        yield head["id"], f"{sanitize_line(head['title'])[:40]} · {n} · {when}"
 
 
 def _models(repl: Repl, arg: str) -> Iterator[tuple[str, str]]:
@@ -402,7 +430,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "system",
         "[TEXT|clear]",
-        "extra instructions for the system prompt",
+        "extra instructions for this conversation (saved with it)",
         cmd_system,
         _words(("clear", "remove them")),
     ),
@@ -430,7 +458,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "tools",
         "[ask|auto|off]",
-        "show or set the tool approval mode",
+        "show or set the approval mode (ask and off revoke [a]lways approvals)",
         cmd_tools,
         _words(
             ("ask", "ask before changes"), ("auto", "allow file changes"), ("off", "no changes")

@@ -9,13 +9,16 @@ folder of `exec`, a warning naming every path outside the workspace — and asks
   for `exec` or for a call that reaches outside the workspace);
 - `n` denies it; a reason may follow (`n use pathlib instead`), or is asked for, and goes back
   to the model; Enter, end of input or anything else also denies;
-- `e` edits the arguments as JSON in `$VISUAL`/`$EDITOR` (a temporary file) or inline, checks
-  them against the tool's schema and runs the edited call; invalid JSON asks again.
+- `e` edits the arguments as JSON in `$VISUAL`/`$EDITOR` (a temporary file) or inline and checks
+  them against the tool's schema (invalid JSON asks again); the edited call is prepared again
+  (`reprepare`), its diff or command shown, and asked about again (y/n/e, no `a`) before it
+  runs. Without `reprepare` the edited call runs at once.
 
 Keys typed before the question appears are discarded, so a stray "y" typed while the answer
 streamed cannot approve anything.
 
-Ctrl-C at the prompt raises KeyboardInterrupt: the engine denies the call and ends the turn.
+Ctrl-C at the prompt ends the question's line and raises KeyboardInterrupt: the engine denies
+the call and ends the turn.
 Everything shown is untrusted text from the model or a file, so nothing in it may hide part of
 a command or a diff: control characters, escape sequences, bidi, zero-width and other invisible
 or look-alike space characters are shown escaped (`\\x1b`, `\\u202e`; in reverse video on a
@@ -78,6 +81,8 @@ NO_REVERSE = "\x1b[27m"
 MAX_ARG_CHARS = 300  # one argument's value shown in the summary of a call without a preview
 
 EditorRunner = Callable[[list[str], str], int]  # (argv, file path) -> exit status
+# (the call as the model sent it, edited arguments) -> the edited call, prepared
+Reprepare = Callable[["PreparedCall", dict[str, Any]], "PreparedCall"]
 
 
 def _hidden(c: str) -> bool:
@@ -159,7 +164,9 @@ def offers_always(prepared: PreparedCall) -> bool:
     return kind != "exec" and not prepared.outside_paths and not prepared.sensitive
 
 
-def question(prepared: PreparedCall) -> str:
+def question(prepared: PreparedCall, *, edited: bool = False) -> str:
+    if edited:
+        return "Run the edited call? [y]es / [n]o / [e]dit again (default: no) "
     always = " / [a]lways for this tool" if offers_always(prepared) else ""
     return f"Allow? [y]es / [n]o{always} / [e]dit (default: no) "
 
@@ -169,7 +176,8 @@ class TerminalConfirmer:
 
     before_prompt: called before anything is drawn, so a live answer region or a status line is
     settled first. editor: the command for `e` (default `$VISUAL`, then `$EDITOR`; "" means
-    inline editing). run_editor: how the editor is started (tests may replace it).
+    inline editing). run_editor: how the editor is started (tests may replace it). reprepare:
+    prepares an edited call, so it is shown and asked about again (the REPL sets it).
     """
 
     def __init__(
@@ -181,6 +189,7 @@ class TerminalConfirmer:
         editor: str | None = None,
         before_prompt: Callable[[], None] | None = None,
         run_editor: EditorRunner | None = None,
+        reprepare: Reprepare | None = None,
     ) -> None:
         self.inp = inp
         self.out = out
@@ -190,29 +199,43 @@ class TerminalConfirmer:
         self.editor = editor.strip()
         self.before_prompt = before_prompt
         self.run_editor = run_editor or self._run_editor
+        self.reprepare = reprepare
+        self._approved_edit: tuple[str, str] | None = None  # (call id, arguments) just approved
 
     # ---- the protocol ----
 
     def confirm(self, prepared: PreparedCall) -> Decision:
+        if self._is_approved_edit(prepared):  # asked again about the edit just shown and approved
+            return Decision(True, HOW_USER_EDITED)
         if self.before_prompt is not None:
             self.before_prompt()
         self._drop_typeahead()
         self._write(self.describe(prepared))
+        current, edited = prepared, None
         while True:
-            line = self._ask(question(prepared))
+            line = self._ask(question(current, edited=edited is not None))
             if line is None:  # end of input: the default
                 self._write("\n")
                 return self._denied(None)
             word, _, rest = line.strip().partition(" ")
             word = word.lower()
             if word in ("y", "yes"):
-                return Decision(True, HOW_USER_ONCE)
-            if word in ("a", "always") and offers_always(prepared):
+                return self._approved(current, edited)
+            if word in ("a", "always") and edited is None and offers_always(prepared):
                 return Decision(True, HOW_USER_ALWAYS, always=True)
             if word in ("e", "edit"):
-                args = self._edit(prepared)
-                if args is not None:
+                args = self._edit(current)
+                if args is None:
+                    continue
+                if self.reprepare is None:
+                    self._write(self._paint(DIM, "  running with: " + _json(args)) + "\n")
                     return Decision(True, HOW_USER_EDITED, args=args)
+                again = self.reprepare(prepared, args)
+                if again.error:
+                    self._say(f"the edited call cannot run: {visible(again.error)}")
+                    continue
+                current, edited = again, args
+                self._write(self.describe(current, edited=True))
                 continue
             if word in ("n", "no"):
                 reason = rest.strip() or self._ask_reason()
@@ -223,7 +246,7 @@ class TerminalConfirmer:
 
     # ---- what is shown ----
 
-    def describe(self, prepared: PreparedCall) -> str:
+    def describe(self, prepared: PreparedCall, *, edited: bool = False) -> str:
         """The block printed above the question (already escaped and coloured)."""
         name = self._visible(prepared.call.name)
         what = [
@@ -231,7 +254,9 @@ class TerminalConfirmer:
             for r in prepared.reasons
             if not r.startswith(("path outside the workspace", "sensitive path"))
         ]
-        head = f"countbot wants to run {name}" + (f" ({', '.join(what)})" if what else "")
+        verb = "would run" if edited else "wants to run"
+        head = f"countbot {verb} {name}" + (f" ({', '.join(what)})" if what else "")
+        head += " with your edited arguments" if edited else ""
         lines = [self._paint(BOLD, head + ":")]
         body = prepared.preview.strip("\n") if prepared.preview else ""
         if body:
@@ -297,11 +322,24 @@ class TerminalConfirmer:
         for key, value in args.items():
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
             if len(text) > MAX_ARG_CHARS:
-                text = text[:MAX_ARG_CHARS] + f"… ({len(text) - MAX_ARG_CHARS} more characters)"
+                n = len(text) - MAX_ARG_CHARS
+                text = text[:MAX_ARG_CHARS] + f"… ({n} more character{'s' if n != 1 else ''})"
             out.append(f"  {self._visible(key)}: {self._visible(text)}")
         return out
 
     # ---- answers ----
+
+    def _approved(self, current: PreparedCall, edited: dict[str, Any] | None) -> Decision:
+        if edited is None:
+            return Decision(True, HOW_USER_ONCE)
+        self._approved_edit = (current.call.id, _json(edited))
+        return Decision(True, HOW_USER_EDITED, args=edited)
+
+    def _is_approved_edit(self, prepared: PreparedCall) -> bool:
+        """The tool loop asks again about an edited call that reaches a new path outside the
+        workspace; this prompt has already shown exactly that call and had it approved."""
+        key, self._approved_edit = self._approved_edit, None
+        return key is not None and key == (prepared.call.id, _json(prepared.args or {}))
 
     def _denied(self, reason: str | None) -> Decision:
         if reason:
@@ -334,10 +372,6 @@ class TerminalConfirmer:
         if args == current:
             self._say("arguments unchanged")
             return None
-        self._write(
-            self._paint(DIM, "  running with: " + visible(json.dumps(args, ensure_ascii=False)))
-            + "\n"
-        )
         return args
 
     def _edit_in_editor(self, text: str) -> str | None:
@@ -384,9 +418,14 @@ class TerminalConfirmer:
     # ---- terminal I/O ----
 
     def _ask(self, prompt: str) -> str | None:
-        """One line of input, or None at end of input. Ctrl-C raises KeyboardInterrupt."""
+        """One line of input, or None at end of input. Ctrl-C raises KeyboardInterrupt, after
+        ending the line (the terminal echoed ^C after the question)."""
         self._write(self._paint(BOLD, prompt))
-        line = self.inp.readline()
+        try:
+            line = self.inp.readline()
+        except KeyboardInterrupt:
+            self._write("\n")
+            raise
         if not line:
             return None
         return line.rstrip("\r\n")
@@ -416,6 +455,10 @@ class TerminalConfirmer:
 
 
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _json(args: dict[str, Any]) -> str:
+    return visible(json.dumps(args, ensure_ascii=False, sort_keys=True))
 
 
 def _rows(lines: list[str], columns: int) -> int:

@@ -9,6 +9,7 @@ session's `tool_conversations`, not replayed in later turns.
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -29,6 +30,7 @@ from .models import (
     ReasoningDelta,
     StreamEvent,
     TextDelta,
+    ToolCall,
     ToolCallDelta,
     Usage,
     utc_now,
@@ -127,7 +129,8 @@ class Engine:
 
     # ---- building the request ----
 
-    def prompt_facts(self) -> PromptFacts:
+    def prompt_facts(self, session: Session | None = None) -> PromptFacts:
+        """The system prompt's facts; a session's own instructions (/system) win over --system."""
         p = self.settings.persona
         return PromptFacts(
             ai_name=p.ai_name,
@@ -137,7 +140,7 @@ class Engine:
             workspace=str(self.settings.tools.workspace),
             today=self.today(),
             tools_enabled=bool(self.tool_schemas()),
-            extra_system=self.system_override,
+            extra_system=(session.system if session and session.system else self.system_override),
         )
 
     def tool_schemas(self) -> list[dict[str, Any]]:
@@ -149,6 +152,17 @@ class Engine:
             self._provider_tools = bool(getattr(self.provider, "supports_tools", True))
         return self.tools.schemas() if self._provider_tools else []
 
+    def reprepare(self, prepared: PreparedCall, args: dict[str, Any]) -> PreparedCall:
+        """`prepared` with arguments the user edited, checked as the tool loop will check it."""
+        if self.tools is None:
+            return prepared
+        call = prepared.call
+        edited = ToolCall(
+            id=call.id, name=call.name, arguments=json.dumps(args, ensure_ascii=False)
+        )
+        rules = self.settings.tools
+        return self.tools.prepare(edited, allow_rules=rules.allow, deny_rules=rules.deny)
+
     def context_for(self, session: Session, user: Message) -> TurnContext:
         memory: list[str] = []
         if self.recall is not None:
@@ -157,7 +171,7 @@ class Engine:
             except Exception:  # memory recall is a nicety; a broken MEMORY.md never blocks a turn
                 memory = []
         return build_context(
-            facts=self.prompt_facts(),
+            facts=self.prompt_facts(session),
             summary=session.summary,
             history=session.messages,
             user=user,
@@ -242,6 +256,9 @@ class Engine:
         for n in range(max_rounds + 1):
             self._current = rnd = _Round()
             fin = self._stream_round(convo, tools, view, rnd)
+            observe = getattr(self.budget, "observe", None)
+            if observe is not None and fin.usage is not None:  # calibrate the token budget
+                observe(convo, tools, fin.usage.prompt_tokens)
             result.usage.add(fin.usage)
             result.finish_reason = fin.finish_reason
             if fin.model:

@@ -121,6 +121,8 @@ def render_lines(
         lines = list(Segment.split_lines(console.render(md, opts)))
     except Exception:  # a renderer bug must not lose the answer: show it as plain text
         return list(Segment.split_lines(console.render(Text(src), opts)))
+    if console.no_color:  # NO_COLOR: no backgrounds either, so padding at line ends can go
+        lines = [list(Segment.remove_color(line)) for line in lines]
     return lines[1:] if separated else lines
 
 

@@ -13,8 +13,9 @@ On a width change the live region is erased over the rows it occupies after the 
 re-wrapped it (`terminal_reflows`). A terminal made shorter than the region pushes its top rows
 into the scrollback, where they stay: that case is not handled.
 
-Plain mode (`plain=True`, or a console from `make_console` that is not a colour terminal) writes
-the raw text as it arrives. Model output is untrusted: control sequences are removed
+Plain mode (`plain=True`, or a console from `make_console` for a stream that is not a terminal)
+writes the raw text as it arrives. `NO_COLOR` (https://no-color.org) only drops colour: markdown is
+still rendered, with bold, italics, underline and dim but no colours. Model output is untrusted: control sequences are removed
 (`textsafe`) and nothing is printed as rich markup.
 
 Importing this module is cheap: rich is imported on first use; `preload()` imports it ahead.
@@ -69,7 +70,7 @@ _WARM_DOC = "# a\n\n- *b* `c`\n\n| d |\n|---|\n| e |\n\n```python\nx = 1\n```\n"
 
 
 def is_plain_console(console: Console) -> bool:
-    """True for a console made by `make_console` for a pipe, `NO_COLOR` or `force_plain`."""
+    """True for a console made by `make_console` for a pipe or `force_plain`."""
     return console in _PLAIN_CONSOLES
 
 
@@ -84,15 +85,17 @@ def make_console(
     *, file: TextIO | None = None, stderr: bool = False, force_plain: bool | None = None
 ) -> Console:
     """A Console for countbot output. Plain (raw text, no colour, no wrapping) when `force_plain`,
-    or by default when the stream is not a terminal or `NO_COLOR` is set."""
+    or by default when the stream is not a terminal. On a terminal with `NO_COLOR` set, markdown
+    is rendered without colours (styles such as bold stay)."""
     from rich.console import Console
 
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
     plain = force_plain
     if plain is None:
-        plain = not _isatty(stream) or bool(os.environ.get("NO_COLOR"))
+        plain = not _isatty(stream)
     if not plain:
-        return Console(file=file, stderr=stderr, highlight=False, emoji=False)
+        no_color = bool(os.environ.get("NO_COLOR"))
+        return Console(file=file, stderr=stderr, highlight=False, emoji=False, no_color=no_color)
     console = Console(
         file=file,
         stderr=stderr,

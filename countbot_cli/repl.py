@@ -4,7 +4,10 @@ Synchronous by design: `PromptSession.prompt()` reads a message, then `Engine.ru
 the answer in the main thread. Output is printed only while no prompt is active (no
 `patch_stdout`). While a turn streams the terminal is in cooked mode, so Ctrl-C is a real SIGINT:
 the engine stops the request and saves what arrived, marked interrupted. At the prompt Ctrl-C
-clears the line, or explains how to quit when the line is empty; Ctrl-D and /exit quit.
+clears the line, or explains how to quit when the line is empty; Ctrl-D and /exit quit, with a
+dim line saying how to resume the conversation if it was saved. Tools allowed with `[a]lways`
+and the instructions of `/system` belong to one conversation: `/new` and `/resume` reset them
+(a session's `/system` text is kept in its file).
 
 Keys typed while an answer streams are not echoed into it and wait for the next prompt (a
 typed-ahead Enter sends them then).
@@ -133,6 +136,10 @@ class Repl:
                 self._handle_safely(text)
         finally:
             self._close()
+        if not self.is_new:  # how to come back to it
+            sid = self.session.id
+            how = f"countbot -s {sid} (or countbot sessions resume {sid})"
+            self.info(f"Session {sid} saved · resume it with: {how}")
         return 0
 
     def _handle_safely(self, text: str) -> None:
@@ -265,6 +272,7 @@ class Repl:
 
     def _reset_session_state(self) -> None:
         self.engine.system_override = self._startup_system
+        self.engine.policy.revoke_session()  # [a]lways approvals last for one conversation
         self.meter.reset()
 
     def show_recent(self) -> None:
@@ -373,17 +381,11 @@ class Repl:
         return self._console.file if self._console is not None else sys.stdout
 
     def _banner(self) -> None:
+        from .replview import write_banner
+
         out = self._raw_out()
         color = self._console is None and _isatty(out) and not os.environ.get("NO_COLOR")
-        p = self.engine.provider
-        text = f"countbot · {sanitize_line(p.name)}/{sanitize_line(p.model)}"
-        width = _columns(out)
-        for hint in (" · /help for commands · Alt-Enter for a new line · Ctrl-D quits", " · /help"):
-            if len(text) + len(hint) <= width:
-                text += hint
-                break
-        out.write(f"\x1b[2m{text}\x1b[0m\n" if color else text + "\n")
-        out.flush()
+        write_banner(out, self.engine.provider, color=color)
 
     # ---- the prompt ----
 
@@ -396,17 +398,11 @@ class Repl:
         return self._prompt
 
     def toolbar(self) -> str:
-        """provider/model · title · context used/window (percent) · tool mode."""
+        """provider/model · title · context used/window (percent) · tool mode (+ session grants)."""
+        from .replmeter import toolbar_text
+
         try:
-            p = self.engine.provider
-            title = sanitize_line(self.session.title) or (
-                "new conversation" if self.is_new else "(untitled)"
-            )
-            if len(title) > 40:
-                title = title[:39] + "…"
-            ctx = self.meter.summary(self.engine, self.session)
-            tools = f"tools {self.engine.policy.mode}" if self.engine.tool_schemas() else "no tools"
-            return f" {sanitize_line(p.name)}/{sanitize_line(p.model)} · {title} · {ctx} · {tools} "
+            return toolbar_text(self.engine, self.session, self.meter, is_new=self.is_new)
         except Exception:  # a toolbar must never break the prompt
             return " countbot "
 
@@ -476,13 +472,6 @@ def _take_upkeep(engine: Engine) -> list[Callable[[str], None]]:
     if hooks:
         engine.upkeep = []
     return hooks
-
-
-def _columns(stream: Any) -> int:
-    try:
-        return os.get_terminal_size(stream.fileno()).columns
-    except (AttributeError, ValueError, OSError):
-        return 100
 
 
 def _isatty(stream: Any) -> bool:

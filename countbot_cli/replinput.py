@@ -3,7 +3,8 @@
 Enter sends; Alt-Enter, Esc Enter and Ctrl-J insert a newline (not while searching, so Enter
 still ends a Ctrl-R search); a bracketed paste stays one message (prompt-toolkit inserts it).
 Ctrl-C clears a non-empty line and otherwise ends the prompt with KeyboardInterrupt (the REPL
-explains how to quit). The history file only grows, so it is cut back to its newest entries at
+explains how to quit); in a Ctrl-R search it cancels the search. A SIGINT that arrives as a
+signal rather than as the key (the prompt's terminal is in raw mode) does the same. The history file only grows, so it is cut back to its newest entries at
 exit once past a size.
 """
 
@@ -66,12 +67,20 @@ def key_bindings() -> KeyBindings:
         event.current_buffer.insert_text("\n")
 
     @kb.add("c-c", filter=~is_searching)
+    @kb.add("<sigint>", filter=~is_searching)  # a SIGINT at the prompt (kill -INT) is Ctrl-C too
     def _cancel(event: Any) -> None:
         buf = event.current_buffer
         if buf.text:
             buf.reset()
         else:
             event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
+
+    @kb.add("<sigint>", filter=is_searching)
+    def _end_search(event: Any) -> None:
+        """A SIGINT during a Ctrl-R search cancels the search, as the Ctrl-C key does."""
+        from prompt_toolkit.search import stop_search
+
+        stop_search()
 
     return kb
 
@@ -112,7 +121,8 @@ def trim_history(path: Path, max_bytes: int = HISTORY_MAX_BYTES, keep: int = HIS
 
 
 class SlashCompleter(Completer):
-    """Command names after a leading `/`, then each command's arguments."""
+    """Command names after a leading `/` (with the space that follows a command that takes
+    arguments, so one Tab on `/res` gives `/resume `), then each command's arguments."""
 
     def __init__(self, repl: Repl) -> None:
         self.repl = repl
@@ -129,8 +139,13 @@ class SlashCompleter(Completer):
         if " " not in text:
             word = text[1:].lower()
             for cmd in COMMANDS:
-                if cmd.name.startswith(word):
-                    yield Completion("/" + cmd.name, -len(text), display_meta=cmd.help)
+                if cmd.name.startswith(word):  # a space after a command that takes arguments
+                    yield Completion(
+                        f"/{cmd.name}{' ' if cmd.args else ''}",
+                        -len(text),
+                        display=f"/{cmd.name}",
+                        display_meta=cmd.help,
+                    )
             return
         name, _, arg = text[1:].partition(" ")
         found = lookup(name.lower())

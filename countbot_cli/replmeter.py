@@ -187,6 +187,7 @@ def _fingerprint(engine: Engine, session: Session, counter: TokenCounter) -> tup
         id(engine),
         engine.provider.model,
         engine.system_override,
+        session.system,
         bool(engine.tool_schemas()),
         session.id,
         session.summary,
@@ -207,7 +208,7 @@ def _count(
     from .tokens import SOURCE_ESTIMATE
 
     ctx = engine.context_for(session, Message(role="user", content=""))
-    base = system_prompt(engine.prompt_facts())
+    base = system_prompt(engine.prompt_facts(session))
     base_n = counter.count_text(base)
     with_summary = counter.count_text(with_session_context(base, session.summary))
     summary = max(0, with_summary - base_n)
@@ -242,16 +243,22 @@ def _count(
 
 def token_report(meter: ContextMeter, engine: Engine, session: Session) -> str:
     """System prompt, summary, memory, history and tools of the next request, and the total."""
+    from .session import plural
+
     b = meter.breakdown(engine, session)
-    tools_note = f"   {b.tool_defs} definitions" if b.tools else ""
+    tools_note = f"   {plural(b.tool_defs, 'definition')}" if b.tools else ""
     if b.tools and not b.tools_sent:
         tools_note += ", not counted: not sent (judging by the reported prompt size)"
     rows = [
         ("system prompt", b.system, ""),
         ("summary", b.summary, ""),
-        ("memory entries", b.memory, f"   {b.memory_entries} entries" if b.memory else ""),
         (
-            f"history ({b.messages} messages)",
+            "memory entries",
+            b.memory,
+            f"   {plural(b.memory_entries, 'entry', 'entries')}" if b.memory else "",
+        ),
+        (
+            f"history ({plural(b.messages, 'message')})",
             b.history,
             f"   {b.omitted} older outside the window" if b.omitted else "",
         ),
@@ -275,3 +282,18 @@ def short_count(n: int) -> str:
     if n < 100_000:
         return f"{n / 1000:.1f}k".replace(".0k", "k")
     return f"{n // 1000}k"
+
+
+def toolbar_text(engine: Engine, session: Session, meter: ContextMeter, *, is_new: bool) -> str:
+    """The REPL's bottom toolbar: provider/model · title · context used/window (percent) · the
+    tool mode and the tools allowed for the session (`tools ask +write_file`)."""
+    p = engine.provider
+    title = sanitize_line(session.title) or ("new conversation" if is_new else "(untitled)")
+    if len(title) > 40:
+        title = title[:39] + "…"
+    ctx = meter.summary(engine, session)
+    tools = "no tools"
+    if engine.tool_schemas():
+        granted = sorted(engine.policy.session_allowed)
+        tools = f"tools {engine.policy.mode}" + (f" +{','.join(granted)}" if granted else "")
+    return f" {sanitize_line(p.name)}/{sanitize_line(p.model)} · {title} · {ctx} · {tools} "

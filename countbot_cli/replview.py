@@ -94,6 +94,13 @@ class PausingConfirmer:
     def __init__(self, inner: Confirmer, repl: Any) -> None:
         self.inner = inner
         self.repl = repl
+        if getattr(inner, "reprepare", False) is None:  # an edited call is shown and asked again
+            setattr(inner, "reprepare", self.reprepare)  # noqa: B010 (not in the Confirmer protocol)
+
+    def reprepare(self, prepared: PreparedCall, args: dict[str, Any]) -> PreparedCall:
+        """The call with edited arguments, prepared by the engine's tools as the tool loop will."""
+        again: PreparedCall = self.repl.engine.reprepare(prepared, args)
+        return again
 
     def confirm(self, prepared: PreparedCall) -> Decision:
         if self.repl.view is not None:
@@ -203,8 +210,7 @@ class ReplView:
             self.side.print(Text("the question is kept; /retry sends it again", style="dim"))
             return
         if result.status == "interrupted":
-            kept = "the partial answer is kept" if result.answer else "nothing arrived"
-            self.side.print(Text(f"{kept}; /retry asks again", style="dim"))
+            self.side.print(Text(f"{interrupted_what(result)}; /retry asks again", style="dim"))
             return
         self.side.print(Text(usage_line(result, elapsed, stats), style="dim"))
 
@@ -277,6 +283,15 @@ class ReplView:
                 self._timer = None
 
 
+def interrupted_what(result: TurnResult) -> str:
+    """What an interrupted turn left: stopped in a tool call (at its approval prompt or while
+    it ran), a partial answer, or nothing."""
+    calls = result.tool_calls
+    if calls and calls[-1].get("outcome") == "interrupted":
+        return "interrupted during a tool call"
+    return "the partial answer is kept" if result.answer else "nothing arrived"
+
+
 def usage_line(result: TurnResult, elapsed: float, stats: Any = None) -> str:
     u = result.usage
     parts = []
@@ -309,6 +324,25 @@ def tool_preview(result: ToolResult) -> list[str]:
     return [head, *shown] if result.ok else [head]
 
 
+def write_banner(out: IO[str], provider: Any, *, color: bool) -> None:
+    """The REPL's first line: provider/model and as many key hints as fit the terminal."""
+    text = f"countbot · {sanitize_line(provider.name)}/{sanitize_line(provider.model)}"
+    width = _columns(out)
+    for hint in (" · /help for commands · Alt-Enter for a new line · Ctrl-D quits", " · /help"):
+        if len(text) + len(hint) <= width:
+            text += hint
+            break
+    out.write(f"\x1b[2m{text}\x1b[0m\n" if color else text + "\n")
+    out.flush()
+
+
+def _columns(stream: Any) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 100
+
+
 def short_args(args: dict[str, Any] | None, limit: int = 80) -> str:
     if not args:
         return ""
@@ -321,17 +355,19 @@ def render_recent(console: Console, session: Session, exchanges: int = 3) -> Non
     from rich.text import Text
 
     from .render import render_markdown
+    from .session import plural
 
     s = session
     total = len(s.messages) + len(s.archived)
     title = sanitize_line(s.title) or "(untitled)"
-    console.print(Text(f"Resumed “{title}” · {total} messages · {s.id}", style="bold"))
+    console.print(Text(f"Resumed “{title}” · {plural(total, 'message')} · {s.id}", style="bold"))
     users = [i for i, m in enumerate(s.messages) if m.role == "user"]
     start = users[-exchanges] if len(users) >= exchanges else 0
     earlier = start + len(s.archived)
     if earlier:
         note = (
-            f"… {earlier} earlier messages (/export or `countbot sessions show {s.id}` shows all)"
+            f"… {plural(earlier, 'earlier message')} (/export or `countbot sessions show {s.id}` "
+            "shows all)"
         )
         console.print(Text(note, style="dim"))
     for m in s.messages[start:]:

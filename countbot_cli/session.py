@@ -37,6 +37,7 @@ class Session:
     provider: str
     model: str
     summary: str = ""
+    system: str = ""  # the conversation's extra instructions (/system); "" = none
     messages: list[Message] = field(default_factory=list)
     # raw messages already summarised out of the window (memory feature); never destroyed
     archived: list[Message] = field(default_factory=list)
@@ -74,6 +75,7 @@ class Session:
             "provider": self.provider,
             "model": self.model,
             "summary": self.summary,
+            "system": self.system,
             "usage": self.usage.to_dict(),
             "cursors": dict(self.cursors),
             "messages": [m.to_dict() for m in self.messages],
@@ -94,6 +96,7 @@ class Session:
                 provider=head["provider"],
                 model=head["model"],
                 summary=_str(d, "summary"),
+                system=_str(d, "system"),  # absent in files written before it existed
                 messages=_messages(d, "messages"),
                 archived=_messages(d, "archived"),
                 tool_conversations=_records(d.get("tool_conversations")),
@@ -242,6 +245,11 @@ def title_from(text: str) -> str:
         if line:
             return line if len(line) <= TITLE_MAX else line[: TITLE_MAX - 1].rstrip() + "…"
     return ""
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """`1 message`, `2 messages` (`words`: an irregular plural, e.g. "entries")."""
+    return f"{n:,} {word if n == 1 else words or word + 's'}"
 
 
 def short_ids(ids: list[str], min_len: int = 8) -> dict[str, str]:

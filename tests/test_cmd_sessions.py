@@ -225,7 +225,7 @@ def test_delete_asks_once_and_respects_no(store: SessionStore) -> None:
     code, text = run(sessions_delete, store, ["abc", "def", "abc000000001"], yes=False, confirm=no)
     assert code == 0 and text == "Nothing deleted.\n"
     assert len(questions) == 1 and "Delete 2 sessions?" in questions[0]
-    assert "abc000000001 “First” (1 messages)" in questions[0]
+    assert "abc000000001 “First” (1 message)" in questions[0]  # not "1 messages"
     assert len(store.list()) == 2
 
     code, text = run(sessions_delete, store, ["abc"], yes=False, confirm=lambda q: True)

@@ -330,7 +330,10 @@ def test_plain_mode_writes_sanitised_text_as_it_arrives() -> None:
         assert view.text == text
 
 
-def test_make_console_is_plain_for_pipes_and_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_make_console_is_plain_for_pipes_and_plain_but_not_for_no_color(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
     piped = make_console(file=io.StringIO())
     assert is_plain_console(piped)
     view = StreamView(piped)
@@ -339,12 +342,12 @@ def test_make_console_is_plain_for_pipes_and_no_color(monkeypatch: pytest.Monkey
     assert piped.file.getvalue() == "# Title\n\n**bold**\n"  # type: ignore[attr-defined]
     master, slave = os.openpty()
     with os.fdopen(slave, "w") as tty:
-        monkeypatch.delenv("NO_COLOR", raising=False)
-        assert not is_plain_console(make_console(file=tty))
-        assert is_plain_console(make_console(file=tty, force_plain=True))
-        monkeypatch.setenv("NO_COLOR", "1")
-        assert is_plain_console(make_console(file=tty))
-        assert not is_plain_console(make_console(file=tty, force_plain=False))
+        assert is_plain_console(make_console(file=tty, force_plain=True))  # --plain
+        colourless = make_console(file=tty)  # NO_COLOR only drops colour
+        assert not is_plain_console(colourless) and colourless.no_color
+        monkeypatch.delenv("NO_COLOR")
+        coloured = make_console(file=tty)
+        assert not is_plain_console(coloured) and not coloured.no_color
     os.close(master)
 
 

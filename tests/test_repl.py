@@ -369,12 +369,12 @@ def test_completion_of_commands_and_their_arguments(
     def complete(text: str) -> list[str]:
         return [c.text for c in comp.get_completions(Document(text), CompleteEvent())]
 
-    assert complete("/mo") == ["/model"]  # and the model list is fetched meanwhile
+    assert complete("/mo") == ["/model "]  # and the model list is fetched meanwhile
     deadline = time.monotonic() + 5
     while not any(r.path.endswith("/models") for r in server.requests):
         assert time.monotonic() < deadline, "no model list fetched ahead"
         time.sleep(0.01)
-    assert complete("/re") == ["/resume", "/rename", "/retry"]
+    assert complete("/re") == ["/resume ", "/rename ", "/retry"]  # a space if it takes args
     assert complete("hello /re") == []
     assert complete("/resume ") == [s.id]
     meta = next(comp.get_completions(Document("/resume "), CompleteEvent())).display_meta_text

@@ -370,3 +370,29 @@ def test_sigterm_at_the_prompt_quits_and_mid_answer_saves_first(tmp_path: Path) 
         assert [m["role"] for m in saved["messages"]] == ["user", "assistant"]
         assert saved["messages"][1]["status"] == "interrupted"
         assert saved["messages"][1]["content"].startswith("word word")
+
+
+def test_ctrl_c_at_the_approval_prompt_starts_a_new_line(tmp_path: Path) -> None:
+    """The terminal echoes ^C after the question; "interrupted" must not follow it on that line,
+    and the turn is said to have stopped in a tool call (not "nothing arrived")."""
+    with fs.FakeServer() as server:
+        cb = make_cb(tmp_path, server.base_url, tools={"enabled": True, "workspace": "."})
+        child = spawn(cb.env, cb.work)
+        try:
+            expect(child, "tools ask")
+            server.add(fs.tool_calls([("write_file", {"path": "note.txt", "content": "hi"})]))
+            child.send("write a note\r")
+            expect(child, "(default: no) ")
+            time.sleep(0.2)
+            child.sendintr()
+            expect(child, "/retry asks again")
+            shown = child.before
+            expect(child, "tools ask")
+            child.sendcontrol("d")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+        plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown)
+        assert "^Cinterrupted" not in plain and re.search(r"\^C\r?\n", plain), plain[-300:]
+        assert "interrupted during a tool call" in plain and "nothing arrived" not in plain
+        assert not (cb.work / "note.txt").exists()

@@ -13,6 +13,7 @@ from countbot_cli.session import (
     Session,
     header_from_dict,
     new_session,
+    plural,
     short_ids,
     title_from,
 )
@@ -21,6 +22,7 @@ from countbot_cli.session import (
 def full_session() -> Session:
     s = new_session(provider="openai", model="gpt-4o-mini", title="Plans")
     s.summary = "The user plans a trip."
+    s.system = "Answer in French."
     s.archived = [Message(role="user", content="old question"), Message("assistant", "old answer")]
     s.messages = [
         Message(role="user", content="where to? 你好", status=STATUS_FAILED),
@@ -79,6 +81,24 @@ def test_optional_fields_default_when_missing() -> None:
     s = Session.from_dict(d)
     assert (s.model, s.summary, s.messages, s.archived) == ("", "", [], [])
     assert s.tool_conversations == [] and s.cursors == {} and s.usage == Usage()
+
+
+def test_system_instructions_are_stored_and_old_files_without_them_load() -> None:
+    s = full_session()
+    assert s.to_dict()["system"] == "Answer in French."
+    assert Session.from_dict(json.loads(json.dumps(s.to_dict()))).system == "Answer in French."
+    old = s.to_dict()
+    del old["system"]  # a file written before the field existed
+    assert Session.from_dict(old).system == ""
+    with pytest.raises(ValueError, match="'system' must be a string"):
+        Session.from_dict({**s.to_dict(), "system": 3})
+
+
+def test_plural() -> None:
+    assert [plural(n, "message") for n in (0, 1, 2)] == ["0 messages", "1 message", "2 messages"]
+    assert plural(1, "entry", "entries") == "1 entry" and plural(1234, "entry", "entries") == (
+        "1,234 entries"
+    )
 
 
 @pytest.mark.parametrize(

@@ -180,6 +180,9 @@ def test_e_edits_the_arguments_in_the_editor(tmp_path: Path, server: fs.FakeServ
     child = spawn(cb, "take a note", env={"EDITOR": f"{sys.executable} {script}"})
     prompt(child)
     child.sendline("e")
+    child.expect("edited by the user")  # the new diff is shown ...
+    child.expect("Run the edited call\\?")  # ... and asked about before it runs
+    child.sendline("y")
     code, _ = finish(child)
     assert code == 0
     assert (cb.work / "notes.txt").read_text(encoding="utf-8") == "edited by the user"
@@ -211,6 +214,8 @@ def test_e_inline_rejects_invalid_json_and_asks_again(
     child.sendline("e")
     child.expect("New arguments")
     child.sendline('{"command": "touch edited"}')
+    child.expect("Run the edited call\\?")
+    child.sendline("y")
     code, _ = finish(child)
     assert code == 0
     assert (cb.work / "edited").exists()
@@ -234,7 +239,8 @@ def test_an_edit_that_leaves_the_workspace_is_asked_about_again(
     child.sendline("e")
     child.expect("New arguments")
     child.sendline(json.dumps({"path": str(outside), "content": "x"}))
-    shown = prompt(child)
+    child.expect("Run the edited call\\?")
+    shown = ANSI.sub("", child.before)
     assert f"! outside the workspace: {outside}" in shown and "[a]lways" not in shown
     child.sendline("n")
     child.expect("Reason for the model")
@@ -243,7 +249,7 @@ def test_an_edit_that_leaves_the_workspace_is_asked_about_again(
     child.sendline("e")
     child.expect("New arguments")
     child.sendline(json.dumps({"path": str(outside), "content": "x"}))
-    prompt(child)
+    child.expect("Run the edited call\\?")
     child.sendline("y")
     code, _ = finish(child)
     assert code == 0
@@ -254,9 +260,9 @@ def test_an_edit_that_leaves_the_workspace_is_asked_about_again(
     records = cb.only_session()["tool_conversations"]
     assert [(r["outcome"], r["approval"]) for r in records] == [
         ("denied", "denied-by-user"),
-        ("ok", "user"),
+        ("ok", "user-edited"),
     ]
-    assert records[0]["arguments"]["path"] == str(outside)
+    assert records[0]["arguments"]["path"] == "in.txt"  # the call the model made, declined
 
 
 def test_yes_flag_approves_writes_but_still_asks_for_exec(

@@ -3,6 +3,7 @@ and size, and the line splitting that read_file, edit_file and the diffs share."
 
 from __future__ import annotations
 
+import os
 import re
 
 _LINE_RE = re.compile(r"[^\n]*\n|[^\n]+$")
@@ -24,7 +25,7 @@ def unified_diff(old: str, new: str, label: str, *, new_file: bool = False) -> s
     import difflib
 
     a, b = split_lines(old), split_lines(new)
-    heads = ["/dev/null" if new_file else f"a/{label}", f"b/{label}"]
+    heads = ["/dev/null" if new_file else _head("a", label), _head("b", label)]
     prefix = _common_prefix(a, b)
     suffix = _common_prefix(a[prefix:][::-1], b[prefix:][::-1])
     if max(len(a), len(b)) - prefix - suffix > EXACT_DIFF_LINES:
@@ -40,8 +41,14 @@ def unified_diff(old: str, new: str, label: str, *, new_file: bool = False) -> s
         cut = max(cut, 0) + text[MAX_DIFF_CHARS:].count("\n")
         text = text[:MAX_DIFF_CHARS].rsplit("\n", 1)[0] + "\n"
     if cut > 0:
-        text += f"[diff truncated: {cut} more lines]\n"
+        text += f"[diff truncated: {cut} more line{_s(cut)}]\n"
     return text.rstrip("\n")
+
+
+def _head(side: str, label: str) -> str:
+    """`a/rel/path` for a path in the workspace; an absolute (or `~`) path is shown as is, not
+    as `b//tmp/x`."""
+    return label if os.path.isabs(label) or label.startswith("~") else f"{side}/{label}"
 
 
 def _common_prefix(a: list[str], b: list[str]) -> int:
@@ -70,10 +77,14 @@ def _block_diff(
         *(" " + x for x in a[first:prefix]),
         *("-" + x for x in removed[:keep]),
         *(
-            [f"[{len(removed) - keep} more removed lines not shown]\n"]
+            [f"[{len(removed) - keep} more removed line{_s(len(removed) - keep)} not shown]\n"]
             if len(removed) > keep
             else []
         ),
         *("+" + x for x in b[prefix:b_end]),
         *(" " + x for x in after),
     ]
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
