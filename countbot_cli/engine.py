@@ -10,8 +10,6 @@ session's `tool_conversations`, not replayed in later turns.
 from __future__ import annotations
 
 import json
-import signal
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -21,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .approval import ApprovalPolicy, Decision
 from .context import Budget, TurnContext, build_context
 from .errors import CountbotError, Interrupted, StorageError, Terminated
+from .interrupts import sigint_deferred
 from .models import (
     STATUS_FAILED,
     STATUS_INTERRUPTED,
@@ -234,7 +233,7 @@ class Engine:
         for r in records:
             r["message_id"] = new_messages[-1].id if new_messages[-1].role == "assistant" else None
         if save and self.store is not None:
-            with _sigint_deferred():
+            with sigint_deferred():
                 self._save(session, new_messages, records, result, is_new=is_new, replaces=replaces)
             for note in result.notices:
                 view.notice(note)
@@ -428,23 +427,3 @@ def _closing(events: Iterable[StreamEvent]) -> Iterator[None]:
         close = getattr(events, "close", None)
         if callable(close):
             close()
-
-
-@contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """Hold Ctrl-C while a turn is being written, then deliver it: a save is never half done."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[bool] = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda *_: pending.append(True))
-    except ValueError:
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if pending:
-            raise KeyboardInterrupt

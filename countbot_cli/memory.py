@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from .context import history_window, sendable
 from .errors import UsageError
-from .memory_call import Postponed, Summariser, SummaryError, sigint_deferred
+from .interrupts import sigint_deferred
+from .memory_call import Postponed, Summariser, SummaryError
 from .memory_text import (
     AUTO_CHARS,
     OVERFLOW_CHARS,

@@ -21,8 +21,6 @@ while a result is written (MEMORY.md line and archive move), so that pair is nev
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -186,23 +184,3 @@ def _collect(events: Iterator[Any], late: Callable[[], bool]) -> str:
         if callable(close):
             close()
     return "".join(parts)
-
-
-@contextmanager
-def sigint_deferred() -> Iterator[None]:
-    """Hold Ctrl-C while a summary's result is written, then deliver it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[bool] = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda *_: pending.append(True))
-    except ValueError:
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if pending:
-            raise KeyboardInterrupt

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
@@ -451,3 +452,49 @@ class StreamView:
             return []
         src = self._blocks.fence_window(self._tail, keep)
         return self._blocks.bottom(self._lines(src), keep)
+
+
+class StallRedraw:
+    """Draws a StreamView's pending frame when the stream stalls, and serialises access to it.
+
+    StreamView redraws only when text arrives (no refresh thread: rich's races print() from
+    another thread). When the stream pauses, a timer draws the last pending frame. Callers do
+    every call into the view under `lock` and call `schedule()` after feeding it.
+    """
+
+    def __init__(self, stream: StreamView) -> None:
+        self.stream = stream
+        self.lock = threading.RLock()
+        self._timer: threading.Timer | None = None
+        self._closed = False
+
+    def schedule(self) -> None:
+        """Under `lock`: arm the timer for the renderer's pending frame, if any."""
+        due = self.stream.due_in()
+        if due is None or self._timer is not None or self._closed:
+            return
+        self._timer = threading.Timer(due + 0.005, self._tick)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def cancel(self) -> None:
+        with self.lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    def close(self) -> None:
+        """No more timed frames (the turn is over)."""
+        self.cancel()
+        self._closed = True
+
+    def _tick(self) -> None:
+        with self.lock:
+            self._timer = None
+            if self._closed:
+                return
+            try:
+                self.stream.refresh()
+            except (OSError, ValueError):  # the terminal went away; the main thread will see it
+                return
+            self.schedule()

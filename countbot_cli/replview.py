@@ -128,7 +128,7 @@ class ReplView:
         spinner: bool = False,
         stream_view: Any = None,
     ) -> None:
-        from .render import StreamView
+        from .render import StallRedraw, StreamView
 
         self.console = console
         self.side = side
@@ -136,9 +136,7 @@ class ReplView:
         self._waiting = waiting
         self._spin = spinner
         self._spinner: Spinner | None = None
-        self._lock = threading.RLock()
-        self._timer: threading.Timer | None = None
-        self._closed = False
+        self.frames = StallRedraw(self.stream)
         self.last_tool: tuple[str, str] | None = None  # (name and arguments, full output)
         self.tool_calls = 0
         self._start_spinner(waiting)
@@ -147,32 +145,32 @@ class ReplView:
 
     def text(self, delta: str) -> None:
         self._quiet()
-        with self._lock:
+        with self.frames.lock:
             self.stream.feed(delta)
-            self._schedule()
+            self.frames.schedule()
 
     def reasoning(self, delta: str) -> None:
         self._quiet()
-        with self._lock:
+        with self.frames.lock:
             self.stream.reasoning(delta)
-            self._schedule()
+            self.frames.schedule()
 
     def notice(self, text: str) -> None:
         self._quiet()
-        with self._lock:
+        with self.frames.lock:
             self.stream.notice(text)
 
     def tool_start(self, prepared: PreparedCall) -> None:
         self._quiet()
         self.tool_calls += 1
-        with self._lock:
+        with self.frames.lock:
             self.stream.notice(f"⚙ {prepared.call.name} {short_args(prepared.args)}")
         self._start_spinner(f"running {sanitize_line(prepared.call.name)}")
 
     def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
         self._quiet()
         self.last_tool = (f"{prepared.call.name} {short_args(prepared.args, 200)}", result.content)
-        with self._lock:
+        with self.frames.lock:
             for line in tool_preview(result):
                 self.stream.notice(line)
         self._start_spinner(self._waiting)  # the model is asked again: its next round
@@ -183,20 +181,19 @@ class ReplView:
         """Before something else uses the terminal mid-turn (the approval prompt): the text so
         far is settled and a blank line separates it from the question."""
         self._settle()
-        with self._lock:
+        with self.frames.lock:
             if self.stream.text or self.tool_calls:
                 self.console.print()
 
     def finish(self) -> None:
         self._settle()
-        self._closed = True
+        self.frames.close()
 
     def abort(self, note: str = "interrupted") -> None:
         self._quiet()
-        self._cancel()
-        with self._lock:
+        self.frames.close()
+        with self.frames.lock:
             self.stream.abort(note)
-        self._closed = True
 
     def summary(self, result: TurnResult, elapsed: float, stats: Any = None) -> None:
         """The dim line after an answer: tokens and time (with the local model's load time and
@@ -241,8 +238,8 @@ class ReplView:
 
     def _settle(self) -> None:
         self._quiet()
-        self._cancel()
-        with self._lock:
+        self.frames.cancel()
+        with self.frames.lock:
             self.stream.finish()
 
     def _start_spinner(self, label: str) -> None:
@@ -255,32 +252,6 @@ class ReplView:
     def _quiet(self) -> None:
         if self._spinner is not None and self._spinner.running:
             self._spinner.stop()
-
-    def _schedule(self) -> None:
-        """Under the lock: arm the timer for the renderer's pending frame, if any."""
-        due = self.stream.due_in()
-        if due is None or self._timer is not None or self._closed:
-            return
-        self._timer = threading.Timer(due + 0.005, self._tick)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _tick(self) -> None:
-        with self._lock:
-            self._timer = None
-            if self._closed:
-                return
-            try:
-                self.stream.refresh()
-            except (OSError, ValueError):  # the terminal went away; the main thread will see it
-                return
-            self._schedule()
-
-    def _cancel(self) -> None:
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
 
 
 def interrupted_what(result: TurnResult) -> str:

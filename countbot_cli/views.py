@@ -6,7 +6,6 @@ stdout carries the answer and nothing else; status, notices, tool lines and erro
 from __future__ import annotations
 
 import sys
-import threading
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .textsafe import sanitize
@@ -98,74 +97,50 @@ class JsonView(PlainView):
 
 
 class MarkdownView(PlainView):
-    """Rendered markdown on a TTY through the streaming renderer.
-
-    The renderer redraws its live tail only when text arrives (throttled); when the stream
-    stalls, a timer draws the last pending frame. One lock serialises every call into the
-    renderer, so the timer thread never races a print from the main thread.
-    """
+    """Rendered markdown on a TTY through the streaming renderer; a stalled stream's pending
+    frame is still drawn (render.StallRedraw)."""
 
     def __init__(self, out: TextIO, err: TextIO, *, waiting: str | None = None) -> None:
         super().__init__(out, err, waiting=waiting)
-        from .render import StreamView, make_console
+        from .render import StallRedraw, StreamView, make_console
 
         self.console = make_console(file=out)
         self.stream = StreamView(self.console)
-        self._lock = threading.RLock()
-        self._timer: threading.Timer | None = None
+        self.frames = StallRedraw(self.stream)
 
     def text(self, delta: str) -> None:
         self.notices.clear_status()
-        with self._lock:
+        with self.frames.lock:
             self.stream.feed(delta)
-            self._schedule()
+            self.frames.schedule()
 
     def reasoning(self, delta: str) -> None:
         self.notices.clear_status()
-        with self._lock:
+        with self.frames.lock:
             self.stream.reasoning(delta)
-            self._schedule()
+            self.frames.schedule()
 
     def notice(self, text: str) -> None:
         self.notices.clear_status()
-        with self._lock:
+        with self.frames.lock:
             self.stream.notice(text)
 
     def pause(self) -> None:
         """Settle the live tail (it stays on screen as final) before a tool or a prompt."""
-        self.finish()
+        self.notices.clear_status()
+        self.frames.cancel()
+        with self.frames.lock:
+            self.stream.finish()
 
     def finish(self) -> None:
-        self.notices.clear_status()
-        self._cancel()
-        with self._lock:
-            self.stream.finish()
+        self.pause()
+        self.frames.close()
 
     def abort(self, note: str) -> None:
         self.notices.clear_status()
-        self._cancel()
-        with self._lock:
+        self.frames.close()
+        with self.frames.lock:
             self.stream.abort(note)
-
-    def _schedule(self) -> None:
-        due = self.stream.due_in()
-        if due is None or self._timer is not None:
-            return
-        self._timer = threading.Timer(due + 0.005, self._tick)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _tick(self) -> None:
-        with self._lock:
-            self._timer = None
-            self.stream.refresh()
-            self._schedule()
-
-    def _cancel(self) -> None:
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
 
 
 def _short_args(args: dict[str, Any] | None, limit: int = 80) -> str:

@@ -25,8 +25,8 @@ from test_memory_rig import (
     q,
 )
 
+from countbot_cli.interrupts import sigint_deferred
 from countbot_cli.memory import SummaryError, keeper_of
-from countbot_cli.memory_call import sigint_deferred
 from countbot_cli.models import Message
 from countbot_cli.prompts import NO_MEMORY_SENTINEL
 from countbot_cli.session import new_session
