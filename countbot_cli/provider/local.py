@@ -19,6 +19,8 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -138,6 +140,8 @@ def _load(path: str, n_ctx: int, setting: str) -> tuple[_Loaded, bool]:
                 hint="point model_path at a .gguf file",
             ) from exc
         loaded = _Loaded(llm, time.perf_counter() - start)
+        if not _MODELS:  # free models before interpreter teardown, where Llama.__del__ fails
+            atexit.register(_unload_at_exit)
         _MODELS[key] = loaded
         return loaded, True
 
@@ -156,6 +160,11 @@ def unload_models() -> None:
     for loaded in models:
         with loaded.busy() as llm:
             llm.close()
+
+
+def _unload_at_exit() -> None:
+    with contextlib.suppress(Exception):  # a generation still running in a daemon thread
+        unload_models()
 
 
 # ---- requests ----
