@@ -174,7 +174,7 @@ def test_quiet_keys_turns_echo_off_for_a_turn_and_back_on_for_a_question() -> No
         os.close(slave)
 
 
-def test_the_first_byte_of_an_answer_is_on_screen_within_20_ms(tmp_path: Path) -> None:
+def test_the_first_answer_pays_nothing_for_importing_the_renderer(tmp_path: Path) -> None:
     """The renderer is imported while the user types, so the first answer pays nothing for it.
     The server sends the first text 1 s after the request; the pty shows it soon after."""
     with fs.FakeServer() as server:
@@ -194,8 +194,10 @@ def test_the_first_byte_of_an_answer_is_on_screen_within_20_ms(tmp_path: Path) -
         finally:
             child.close(force=True)
     print("first byte -> screen (ms):", [round(lag * 1000, 1) for lag in lags])
-    # a few ms here; a renderer imported only when the first text arrives takes 40-60 ms
-    assert lags[0] <= 0.02, lags
+    # A few ms here; a renderer imported only when the first text arrives costs the first
+    # answer 40-60 ms more than the later ones. Compared within this run (the figure itself
+    # is measured by bench/bench_render.py): a shared, noisy machine moves all three alike.
+    assert lags[0] - min(lags[1:]) < 0.025, lags
 
 
 def _chars(text: str) -> Counter[str]:
