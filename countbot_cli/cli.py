@@ -146,13 +146,8 @@ def ask(
     prompt: Annotated[
         list[str] | None, typer.Argument(help="The question.", show_default=False)
     ] = None,
-    session: Annotated[
-        str | None,
-        typer.Option("--session", "-s", help="Continue session ID (prefix or 'latest')."),
-    ] = None,
-    cont: Annotated[
-        bool, typer.Option("--continue", "-c", help="Continue the latest session.")
-    ] = False,
+    session: SessionOpt = None,
+    cont: ContinueOpt = False,
     no_save: Annotated[
         bool, typer.Option("--no-save", help="Do not save this conversation.")
     ] = False,
@@ -179,17 +174,8 @@ def ask(
             help="Raw text, no markdown rendering (automatic when stdout is not a terminal).",
         ),
     ] = False,
-    yes: Annotated[
-        bool,
-        typer.Option(
-            "--yes",
-            "-y",
-            help="Approve file writes and edits without asking (never shell commands).",
-        ),
-    ] = False,
-    no_tools: Annotated[
-        bool, typer.Option("--no-tools", help="Do not offer tools to the model.")
-    ] = False,
+    yes: YesOpt = False,
+    no_tools: NoToolsOpt = False,
     config: ConfigOpt = None,
 ) -> None:
     from .app import AskOptions, run_ask
