@@ -9,6 +9,7 @@ null, so the caller applies its own default.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,14 +25,36 @@ class Node:
     line: int  # 1-based; for a mapping entry, the line of its key
 
 
-def load_yaml(path: Path) -> Section:
-    """The file's top-level mapping. An empty file is an empty section."""
+MAX_BYTES = 1 << 20  # a config file is a few KiB; anything over 1 MiB is not one
+MAX_DEPTH = 64  # countbot's own keys nest 4 deep (providers.NAME.headers.KEY)
+MAX_VALUES = 20_000  # keys and values once aliases are expanded; the example file has ~100
+
+
+def read_config(path: Path) -> bytes:
+    """The file's bytes (at most MAX_BYTES): hashed for trust and parsed from the same copy."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"not UTF-8 text ({e.reason})", file=str(path)) from None
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
     except OSError as e:
         raise ConfigError(f"cannot read the file: {e.strerror or e}", file=str(path)) from None
+    if len(data) > MAX_BYTES:
+        raise ConfigError(
+            f"larger than {MAX_BYTES >> 20} MiB: too big for a config file", file=str(path)
+        )
+    return data
+
+
+def decode(data: bytes, file: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"not UTF-8 text ({e.reason})", file=file) from None
+
+
+def load_yaml(path: Path, data: bytes | None = None) -> Section:
+    """The file's top-level mapping (from `data` when given). An empty file is an empty
+    section."""
+    text = decode(read_config(path) if data is None else data, str(path))
     root = parse_yaml(text, str(path))
     if root is None or root.value is None:
         return Section({}, file=str(path), prefix="", line=1)
@@ -45,12 +68,17 @@ def load_yaml(path: Path) -> Section:
 
 
 def parse_yaml(text: str, file: str) -> Node | None:
+    """Compose (nesting bounded), bound the alias expansion, then build the values."""
     import yaml
 
-    loader = yaml.SafeLoader(text)
+    loader = _loader_class()(text)
+    loader.countbot_file = file
     try:
         node = loader.get_single_node()
-        return None if node is None else _convert(node, loader, file)
+        if node is None:
+            return None
+        _check_expansion(node, file)
+        return _convert(node, loader, file)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         what = e.problem or e.context or "invalid YAML"
@@ -66,22 +94,132 @@ def parse_yaml(text: str, file: str) -> Node | None:
         loader.dispose()
 
 
+def top_level_keys(text: str) -> list[str] | None:
+    """The top-level keys of a document, composed only (nothing expanded or built); None when
+    it is not a mapping or not valid YAML. For telling another program's file apart."""
+    import yaml
+
+    loader = _loader_class()(text)
+    loader.countbot_file = ""
+    try:
+        node = loader.get_single_node()
+    except (yaml.YAMLError, ConfigError):
+        return None
+    finally:
+        loader.dispose()
+    if node is None:
+        return []
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    return [str(k.value) for k, _ in node.value if isinstance(k, yaml.ScalarNode)]
+
+
+@functools.cache
+def _loader_class() -> Any:
+    """A SafeLoader that refuses nesting deeper than MAX_DEPTH while composing, before
+    PyYAML's recursive composer can hit Python's recursion limit, and already while scanning
+    `[`/`{` (its simple-key bookkeeping costs flow depth × tokens)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        countbot_file = ""
+        depth = 0
+
+        def fetch_flow_collection_start(self, token_class: Any) -> None:
+            if self.flow_level >= MAX_DEPTH:
+                raise _too_deep(self.countbot_file, self.get_mark().line + 1)
+            super().fetch_flow_collection_start(token_class)
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            self.depth += 1
+            try:
+                if self.depth > MAX_DEPTH:
+                    line = self.peek_event().start_mark.line + 1
+                    raise _too_deep(self.countbot_file, line)
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return Loader
+
+
+def _too_deep(file: str, line: int) -> ConfigError:
+    return ConfigError(f"nested deeper than {MAX_DEPTH} levels", file=file, line=line)
+
+
+def _check_expansion(root: Any, file: str) -> None:
+    """Refuse a document whose aliases (`*name`) would expand past MAX_VALUES values or
+    MAX_DEPTH levels (a "billion laughs" bomb), or that contains itself.
+
+    Each composed node is measured once (aliases share the node), so this is linear in the
+    file; it runs before merge keys are flattened or any value is built.
+    """
+    import yaml
+
+    measured: dict[int, tuple[int, int]] = {}  # id(node) -> (values when expanded, height)
+    open_nodes: set[int] = set()
+
+    def walk(node: Any, depth: int) -> tuple[int, int]:
+        key = id(node)
+        line = node.start_mark.line + 1
+        if key in open_nodes:
+            raise ConfigError(
+                "an alias refers to a collection that contains it", file=file, line=line
+            )
+        if key not in measured:
+            if depth > MAX_DEPTH:
+                raise _too_deep(file, line)
+            open_nodes.add(key)
+            size, height = 1, 1
+            for child in _children(node, yaml):
+                child_size, child_height = walk(child, depth + 1)
+                size, height = size + child_size, max(height, child_height + 1)
+                if size > MAX_VALUES:
+                    raise ConfigError(
+                        f"aliases (*name) expand to more than {MAX_VALUES:,} values",
+                        file=file,
+                        line=line,
+                        hint="a config file needs a few hundred at most",
+                    )
+            open_nodes.discard(key)
+            measured[key] = (size, height)
+        size, height = measured[key]
+        if depth + height - 1 > MAX_DEPTH:
+            raise _too_deep(file, line)
+        return size, height
+
+    walk(root, 1)
+
+
+def _children(node: Any, yaml: Any) -> list[Any]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
 def _convert(node: Any, loader: Any, file: str) -> Node:
     import yaml
 
     line = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
-        loader.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
+        own = {id(k) for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"}
+        loader.flatten_mapping(node)  # resolves `<<: *anchor` merge keys, merged ones first
         entries: dict[str, Node] = {}
+        merged: dict[str, Node] = {}  # a later merged mapping wins; the node's own keys win
         for key_node, value_node in node.value:
             key = loader.construct_object(key_node, deep=True)
             key_line = key_node.start_mark.line + 1
             if not isinstance(key, str):
                 raise ConfigError(f"keys must be text, not {key!r}", file=file, line=key_line)
+            if id(key_node) not in own:
+                merged[key] = Node(_convert(value_node, loader, file).value, key_line)
+                continue
             if key in entries:
                 raise ConfigError(f"duplicate key '{key}'", file=file, line=key_line)
             entries[key] = Node(_convert(value_node, loader, file).value, key_line)
-        return Node(entries, line)
+        return Node({**merged, **entries}, line)
     if isinstance(node, yaml.SequenceNode):
         return Node([_convert(item, loader, file) for item in node.value], line)
     return Node(loader.construct_object(node, deep=True), line)
