@@ -47,11 +47,17 @@ class AskOptions(CommonOptions):
 
 
 def load_settings(
-    opts: CommonOptions, *, require_provider: bool = True, require_model: bool = True
+    opts: CommonOptions,
+    *,
+    require_provider: bool = True,
+    require_model: bool = True,
+    err: TextIO | None = None,
 ) -> Settings:
+    """The settings, saying once on stderr when an untrusted ./config.yaml was left out."""
     from .config import load_settings as _load
+    from .config import untrusted_notice
 
-    return _load(
+    settings = _load(
         config_path=opts.config,
         provider=opts.provider,
         model=opts.model,
@@ -59,6 +65,9 @@ def load_settings(
         require_provider=require_provider,
         require_model=require_model,
     )
+    if note := untrusted_notice(settings):
+        _notice(err or sys.stderr, note)
+    return settings
 
 
 def make_store(settings: Settings, err: TextIO | None = None) -> SessionStore:
@@ -142,7 +151,12 @@ def _tool_registry(settings: Settings, extra: list[Any]) -> Any:
         # countbot's own files always need approval, even inside the workspace
         protected=tuple(
             p
-            for p in (settings.config_file, settings.sessions_dir, settings.memory.file)
+            for p in (
+                settings.config_file,
+                settings.sessions_dir,
+                settings.memory.file,
+                settings.trust_store,
+            )
             if p is not None
         ),
     )
@@ -238,7 +252,7 @@ def run_ask(
         )
     stdin = stdin if stdin is not None else sys.stdin
     text = compose_prompt(opts.prompt, read_stdin(stdin), opts.files)
-    settings = load_settings(opts)
+    settings = load_settings(opts, err=err)
     store = make_store(settings, err)
     session, is_new = open_session(store, settings, ref=opts.session, cont=opts.cont)
     provider = make_provider(settings, err)

@@ -13,7 +13,9 @@ from .cli_common import ConfigOpt, JsonOpt, ProviderOpt, global_opts, guarded, l
 
 sessions_app = typer.Typer(help="List, show and manage saved conversations.")
 memory_app = typer.Typer(help="Long-term memory (MEMORY.md).", no_args_is_help=True)
-config_app = typer.Typer(help="Create, show and check the configuration.", no_args_is_help=True)
+config_app = typer.Typer(
+    help="Create, show, check and trust the configuration.", no_args_is_help=True
+)
 
 
 # ---- sessions ----
@@ -198,6 +200,26 @@ def config_path(config: ConfigOpt = None) -> None:
     from .cmd_config import config_path as _path
 
     guarded(lambda: _path(load_for_command(config, require_provider=False), sys.stdout))
+
+
+@config_app.command(
+    "trust", help="Apply a project's ./config.yaml (or PATH) as it is now: validate, show, record."
+)
+def config_trust(
+    path: Annotated[Path | None, typer.Argument(help="The file (default: ./config.yaml).")] = None,
+) -> None:
+    from .cmd_trust import config_trust as _trust
+
+    guarded(lambda: _trust(path, out=sys.stdout))
+
+
+@config_app.command("untrust", help="Stop applying a trusted ./config.yaml (or PATH).")
+def config_untrust(
+    path: Annotated[Path | None, typer.Argument(help="The file (default: ./config.yaml).")] = None,
+) -> None:
+    from .cmd_trust import config_untrust as _untrust
+
+    guarded(lambda: _untrust(path, out=sys.stdout))
 
 
 @config_app.command(

@@ -1,4 +1,4 @@
-"""`countbot config init|show|path|check` and `countbot models`.
+"""`countbot config init|show|path|check` and `countbot models` (`config trust|untrust`: cmd_trust).
 
 Each function writes to the stream it is given and returns an exit code; a problem the user must
 fix is raised as a CountbotError (the CLI prints it and exits with its code). `config check` and
@@ -159,11 +159,15 @@ def settings_dict(s: Settings) -> dict[str, Any]:
     }
 
 
-def config_show(settings: Settings, out: TextIO) -> int:
+def config_show(settings: Settings, out: TextIO, env: Mapping[str, str] | None = None) -> int:
     import yaml
+
+    from countbot_cli.cmd_trust import trust_rows
 
     where = settings.config_file or "no config file: defaults and environment"
     out.write(f"# effective configuration ({where}); API keys are masked\n")
+    for label, value in trust_rows(settings, os.environ if env is None else env):
+        out.write(f"# {label + ':' if label else '':<11} {value}\n")
     if settings.provider.type == "none":
         out.write("# no provider is configured: " + NO_PROVIDER_HINT + "\n")
     text = yaml.safe_dump(settings_dict(settings), sort_keys=False, allow_unicode=True)
@@ -171,7 +175,9 @@ def config_show(settings: Settings, out: TextIO) -> int:
     return EXIT_OK
 
 
-def config_path(settings: Settings, out: TextIO) -> int:
+def config_path(settings: Settings, out: TextIO, env: Mapping[str, str] | None = None) -> int:
+    from countbot_cli.cmd_trust import trust_rows
+
     rows = [
         ("config file", str(settings.config_file) if settings.config_file else "(none)"),
         ("home", str(settings.home)),
@@ -189,6 +195,7 @@ def config_path(settings: Settings, out: TextIO) -> int:
                 "--config, $COUNTBOT_CONFIG, ./config.yaml, " + str(settings.home / "config.yaml"),
             )
         )
+    rows += trust_rows(settings, os.environ if env is None else env)
     width = max(len(label) for label, _ in rows)
     for label, value in rows:
         out.write(f"{label.ljust(width)}  {value}\n")

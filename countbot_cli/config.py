@@ -1,7 +1,9 @@
 """Settings: defaults <- YAML file <- environment <- flags, frozen, with every path resolved.
 
 Lookup of the file (SPEC §3): `--config PATH`, `$COUNTBOT_CONFIG`, `./config.yaml`,
-`$XDG_CONFIG_HOME/countbot/config.yaml`. Relative paths in a file resolve against its folder;
+`$XDG_CONFIG_HOME/countbot/config.yaml`. A `./config.yaml` found by that lookup is applied only
+when the user has trusted these exact bytes (`countbot config trust`, see `trust`); otherwise
+the user's own file is used and the Settings name the ignored one. Relative paths in a file resolve against its folder;
 with no file the home folder is `$XDG_CONFIG_HOME/countbot`. Every path countbot touches comes
 from here, and `load_settings(env=..., cwd=...)` is the one override tests need: nothing reads
 `os.environ` or the real home folder when both are given (with `HOME` in `env`).
@@ -15,16 +17,24 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from countbot_cli import trust
 from countbot_cli.config_providers import PROVIDER_KEYS as PROVIDER_KEYS
 from countbot_cli.config_providers import ProviderConfig, resolve_providers
 from countbot_cli.config_providers import mask_header as mask_header
 from countbot_cli.config_providers import mask_secret as mask_secret
-from countbot_cli.config_yaml import Section, load_yaml, resolve_path, user_home
+from countbot_cli.config_yaml import (
+    Section,
+    load_yaml,
+    read_config,
+    resolve_path,
+    top_level_keys,
+    user_home,
+)
 from countbot_cli.errors import ConfigError
 from countbot_cli.presets import LOCAL_MODEL_FILE
 
@@ -102,6 +112,9 @@ class Settings:
     persona: Persona
     memory: MemorySettings
     tools: ToolSettings
+    ignored_config: Path | None = None  # a ./config.yaml left out: not trusted (yet)
+    ignored_why: str = ""  # "untrusted" | "changed" (trusted once, edited since)
+    trust_store: Path | None = None  # the list of trusted project files (trust.store_path)
 
 
 # ---- where things are ----
@@ -154,14 +167,63 @@ def find_config_file(
 def _found_in_cwd(
     file: Path, config_path: str | Path | None, env: Mapping[str, str], cwd: Path
 ) -> bool:
-    """The file is ./config.yaml picked up by the lookup, not one the user named."""
+    """The file is ./config.yaml picked up by the lookup, not one the user named (nor the
+    user's own file, when countbot starts in its folder)."""
     named = config_path not in (None, "") or _env_path(env, "COUNTBOT_CONFIG")
-    return not named and file == Path(os.path.normpath(cwd / "config.yaml"))
+    own = os.path.realpath(default_home(env) / "config.yaml")
+    return (
+        not named
+        and file == Path(os.path.normpath(cwd / "config.yaml"))
+        and os.path.realpath(file) != own
+    )
 
 
 def _user_config_file(env: Mapping[str, str]) -> Path | None:
     candidate = default_home(env) / "config.yaml"
     return Path(os.path.normpath(candidate)) if candidate.is_file() else None
+
+
+def is_countbot_file(data: bytes) -> bool:
+    """False for another program's config.yaml: a non-empty mapping without a countbot key.
+    Text that is not even a YAML mapping counts as countbot's (it may be a broken one)."""
+    try:
+        keys = top_level_keys(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return True
+    return not keys or any(key in TOP_KEYS for key in keys)
+
+
+def _project_file(file: Path, env: Mapping[str, str]) -> tuple[Section | None, str]:
+    """A ./config.yaml found by lookup: (its root when trusted, else None; why it is left
+    out: "untrusted", "changed", or "" for another program's file, left out silently)."""
+    try:
+        data = read_config(file)
+    except ConfigError:
+        return None, "untrusted"  # unreadable or too big: it cannot have been trusted
+    verdict = trust.status(file, data, default_home(env))
+    if verdict == "trusted":
+        return load_yaml(file, data), ""
+    return None, verdict if is_countbot_file(data) else ""
+
+
+_NOTIFIED: set[Path] = set()
+
+
+def untrusted_notice(settings: Settings) -> str | None:
+    """The one-line notice about an ignored ./config.yaml: once per file and process."""
+    file = settings.ignored_config
+    if file is None or file in _NOTIFIED:
+        return None
+    _NOTIFIED.add(file)
+    if settings.ignored_why == "changed":
+        return (
+            "ignored ./config.yaml: it changed since you trusted it; "
+            "review it, then run: countbot config trust"
+        )
+    return (
+        "ignored ./config.yaml: a project's config is not applied until you trust it (it could "
+        "redirect your prompts and keys or run commands); to use it, run: countbot config trust"
+    )
 
 
 def local_model_available(
@@ -207,21 +269,75 @@ def load_settings(
     `api_key_cmd` and tolerates a missing key, model or provider (then a type "none"
     placeholder). `require_model=False` (for `models`, `config check`) tolerates a missing model.
     `COUNTBOT_NO_LOCAL_MODEL=1` in `env` turns off the fallback to the embedded model.
+    An untrusted ./config.yaml is not read beyond its top-level keys: the result names it in
+    `ignored_config` (see `untrusted_notice`).
     """
     env = os.environ if env is None else env
     cwd = Path(os.path.abspath(Path.cwd() if cwd is None else cwd))
     if env.get("COUNTBOT_NO_LOCAL_MODEL", "").strip() not in ("", "0"):
         find_local_model = _no_local_model
     file = find_config_file(config_path, env, cwd)
-    root = load_yaml(file) if file else Section.empty()
-    trusted = True
+    ignored, why = None, ""
+    root: Section | None = None
     if file is not None and _found_in_cwd(file, config_path, env, cwd):
-        trusted = False
-        keys = root.names()
-        if keys and not any(key in TOP_KEYS for key in keys):  # another program's config.yaml
+        root, why = _project_file(file, env)
+        if root is None:
+            ignored = file if why else None
             file = _user_config_file(env)
-            root = load_yaml(file) if file else Section.empty()
-            trusted = True
+    if root is None:
+        root = load_yaml(file) if file else Section.empty()
+    settings = _build(
+        root,
+        file,
+        env,
+        cwd,
+        provider=provider,
+        model=model,
+        system=system,
+        require_provider=require_provider,
+        require_model=require_model,
+        find_local_model=find_local_model,
+    )
+    return replace(
+        settings,
+        ignored_config=ignored,
+        ignored_why=why if ignored else "",
+        trust_store=trust.store_path(default_home(env)),
+    )
+
+
+def check_file(
+    file: Path, data: bytes, *, env: Mapping[str, str], cwd: Path
+) -> tuple[Settings, Section]:
+    """Validate `data` (just read from `file`) as a whole config, running no command: what
+    `config trust` shows before it records the file. Raises ConfigError like loading does."""
+    if not is_countbot_file(data):
+        keys = ", ".join(TOP_KEYS[:4])
+        raise ConfigError(
+            "no countbot key at the top level: this is another program's file, "
+            "and countbot ignores it anyway",
+            file=str(file),
+            hint=f"countbot's keys are {keys}, …",
+        )
+    root = load_yaml(file, data)
+    cwd = Path(os.path.abspath(cwd))
+    settings = _build(root, file, env, cwd, require_provider=False, require_model=False)
+    return settings, root
+
+
+def _build(
+    root: Section,
+    file: Path | None,
+    env: Mapping[str, str],
+    cwd: Path,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    system: str | None = None,
+    require_provider: bool = True,
+    require_model: bool = True,
+    find_local_model: Callable[[], str | None] = local_model_available,
+) -> Settings:
     root.check_keys(TOP_KEYS)
     home = file.parent if file else default_home(env)
     # the whole file is checked before the provider is resolved (and a key command runs)
@@ -241,7 +357,6 @@ def load_settings(
         strict=require_provider,
         require_model=require_provider and require_model,
         find_local_model=find_local_model,
-        trusted=trusted,
     )
     return Settings(
         config_file=file,

@@ -12,9 +12,11 @@ EXAMPLE_CONFIG = """\
 # Where countbot looks, first match wins:
 #   1. --config PATH               (must exist)
 #   2. $COUNTBOT_CONFIG            (must exist)
-#   3. ./config.yaml               (the folder countbot is started in; skipped when it has no
-#                                   countbot key, and its api_key_cmd only runs when the file
-#                                   is named with --config or COUNTBOT_CONFIG)
+#   3. ./config.yaml               (the folder countbot is started in; skipped silently when
+#                                   it has no countbot key, and otherwise applied only once
+#                                   you ran `countbot config trust`: a project's file could send
+#                                   your prompts and keys elsewhere or run commands. Editing it
+#                                   untrusts it again; until then countbot says it ignored it.)
 #   4. $XDG_CONFIG_HOME/countbot/config.yaml   (XDG_CONFIG_HOME defaults to ~/.config)
 # Relative paths in this file resolve against the folder that holds it, so a checkout with a
 # config.yaml keeps sessions/ and MEMORY.md beside it. With no file at all the home folder is

@@ -209,7 +209,6 @@ class _Context:
     strict: bool
     require_model: bool
     find_local_model: Callable[[], str | None]
-    trusted: bool = True  # False: the file was found in the current folder, not named by the user
 
     def var(self, name: str) -> str | None:
         value = self.env.get(name, "").strip()
@@ -229,14 +228,13 @@ def resolve_providers(
     strict: bool,
     require_model: bool,
     find_local_model: Callable[[], str | None],
-    trusted: bool = True,
 ) -> tuple[ProviderConfig, dict[str, ProviderConfig], str]:
     """(chosen provider, every provider by name, the default provider's name).
 
-    `trusted=False` (a ./config.yaml picked up from the current folder) refuses `api_key_cmd`:
-    a cloned project's file must not run commands just because countbot started there.
+    `root` is a file the user named or trusted (config.load_settings never passes an untrusted
+    ./config.yaml), so the chosen provider's `api_key_cmd` may run.
     """
-    ctx = _Context(env, home, flag_model, strict, require_model, find_local_model, trusted)
+    ctx = _Context(env, home, flag_model, strict, require_model, find_local_model)
     section = root.section("providers")
     entries = {name: _parse_entry(section, name, env, home) for name in section.names()}
     default_name = root.text("default_provider")
@@ -405,15 +403,6 @@ def _api_key(entry: _Entry, ctx: _Context, *, chosen: bool) -> tuple[str | None,
     if entry.v.api_key_cmd:
         if not (chosen and ctx.strict):
             return None, "command (not run)"
-        if not ctx.trusted:
-            raise _entry_error(
-                entry,
-                "api_key_cmd",
-                "not run: this config.yaml was found in the current folder, and a project's file "
-                "must not run commands just because countbot was started there",
-                "trust it explicitly with --config ./config.yaml (or COUNTBOT_CONFIG), "
-                "or use api_key_env",
-            )
         return _run_key_cmd(entry, entry.v.api_key_cmd, ctx.home), "command"
     var = entry.key_env()
     if var is None:

@@ -37,8 +37,22 @@ class CB:
     def memory_file(self) -> Path:
         return self.work / "MEMORY.md"
 
+    @property
+    def user_home(self) -> Path:
+        """countbot's own folder for this user ($XDG_CONFIG_HOME/countbot)."""
+        return Path(self.env["XDG_CONFIG_HOME"]) / "countbot"
+
     def write_config(self, cfg: dict[str, Any]) -> None:
+        """Write work/config.yaml and trust it, as the user would with `countbot config trust`
+        (countbot runs in work/ and finds the file by lookup)."""
         self.config_file.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+        self.trust_config()
+
+    def trust_config(self) -> None:
+        """Trust work/config.yaml as it is now (the record `countbot config trust` makes)."""
+        from countbot_cli import trust
+
+        trust.trust(self.config_file, self.config_file.read_bytes(), self.user_home)
 
     def run(
         self,

@@ -502,6 +502,7 @@ def test_config_errors_exit_2_naming_file_line_and_key(
 ) -> None:
     cb = make_cb(tmp_path, None)
     cb.config_file.write_text(text, encoding="utf-8")
+    cb.trust_config()  # an untrusted ./config.yaml is not read at all
     proc = cb.run("ask", "hi")
     assert proc.returncode == 2, proc.stderr
     err = _one_error_line(proc.stderr)

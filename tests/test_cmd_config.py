@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from countbot_cli import cmd_config
-from countbot_cli.config import ProviderConfig, Settings, load_settings
+from countbot_cli import cmd_config, trust
+from countbot_cli.config import ProviderConfig, Settings, default_home, load_settings
 from countbot_cli.config_example import EXAMPLE_CONFIG
 from countbot_cli.errors import (
     EXIT_AUTH,
@@ -45,9 +45,12 @@ def box(tmp_path: Path) -> SimpleNamespace:
 
 
 def settings(box: SimpleNamespace, text: str | None, **kw: Any) -> Settings:
-    if text is not None:
-        (box.work / "config.yaml").write_text(text, encoding="utf-8")
+    """Write `text` to ./config.yaml, trust it (as `countbot config trust` does) and load."""
     kw.setdefault("env", box.env)
+    if text is not None:
+        path = box.work / "config.yaml"
+        path.write_text(text, encoding="utf-8")
+        trust.trust(path, path.read_bytes(), default_home(kw["env"]))
     return load_settings(cwd=box.work, find_local_model=lambda: None, **kw)
 
 
@@ -133,8 +136,9 @@ def test_init_force_keeps_a_backup(box: SimpleNamespace) -> None:
 
 
 def test_init_written_file_loads(box: SimpleNamespace) -> None:
-    cmd_config.config_init(box.work / "config.yaml", force=False, out=io.StringIO())
-    s = settings(box, None, env={**box.env, "OPENAI_API_KEY": SECRET})
+    target = box.work / "config.yaml"
+    cmd_config.config_init(target, force=False, out=io.StringIO())
+    s = settings(box, None, env={**box.env, "OPENAI_API_KEY": SECRET}, config_path=target)
     assert (s.provider.name, s.provider.model) == ("openai", "gpt-4o-mini")
 
 
@@ -149,7 +153,7 @@ def test_show_masks_every_secret(box: SimpleNamespace) -> None:
     )
     s = settings(box, text, env={**box.env, "DEEPSEEK_API_KEY": SECRET[::-1]})
     out = io.StringIO()
-    assert cmd_config.config_show(s, out) == EXIT_OK
+    assert cmd_config.config_show(s, out, box.env) == EXIT_OK
     shown = out.getvalue()
     for secret in (SECRET, HEADER_TOKEN, SECRET[::-1]):
         assert secret not in shown and secret[6:-4] not in shown
@@ -166,7 +170,7 @@ def test_show_masks_every_secret(box: SimpleNamespace) -> None:
 def test_show_without_provider(box: SimpleNamespace) -> None:
     s = settings(box, None, require_provider=False)
     out = io.StringIO()
-    cmd_config.config_show(s, out)
+    cmd_config.config_show(s, out, box.env)
     assert "no provider is configured" in out.getvalue()
     assert yaml.safe_load(out.getvalue())["provider"] is None
 
@@ -177,7 +181,7 @@ def test_show_without_provider(box: SimpleNamespace) -> None:
 def test_path_prints_every_path(box: SimpleNamespace) -> None:
     s = settings(box, SERVER)
     out = io.StringIO()
-    assert cmd_config.config_path(s, out) == EXIT_OK
+    assert cmd_config.config_path(s, out, box.env) == EXIT_OK
     got = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.getvalue().splitlines())
     assert got["config file"] == str(box.work / "config.yaml")
     assert got["home"] == str(box.work)
@@ -189,7 +193,7 @@ def test_path_prints_every_path(box: SimpleNamespace) -> None:
 
 def test_path_without_file(box: SimpleNamespace) -> None:
     out = io.StringIO()
-    cmd_config.config_path(settings(box, None, require_provider=False), out)
+    cmd_config.config_path(settings(box, None, require_provider=False), out, box.env)
     text = out.getvalue()
     assert "(none)" in text and str(box.home / ".config" / "countbot" / "sessions") in text
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from countbot_cli import trust
 from countbot_cli.config import (
     MEMORY_KEYS,
     PERSONA_KEYS,
@@ -19,6 +20,7 @@ from countbot_cli.config import (
     TOOL_KEYS,
     TOP_KEYS,
     Settings,
+    default_home,
     load_settings,
     local_model_available,
     mask_secret,
@@ -42,11 +44,18 @@ def box(tmp_path: Path) -> SimpleNamespace:
 
 
 def load(box: SimpleNamespace, text: str | None = None, **kw: Any) -> Settings:
-    if text is not None:
-        (box.work / "config.yaml").write_text(text, encoding="utf-8")
+    """Write `text` to ./config.yaml (trusted, as after `countbot config trust`) and load."""
     kw.setdefault("env", box.env)
+    if text is not None:
+        trusted_file(box.work / "config.yaml", text, kw["env"])
     kw.setdefault("find_local_model", lambda: None)
     return load_settings(cwd=box.work, **kw)
+
+
+def trusted_file(path: Path, text: str, env: dict[str, str]) -> Path:
+    path.write_text(text, encoding="utf-8")
+    trust.trust(path, path.read_bytes(), default_home(env))
+    return path
 
 
 def config_error(box: SimpleNamespace, text: str | None = None, **kw: Any) -> ConfigError:
@@ -71,9 +80,10 @@ def _write(path: Path, iterations: int) -> Path:
 def test_lookup_order_each_level(box: SimpleNamespace) -> None:
     flag = _write(box.tmp / "flag" / "c.yaml", 1)
     from_env = _write(box.tmp / "envdir" / "c.yaml", 2)
-    _write(box.work / "config.yaml", 3)
+    local = _write(box.work / "config.yaml", 3)
     xdg = _write(box.tmp / "xdg" / "countbot" / "config.yaml", 4)
     env = {**box.env, "COUNTBOT_CONFIG": str(from_env), "XDG_CONFIG_HOME": str(box.tmp / "xdg")}
+    trust.trust(local, local.read_bytes(), default_home(env))  # `countbot config trust`
     s = load(box, config_path=flag, env=env)
     assert (s.max_iterations, s.config_file) == (1, flag)
     s = load(box, env=env)
@@ -562,7 +572,9 @@ def test_other_errors(box: SimpleNamespace) -> None:
 
 
 def test_non_utf8_file(box: SimpleNamespace) -> None:
-    (box.work / "config.yaml").write_bytes(b"persona:\n  ai_name: \xff\xfe\n")
+    path = box.work / "config.yaml"
+    path.write_bytes(b"persona:\n  ai_name: \xff\xfe\n")
+    trust.trust(path, path.read_bytes(), default_home(box.env))
     err = config_error(box)
     assert err.file == str(box.work / "config.yaml") and "UTF-8" in str(err)
 
@@ -588,17 +600,21 @@ def test_api_key_cmd(box: SimpleNamespace) -> None:
     assert (p.api_key, p.api_key_source) == (SECRET, "command")
 
 
-def test_api_key_cmd_of_a_config_found_in_the_current_folder_is_not_run(
+def test_api_key_cmd_of_an_untrusted_config_in_the_current_folder_is_not_run(
     box: SimpleNamespace,
 ) -> None:
     marker = box.tmp / "ran"
     cmd = _cmd(box, f"open({str(marker)!r}, 'w').write('x'); print('k')")
     text = f'providers:\n  s:\n    api_base: http://s/v1\n    model: m\n    api_key_cmd: "{cmd}"\n'
-    err = config_error(box, text)  # ./config.yaml, picked up because countbot started here
+    (box.work / "config.yaml").write_text(text, encoding="utf-8")  # e.g. from a cloned repo
+    s = load(box, require_provider=False)
     assert not marker.exists()
-    assert (err.line, err.key) == (5, "providers.s.api_key_cmd")
-    assert "--config" in str(err.hint)
-    assert load(box, config_path="config.yaml").provider.api_key == "k"  # named: trusted
+    assert s.config_file is None and s.ignored_config == box.work / "config.yaml"
+    assert "s" not in s.providers
+    assert load(box, config_path="config.yaml").provider.api_key == "k"  # named by the user
+    assert marker.exists()
+    marker.unlink()
+    assert load(box, text).provider.api_key == "k"  # found by lookup once trusted
     assert marker.exists()
 
 
@@ -607,15 +623,15 @@ def test_another_programs_config_yaml_in_the_current_folder_is_skipped(
 ) -> None:
     (box.work / "config.yaml").write_text("database:\n  host: db\n", encoding="utf-8")
     s = load(box, require_provider=False)
-    assert s.config_file is None
+    assert s.config_file is None and s.ignored_config is None  # silently: not countbot's
     user = str(box.home / ".config" / "countbot" / "config.yaml")
     Path(user).parent.mkdir(parents=True, exist_ok=True)
     Path(user).write_text("temperature: 0.5\n", encoding="utf-8")
     s = load(box, require_provider=False)
     assert s.config_file == Path(user) and s.temperature == 0.5
-    # a countbot config with a typo is still an error, not skipped
-    (box.work / "config.yaml").write_text("temperture: 0.5\ntemperature: 1\n", encoding="utf-8")
-    assert config_error(box, require_provider=False).key == "temperture"
+    # a trusted countbot config with a typo is still an error, not skipped
+    err = config_error(box, "temperture: 0.5\ntemperature: 1\n", require_provider=False)
+    assert err.key == "temperture"
 
 
 def test_api_key_cmd_runs_for_the_chosen_provider_only(box: SimpleNamespace) -> None:

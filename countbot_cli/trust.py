@@ -1,0 +1,132 @@
+"""Which project-local files the user has trusted (SPEC §3 "Trust"), as direnv and mise do.
+
+A file countbot finds in the folder it starts in (today: `./config.yaml`) may come from a cloned
+repository, so it is applied only once the user has run `countbot config trust`. That records
+the file's real path and the SHA-256 of the exact bytes the user looked at in `trusted.json`, in
+countbot's own config folder (never in the project); a changed file is untrusted again.
+
+`status()` is the one place that decides; `is_trusted()` is the helper for any other project
+file countbot would take instructions from (an instructions file, MCP servers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from countbot_cli.fileio import atomic_write, locked, move_aside
+
+TRUST_FILE = "trusted.json"
+LOCK_TIMEOUT = 5.0
+
+Status = Literal["trusted", "untrusted", "changed"]
+
+
+@dataclass(frozen=True)
+class TrustRecord:
+    path: str  # the file's real path
+    sha256: str  # of the bytes that were trusted
+    trusted_at: str  # UTC, ISO 8601
+
+
+def store_path(home: Path) -> Path:
+    """`trusted.json` in countbot's own config folder (`default_home(env)`)."""
+    return home / TRUST_FILE
+
+
+def file_key(path: Path) -> str:
+    """The record's key: the absolute path with symlinks resolved."""
+    return os.path.realpath(path)
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def status(path: Path, data: bytes, home: Path) -> Status:
+    """Whether these exact bytes of `path` are trusted, were trusted in another version, or
+    were never trusted."""
+    record = records(home).get(file_key(path))
+    if record is None:
+        return "untrusted"
+    return "trusted" if record.sha256 == digest(data) else "changed"
+
+
+def is_trusted(path: Path, home: Path, data: bytes | None = None) -> bool:
+    """True when `path` (or `data`, the bytes read from it) is trusted as it is now."""
+    try:
+        content = path.read_bytes() if data is None else data
+    except OSError:
+        return False
+    return status(path, content, home) == "trusted"
+
+
+def records(home: Path) -> dict[str, TrustRecord]:
+    """Every record, by real path. A missing or damaged store trusts nothing."""
+    return _read(store_path(home))[0]
+
+
+def trust(path: Path, data: bytes, home: Path) -> TrustRecord:
+    """Record `data` (the bytes just read and shown to the user) as the trusted `path`."""
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    record = TrustRecord(file_key(path), digest(data), stamp)
+
+    def change(table: dict[str, TrustRecord]) -> None:
+        table[record.path] = record
+
+    _update(home, change)
+    return record
+
+
+def untrust(path: Path, home: Path) -> bool:
+    """Forget `path`. False when it was not trusted."""
+    removed: list[TrustRecord] = []
+
+    def change(table: dict[str, TrustRecord]) -> None:
+        if (old := table.pop(file_key(path), None)) is not None:
+            removed.append(old)
+
+    _update(home, change)
+    return bool(removed)
+
+
+def _update(home: Path, change: Callable[[dict[str, TrustRecord]], None]) -> None:
+    """Read, change and atomically rewrite the store (mode 0600) under its lock."""
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    target = store_path(home)
+    with locked(home / f".{TRUST_FILE}.lock", LOCK_TIMEOUT, "the list of trusted files"):
+        table, damaged = _read(target)
+        if damaged:
+            move_aside(target)  # kept for a look, never overwritten
+        change(table)
+        body = {
+            "version": 1,
+            "trusted": [
+                {"path": r.path, "sha256": r.sha256, "trusted_at": r.trusted_at}
+                for r in sorted(table.values(), key=lambda r: r.path)
+            ],
+        }
+        atomic_write(target, (json.dumps(body, indent=2) + "\n").encode("utf-8"))
+
+
+def _read(target: Path) -> tuple[dict[str, TrustRecord], bool]:
+    """(records, the file exists but is damaged)."""
+    try:
+        raw = target.read_bytes()
+    except OSError:  # missing (or unreadable): nothing is trusted
+        return {}, False
+    try:
+        body = json.loads(raw)
+        table = {}
+        for item in body["trusted"]:
+            record = TrustRecord(str(item["path"]), str(item["sha256"]), str(item["trusted_at"]))
+            table[record.path] = record
+    except (ValueError, RecursionError, KeyError, TypeError):
+        return {}, True
+    return table, False
