@@ -8,7 +8,6 @@ Everything that came from a model or a tool goes through textsafe before it is p
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,12 +17,11 @@ from countbot_cli.errors import EXIT_OK, StorageError, UsageError
 from countbot_cli.models import STATUS_FAILED, STATUS_INTERRUPTED, Message
 from countbot_cli.session import Session, plural, short_ids
 from countbot_cli.store import SessionStore
-from countbot_cli.textsafe import sanitize, sanitize_line
+from countbot_cli.textsafe import json_text, sanitize, sanitize_line
 
 ROLE_LABELS = {"user": "You", "assistant": "Assistant", "tool": "Tool", "system": "System"}
 TITLE_WIDTH = 48
 UNTITLED = "(untitled)"
-_C1_AND_DEL = re.compile(r"[\x7f-\x9f]")
 
 Item = tuple[str, str]  # (kind, text): kinds title, meta, note, heading, text, tool
 
@@ -376,9 +374,3 @@ def _write_file(path: Path, text: str) -> None:
         raise UsageError(f"cannot write {path}: {e.strerror or e}") from e
     except OSError as e:
         raise StorageError(f"cannot write {path}: {e.strerror or e}") from e
-
-
-def json_text(obj: Any) -> str:
-    """Pretty JSON with C1 controls and DEL escaped (json leaves them raw): terminal-safe, lossless."""
-    text = json.dumps(obj, ensure_ascii=False, indent=2)
-    return _C1_AND_DEL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

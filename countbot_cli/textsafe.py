@@ -3,7 +3,14 @@
 `sanitize` removes escape sequences (CSI, OSC, DCS/SOS/PM/APC strings, other ESC sequences, and
 their 8-bit C1 forms) and every other C0/C1 control except newline and tab; CRLF and lone CR
 become newlines, so a CR cannot overwrite what is already on the line. An unterminated sequence
-loses only its introducer, so no text is hidden.
+loses only its introducer, so no text is hidden; so does one longer than the caps below (a
+string sequence's body over `MAX_STRING` characters, a CSI's parameters over `MAX_PARAMS`): its
+body stays visible as plain text. The caps keep `StreamSanitizer`'s hold-back bounded, and
+because `sanitize` applies the same caps, the stream's output never depends on how the text
+was cut into chunks.
+
+`json_text` escapes the same characters inside a JSON document (`--json` output), so a JSON
+consumer still gets the exact string while a terminal shows only `\\u001b`-style escapes.
 
 It does not touch rich markup: print untrusted text with `markup=False` or as a rich `Text` /
 `Markdown`, never as a markup string, so `[red]` prints as text.
@@ -13,34 +20,52 @@ No third-party imports here: every layer may use it.
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
-_CSI = r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
-_STRING = r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
-_OTHER_ESC = r"\x1b[ -/]*[0-~]"
+MAX_STRING = 4096  # body of an OSC/DCS/SOS/PM/APC string sequence
+MAX_PARAMS = 256  # CSI parameter bytes
+_MAX_INTER = 16  # intermediate bytes of a CSI or other ESC sequence
+
+_CSI_START = r"(?:\x1b\[|\x9b)"
+_STRING_START = r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])"
+_STRING_BODY = rf"[^\x07\x1b\x9c]{{0,{MAX_STRING}}}"
+_CSI = rf"{_CSI_START}[0-?]{{0,{MAX_PARAMS}}}[ -/]{{0,{_MAX_INTER}}}[@-~]"
+_STRING = rf"{_STRING_START}{_STRING_BODY}(?:\x07|\x1b\\|\x9c)"
+_OTHER_ESC = rf"\x1b[ -/]{{0,{_MAX_INTER}}}[0-~]"
 _SEQUENCE = re.compile(f"{_CSI}|{_STRING}|{_OTHER_ESC}")
 # C0/C1 controls (but \n and \t), and the bidi embedding/override/isolate controls, which can
 # make text display in another order than it is stored ("Trojan Source")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _NEWLINES = re.compile(r"\r\n?")
 
-# the start of a sequence that a later chunk may complete (for StreamSanitizer)
+# every proper prefix of a sequence above: the start of one that a later chunk may complete
 _PARTIAL = re.compile(
-    r"(?:(?:\x1b\[|\x9b)[0-?]*[ -/]*"
-    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*\x1b?"
-    r"|\x1b[ -/]*"
-    r"|\r)\Z"
+    rf"(?:{_CSI_START}[0-?]{{0,{MAX_PARAMS}}}[ -/]{{0,{_MAX_INTER}}}"
+    rf"|{_STRING_START}{_STRING_BODY}\x1b?"
+    rf"|\x1b[ -/]{{0,{_MAX_INTER}}})\Z"
 )
-_PARTIAL_WINDOW = 4096
+# the longest such prefix: an introducer of two, a full body, the ESC of a final ESC \
+_PARTIAL_MAX = 2 + MAX_STRING + 1
+_STRING_HEAD = re.compile(_STRING_START)
+_STRING_STOP = re.compile(r"[\x07\x1b\x9c\r]")  # ends or may end a held string's body
+# in JSON: what the terminal would act on, plus the line/paragraph separators
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def sanitize(text: str) -> str:
     """`text` with escape sequences and control characters (except \\n and \\t) removed."""
     if not _CONTROL.search(text):
         return text
-    text = _NEWLINES.sub("\n", text)
-    text = _SEQUENCE.sub("", text)
-    return _CONTROL.sub("", text)
+    return _strip(_NEWLINES.sub("\n", text))
+
+
+def _strip(text: str) -> str:
+    """`sanitize` for text whose line ends are already \\n."""
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub("", _SEQUENCE.sub("", text))
 
 
 def sanitize_line(text: str) -> str:
@@ -48,25 +73,66 @@ def sanitize_line(text: str) -> str:
     return " ".join(sanitize(text).split())
 
 
+def json_text(obj: Any, *, indent: int | None = 2) -> str:
+    """`obj` as JSON (non-ASCII kept readable) with DEL, C1 and bidi controls, which
+    `ensure_ascii=False` leaves raw, written as \\u escapes: the same JSON value, inert on a
+    terminal. Such characters only occur inside JSON strings, where an escape means the same."""
+    dumped = json.dumps(obj, ensure_ascii=False, indent=indent)
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", dumped)
+
+
+def _hold_from(text: str) -> int:
+    """Where the unfinished sequence at the end of `text` starts (len(text) if none): the
+    leftmost start of a proper prefix of a sequence that reaches the end. A prefix holds no
+    BEL or ST and an ESC only first or last, so the search starts past the last of those."""
+    end = len(text)
+    start = max(
+        end - _PARTIAL_MAX,
+        text.rfind("\x07") + 1,
+        text.rfind("\x9c") + 1,
+        text.rfind("\x1b", 0, end - 1),
+        0,
+    )
+    match = _PARTIAL.search(text, start)
+    return match.start() if match else end
+
+
 class StreamSanitizer:
-    """`sanitize` for text arriving in chunks: a sequence split across chunks is still removed.
+    """`sanitize` for text arriving in chunks, whatever the cuts: the concatenated output of
+    `feed`s and `flush` equals `sanitize` of the concatenated input.
 
     `feed` returns what is safe to print now and keeps back a possible unfinished sequence (at
-    most a few KB); `flush` returns the rest at the end of the stream.
+    most `MAX_STRING` + 4 characters: a longer one can no longer complete and is released as
+    `sanitize` would show it); `flush` returns the rest at the end of the stream.
     """
 
     def __init__(self) -> None:
-        self._pending = ""
+        self._pending = ""  # line ends already \n, but a last lone \r (maybe half of \r\n)
+        self._room = -1  # body characters a held string sequence may still take (-1: none)
 
     def feed(self, chunk: str) -> str:
+        if not self._pending and not _CONTROL.search(chunk):
+            return chunk
+        if len(chunk) <= self._room and not _STRING_STOP.search(chunk):
+            # the held string sequence goes on: same result as below without rescanning it,
+            # so a long sequence fed a character at a time costs linear time
+            self._pending += chunk
+            self._room -= len(chunk)
+            return ""
         text = self._pending + chunk
-        self._pending = ""
-        match = _PARTIAL.search(text, max(0, len(text) - _PARTIAL_WINDOW))
-        if match and len(text) - match.start() < _PARTIAL_WINDOW:
-            self._pending = text[match.start() :]
-            text = text[: match.start()]
-        return sanitize(text)
+        cr = "\r" if text.endswith("\r") else ""
+        text = _NEWLINES.sub("\n", text[: len(text) - len(cr)])
+        cut = _hold_from(text)
+        self._hold(text[cut:] + cr)
+        return _strip(text[:cut])
+
+    def _hold(self, pending: str) -> None:
+        self._pending = pending
+        head = _STRING_HEAD.match(pending)
+        extendable = head is not None and not pending.endswith(("\x1b", "\r"))
+        self._room = head.end() + MAX_STRING - len(pending) if head and extendable else -1
 
     def flush(self) -> str:
-        text, self._pending = self._pending, ""
+        text = self._pending
+        self._hold("")
         return sanitize(text)

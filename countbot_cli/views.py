@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .textsafe import sanitize
+from .textsafe import StreamSanitizer, sanitize
 
 if TYPE_CHECKING:
     from .approval import Decision
@@ -23,7 +23,7 @@ class _StderrNotices:
         self.tty = _isatty(err)
         self._status_shown = False
         if waiting and self.tty:
-            err.write(f"\x1b[2m{waiting}\x1b[0m")
+            err.write(f"\x1b[2m{sanitize(waiting)}\x1b[0m")  # names the model
             err.flush()
             self._status_shown = True
 
@@ -47,12 +47,18 @@ class PlainView:
         self.out = out
         self.notices = _StderrNotices(err, waiting=waiting)
         self._last = ""
+        # holds back an escape sequence cut by a chunk boundary until it is complete
+        self._clean = StreamSanitizer()
 
     def text(self, delta: str) -> None:
         self.notices.clear_status()
-        self.out.write(sanitize(delta))
-        self.out.flush()
-        self._last = delta or self._last
+        self._answer(self._clean.feed(delta))
+
+    def _answer(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            self.out.flush()
+            self._last = text
 
     def reasoning(self, delta: str) -> None:
         self.notices.clear_status()
@@ -71,6 +77,7 @@ class PlainView:
     def pause(self) -> None:
         """Before a tool runs or a prompt is drawn: end the current line of answer text."""
         self.notices.clear_status()
+        self._answer(self._clean.flush())
         if self._last and not self._last.endswith("\n"):
             self.out.write("\n")
             self.out.flush()
