@@ -36,6 +36,7 @@ from typing import Any, NoReturn, TypeVar
 from countbot_cli import fileio
 from countbot_cli.errors import StorageError, UsageError
 from countbot_cli.fileio import Key
+from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.models import utc_now
 from countbot_cli.session import SchemaVersionError, Session, header_from_dict
 
@@ -420,10 +421,9 @@ def _lock_path(path: Path) -> Path:
 
 
 def _loads(data: bytes) -> Any:
-    try:
-        return json.loads(data)
-    except RecursionError as e:
-        raise ValueError("JSON nested too deeply") from e
+    """Parse a session or index file: too deep / too long numbers are damage like any other
+    (jsonsafe's limits; a ValueError, so the file is quarantined)."""
+    return loads_bounded(data)
 
 
 def _dumps(obj: Any) -> bytes:

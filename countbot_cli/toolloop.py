@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .approval import ApprovalPolicy, Decision
+from .jsonsafe import loads_bounded
 from .models import Message, ToolCall, utc_now
 
 if TYPE_CHECKING:
@@ -256,7 +257,7 @@ def _record(
 def _arguments_as_sent(raw: str) -> Any:
     """The model's arguments for the record: the object when they parse, else the raw text."""
     try:
-        value = json.loads(raw)
-    except (ValueError, TypeError):
+        value = loads_bounded(raw)
+    except (ValueError, TypeError):  # also over jsonsafe's limits: kept as the raw text
         return raw
     return value if isinstance(value, dict) else raw

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .jsonsafe import loads_bounded
 from .models import Message
 from .msgutil import trim_messages
 from .tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, context_window_for
@@ -73,8 +74,8 @@ class RatioFile:
 
     def _read(self) -> dict[str, float]:
         try:
-            data = json.loads(self.path.read_text("utf-8"))
-        except (OSError, ValueError):
+            data = loads_bounded(self.path.read_bytes())
+        except (OSError, ValueError):  # ValueError: damaged, or over jsonsafe's limits
             return {}
         if not isinstance(data, dict):
             return {}

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import random
+import time
+import tracemalloc
 
 import pytest
 
-from countbot_cli.provider.sse import SSEDecoder, SSEEvent, decode_all
+from countbot_cli.provider.sse import MAX_LINE, LineTooLong, SSEDecoder, SSEEvent, decode_all
 
 
 def _chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
@@ -196,3 +198,57 @@ def test_empty_feeds_are_harmless() -> None:
     assert decoder.feed(b"") == []
     assert decoder.feed(b"\n") == [SSEEvent(data="q")]
     assert decoder.close() == []
+
+
+# ---- cost: linear in the input, one line capped ----
+
+
+def _feed_line_in_pieces(size: int, piece: int = 4096, max_line: int = 64 << 20) -> float:
+    """Seconds to decode one `data:` line of `size` bytes fed `piece` bytes at a time."""
+    line = b"data: " + b"x" * size + b"\n\n"
+    decoder = SSEDecoder(max_line=max_line)
+    t0 = time.perf_counter()
+    events = []
+    for start in range(0, len(line), piece):
+        events += decoder.feed(line[start : start + piece])
+    elapsed = time.perf_counter() - t0
+    assert len(events) == 1 and len(events[0].data) == size
+    return elapsed
+
+
+def test_a_long_line_in_small_pieces_costs_linear_time() -> None:
+    one = min(_feed_line_in_pieces(1 << 20) for _ in range(3))
+    twenty = _feed_line_in_pieces(20 << 20)
+    # 20x the bytes: a decoder that rescans the pending line would take ~400x as long
+    assert twenty < 20 * one * 4, (one, twenty)
+
+
+def test_a_line_over_the_cap_is_refused_as_soon_as_it_passes_it() -> None:
+    decoder = SSEDecoder(max_line=1000)
+    assert decoder.feed(b"data: ok\n\n") == [SSEEvent(data="ok")]
+    decoder.feed(b"data: " + b"y" * 900)
+    with pytest.raises(LineTooLong, match="longer than 1,000 bytes"):
+        decoder.feed(b"y" * 200)
+    # a whole over-long line arriving in one piece is refused too
+    with pytest.raises(LineTooLong):
+        SSEDecoder(max_line=1000).feed(b"data: " + b"z" * 2000 + b"\n\n")
+    # the default cap is 16 MiB: a line right under it is fine
+    assert MAX_LINE == 16 * 1024 * 1024
+    assert len(decode_all(b"data: " + b"a" * (MAX_LINE - 10) + b"\n\n")[0].data) == MAX_LINE - 10
+
+
+def test_a_20_mb_line_is_refused_quickly_with_bounded_memory() -> None:
+    decoder = SSEDecoder()
+    piece = b"x" * 4096
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(LineTooLong):
+            decoder.feed(b"data: ")
+            for _ in range((20 << 20) // len(piece)):
+                decoder.feed(piece)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - t0 < 5
+    assert peak < MAX_LINE * 2.5  # the pending line and its growth, never the whole 20 MB twice

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from countbot_cli.errors import ProviderError
+from countbot_cli.jsonsafe import JSONLimitError, loads_bounded
 from countbot_cli.models import (
     Finished,
     ReasoningDelta,
@@ -66,7 +67,11 @@ class Assembler:
     def add(self, data: str) -> list[StreamEvent]:
         """Take one SSE data payload; return the events it carries."""
         try:
-            obj = json.loads(data)
+            obj = loads_bounded(data)
+        except JSONLimitError as e:
+            raise stream_error(
+                f"the provider sent a chunk that cannot be read: {e}", self.partial
+            ) from None
         except ValueError:
             if data.lstrip().startswith(":"):
                 return []  # a proxy re-emitted a comment as data
@@ -177,7 +182,9 @@ class Assembler:
 def completion_events(body: bytes, api_key: str | None = None) -> list[StreamEvent]:
     """The events equivalent to a complete (non-streamed) JSON answer, Finished last."""
     try:
-        obj = json.loads(body)
+        obj = loads_bounded(body)
+    except JSONLimitError as e:
+        raise ProviderError(f"the provider sent an answer that cannot be read: {e}") from None
     except ValueError:
         obj = None
     if not isinstance(obj, dict):

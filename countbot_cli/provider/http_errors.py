@@ -27,6 +27,7 @@ from countbot_cli.errors import (
     StreamError,
     TransientError,
 )
+from countbot_cli.jsonsafe import loads_bounded
 
 MAX_MESSAGE = 300  # characters of the provider's own error message we show
 _CONTEXT_RE = re.compile(
@@ -48,8 +49,8 @@ def clean(text: str, api_key: str | None = None, limit: int = MAX_MESSAGE) -> st
 def _error_fields(body_text: str) -> tuple[str, str]:
     """(the provider's message, its error code and type in lower case) from an error body."""
     try:
-        obj = json.loads(body_text)
-    except ValueError:
+        obj = loads_bounded(body_text)
+    except ValueError:  # not JSON, or JSON over the limits (jsonsafe): shown as text
         return ("" if body_text.lstrip().startswith("<") else body_text), ""
     if not isinstance(obj, dict):
         return str(obj), ""

@@ -20,6 +20,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli.errors import AuthError, ModelNotFoundError, ProviderError, StreamError
+from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.models import ChatRequest, Finished, StreamEvent
 from countbot_cli.provider.assemble import EMPTY, Assembler, completion_events, sse_data
 from countbot_cli.provider.http_errors import (
@@ -30,6 +31,7 @@ from countbot_cli.provider.http_errors import (
     short_reason,
     stream_error,
 )
+from countbot_cli.provider.sse import MAX_LINE, LineTooLong
 
 if TYPE_CHECKING:
     import httpx
@@ -48,6 +50,8 @@ __all__ = [
 
 MAX_TOOL_CALL_ID = 40  # OpenAI rejects longer ids ("string too long ... maximum length 40")
 MAX_RETRY_AFTER = 120.0  # seconds; a longer Retry-After is not waited for
+MAX_BODY = MAX_LINE  # bytes of a whole (non-streamed) JSON answer, like one SSE line
+MAX_ERROR_BODY = 1024 * 1024  # bytes of an HTTP error body read (only ~300 characters are shown)
 
 
 # ---- requests ----
@@ -253,14 +257,23 @@ class OpenAICompatProvider:
             if isinstance(err, StreamError):
                 err.partial_text = acc.partial
             raise err from exc
+        except LineTooLong as exc:
+            raise stream_error(f"the provider sent {exc}; stopped reading", acc.partial) from None
         yield acc.finish(done)
 
     def _read_rest(self, first: bytes, chunks: Iterator[bytes]) -> bytes:
         import httpx
 
         parts = [first]
+        size = len(first)
         try:
-            parts.extend(chunks)
+            for chunk in chunks:
+                size += len(chunk)
+                if size > MAX_BODY:
+                    raise ProviderError(
+                        f"the provider's answer is longer than {MAX_BODY:,} bytes; stopped reading"
+                    )
+                parts.append(chunk)
         except httpx.TransportError as exc:
             raise self._exc_error(exc, started=True) from exc
         return b"".join(parts)
@@ -305,7 +318,7 @@ class OpenAICompatProvider:
         try:
             resp = client.send(request, stream=True)
             if resp.status_code >= 400:
-                text = resp.read().decode("utf-8", errors="replace")
+                text = _head_of(resp, MAX_ERROR_BODY).decode("utf-8", errors="replace")
                 raise self._key_hint(
                     error_from_response(
                         resp.status_code,
@@ -345,9 +358,21 @@ class OpenAICompatProvider:
         return min(0.5 * 2**attempt, 8.0) * (1.0 - 0.25 * self._rand())
 
 
+def _head_of(resp: httpx.Response, limit: int) -> bytes:
+    """The first `limit` bytes of a body (an error body: the rest is not read)."""
+    parts: list[bytes] = []
+    size = 0
+    for chunk in resp.iter_bytes():
+        parts.append(chunk)
+        size += len(chunk)
+        if size >= limit:
+            break
+    return b"".join(parts)[:limit]
+
+
 def _model_ids(body: bytes) -> list[str]:
     try:
-        obj = json.loads(body)
+        obj = loads_bounded(body)
     except ValueError:
         obj = None
     items = obj.get("data", obj.get("models")) if isinstance(obj, dict) else obj

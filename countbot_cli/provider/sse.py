@@ -10,6 +10,11 @@ Follows the WHATWG framing (HTML §9.2) with the tolerances chat servers need:
 - events whose data is empty or blank are skipped (openai-python#2722 crashed on them);
 - `close()` flushes a last line and a last event that had no blank line after it.
 
+Cost: linear in the input. A line still incomplete when a feed ends is not searched again: the
+next feed searches only the new bytes. A line longer than `max_line` bytes (MAX_LINE, 16 MiB,
+by default) raises `LineTooLong` as soon as the pending bytes pass the cap, so memory stays
+bounded by the cap plus one network chunk.
+
 No third-party imports: the decoder is tested alone by cutting recorded streams anywhere.
 """
 
@@ -22,6 +27,15 @@ _LINE_END = re.compile(rb"[\r\n]")
 _CR = 0x0D
 _LF = 0x0A
 _BOM = "\ufeff"
+MAX_LINE = 16 * 1024 * 1024  # bytes in one SSE line (one `data:` line holds one whole chunk)
+
+
+class LineTooLong(ValueError):
+    """A line grew past the decoder's cap without ending."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"a line of the event stream is longer than {limit:,} bytes")
+        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -37,8 +51,10 @@ class SSEEvent:
 class SSEDecoder:
     """Feed bytes as they arrive; each call returns the events completed by those bytes."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_line: int = MAX_LINE) -> None:
+        self.max_line = max_line
         self._buf = bytearray()
+        self._scanned = 0  # bytes of _buf already searched for a line end (none found)
         self._skip_lf = False  # the last feed ended with CR: a leading LF belongs to it
         self._first_line = True
         self._reset_event()
@@ -61,9 +77,12 @@ class SSEDecoder:
             if buf[start] == _LF:
                 del buf[start]
         events: list[SSEEvent] = []
-        while (m := _LINE_END.search(buf, pos)) is not None:
+        search_from = self._scanned
+        while (m := _LINE_END.search(buf, search_from)) is not None:
             end = m.start()
-            line = bytes(buf[pos:end])
+            if end - pos > self.max_line:
+                raise LineTooLong(self.max_line)
+            line = buf[pos:end]
             pos = end + 1
             if buf[end] == _CR:
                 if pos < len(buf):
@@ -71,10 +90,14 @@ class SSEDecoder:
                         pos += 1
                 else:
                     self._skip_lf = True
+            search_from = pos
             event = self._line(line)
             if event is not None:
                 events.append(event)
         del buf[:pos]
+        self._scanned = len(buf)
+        if self._scanned > self.max_line:
+            raise LineTooLong(self.max_line)
         return events
 
     def close(self) -> list[SSEEvent]:
@@ -83,6 +106,7 @@ class SSEDecoder:
         if self._buf:
             line = bytes(self._buf)
             self._buf.clear()
+            self._scanned = 0
             event = self._line(line)
             if event is not None:
                 events.append(event)
@@ -92,7 +116,7 @@ class SSEDecoder:
         self._skip_lf = False
         return events
 
-    def _line(self, raw: bytes) -> SSEEvent | None:
+    def _line(self, raw: bytes | bytearray) -> SSEEvent | None:
         line = raw.decode("utf-8", errors="replace")
         if self._first_line:
             self._first_line = False

@@ -1,0 +1,111 @@
+"""`loads_bounded`: json.loads for JSON countbot did not just write itself, with limits.
+
+Everything parsed from outside goes through it: the provider's stream chunks, JSON bodies and
+error bodies, a model's tool arguments, session files and the small cache files beside them.
+
+- Depth: at most MAX_JSON_DEPTH (256) nested arrays/objects. json.loads recurses and raises
+  RecursionError near 1,000 levels, and a value a little shallower parses but can break
+  json.dumps, copies or validation later, deeper in the stack. So the depth is checked BEFORE
+  parsing, by a scan that is linear in the text and never recursive: text with at most 256
+  opening brackets cannot be deeper (two `count` calls, the usual case); otherwise escapes and
+  strings are cut out with regexes and the running depth of the remaining brackets is summed
+  at C speed, slice by slice, stopping at the first slice over the limit. 256 leaves room: a
+  tool argument accepted at depth d is saved in a session file at depth d + 3, and a provider
+  chunk carries object-shaped arguments about 7 levels down.
+- Integers: at most MAX_INT_DIGITS (4,300, Python's default int-str limit) digits, as converting
+  a longer one is quadratic. json.loads refuses them with a plain ValueError under the default
+  limit; when a program raised or lifted that limit, a parse_int hook enforces ours.
+- RecursionError never escapes.
+
+Every failure is a ValueError: `JSONLimitError` for a limit, json.JSONDecodeError (or
+UnicodeDecodeError for bytes) for malformed text, so `except ValueError` keeps working and can
+tell the two apart. Stdlib only, cheap to import.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from array import array
+from collections.abc import Callable
+from itertools import accumulate
+from typing import Any
+
+MAX_JSON_DEPTH = 256
+MAX_INT_DIGITS = 4300
+
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)  # cut first, so strings hold no escaped quote
+_STRING = re.compile(rb'"[^"]*(?:"|\Z)')  # a string, or an unterminated one up to the end
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 / -1 as signed bytes
+_NOT_BRACKET = bytes(c for c in range(256) if c not in b"[]{}")
+_SLICE = 1 << 16
+
+
+class JSONLimitError(ValueError):
+    """The JSON is nested too deeply or holds an integer too long to convert safely."""
+
+
+def too_deep_message(max_depth: int = MAX_JSON_DEPTH) -> str:
+    return f"JSON nested too deeply (over {max_depth} levels)"
+
+
+def loads_bounded(text: str | bytes | bytearray, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """json.loads with the limits above; raises JSONLimitError or another ValueError."""
+    check_depth(text, max_depth=max_depth)
+    try:
+        return json.loads(text, parse_int=_int_hook())
+    except (json.JSONDecodeError, JSONLimitError):
+        raise
+    except RecursionError:  # only if the caller's own stack is nearly exhausted
+        raise JSONLimitError(too_deep_message(max_depth)) from None
+    except ValueError as e:
+        if "digits" not in str(e):
+            raise  # e.g. UnicodeDecodeError
+        raise JSONLimitError(f"JSON holds an integer over {MAX_INT_DIGITS} digits long") from None
+
+
+def check_depth(text: str | bytes | bytearray, *, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Raise JSONLimitError if `text` nests arrays/objects deeper than `max_depth`.
+
+    Linear, never recursive; brackets inside strings do not count. Text that is not valid JSON
+    may pass (json.loads then says what is wrong with it).
+    """
+    data = _utf8(text)
+    if data.count(b"[") + data.count(b"{") <= max_depth:
+        return
+    if b"\\" in data:
+        data = _ESCAPE.sub(b"", data)
+    if b'"' in data:
+        data = _STRING.sub(b"", data)
+    steps = data.translate(_STEPS, _NOT_BRACKET)
+    depth = 0
+    for start in range(0, len(steps), _SLICE):
+        part = array("b")
+        part.frombytes(steps[start : start + _SLICE])
+        if max(accumulate(part, initial=depth)) > max_depth:
+            raise JSONLimitError(too_deep_message(max_depth))
+        depth += sum(part)
+
+
+def _utf8(text: str | bytes | bytearray) -> bytes:
+    if isinstance(text, str):
+        return text.encode("utf-8", "surrogatepass")
+    data = bytes(text)
+    encoding = json.detect_encoding(data)
+    if encoding == "utf-8":
+        return data
+    return data.decode(encoding, "replace").encode("utf-8")
+
+
+def _int_hook() -> Callable[[str], int] | None:
+    """None (json's own int) when the interpreter's int-str limit is at least as strict."""
+    get_limit = getattr(sys, "get_int_max_str_digits", None)
+    limit = get_limit() if get_limit is not None else 0
+    return None if 0 < limit <= MAX_INT_DIGITS else _bounded_int
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits) > MAX_INT_DIGITS + (digits[:1] == "-"):
+        raise JSONLimitError(f"JSON holds an integer over {MAX_INT_DIGITS} digits long")
+    return int(digits)
