@@ -140,10 +140,13 @@ def compact(lines: list[str]) -> list[str]:
 
 def check_arguments(text: str, prepared: PreparedCall) -> tuple[dict[str, Any] | None, str | None]:
     """(arguments, None) if `text` is a JSON object that passes the tool's schema, else (None, why)."""
+    from .jsonsafe import JSONLimitError, loads_bounded
     from .tools import schema as jsonschema
 
     try:
-        value = json.loads(text)
+        value = loads_bounded(text)
+    except JSONLimitError as e:
+        return None, str(e)
     except json.JSONDecodeError as e:
         return None, f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"
     if not isinstance(value, dict):

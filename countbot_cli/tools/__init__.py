@@ -33,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..jsonsafe import JSONLimitError, loads_bounded
 from ..models import ToolCall
 from . import schema as jsonschema
 from .base import (
@@ -101,7 +102,9 @@ def parse_arguments(text: str, spec: ToolSpec) -> tuple[dict[str, Any] | None, s
     if not text.strip():
         return {}, None
     try:
-        value = json.loads(text)
+        value = loads_bounded(text)
+    except JSONLimitError as e:
+        return None, f"arguments rejected: {e}; send a JSON object matching the schema"
     except json.JSONDecodeError as e:
         hint = ""
         if spec.kind == KIND_WRITE:
