@@ -6,13 +6,13 @@ directly with injected streams.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .errors import CountbotError, UsageError
+from .prompt_input import compose_prompt, read_stdin
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from .provider import Provider
     from .session import Session
     from .store import SessionStore
-
-MAX_ATTACHMENT_BYTES = 1_000_000
 
 
 @dataclass
@@ -166,59 +164,6 @@ def _tool_registry(settings: Settings, extra: list[Any]) -> Any:
 # ---- ask ----
 
 
-def compose_prompt(prompt: list[str], stdin_text: str | None, files: list[Path]) -> str:
-    """Prompt words, then piped stdin, then each attached file in a fenced block."""
-    parts: list[str] = []
-    words = " ".join(prompt).strip()
-    if words:
-        parts.append(words)
-    if stdin_text and stdin_text.strip():
-        parts.append(stdin_text.rstrip("\n"))
-    for path in files:
-        parts.append(_attachment(path))
-    text = "\n\n".join(parts)
-    if not text.strip():
-        raise UsageError(
-            "nothing to ask: give a prompt, pipe text in, or attach a file with -f",
-            hint='e.g. countbot ask "explain this" -f main.py',
-        )
-    return text
-
-
-def _attachment(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"-f {path}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"-f {path}: is a folder, not a file") from None
-    except OSError as exc:
-        raise UsageError(f"-f {path}: cannot read it ({exc.strerror})") from None
-    if len(data) > MAX_ATTACHMENT_BYTES:
-        raise UsageError(
-            f"-f {path}: {len(data):,} bytes is over the {MAX_ATTACHMENT_BYTES:,}-byte limit"
-        )
-    if b"\x00" in data[:8192]:
-        raise UsageError(f"-f {path}: looks like a binary file; only text can be attached")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"-f {path}: not UTF-8 text") from None
-    fence = "````" if "```" in text else "```"
-    return f"File `{path}`:\n{fence}\n{text.rstrip(chr(10))}\n{fence}"
-
-
-def read_stdin(stdin: TextIO | None) -> str | None:
-    if stdin is None:
-        return None
-    try:
-        if stdin.isatty():
-            return None
-        return stdin.read()
-    except (OSError, ValueError):
-        return None
-
-
 def open_session(
     store: SessionStore, settings: Settings, *, ref: str | None, cont: bool
 ) -> tuple[Session, bool]:
@@ -345,7 +290,9 @@ def _report(
                 "message": result.error.user_message(),
                 "exit_code": result.error.exit_code,
             }
-        out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        from .textsafe import json_text
+
+        out.write(json_text(obj, indent=None) + "\n")
         out.flush()
     if result.error is not None and result.status == "failed":
         print_error(result.error, err)

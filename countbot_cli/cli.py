@@ -139,7 +139,8 @@ def chat(
 
 
 @app.command(
-    help="Ask one question, print the answer, exit. Piped stdin is appended to the prompt.",
+    help="Ask one question, print the answer, exit. Piped stdin (up to 1 MB) is appended "
+    "to the prompt.",
     epilog="\b\n" + EXIT_CODES_HELP,
 )
 def ask(
@@ -155,7 +156,8 @@ def ask(
     provider: ProviderOpt = None,
     system: SystemOpt = None,
     file: Annotated[
-        list[Path] | None, typer.Option("--file", "-f", help="Attach a text file (repeatable).")
+        list[Path] | None,
+        typer.Option("--file", "-f", help="Attach a text file, up to 1 MB (repeatable)."),
     ] = None,
     no_stream: Annotated[
         bool, typer.Option("--no-stream", help="Wait for the whole answer.")

@@ -47,8 +47,10 @@ def guarded(fn: Callable[[], int | None]) -> None:
     except Exception as exc:
         if os.environ.get("COUNTBOT_DEBUG"):
             raise
+        from .textsafe import sanitize_line
+
         sys.stderr.write(
-            f"countbot: unexpected error: {type(exc).__name__}: {exc}\n"
+            f"countbot: unexpected error: {type(exc).__name__}: {sanitize_line(str(exc))}\n"
             "countbot: set COUNTBOT_DEBUG=1 to see the traceback, and please report it\n"
         )
         code = 1

@@ -7,7 +7,6 @@ fix is raised as a CountbotError (the CLI prints it and exits with its code). `c
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import stat
@@ -36,6 +35,7 @@ from countbot_cli.errors import (
     UsageError,
 )
 from countbot_cli.models import ChatRequest
+from countbot_cli.textsafe import json_text, sanitize_line
 
 
 class CheckedProvider(Protocol):
@@ -283,9 +283,10 @@ class _Report:
         self.code = EXIT_OK
 
     def line(self, status: str, step: str, text: str, hint: str | None = None) -> None:
-        self.out.write(f"{status:<4}  {step:<9} {text}\n")
+        """One result; `text` and `hint` may carry the server's words (errors, model ids)."""
+        self.out.write(f"{status:<4}  {step:<9} {sanitize_line(text)}\n")
         if hint:
-            self.out.write(f"{'':<4}  {'':<9} → {hint}\n")
+            self.out.write(f"{'':<4}  {'':<9} → {sanitize_line(hint)}\n")
 
     def fail(self, step: str, err: BaseException, hint: str) -> int:
         message = err.message if isinstance(err, CountbotError) else f"{type(err).__name__}: {err}"
@@ -408,12 +409,12 @@ def models(
         raise
     if json_out:
         data = {"provider": cfg.name, "api_base": cfg.api_base, "model": cfg.model, "models": ids}
-        out.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+        out.write(json_text(data) + "\n")
         return EXIT_OK
     tty = _isatty(out)
-    for model_id in ids:
+    for model_id in ids:  # ids come from the server: no escape sequence reaches the terminal
         mark = ("* " if model_id == cfg.model else "  ") if tty else ""
-        out.write(f"{mark}{model_id}\n")
+        out.write(f"{mark}{sanitize_line(model_id)}\n")
     return EXIT_OK
 
 
