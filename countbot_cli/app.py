@@ -311,8 +311,15 @@ def _report(
 
 
 def print_error(error: CountbotError, err: TextIO) -> None:
+    import os
+
+    from .errors import UnexpectedError
     from .textsafe import sanitize
 
+    if isinstance(error, UnexpectedError) and os.environ.get("COUNTBOT_DEBUG"):
+        import traceback  # the turn was saved; now show the bug the error line names
+
+        traceback.print_exception(error.__cause__ or error, file=err)
     err.write(f"countbot: error: {sanitize(error.user_message())}\n")
     err.flush()
 

@@ -3,7 +3,9 @@
 The engine never prints: everything the user sees goes through the narrow `TurnView` sink.
 What is saved (SPEC §4): the user message and the final answer. A failed turn saves the user
 message marked failed (and any partial text marked failed), never an error string as the answer;
-an interrupted turn saves what arrived, marked interrupted. Tool calls are recorded in the
+so does any unexpected exception (a bug: it becomes an UnexpectedError, exit 1). An interrupted
+turn (Ctrl-C, SIGTERM, or `ask`'s reader closing the pipe) saves what arrived, marked
+interrupted. Tool calls are recorded in the
 session's `tool_conversations`, not replayed in later turns.
 """
 
@@ -18,7 +20,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .approval import ApprovalPolicy, Decision
 from .context import Budget, TurnContext, build_context
-from .errors import CountbotError, Interrupted, StorageError, Terminated
+from .errors import (
+    CountbotError,
+    Interrupted,
+    OutputClosed,
+    StorageError,
+    Terminated,
+    UnexpectedError,
+)
 from .interrupts import sigint_deferred
 from .models import (
     STATUS_FAILED,
@@ -208,21 +217,17 @@ class Engine:
         convo = ctx.api_messages()
         records: list[dict[str, Any]] = []
         self._current = rnd = _Round()
-        terminated: Terminated | None = None
+        stop: BaseException | None = None  # re-raised once the turn is saved
         try:
             rnd = self._run_rounds(convo, view, result, records)
-        except KeyboardInterrupt as exc:
-            terminated = exc if isinstance(exc, Terminated) else None
+        except (KeyboardInterrupt, OutputClosed) as exc:
+            stop = exc if isinstance(exc, (Terminated, OutputClosed)) else None
             result.status = "interrupted"
-            result.error = Interrupted("interrupted by the user")
+            why = "the output was closed" if isinstance(exc, OutputClosed) else "the user"
+            result.error = Interrupted(f"interrupted by {why}")
             rnd = self._current
-        except CountbotError as err:
-            result.status = "failed"
-            result.error = err
-            rnd = self._current
-            partial = getattr(err, "partial_text", None)
-            if partial and not rnd.text:
-                rnd.text = partial
+        except Exception as exc:  # a provider error, or anything else: the turn is still saved
+            rnd = self._failed(exc, result)
         result.answer = rnd.text
         result.reasoning = rnd.reasoning
         result.tool_calls = [
@@ -237,11 +242,22 @@ class Engine:
                 self._save(session, new_messages, records, result, is_new=is_new, replaces=replaces)
             for note in result.notices:
                 view.notice(note)
-            if terminated is None:
+            if stop is None:
                 self._run_upkeep(session.id, view)
-        if terminated is not None:  # saved; now stop the program (SIGTERM, terminal closed)
-            raise terminated
+        if stop is not None:  # saved; now stop the program (SIGTERM, terminal or pipe closed)
+            raise stop
         return result
+
+    def _failed(self, exc: Exception, result: TurnResult) -> _Round:
+        """Settle a failed turn: a CountbotError as it is, anything else as UnexpectedError."""
+        err = exc if isinstance(exc, CountbotError) else UnexpectedError.wrap(exc)
+        result.status = "failed"
+        result.error = err
+        rnd = self._current
+        partial = getattr(err, "partial_text", None)
+        if partial and not rnd.text:
+            rnd.text = partial
+        return rnd
 
     def _run_rounds(
         self,

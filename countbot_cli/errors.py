@@ -15,8 +15,18 @@
     │       ├── ConnectError           exit 6
     │       ├── ReadTimeoutError       exit 6
     │       ├── ServerError            exit 6   5xx
-    │       └── StreamError            exit 6   stream cut, error object mid-stream, empty stream
+    │       └── StreamError            exit 6   stream cut, error object mid-stream, empty stream,
+    │                                               unreadable chunk, a stream line over 16 MiB
+    ├── UnexpectedError                exit 1   any other exception during a turn (a bug): the
+    │                                           turn is still saved, the user message marked failed
     └── Interrupted                    exit 130 Ctrl-C
+
+Not in the tree: `OutputClosed` (a BrokenPipeError) is raised by `ask`'s views when the reader
+of stdout went away (`countbot ask … | head -1`). The turn stops as on Ctrl-C and is saved
+(what arrived, marked interrupted); then countbot exits quietly with status 0, stdout pointed at
+/dev/null, as Python's documentation recommends for EPIPE (no traceback, no "Exception ignored"
+line). 0 rather than 141: the reader got all it asked for, and `set -o pipefail` scripts should
+not fail because `head` stopped reading.
 
 Each error carries a one-line user message (`str(err)`), an exit code and whether a retry
 before the first byte may help. HTTP status codes are mapped to this tree in exactly one
@@ -155,6 +165,29 @@ class StreamError(TransientError):
 
     retryable = False
     partial_text: str = ""  # the answer text that arrived before the stream broke
+
+
+class UnexpectedError(CountbotError):
+    """An exception nothing expected, caught at the end of a turn so the turn is still saved.
+    `__cause__` is the original exception (its traceback is shown with COUNTBOT_DEBUG=1)."""
+
+    exit_code = EXIT_ERROR
+
+    @classmethod
+    def wrap(cls, exc: BaseException) -> UnexpectedError:
+        detail = " ".join(str(exc).split())
+        if len(detail) > 200:
+            detail = detail[:199] + "…"
+        err = cls(
+            f"unexpected error: {type(exc).__name__}" + (f": {detail}" if detail else ""),
+            hint="set COUNTBOT_DEBUG=1 to see the traceback, and please report it",
+        )
+        err.__cause__ = exc
+        return err
+
+
+class OutputClosed(BrokenPipeError):
+    """stdout's reader went away mid-answer (see the module docstring)."""
 
 
 class Interrupted(CountbotError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .errors import OutputClosed
 from .textsafe import StreamSanitizer, sanitize
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ class PlainView:
     """Raw answer text to stdout as it arrives (sanitised); the rest to stderr."""
 
     def __init__(self, out: TextIO, err: TextIO, *, waiting: str | None = None) -> None:
-        self.out = out
+        self.out = _AnswerOut(out)
         self.notices = _StderrNotices(err, waiting=waiting)
         self._last = ""
         # holds back an escape sequence cut by a chunk boundary until it is complete
@@ -148,6 +149,34 @@ class MarkdownView(PlainView):
         self.frames.close()
         with self.frames.lock:
             self.stream.abort(note)
+
+
+class _AnswerOut:
+    """stdout for the answer. When its reader goes away (`countbot ask … | head -1`: EPIPE) the
+    first failed write raises OutputClosed, so the engine ends the turn as on Ctrl-C and saves
+    it; later writes are dropped. guarded() then points stdout at /dev/null and exits 0."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self.reader_gone = False
+
+    def write(self, text: str) -> None:
+        if not self.reader_gone:
+            try:
+                self._out.write(text)
+            except BrokenPipeError as exc:
+                self._gone(exc)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._out.flush()
+            except BrokenPipeError as exc:
+                self._gone(exc)
+
+    def _gone(self, exc: BrokenPipeError) -> None:
+        self.reader_gone = True
+        raise OutputClosed(exc.errno, "the reader of the answer closed the pipe") from exc
 
 
 def _short_args(args: dict[str, Any] | None, limit: int = 80) -> str:
