@@ -71,6 +71,11 @@ def config_init(
         out.write(f"the previous file is in {backup}\n")
     if path and target not in (Path.cwd() / "config.yaml", default_config_path(env)):
         out.write(f"countbot finds it with --config {target} or COUNTBOT_CONFIG={target}\n")
+    elif path and target != default_config_path(env):  # ./config.yaml: a project's file
+        out.write(
+            "countbot applies ./config.yaml once you trust it: edit it, "
+            "then run `countbot config trust`\n"
+        )
     out.write(
         "next: export OPENAI_API_KEY=… (or edit the providers section for another service), "
         "then run `countbot config check`\n"

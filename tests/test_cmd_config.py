@@ -116,6 +116,16 @@ def test_init_default_path_is_the_user_config(box: SimpleNamespace) -> None:
     assert (box.tmp / "xdg" / "countbot" / "config.yaml").read_text() == EXAMPLE_CONFIG
 
 
+def test_init_in_the_current_folder_says_it_needs_trust(
+    box: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(box.work)
+    out = io.StringIO()
+    cmd_config.config_init(Path("config.yaml"), force=False, out=out, env=box.env)
+    assert "once you trust it" in out.getvalue() and "countbot config trust" in out.getvalue()
+    assert settings(box, None, require_provider=False).ignored_config == box.work / "config.yaml"
+
+
 def test_init_refuses_to_overwrite(box: SimpleNamespace) -> None:
     target = box.work / "config.yaml"
     target.write_text("mine: true\n")
