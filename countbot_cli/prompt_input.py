@@ -145,8 +145,8 @@ def read_stdin(stdin: TextIO | None, limit: int = MAX_INPUT_BYTES) -> str | None
     if size > limit:
         raise UsageError(
             f"piped input {_over(size, limit)} the {limit:,}-byte limit; nothing was sent",
-            hint="pipe in only the part that matters (e.g. `| head -n 2000`), "
-            "or split it over several questions (`ask -c` continues the conversation)",
+            hint="pipe in only the part that matters, e.g. `| head -n 2000`, "
+            "or split it over several questions: `ask -c` continues the conversation",
         )
     if raw is None:
         return text
