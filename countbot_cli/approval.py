@@ -1,11 +1,13 @@
 """Who may run a prepared tool call: the approval policy (SPEC §6). No terminal I/O here.
 
 The policy answers without asking when it can (reads inside the workspace, `--yes` or `/tools
-auto` for writes and edits, a tool allowed for the session) and otherwise asks the injected
-`Confirmer` — the terminal prompt in interactive runs, none in non-interactive ones, where
-anything that needs approval is denied with a notice. `exec` is never approved for the session
-and never by `--yes`; a path outside the workspace, or a sensitive one inside it (dotfiles, key
-files, countbot's own files: `tools.paths.sensitive_reason`), is only ever approved by asking
+auto` for writes and edits inside the workspace, a tool allowed for the session) and otherwise
+asks the injected `Confirmer` — the terminal prompt in interactive runs, none in non-interactive
+ones, where anything that needs approval is denied with a notice. `exec` is never approved for
+the session and never by `--yes`; neither `--yes` nor `/tools auto` approves the `memory` tool (a
+prompt injection must not plant lasting instructions in MEMORY.md); a path outside the workspace,
+or a sensitive one (dotfiles, key files, countbot's own files, inside or outside the workspace,
+and for writes a file with several hard links: `tools.paths`), is only ever approved by asking
 about that exact call. `/tools off` denies everything that needs approval, session grants and
 `--yes` included; `revoke_session` forgets the grants (`/tools ask`, `/new`, `/resume`).
 """
@@ -65,9 +67,9 @@ class ApprovalPolicy:
             how = HOW_RULE if kind == "exec" else HOW_NOT_NEEDED
             return Decision(True, how)
         if not only_this_call and kind in ("write", "memory") and self.mode != "off":
-            if self.yes_writes:
+            if self.yes_writes and kind == "write":
                 return Decision(True, HOW_YES_FLAG)
-            if self.mode == "auto":
+            if self.mode == "auto" and kind == "write":
                 return Decision(True, HOW_AUTO_MODE)
             if spec and spec.name in self.session_allowed:
                 return Decision(True, HOW_SESSION)
@@ -88,19 +90,24 @@ class ApprovalPolicy:
     def _why_denied(self, prepared: PreparedCall) -> str:
         kind = prepared.spec.kind if prepared.spec else ""
         where = "in an interactive session" if self.mode != "off" else "after /tools ask"
+        if prepared.sensitive:
+            return (
+                f"sensitive path ({'; '.join(prepared.sensitive)}); only the user can approve "
+                f"that, {where}"
+            )
         if prepared.outside_paths:
             paths = ", ".join(str(p) for p in prepared.outside_paths)
             return (
                 f"path outside the workspace ({paths}); only the user can approve that, "
                 f"{where}. Work inside the workspace instead"
             )
-        if prepared.sensitive:
-            return (
-                f"sensitive path ({'; '.join(prepared.sensitive)}); only the user can approve "
-                f"that, {where}"
-            )
         if self.mode == "off":
             return "tools that change things are switched off (/tools off)"
+        if kind == "memory":
+            return (
+                "writing to long-term memory needs the user's approval, also with --yes; "
+                "this run is non-interactive"
+            )
         if kind == "exec":
             return (
                 "shell commands need the user's approval; this run is non-interactive "

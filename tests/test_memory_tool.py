@@ -12,7 +12,7 @@ import fakeserver as fs
 import pytest
 from cbenv import make_cb
 
-from countbot_cli.approval import HOW_AUTO_MODE, HOW_NOT_NEEDED, HOW_YES_FLAG, ApprovalPolicy
+from countbot_cli.approval import HOW_DENIED_POLICY, HOW_NOT_NEEDED, ApprovalPolicy
 from countbot_cli.memory_store import DEFAULT_HEADER, MemoryStore
 from countbot_cli.models import ToolCall
 from countbot_cli.tools import ToolContext, ToolRegistry, ToolResult
@@ -62,8 +62,9 @@ def test_write_needs_approval_and_reads_do_not(registry: ToolRegistry) -> None:
     assert write.preview.endswith("2026-03-04|tool|likes tea")
     denied = ApprovalPolicy().decide(write)
     assert not denied.approved and "non-interactive" in (denied.reason or "")
-    assert ApprovalPolicy(yes_writes=True).decide(write).how == HOW_YES_FLAG
-    assert ApprovalPolicy(mode="auto").decide(write).how == HOW_AUTO_MODE
+    # neither --yes nor /tools auto approves it: only a person does (issue 9)
+    assert ApprovalPolicy(yes_writes=True).decide(write).how == HOW_DENIED_POLICY
+    assert ApprovalPolicy(mode="auto").decide(write).how == HOW_DENIED_POLICY
     for args in ('{"action":"search","keywords":"tea"}', '{"action":"read"}'):
         prepared = registry.prepare(ToolCall("c2", "memory", args))
         assert not prepared.needs_approval
@@ -158,11 +159,10 @@ def _memory_turn(tmp_path: Path, *flags: str) -> tuple[fs.FakeServer, Path, str]
     return server, cb.memory_file, tool_msg["content"]
 
 
-def test_ask_with_yes_writes_memory(tmp_path: Path) -> None:
+def test_ask_with_yes_still_denies_the_memory_write(tmp_path: Path) -> None:
     _, memory_file, result = _memory_turn(tmp_path, "--yes")
-    assert result.startswith("Saved to memory line ")
-    entries = [ln for ln in memory_file.read_text("utf-8").splitlines() if ln[:1].isdigit()]
-    assert entries == [f"{date.today().isoformat()}|tool|The user deploys with Ansible 9"]
+    assert result.startswith("Denied: writing to long-term memory needs the user's approval")
+    assert not memory_file.exists()
 
 
 def test_ask_without_yes_denies_the_write(tmp_path: Path) -> None:

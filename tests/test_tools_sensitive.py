@@ -89,7 +89,9 @@ def test_only_the_part_inside_the_workspace_counts(tmp_path: Path) -> None:
     hidden_ws = tmp_path / ".config" / "project"
     hidden_ws.mkdir(parents=True)
     assert sensitive_reason(hidden_ws.resolve() / "main.py", hidden_ws) is None
-    assert sensitive_reason(tmp_path.resolve() / ".bashrc", hidden_ws) is None  # outside
+    # outside the workspace the whole path counts
+    assert sensitive_reason(tmp_path.resolve() / ".bashrc", hidden_ws) is not None
+    assert sensitive_reason(tmp_path.resolve() / "notes.txt", hidden_ws) is None
 
 
 def test_reading_a_dotfile_asks_and_says_why(ws: Path) -> None:

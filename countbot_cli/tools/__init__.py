@@ -3,8 +3,9 @@
 `prepare(call)` parses and validates a model's tool call and says what approving it means:
 reads inside the workspace need nothing; writes and edits show a diff; `exec` shows the exact
 command and always asks unless an allow rule matches; any path outside the workspace is listed,
-and so is a sensitive one inside it (`paths.sensitive_reason`: dotfiles, key files, countbot's
-own files), which reads and writes must ask about too. `prepare` never writes anything and never
+and so is a sensitive one (`paths.sensitive_reason`: dotfiles, key files, countbot's own files,
+inside or outside the workspace; for writes also a file with several hard links), which reads
+and writes must ask about too. `prepare` never writes anything and never
 opens a path outside the workspace.
 `run(prepared)` never raises for a tool failure: it returns `ToolResult(ok=False)` whose content
 (`Error: …`) tells the model what to fix. A prepared call with `error` set is not run, and
@@ -46,7 +47,7 @@ from .base import (
     ToolSpec,
 )
 from .files import file_tools
-from .paths import display_path, resolve_in_workspace, sensitive_reason
+from .paths import display_path, hard_link_reason, resolve_in_workspace, sensitive_reason
 from .shell import exec_tool
 
 __all__ = [
@@ -160,6 +161,8 @@ class ToolRegistry:
             resolved = self._resolve_paths(spec, args)
         except ValueError as e:
             return PreparedCall(call, spec, args, f"invalid arguments for {spec.name}: {e}")
+        except OSError as e:  # e.g. the workspace itself became a symlink loop
+            return PreparedCall(call, spec, args, f"{spec.name}: {e.strerror or e}")
         prepared = PreparedCall(
             call,
             spec,
@@ -170,6 +173,8 @@ class ToolRegistry:
         if spec.kind != KIND_EXEC:  # exec asks anyway; its working_dir is only where it runs
             for path, _ in resolved:
                 why = sensitive_reason(path, self.ctx.workspace, self.ctx.protected)
+                if why is None and spec.kind == KIND_WRITE:
+                    why = hard_link_reason(path)
                 if why is not None:
                     shown = display_path(path, self.ctx.workspace)
                     prepared.sensitive.append(f"{shown}: {why}")
@@ -242,6 +247,8 @@ class ToolRegistry:
                 )
             if prepared.outside_paths:  # approved for exactly this call
                 ctx = dataclasses.replace(ctx, allow_outside_workspace=True)
+            if prepared.sensitive:  # only ever approved by asking about exactly this call
+                ctx = dataclasses.replace(ctx, multi_link_ok=True)
             return spec.run(args, ctx, cancel or threading.Event())
         except ToolError as e:
             return ToolResult.failure(str(e))

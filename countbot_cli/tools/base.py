@@ -40,6 +40,9 @@ class ToolContext:
     secret_values: tuple[str, ...] = field(default=(), repr=False)
     # countbot's own files and folders (config file, sessions, MEMORY.md): always asked about
     protected: tuple[Path, ...] = ()
+    # True: the user approved this exact call, so appending through a file with several hard
+    # links is allowed (set by the registry for a call asked about for a sensitive path)
+    multi_link_ok: bool = False
 
 
 @dataclass

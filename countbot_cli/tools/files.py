@@ -2,26 +2,32 @@
 list_dir (SPEC §6, research/countbot_digest.md §6).
 
 Every path goes through `paths.resolve_in_workspace`; a path outside the workspace only works
-when the registry passes a context that allows it (the user approved that exact call). Writes are
-atomic (temporary file, fsync, `os.replace`), so a crash never leaves half a file.
+when the registry passes a context that allows it (the user approved that exact call). A path
+inside is opened component by component from the workspace root without following symlinks
+(`confined`), so a folder swapped for a symlink after the check cannot redirect a read or a
+write. Writes are atomic (temporary file in the opened folder, fsync, rename there), so a crash
+never leaves half a file; appending to a file with several hard links needs that call approved.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
 import stat
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .base import KIND_READ, KIND_WRITE, ToolContext, ToolError, ToolResult, ToolSpec
+from .confined import Place, folder_of, lstat_in, open_folder, open_in, write_replacing
 from .diffs import MAX_DIFF_CHARS, split_lines, unified_diff
 from .paths import resolve_in_workspace
 
 BINARY_SNIFF_BYTES = 8192
 MAX_LIST_ENTRIES = 1000
+NOT_REGULAR = "is not a regular file (a pipe, socket or device); not written"
 
 
 def resolve_arg(
@@ -29,6 +35,14 @@ def resolve_arg(
 ) -> Path:
     """The resolved path for argument `key`; ToolError if it is bad, or (with `confine`) outside
     the workspace while the context does not allow that."""
+    return place_arg(args, ctx, key, confine=confine).path
+
+
+def place_arg(
+    args: dict[str, Any], ctx: ToolContext, key: str = "path", *, confine: bool = True
+) -> Place:
+    """Like `resolve_arg`, with the workspace root the path must be opened under (see
+    `confined`); None as root for a path outside the workspace."""
     raw = str(args.get(key) or ".")
     try:
         path, inside = resolve_in_workspace(raw, ctx.workspace)
@@ -36,27 +50,38 @@ def resolve_arg(
         raise ToolError(str(e)) from None
     if confine and not inside and not ctx.allow_outside_workspace:
         raise ToolError(f"path '{raw}' is outside the workspace ({path}) and was not approved")
-    return path
+    return Place(path, ctx.workspace.resolve() if inside else None)
 
 
 def is_binary(head: bytes) -> bool:
     return b"\x00" in head[:BINARY_SNIFF_BYTES]
 
 
-def read_text(path: Path, shown: str, ctx: ToolContext) -> str:
-    """The whole file as text: errors for missing, not a file, too big, binary or not UTF-8."""
-    if not path.exists():
-        raise ToolError(f"File not found: {shown}")
-    if not path.is_file():
-        kind = "a directory; use list_dir" if path.is_dir() else "not a regular file"
+def open_regular(fd: int, name: str, place: Place, shown: str) -> tuple[BinaryIO, int]:
+    """(the file `name` in folder `fd` opened for reading, its size); ToolError when it is
+    missing or not a regular file. Never blocks on a FIFO."""
+    try:
+        file_fd = open_in(fd, name, place, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise ToolError(f"File not found: {shown}") from None
+    st = os.fstat(file_fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(file_fd)
+        kind = "a directory; use list_dir" if stat.S_ISDIR(st.st_mode) else "not a regular file"
         raise ToolError(f"Not a file: {shown} is {kind}")
-    size = path.stat().st_size
+    return os.fdopen(file_fd, "rb"), st.st_size
+
+
+def decode_text(f: BinaryIO, size: int, shown: str, ctx: ToolContext) -> str:
+    """The whole open file as text: errors for too big, binary or not UTF-8."""
     if size > ctx.max_read_bytes:
         raise ToolError(
             f"{shown} is {size} bytes, over the {ctx.max_read_bytes}-byte limit; read it in "
             "parts with start_line and end_line (e.g. start_line=1, end_line=200)"
         )
-    data = path.read_bytes()
+    data = f.read(ctx.max_read_bytes + 1)
+    if len(data) > ctx.max_read_bytes:
+        raise ToolError(f"{shown} grew over the {ctx.max_read_bytes}-byte limit while read")
     if is_binary(data):
         raise ToolError(f"{shown} looks like a binary file (it contains NUL bytes); not read")
     try:
@@ -67,28 +92,25 @@ def read_text(path: Path, shown: str, ctx: ToolContext) -> str:
         ) from None
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace `path` with `data`: temporary file in the same folder, fsync, os.replace.
-    An existing file keeps its permission bits; the final component is never followed."""
-    old_mode = None
+@contextmanager
+def opened_file(place: Place, shown: str) -> Iterator[tuple[BinaryIO, int]]:
+    """The regular file at `place` open for reading, and its size; ToolError when it is
+    missing, a directory or not a regular file."""
     try:
-        st = os.lstat(path)
-        old_mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
-    except FileNotFoundError:
-        pass
-    tmp = path.parent / f".{path.name}.countbot-{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if old_mode is not None:
-            os.chmod(tmp, old_mode)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        with folder_of(place) as (fd, name):
+            f, size = open_regular(fd, name, place, shown)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ToolError(f"File not found: {shown}") from None
+    except IsADirectoryError:
+        raise ToolError(f"Not a file: {shown} is a directory; use list_dir") from None
+    with f:
+        yield f, size
+
+
+def read_text(place: Place, shown: str, ctx: ToolContext) -> str:
+    """The whole file as text: errors for missing, not a file, too big, binary or not UTF-8."""
+    with opened_file(place, shown) as (f, size):
+        return decode_text(f, size, shown, ctx)
 
 
 # ---- read_file -------------------------------------------------------------------------------
@@ -101,27 +123,25 @@ def _select(args: dict[str, Any]) -> tuple[int, int | None, bool]:
     return (start or 1), end, start is not None or end is not None
 
 
-def _stream_lines(path: Path, start: int, end: int | None, limit: int) -> tuple[list[str], int]:
-    """Lines start..end of a file too big to load, and the total line count."""
+def _stream_lines(f: BinaryIO, start: int, end: int | None, limit: int) -> tuple[list[str], int]:
+    """Lines start..end of an open file too big to load, and the total line count."""
     chosen: list[str] = []
     size = 0
     total = 0
-    with open(path, "rb") as f:
-        if is_binary(f.read(BINARY_SNIFF_BYTES)):
-            raise ToolError("binary file (it contains NUL bytes); not read")
-        f.seek(0)
-        for total, raw in enumerate(f, start=1):
-            if start <= total and (end is None or total <= end):
-                size += len(raw)
-                if size > limit:
-                    raise ToolError(
-                        f"lines {start}-{end or 'end'} exceed {limit} bytes; "
-                        "ask for a smaller range"
-                    )
-                try:
-                    chosen.append(raw.decode("utf-8"))
-                except UnicodeDecodeError:
-                    raise ToolError(f"line {total} is not UTF-8 text; not read") from None
+    if is_binary(f.read(BINARY_SNIFF_BYTES)):
+        raise ToolError("binary file (it contains NUL bytes); not read")
+    f.seek(0)
+    for total, raw in enumerate(f, start=1):
+        if start <= total and (end is None or total <= end):
+            size += len(raw)
+            if size > limit:
+                raise ToolError(
+                    f"lines {start}-{end or 'end'} exceed {limit} bytes; ask for a smaller range"
+                )
+            try:
+                chosen.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise ToolError(f"line {total} is not UTF-8 text; not read") from None
     return chosen, total
 
 
@@ -135,17 +155,18 @@ def format_lines(lines: list[str], first: int, numbers: bool) -> str:
 
 def run_read_file(args: dict[str, Any], ctx: ToolContext, cancel: threading.Event) -> ToolResult:
     shown = str(args["path"])
-    path = resolve_arg(args, ctx)
+    place = place_arg(args, ctx)
     start, end, ranged = _select(args)
-    if ranged and path.is_file() and path.stat().st_size > ctx.max_read_bytes:
-        try:
-            chosen, total = _stream_lines(path, start, end, ctx.max_read_bytes)
-        except ToolError as e:
-            raise ToolError(f"{shown}: {e}") from None
-    else:
-        all_lines = split_lines(read_text(path, shown, ctx))
-        total = len(all_lines)
-        chosen = all_lines[start - 1 : end]
+    with opened_file(place, shown) as (f, size):
+        if ranged and size > ctx.max_read_bytes:
+            try:
+                chosen, total = _stream_lines(f, start, end, ctx.max_read_bytes)
+            except ToolError as e:
+                raise ToolError(f"{shown}: {e}") from None
+        else:
+            all_lines = split_lines(decode_text(f, size, shown, ctx))
+            total = len(all_lines)
+            chosen = all_lines[start - 1 : end]
     if ranged and start > max(total, 1):
         raise ToolError(f"start_line ({start}) is beyond the end of {shown} ({total} lines)")
     header = f"[File: {shown} | Lines: {total}"
@@ -158,36 +179,53 @@ def run_read_file(args: dict[str, Any], ctx: ToolContext, cancel: threading.Even
 # ---- write_file ------------------------------------------------------------------------------
 
 
-def _prepare_parent(path: Path, shown: str) -> None:
-    if path.is_dir():
+def _existing(fd: int, name: str, shown: str) -> os.stat_result | None:
+    """The entry about to be written (None: new); ToolError for a folder, FIFO, socket, device."""
+    st = lstat_in(fd, name)
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise ToolError(f"{shown} is a directory; give a file path")
-    if path.exists() and not path.is_file():  # a FIFO would block the write forever
-        raise ToolError(f"{shown} is not a regular file (a pipe, socket or device); not written")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise ToolError(f"cannot create the folder for {shown}: a file is in the way") from None
-    if Path(os.path.realpath(path.parent)) != path.parent:  # swapped for a symlink meanwhile
-        raise ToolError(f"the folder of {shown} changed while writing; try again")
+    if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        raise ToolError(f"{shown} {NOT_REGULAR}")  # a FIFO would block the write forever
+    return st
+
+
+def _append(fd: int, name: str, place: Place, data: bytes, shown: str, ctx: ToolContext) -> int:
+    """Append to `name` in folder `fd` (never through a symlink); the new size."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+    with os.fdopen(open_in(fd, name, place, flags), "ab") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ToolError(f"{shown} {NOT_REGULAR}")
+        if place.confined and st.st_nlink > 1 and not ctx.multi_link_ok:
+            raise ToolError(
+                f"{shown} has {st.st_nlink} hard links (it may be a file outside the workspace) "
+                "and this call was not approved for that; not written"
+            )
+        f.write(data)
+        f.flush()
+        return os.fstat(f.fileno()).st_size
 
 
 def run_write_file(args: dict[str, Any], ctx: ToolContext, cancel: threading.Event) -> ToolResult:
     shown, content = str(args["path"]), str(args["content"])
-    path = resolve_arg(args, ctx)
-    _prepare_parent(path, shown)
+    place = place_arg(args, ctx)
     data = content.encode("utf-8")
-    existed = path.exists()
-    if args.get("mode", "overwrite") == "append":
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
-        with os.fdopen(fd, "ab") as f:
-            f.write(data)
-            f.flush()
-            total = os.fstat(f.fileno()).st_size
-        return ToolResult(
-            f"Appended {len(content)} chars ({len(data)} bytes) to {shown} (total: {total} bytes)"
-        )
-    atomic_write(path, data)
-    if not existed:
+    try:
+        with folder_of(place, create=True) as (fd, name):
+            st = _existing(fd, name, shown)
+            if args.get("mode", "overwrite") == "append":
+                total = _append(fd, name, place, data, shown, ctx)
+                return ToolResult(
+                    f"Appended {len(content)} chars ({len(data)} bytes) to {shown} "
+                    f"(total: {total} bytes)"
+                )
+            keep = stat.S_IMODE(st.st_mode) if st and stat.S_ISREG(st.st_mode) else None
+            write_replacing(fd, name, data, keep)
+    except IsADirectoryError:
+        raise ToolError(f"{shown} is a directory; give a file path") from None
+    except (FileExistsError, NotADirectoryError):
+        raise ToolError(f"cannot create the folder for {shown}: a file is in the way") from None
+    if st is None:
         return ToolResult(
             f"Created {shown} with {len(content)} chars, {len(data)} bytes (file was new)"
         )
@@ -196,7 +234,8 @@ def run_write_file(args: dict[str, Any], ctx: ToolContext, cancel: threading.Eve
 
 def preview_write_file(args: dict[str, Any], ctx: ToolContext, may_read: bool) -> str:
     shown, content = str(args["path"]), str(args["content"])
-    path = resolve_arg(args, ctx, confine=False)
+    place = place_arg(args, ctx, confine=False)
+    path = place.path
     append = args.get("mode", "overwrite") == "append"
     if not path.exists():
         return unified_diff("", content, shown, new_file=True)
@@ -209,7 +248,7 @@ def preview_write_file(args: dict[str, Any], ctx: ToolContext, may_read: bool) -
     if path.is_dir():
         raise ToolError(f"{shown} is a directory; give a file path")
     try:
-        old = read_text(path, shown, ctx)
+        old = read_text(place, shown, ctx)
     except ToolError as e:
         verb = "appends to" if append else "replaces"
         return f"{verb} {shown}, which cannot be shown ({e})\nNew text:\n{content}"
@@ -282,25 +321,34 @@ def _edit_lines(
 
 def run_edit_file(args: dict[str, Any], ctx: ToolContext, cancel: threading.Event) -> ToolResult:
     shown = str(args["path"])
-    path = resolve_arg(args, ctx)
-    new_text, message = apply_edit(read_text(path, shown, ctx), args, shown)
-    atomic_write(path, new_text.encode("utf-8"))
+    place = place_arg(args, ctx)
+    try:
+        with folder_of(place) as (fd, name):
+            f, size = open_regular(fd, name, place, shown)
+            with f:
+                mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
+                new_text, message = apply_edit(decode_text(f, size, shown, ctx), args, shown)
+            write_replacing(fd, name, new_text.encode("utf-8"), mode)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ToolError(f"File not found: {shown}") from None
+    except IsADirectoryError:
+        raise ToolError(f"Not a file: {shown} is a directory; use list_dir") from None
     return ToolResult(message)
 
 
 def preview_edit_file(args: dict[str, Any], ctx: ToolContext, may_read: bool) -> str:
     shown = str(args["path"])
-    path = resolve_arg(args, ctx, confine=False)
+    place = place_arg(args, ctx, confine=False)
     if not may_read:
         described = json.dumps({k: v for k, v in args.items() if k != "path"}, ensure_ascii=False)
         if len(described) > MAX_DIFF_CHARS:
             cut = len(described) - MAX_DIFF_CHARS
             described = described[:MAX_DIFF_CHARS] + f"… [{cut} more characters]"
         return (
-            f"({path} is outside the workspace: its current content was not read)\n"
+            f"({place.path} is outside the workspace: its current content was not read)\n"
             f"Edit requested: {described}"
         )
-    old_text = read_text(path, shown, ctx)
+    old_text = read_text(place, shown, ctx)
     new_text, _ = apply_edit(old_text, args, shown)
     return unified_diff(old_text, new_text, shown)
 
@@ -308,10 +356,10 @@ def preview_edit_file(args: dict[str, Any], ctx: ToolContext, may_read: bool) ->
 # ---- list_dir --------------------------------------------------------------------------------
 
 
-def _entry_line(entry: os.DirEntry[str]) -> str:
+def _entry_line(entry: os.DirEntry[str], fd: int) -> str:
     if entry.is_symlink():  # never followed: the target may lie outside the workspace
         try:
-            target = os.readlink(entry.path)
+            target = os.readlink(entry.name, dir_fd=fd)
         except OSError:
             target = "?"
         return f"link {entry.name} -> {target}"
@@ -326,14 +374,19 @@ def _entry_line(entry: os.DirEntry[str]) -> str:
 
 def run_list_dir(args: dict[str, Any], ctx: ToolContext, cancel: threading.Event) -> ToolResult:
     shown = str(args.get("path") or ".")
-    path = resolve_arg(args, ctx)
-    if not path.exists():
-        raise ToolError(f"Directory not found: {shown}")
-    if not path.is_dir():
-        raise ToolError(f"Not a directory: {shown} (use read_file for files)")
-    with os.scandir(path) as it:
-        entries = sorted(it, key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
-    lines = [_entry_line(e) for e in entries[:MAX_LIST_ENTRIES]]
+    place = place_arg(args, ctx)
+    try:
+        fd = open_folder(place)
+    except FileNotFoundError:
+        raise ToolError(f"Directory not found: {shown}") from None
+    except NotADirectoryError:
+        raise ToolError(f"Not a directory: {shown} (use read_file for files)") from None
+    try:
+        with os.scandir(fd) as it:
+            entries = sorted(it, key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
+        lines = [_entry_line(e, fd) for e in entries[:MAX_LIST_ENTRIES]]
+    finally:
+        os.close(fd)
     if len(entries) > MAX_LIST_ENTRIES:
         lines.append(f"... and {len(entries) - MAX_LIST_ENTRIES} more entries")
     return ToolResult(f"Contents of {shown}:\n" + ("\n".join(lines) or "(empty directory)"))

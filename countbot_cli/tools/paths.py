@@ -5,18 +5,22 @@ that points out is outside) and decides containment with `Path.is_relative_to` o
 component by component — never a string prefix, so `/tmp/ws-evil` is outside `/tmp/ws`.
 Nothing here opens a file; it only stats path components to resolve them.
 
-`sensitive_reason` marks paths inside the workspace that are never approved without asking
-(not by `--yes`, `/tools auto` or "always"): hidden files and folders (`.env`, `.ssh/`,
-`.git/hooks/`, `.bashrc`: secrets, and settings or hooks that other programs run), files named
-like private keys, countbot's own files (its config can run a command through
-`api_key_cmd`), and everything when the workspace is the root folder. Reading them sends
-secrets to the model; writing them can run code later.
+`sensitive_reason` marks paths that are never approved without asking (not by `--yes`,
+`/tools auto`, "always" or `allow_outside_workspace`): hidden files and folders (`.env`,
+`.ssh/`, `.git/hooks/`, `.bashrc`: secrets, and settings or hooks that other programs run),
+files named like private keys, countbot's own files (its config can run a command through
+`api_key_cmd`), `/proc` (countbot's own environment, API keys included, is readable there),
+and everything when the workspace is the root folder. Inside the workspace only the part below
+it counts (a workspace under `~/.config` is fine); outside, the whole path does. Reading them
+sends secrets to the model; writing them can run code later. `hard_link_reason` marks a file
+with several hard links: it may be a file outside the workspace under another name.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,26 +48,47 @@ def resolve_in_workspace(path_str: str, workspace: Path) -> tuple[Path, bool]:
     candidate = raw if raw.is_absolute() else root / raw
     # realpath follows every symlink that exists, applies ".." after resolving the link before it
     # (as the OS does), and appends components that do not exist yet unchanged.
-    resolved = Path(os.path.realpath(candidate))
+    try:
+        resolved = Path(os.path.realpath(candidate))
+    except OSError as e:  # a component was swapped (link <-> folder) while it was resolved
+        why = f"the path changed while it was checked ({e.strerror}); try again"
+        raise OSError(e.errno, why, str(candidate)) from None
     return resolved, resolved == root or resolved.is_relative_to(root)
 
 
 def sensitive_reason(path: Path, workspace: Path, protected: Sequence[Path] = ()) -> str | None:
-    """Why a resolved path inside the workspace must always be asked about, or None."""
+    """Why a resolved path must always be asked about, or None."""
     for p in protected:
         own = Path(os.path.realpath(p))
         if path == own or path.is_relative_to(own):
             return "countbot's own file (config, sessions or memory)"
     root = workspace.resolve()
-    if path == root or not path.is_relative_to(root):
-        return None  # outside paths are handled on their own
-    if root == Path(root.anchor):  # countbot started in / with no workspace configured
-        return "the workspace is the root folder, so no path is confined; set tools.workspace"
-    parts = path.relative_to(root).parts
+    if path == root:
+        return None
+    if path.is_relative_to(root):
+        if root == Path(root.anchor):  # countbot started in / with no workspace configured
+            return "the workspace is the root folder, so no path is confined; set tools.workspace"
+        parts = path.relative_to(root).parts
+    else:
+        parts = path.parts[1:]
+        if parts[:1] == ("proc",):
+            return "process information: /proc shows countbot's own environment and API keys"
     if any(part.startswith(".") for part in parts):
         return "a hidden file or folder: these hold secrets, settings and hooks"
-    if _SECRET_NAME.fullmatch(parts[-1]):
+    if parts and _SECRET_NAME.fullmatch(parts[-1]):
         return "named like a key or password file"
+    return None
+
+
+def hard_link_reason(path: Path) -> str | None:
+    """Why writing the existing file at resolved `path` must be asked about: it has several
+    hard links, so it may be a file outside the workspace under another name. None otherwise."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        return f"the file has {st.st_nlink} hard links, so it may also be a file elsewhere"
     return None
 
 

@@ -1,7 +1,8 @@
 """The `exec` tool: run a shell command safely enough to be useful (SPEC §6).
 
 - `/bin/sh -c COMMAND` in its own session and process group, stdin closed, no controlling
-  terminal (so password prompts fail instead of hanging);
+  terminal (so password prompts fail instead of hanging); a `working_dir` inside the workspace
+  is opened without following symlinks and the command starts in exactly that folder;
 - an environment scrubbed of secrets: names ending in `_KEY`, `TOKEN`, `SECRET`, `PASSWORD`,
   `PASSWD` or `_PWD` (`GITHUB_TOKEN`, `PGPASSWORD`, `MYSQL_PWD`), holding `API_KEY`/`APIKEY`,
   and any variable whose value contains a configured API key (`ToolContext.secret_values`);
@@ -25,13 +26,15 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from .base import KIND_EXEC, ToolContext, ToolError, ToolResult, ToolSpec
-from .files import resolve_arg
+from .confined import cwd_for, open_folder
+from .files import place_arg, resolve_arg
 
 SHELL = "/bin/sh"
 KILL_GRACE = 0.5  # seconds between SIGTERM and SIGKILL
@@ -139,7 +142,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 def run_command(
     command: str,
-    cwd: Path,
+    cwd: str | Path,
     timeout: float,
     cancel: threading.Event,
     *,
@@ -240,13 +243,24 @@ def format_outcome(outcome: CommandOutcome, timeout: float, max_chars: int) -> T
     return ToolResult(body)
 
 
-def _cwd(args: dict[str, Any], ctx: ToolContext) -> Path:
+@contextmanager
+def _cwd(args: dict[str, Any], ctx: ToolContext) -> Iterator[str | Path]:
+    """Where the command starts: the workspace, or working_dir opened without following a
+    symlink swapped in after the check (`confined.cwd_for`)."""
     if not args.get("working_dir"):
-        return ctx.workspace.resolve()
-    cwd = resolve_arg(args, ctx, "working_dir")
-    if not cwd.is_dir():
-        raise ToolError(f"working_dir '{args['working_dir']}' is not an existing directory")
-    return cwd
+        yield ctx.workspace.resolve()
+        return
+    place = place_arg(args, ctx, "working_dir")
+    try:
+        fd = open_folder(place)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ToolError(
+            f"working_dir '{args['working_dir']}' is not an existing directory"
+        ) from None
+    try:
+        yield cwd_for(fd, place)
+    finally:
+        os.close(fd)
 
 
 def _command(args: dict[str, Any]) -> str:
@@ -266,14 +280,16 @@ def _command(args: dict[str, Any]) -> str:
 
 def run_exec(args: dict[str, Any], ctx: ToolContext, cancel: threading.Event) -> ToolResult:
     timeout = float(args.get("timeout") or ctx.shell_timeout)
-    outcome = run_command(
-        _command(args),
-        _cwd(args, ctx),
-        timeout,
-        cancel,
-        limit_bytes=4 * ctx.max_output_chars + 4,
-        secret_values=ctx.secret_values,
-    )
+    command = _command(args)
+    with _cwd(args, ctx) as cwd:
+        outcome = run_command(
+            command,
+            cwd,
+            timeout,
+            cancel,
+            limit_bytes=4 * ctx.max_output_chars + 4,
+            secret_values=ctx.secret_values,
+        )
     return format_outcome(outcome, timeout, ctx.max_output_chars)
 
 

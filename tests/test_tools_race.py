@@ -1,0 +1,113 @@
+"""Symlink-swap races (issue 9): while another thread swaps a workspace folder for a symlink to
+an outside folder, calls classified as inside never read or write outside, and every failure is
+a tool result for the model, never an exception. Driven through the real dispatch (ToolRunner:
+prepare, the approval policy with `--yes` semantics, run)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from countbot_cli.approval import ApprovalPolicy, Decision
+from countbot_cli.config import ToolSettings
+from countbot_cli.models import ToolCall
+from countbot_cli.toolloop import ToolRunner
+from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, ToolResult, default_tools
+
+SECRET = "OUTSIDE-SECRET-7f3a9c"
+ROUNDS = 300
+TIME_LIMIT = 20.0  # seconds; the loop stops early rather than run long on a slow machine
+
+
+class View:
+    def __init__(self) -> None:
+        self.notices: list[str] = []
+
+    def text(self, delta: str) -> None:
+        pass
+
+    def reasoning(self, delta: str) -> None:
+        pass
+
+    def notice(self, text: str) -> None:
+        self.notices.append(text)
+
+    def tool_start(self, prepared: PreparedCall) -> None:
+        pass
+
+    def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
+        pass
+
+
+def _swap(ws: Path, outside: Path, stop: threading.Event, swaps: list[int]) -> None:
+    """Swap ws/sub between the real folder and a symlink to `outside`, as fast as it can."""
+    sub, parked = ws / "sub", ws / "sub.real"
+    while not stop.is_set():
+        try:
+            os.rename(sub, parked)
+            os.symlink(outside, sub)
+            swaps[0] += 1
+            os.unlink(sub)
+            os.rename(parked, sub)
+        except OSError:  # a write made ws/sub anew while it was away: move that one aside
+            if sub.is_symlink():
+                sub.unlink()
+            elif sub.exists() and parked.exists():
+                os.rename(sub, ws / f"stray-{swaps[0]}-{time.monotonic_ns()}")
+            if parked.exists():
+                os.rename(parked, sub)
+
+
+def _calls(n: int) -> list[ToolCall]:
+    args: list[tuple[str, dict[str, Any]]] = [
+        ("read_file", {"path": "sub/secret.txt"}),
+        ("write_file", {"path": "sub/out.txt", "content": f"round {n}\n"}),
+        ("write_file", {"path": "sub/log.txt", "content": f"{n}\n", "mode": "append"}),
+        ("edit_file", {"path": "sub/edit.txt", "start_line": 1, "new_text": f"v{n}"}),
+        ("list_dir", {"path": "sub"}),
+        ("exec", {"command": "cat secret.txt", "working_dir": "sub"}),
+    ]
+    return [ToolCall(f"c{n}_{i}", name, json.dumps(a)) for i, (name, a) in enumerate(args)]
+
+
+def test_a_folder_swapped_for_a_symlink_never_leads_a_call_outside(tmp_path: Path) -> None:
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    (ws / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (ws / "sub" / "secret.txt").write_text("inside text\n", encoding="utf-8")
+    (ws / "sub" / "edit.txt").write_text("v0\n", encoding="utf-8")
+    (outside / "secret.txt").write_text(SECRET + "\n", encoding="utf-8")
+    (outside / "edit.txt").write_text(SECRET + "\n", encoding="utf-8")
+    ctx = ToolContext(workspace=ws)
+    registry = ToolRegistry(default_tools(ctx), ctx)
+    settings = ToolSettings(workspace=ws, allow=("cat secret.txt",))
+    runner = ToolRunner(registry, ApprovalPolicy(yes_writes=True), settings)  # --yes, no terminal
+    view, results = View(), []
+    stop, swaps = threading.Event(), [0]
+    swapper = threading.Thread(target=_swap, args=(ws, outside, stop, swaps), daemon=True)
+    swapper.start()
+    started = time.monotonic()
+    try:
+        for n in range(ROUNDS):
+            if time.monotonic() - started > TIME_LIMIT:
+                break
+            convo: list[dict[str, Any]] = []
+            runner.run_calls(_calls(n), convo, view, [])  # an exception here fails the test
+            results += [(m["name"], m["content"]) for m in convo]
+    finally:
+        stop.set()
+        swapper.join(5)
+    assert swaps[0] > 50  # the race really ran
+    leaked = [(name, text) for name, text in results if SECRET in text]
+    assert leaked == []
+    assert sorted(p.name for p in outside.iterdir()) == ["edit.txt", "secret.txt"]
+    assert (outside / "secret.txt").read_text(encoding="utf-8") == SECRET + "\n"
+    assert (outside / "edit.txt").read_text(encoding="utf-8") == SECRET + "\n"
+    # the calls did real work in between, and every failure is an answer for the model
+    ok = {name for name, text in results if not text.startswith(("Error:", "Denied:"))}
+    assert {"read_file", "write_file", "edit_file", "list_dir", "exec"} <= ok
+    assert "inside text" in "".join(text for name, text in results if name == "read_file")
