@@ -22,10 +22,11 @@ the call and ends the turn.
 Everything shown is untrusted text from the model or a file, so nothing in it may hide part of
 a command or a diff: control characters, escape sequences, bidi, zero-width and other invisible
 or look-alike space characters are shown escaped (`\\x1b`, `\\u202e`; in reverse video on a
-colour terminal), never sent to the terminal; a long run of blanks inside a line is shown as
-`[… N blanks …]` and a run of blank lines as `[… N more blank lines …]`, so padding cannot push
-the start of a command off the screen; and a request taller than the terminal ends with a
-warning to scroll up. Plain line input; no prompt_toolkit, so it works the same on any terminal
+colour terminal), never sent to the terminal; tabs are expanded to spaces, a run of blanks (spaces, tabs,
+U+3000) at least BLANK_RUN columns wide inside a line is shown as `[… N blanks …]` and a run of
+blank lines as `[… N more blank lines …]`, so padding cannot push the start of a command off the
+screen; and a request taller than the terminal (measured in real cells: wide characters take
+two) ends with a warning to scroll up. Plain line input; no prompt_toolkit, so it works the same on any terminal
 and under a pseudo-terminal in tests.
 """
 
@@ -59,13 +60,16 @@ _NON_PLAIN = re.compile(r"[^\x20-\x7e\n\t]")
 # categories never shown raw: controls, format (bidi, zero-width, soft hyphen, tags), line and
 # paragraph separators, surrogates, private use, unassigned
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
-# blank-looking letters and marks (Hangul fillers, combining grapheme joiner, Mongolian vowel
-# separator); U+3000 (ideographic space) is kept: it is common in CJK text and plainly visible
-_BLANK_LOOKALIKES = frozenset("\u115f\u1160\u3164\uffa0\u034f\u180e")
+# blank-looking letters, marks and symbols (Hangul fillers, combining grapheme joiner, Mongolian
+# vowel separator, braille blank); U+3000 (ideographic space) is kept: it is common in CJK text,
+# and a run of it is counted like any run of blanks
+_BLANK_LOOKALIKES = frozenset("\u115f\u1160\u3164\uffa0\u034f\u180e\u2800")
 _NAMED = {"\r": "\\r", "\x1b": "\\x1b", "\x00": "\\0"}
-BLANK_RUN = 48  # blanks in a row inside a line shown as a count
+BLANK_RUN = 48  # a run of blanks this many terminal columns wide (or wider) is shown as a count
 BLANK_LINES_KEPT = 2  # blank lines of a run shown before the rest is counted
-_BLANKS = re.compile(rf"[ \t]{{{BLANK_RUN},}}")
+TAB_STOP = 8
+_BLANKS = re.compile(r"[ \t\u3000]+")  # what visible() leaves blank: space, tab, U+3000
+_SGR = re.compile(r"\x1b\[[0-9;]*m")  # the prompt's own colours (never from untrusted text)
 
 RED, GREEN, YELLOW, CYAN, BOLD, DIM, REVERSE, RESET = (
     "\x1b[31m",
@@ -117,7 +121,7 @@ def visible(text: str, mark: Callable[[str], str] | None = None) -> str:
 def _is_blank(raw: str) -> bool:
     """A line that shows nothing: empty or blanks, after a diff or command marker."""
     body = raw[2:] if raw[:2] in ("$ ", "> ") else raw[1:] if raw[:1] in "+- " else raw
-    return not body.strip(" \t")
+    return not body.strip(" \t\u3000")
 
 
 def compact(lines: list[str]) -> list[str]:
@@ -136,6 +140,60 @@ def compact(lines: list[str]) -> list[str]:
         marker = raw[:2] if raw[:2] in ("$ ", "> ") else raw[:1].strip()
         out[-1] = f"{marker}[… {n} more blank line{'s' if n > 1 else ''} …]"
     return out
+
+
+def cells(text: str) -> int:
+    """Terminal columns `text` takes (no tabs or controls in it): East Asian wide and full-width
+    characters take two, combining marks none."""
+    width = 0
+    for c in text:
+        if c < "\u0300":
+            width += 1
+        elif unicodedata.combining(c):
+            continue
+        else:
+            width += 2 if unicodedata.east_asian_width(c) in "WF" else 1
+    return width
+
+
+def layout(text: str, col: int = 0, count: Callable[[str], str] | None = None) -> str:
+    """Blanks of a line made what the terminal shows: tabs expanded to spaces (stops every
+    TAB_STOP columns, the line starting at column `col`) and a run of blanks BLANK_RUN or more
+    columns wide replaced by `[… N blanks …]` (styled by `count`). `text` is already escaped
+    (`visible`); SGR colour codes in it take no columns."""
+    out: list[str] = []
+    pos = 0
+    for m in _BLANKS.finditer(text):
+        before = text[pos : m.start()]
+        out.append(before)
+        col += cells(_SGR.sub("", before))
+        run = m.group()
+        expanded = _expand(run, col)
+        if cells(expanded) >= BLANK_RUN:
+            shown = f"[… {len(run)} blank{'s' if len(run) > 1 else ''} …]"
+            shown = count(shown) if count else shown
+            out.append(shown)
+            col += cells(_SGR.sub("", shown))
+        else:
+            out.append(expanded)
+            col += cells(expanded)
+        pos = m.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _expand(run: str, col: int) -> str:
+    """A run of blanks starting at column `col` with its tabs as spaces."""
+    parts: list[str] = []
+    for c in run:
+        if c == "\t":
+            n = TAB_STOP - col % TAB_STOP
+            parts.append(" " * n)
+            col += n
+        else:
+            parts.append(c)
+            col += 2 if c == "\u3000" else 1
+    return "".join(parts)
 
 
 def check_arguments(text: str, prepared: PreparedCall) -> tuple[dict[str, Any] | None, str | None]:
@@ -260,7 +318,7 @@ class TerminalConfirmer:
         verb = "would run" if edited else "wants to run"
         head = f"countbot {verb} {name}" + (f" ({', '.join(what)})" if what else "")
         head += " with your edited arguments" if edited else ""
-        lines = [self._paint(BOLD, head + ":")]
+        lines = [self._paint(BOLD, layout(head + ":"))]
         body = prepared.preview.strip("\n") if prepared.preview else ""
         if body:
             lines += [self._preview_line(x) for x in compact(body.split("\n"))]
@@ -268,7 +326,7 @@ class TerminalConfirmer:
             lines += self._arg_lines(prepared.args or {})
         warnings = [f"! outside the workspace: {p}" for p in prepared.outside_paths]
         warnings += [f"! sensitive: {s}" for s in prepared.sensitive]
-        lines += [self._paint(BOLD + RED, "  " + self._visible(w)) for w in warnings]
+        lines += [self._paint(BOLD + RED, "  " + self._display(w, 2)) for w in warnings]
         if warnings:
             lines.append(self._paint(YELLOW, "  approving allows this one call only"))
         rows = _rows(lines, self._size()[0])
@@ -284,6 +342,11 @@ class TerminalConfirmer:
 
     def _visible(self, text: str) -> str:
         return visible(text, self._mark if self.color else None)
+
+    def _display(self, text: str, col: int) -> str:
+        """Untrusted `text` as shown from column `col`: escaped, tabs expanded, long runs of
+        blanks counted (`layout`)."""
+        return layout(self._visible(text), col, self._mark if self.color else None)
 
     def _mark(self, escape: str) -> str:
         return f"{REVERSE}{escape}{NO_REVERSE}"  # the line keeps its colour after it
@@ -301,11 +364,7 @@ class TerminalConfirmer:
         return 80, 24
 
     def _preview_line(self, raw: str) -> str:
-        def blanks(m: re.Match[str]) -> str:
-            count = f"[… {len(m.group())} blanks …]"
-            return self._mark(count) if self.color else count
-
-        line = "  " + _BLANKS.sub(blanks, self._visible(raw))
+        line = "  " + self._display(raw, 2)
         if raw.startswith(("+++", "---")):
             return self._paint(BOLD, line)
         if raw.startswith("+"):
@@ -327,7 +386,8 @@ class TerminalConfirmer:
             if len(text) > MAX_ARG_CHARS:
                 n = len(text) - MAX_ARG_CHARS
                 text = text[:MAX_ARG_CHARS] + f"… ({n} more character{'s' if n != 1 else ''})"
-            out.append(f"  {self._visible(key)}: {self._visible(text)}")
+            shown_key = self._display(key, 2)
+            out.append(f"  {shown_key}: {self._display(text, 4 + cells(_SGR.sub('', shown_key)))}")
         return out
 
     # ---- answers ----
@@ -457,18 +517,16 @@ class TerminalConfirmer:
         return f"{style}{text}{RESET}" if self.color else text
 
 
-_SGR = re.compile(r"\x1b\[[0-9;]*m")
-
-
 def _json(args: dict[str, Any]) -> str:
     return visible(json.dumps(args, ensure_ascii=False, sort_keys=True))
 
 
 def _rows(lines: list[str], columns: int) -> int:
-    """Terminal rows these lines take (colour codes ignored, wide characters counted twice)."""
+    """Terminal rows these lines take (colour codes ignored, tabs already expanded by
+    `layout`, wide characters counted twice)."""
     total = 0
-    for line in lines:
-        width = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in _SGR.sub("", line))
+    for line in (row for text in lines for row in text.split("\n")):
+        width = cells(_SGR.sub("", line))
         total += max(1, -(-width // max(columns, 1)))
     return total
 

@@ -17,7 +17,7 @@ import pyte
 import pytest
 from cbenv import COUNTBOT, make_cb
 
-from countbot_cli.confirm import TerminalConfirmer, compact, visible
+from countbot_cli.confirm import TerminalConfirmer, cells, compact, layout, visible
 from countbot_cli.models import ToolCall
 from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, default_tools
 
@@ -170,3 +170,88 @@ def test_on_a_24_line_terminal_the_padded_command_is_on_screen_at_the_question(
         child.close()
     assert child.exitstatus == 0
     assert not pwned.exists()
+
+
+# ---- tabs and wide blanks (issue 9): measured in real cells, expanded, counted ----
+
+PAD = "\t" * 47 + "\u3000"  # 47 tabs and one ideographic space: never 48 [ \t] in a row
+SIZES = [(80, 24), (120, 40), (200, 60)]
+
+
+def padded_commands(rows: int) -> dict[str, str]:
+    """Commands whose start a wrong width count let scroll off a `rows`-line terminal."""
+    k = rows - 7
+    return {
+        "pad lines": "rm -rf ~/victim\n" + (PAD + "\n") * k + "ls",
+        "one padded line": "rm -rf ~/victim;" + PAD * k + "ls",
+        "padded words": "rm -rf ~/victim\n" + ("x" + PAD + "y\n") * k + "ls",
+        "taller than the screen": "rm -rf ~/victim\n" + ("x" + PAD + "y\n") * (rows + 5),
+    }
+
+
+def test_layout_expands_tabs_by_column_and_counts_wide_runs_by_width() -> None:
+    assert cells("ab中文\u3000e\u0301") == 2 + 4 + 2 + 1  # wide x2, combining accent 0
+    assert layout("a\tb", 0) == "a       b" and layout("a\tb", 3) == "a    b"
+    assert layout("x" + "\u3000" * 23 + "y") == "x" + "\u3000" * 23 + "y"  # 46 columns
+    assert layout("x" + "\u3000" * 24 + "y") == "x[… 24 blanks …]y"  # 48 columns
+    assert layout("x" + PAD + "y") == "x[… 48 blanks …]y"
+    assert layout("go\t\tfmt") == "go              fmt"  # short runs: as the terminal shows
+    marked = layout("x" + " " * 60, count=lambda s: f"<{s}>")
+    assert marked == "x<[… 60 blanks …]>"
+
+
+@pytest.mark.parametrize(("columns", "rows"), SIZES)
+def test_tabs_and_wide_blanks_cannot_push_a_command_off_the_screen(
+    registry: ToolRegistry, monkeypatch: pytest.MonkeyPatch, columns: int, rows: int
+) -> None:
+    monkeypatch.setattr(TerminalConfirmer, "_size", lambda self: (columns, rows))
+    for name, command in padded_commands(rows).items():
+        text = shown(registry, "exec", {"command": command})
+        assert "\t" not in text, name  # expanded: the terminal's own tab stops play no part
+        screen = pyte.Screen(columns, rows)
+        at_question = text[: text.index("(default: no) ")]
+        pyte.Stream(screen).feed(at_question.replace("\n", "\r\n"))
+        on_screen = "\n".join(screen.display)
+        start, warned = "$ rm -rf ~/victim" in on_screen, "scroll up" in on_screen
+        assert start or warned, (name, on_screen)
+        if name == "taller than the screen":
+            assert warned, (name, on_screen)
+        else:  # each padded line is one counted run: one row, whatever the terminal's tabs do
+            assert re.search(r"\[… \d+ (blanks|more blank lines) …\]", text), name
+
+
+@pty_only
+@pytest.mark.parametrize(("columns", "rows"), SIZES)
+def test_on_a_real_terminal_a_tab_padded_command_keeps_its_start_in_view(
+    tmp_path: Path, server: fs.FakeServer, columns: int, rows: int
+) -> None:
+    cb = make_cb(tmp_path, server.base_url, tools={"enabled": True})
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    command = f"rm -rf {victim}\n" + ("x" + PAD + "y\n") * (rows - 7) + "ls"
+    server.add(fs.tool_calls([("exec", {"command": command})]), fs.text("ok"))
+    child = pexpect.spawn(
+        COUNTBOT,
+        ["ask", "clean up"],
+        cwd=str(cb.work),
+        env=cb.env,
+        encoding="utf-8",
+        timeout=20,
+        dimensions=(rows, columns),
+    )
+    screen = pyte.Screen(columns, rows)
+    stream = pyte.Stream(screen)
+    try:
+        child.expect(r"\(default: no\) ")
+        stream.feed(child.before + child.after)
+        time.sleep(0.1)
+        on_screen = "\n".join(screen.display)
+        assert f"$ rm -rf {victim}" in on_screen or "scroll up" in on_screen, on_screen
+        child.sendline("n")
+        child.expect("Reason for the model")
+        child.sendline("")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    assert victim.is_dir()
