@@ -69,8 +69,9 @@ def _calls(n: int) -> list[ToolCall]:
         ("write_file", {"path": "sub/log.txt", "content": f"{n}\n", "mode": "append"}),
         ("edit_file", {"path": "sub/edit.txt", "start_line": 1, "new_text": f"v{n}"}),
         ("list_dir", {"path": "sub"}),
-        ("exec", {"command": "cat secret.txt", "working_dir": "sub"}),
     ]
+    if n % 4 == 0:  # a command (allowed by a rule) every few rounds: starting one is slower
+        args.append(("exec", {"command": "cat secret.txt", "working_dir": "sub"}))
     return [ToolCall(f"c{n}_{i}", name, json.dumps(a)) for i, (name, a) in enumerate(args)]
 
 
