@@ -5,13 +5,19 @@ error bodies, a model's tool arguments, session files and the small cache files 
 
 - Depth: at most MAX_JSON_DEPTH (256) nested arrays/objects. json.loads recurses and raises
   RecursionError near 1,000 levels, and a value a little shallower parses but can break
-  json.dumps, copies or validation later, deeper in the stack. So the depth is checked BEFORE
-  parsing, by a scan that is linear in the text and never recursive: text with at most 256
-  opening brackets cannot be deeper (two `count` calls, the usual case); otherwise escapes and
-  strings are cut out with regexes and the running depth of the remaining brackets is summed
-  at C speed, slice by slice, stopping at the first slice over the limit. 256 leaves room: a
-  tool argument accepted at depth d is saved in a session file at depth d + 3, and a provider
-  chunk carries object-shaped arguments about 7 levels down.
+  json.dumps, copies or validation later, deeper in the stack. Nothing here recurses, and the
+  cost stays linear and below the parse's own:
+  - text with at most 256 opening brackets cannot be deeper (two `count` calls; the usual case:
+    stream chunks, tool arguments, small files);
+  - otherwise, when the text has fewer strings and escapes than brackets, the depth is checked
+    BEFORE parsing: escapes and strings are cut out with regexes and the running depth of the
+    brackets left is summed at C speed, slice by slice, stopping at the first slice over the
+    limit (so 100,000 `[` are refused in milliseconds);
+  - when strings outnumber brackets (a session file), cutting them out would cost more than
+    the parse, so the text is parsed (json's C parser turns deep recursion into RecursionError,
+    mapped here) and the result's depth is measured level by level, one step per container.
+  256 leaves room: a tool argument accepted at depth d is saved in a session file at depth
+  d + 3, and a provider chunk carries object-shaped arguments about 7 levels down.
 - Integers: at most MAX_INT_DIGITS (4,300, Python's default int-str limit) digits, as converting
   a longer one is quadratic. json.loads refuses them with a plain ValueError under the default
   limit; when a program raised or lifted that limit, a parse_int hook enforces ours.
@@ -52,28 +58,49 @@ def too_deep_message(max_depth: int = MAX_JSON_DEPTH) -> str:
 
 def loads_bounded(text: str | bytes | bytearray, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """json.loads with the limits above; raises JSONLimitError or another ValueError."""
-    check_depth(text, max_depth=max_depth)
+    counts = _Counts(text)
+    opens = counts("[") + counts("{")
+    walk = opens > max_depth and counts('"') // 2 + counts("\\") > opens
+    if opens > max_depth and not walk:
+        _check_brackets(_utf8(text), max_depth)
     try:
-        return json.loads(text, parse_int=_int_hook())
+        value = json.loads(text, parse_int=_int_hook())
     except (json.JSONDecodeError, JSONLimitError):
         raise
-    except RecursionError:  # only if the caller's own stack is nearly exhausted
+    except RecursionError:  # json's C parser stops at the interpreter's recursion limit
         raise JSONLimitError(too_deep_message(max_depth)) from None
     except ValueError as e:
         if "digits" not in str(e):
             raise  # e.g. UnicodeDecodeError
         raise JSONLimitError(f"JSON holds an integer over {MAX_INT_DIGITS} digits long") from None
+    if walk and _deeper_than(value, max_depth):
+        raise JSONLimitError(too_deep_message(max_depth))
+    return value
 
 
 def check_depth(text: str | bytes | bytearray, *, max_depth: int = MAX_JSON_DEPTH) -> None:
-    """Raise JSONLimitError if `text` nests arrays/objects deeper than `max_depth`.
+    """Raise JSONLimitError if `text` nests arrays/objects deeper than `max_depth`, before any
+    parsing. Linear, never recursive; brackets inside strings do not count. Text that is not
+    valid JSON may pass (json.loads then says what is wrong with it)."""
+    counts = _Counts(text)
+    if counts("[") + counts("{") > max_depth:
+        _check_brackets(_utf8(text), max_depth)
 
-    Linear, never recursive; brackets inside strings do not count. Text that is not valid JSON
-    may pass (json.loads then says what is wrong with it).
-    """
-    data = _utf8(text)
-    if data.count(b"[") + data.count(b"{") <= max_depth:
-        return
+
+class _Counts:
+    """How often an ASCII character occurs in str or bytes (C speed, no copy)."""
+
+    def __init__(self, text: str | bytes | bytearray) -> None:
+        self.text = text
+
+    def __call__(self, char: str) -> int:
+        if isinstance(self.text, str):
+            return self.text.count(char)
+        return self.text.count(char.encode("ascii"))
+
+
+def _check_brackets(data: bytes, max_depth: int) -> None:
+    """Cut escapes and strings out, then sum the running depth of the brackets left."""
     if b"\\" in data:
         data = _ESCAPE.sub(b"", data)
     if b'"' in data:
@@ -86,6 +113,22 @@ def check_depth(text: str | bytes | bytearray, *, max_depth: int = MAX_JSON_DEPT
         if max(accumulate(part, initial=depth)) > max_depth:
             raise JSONLimitError(too_deep_message(max_depth))
         depth += sum(part)
+
+
+def _deeper_than(value: Any, max_depth: int) -> bool:
+    """Whether a parsed value nests deeper than `max_depth`: level by level, no recursion."""
+    level = [value] if type(value) is list or type(value) is dict else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > max_depth:
+            return True
+        below: list[Any] = []
+        for node in level:
+            items = node.values() if type(node) is dict else node
+            below += [x for x in items if type(x) is list or type(x) is dict]
+        level = below
+    return False
 
 
 def _utf8(text: str | bytes | bytearray) -> bytes:

@@ -141,24 +141,27 @@ def test_a_session_file_nested_900_deep_is_quarantined_and_every_command_works(
     server.add(fs.text("a"), fs.text("b"), fs.text("c"))
     assert cb.run("ask", "first session").returncode == 0
     assert cb.run("ask", "second session").returncode == 0
-    bad, good = sorted(cb.session_files(), key=lambda p: "second" in p.read_text("utf-8"))
+    good, bad = sorted(cb.session_files(), key=lambda p: "second" in p.read_text("utf-8"))
     doc: dict[str, Any] = json.loads(bad.read_text("utf-8"))
-    raw = json.dumps(doc)[:-1] + ', "extra": ' + "[" * 900 + "]" * 900 + "}"
-    bad.write_text(raw, encoding="utf-8")  # valid JSON that json.loads would still parse
+    # valid JSON that json.loads still parses, in the place a tool call's arguments are kept
+    doc["tool_conversations"] = [{"tool": "read_file", "arguments": {"path": []}}]
+    raw = json.dumps(doc).replace('"path": []', '"path": ' + "[" * 900 + "]" * 900)
+    bad.write_text(raw, encoding="utf-8")
+
+    cont = cb.run("ask", "-c", "and then?")  # the damaged session was the latest one
+    assert cont.returncode == 0, cont.stderr
+    assert cont.stdout == "c\n"
+    assert "nested too deeply" in cont.stderr and "Traceback" not in cont.stderr
+    (moved,) = cb.sessions_dir.glob(f"{bad.stem}.json.corrupt-*")
+    assert moved.read_text("utf-8") == raw  # kept byte for byte
+    saved = json.loads(good.read_text("utf-8"))["messages"]
+    assert [m["content"] for m in saved] == ["first session", "a", "and then?", "c"]
 
     listing = cb.run("sessions", "list")
     assert listing.returncode == 0, listing.stderr
-    assert "second session" in listing.stdout and "first session" not in listing.stdout
-    assert "nested too deeply" in listing.stderr and "Traceback" not in listing.stderr
-    (moved,) = cb.sessions_dir.glob(f"{bad.stem}.json.corrupt-*")
-    assert moved.read_text("utf-8") == raw  # kept byte for byte
-    assert cb.run("sessions", "list").stderr == ""  # reported once, then gone
-
-    cont = cb.run("ask", "-c", "and then?")
-    assert cont.returncode == 0, cont.stderr
-    assert cont.stdout == "c\n"
-    saved = json.loads(good.read_text("utf-8"))["messages"]
-    assert [m["content"] for m in saved] == ["second session", "b", "and then?", "c"]
+    assert "first session" in listing.stdout and "second session" not in listing.stdout
+    shown = cb.run("sessions", "show", bad.stem)
+    assert shown.returncode == 2 and "Traceback" not in shown.stderr
 
 
 # ---- a reader closing the pipe ----

@@ -51,6 +51,17 @@ def test_brackets_inside_strings_do_not_count() -> None:
         loads_bounded('["\\\\"' + "," + "[" * 300 + "]" * 300 + "]")
 
 
+@pytest.mark.parametrize(("depth", "ok"), [(255, True), (256, False), (300, False), (990, False)])
+def test_string_heavy_documents_are_measured_after_parsing(depth: int, ok: bool) -> None:
+    # more strings than brackets (a session file): parsed, then measured level by level
+    text = "[" + '"s",' * 5_000 + "[" * depth + "]" * depth + "]"  # total depth: depth + 1
+    if ok:
+        assert len(loads_bounded(text)) == 5_001
+    else:
+        with pytest.raises(JSONLimitError, match="nested too deeply"):
+            loads_bounded(text)
+
+
 def test_many_shallow_brackets_are_fine() -> None:
     doc = [[i, {"x": [i]}] for i in range(20_000)]
     assert loads_bounded(json.dumps(doc)) == doc

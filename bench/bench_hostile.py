@@ -1,0 +1,139 @@
+"""Benchmark of hostile input (issue 9): what it costs countbot to handle or refuse it.
+Prints figures; targets in brackets. One function a section, each called from main().
+
+1. SSE decoding of one `data:` line of 1, 10 and 50 MB, fed in 4 KiB network pieces: time
+   [linear: 50 MB about 50x 1 MB; under 5 s] and peak traced memory, with a cap above the line
+   (handled), then with the default 16 MiB cap (refused as soon as the line passes it).
+2. jsonsafe.loads_bounded against plain json.loads: a 16 MB chat chunk (the largest a stream line
+   may be), a 16 MB session-like document, and hostile inputs (100,000-deep brackets, an
+   unterminated string of escaped quotes, 4 million empty arrays) [loads_bounded at most about
+   twice json.loads; deep or malformed input refused in well under a second]. "depth scan" is
+   the pre-parse scan alone (loads_bounded uses it only when brackets outnumber strings).
+
+Run: .venv/bin/python bench/bench_hostile.py [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from countbot_cli.jsonsafe import check_depth, loads_bounded  # noqa: E402
+from countbot_cli.provider.sse import MAX_LINE, LineTooLong, SSEDecoder  # noqa: E402
+
+MB = 1_000_000
+PIECE = 4096
+
+
+def _median_time(fn: Callable[[], Any], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _peak(fn: Callable[[], Any]) -> int:
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _decode_line(size: int, max_line: int) -> Callable[[], None]:
+    """One `data:` line of `size` bytes through a decoder, 4 KiB at a time (refusal is fine)."""
+    piece = b"x" * PIECE
+
+    def run() -> None:
+        decoder = SSEDecoder(max_line=max_line)
+        try:
+            decoder.feed(b"data: ")
+            for _ in range(size // PIECE):
+                decoder.feed(piece)
+            decoder.feed(b"x" * (size % PIECE) + b"\n\n")
+        except LineTooLong:
+            pass
+
+    return run
+
+
+def bench_sse_line(runs: int) -> None:
+    print("1. SSE: one line fed in 4 KiB pieces")
+    print(f"   {'line':>6}  {'handled':>9}  {'peak':>8}  {'refused (16 MiB cap)':>21}  {'peak':>8}")
+    first: float | None = None
+    for mb in (1, 10, 50):
+        size = mb * MB
+        handled = _decode_line(size, max_line=size + 64)
+        refused = _decode_line(size, max_line=MAX_LINE)
+        t_ok = _median_time(handled, runs)
+        t_no = _median_time(refused, runs)
+        first = first or t_ok
+        print(
+            f"   {mb:>4} MB  {t_ok:>7.3f} s  {_peak(handled) / MB:>5.1f} MB  "
+            f"{t_no:>19.3f} s  {_peak(refused) / MB:>5.1f} MB   ({t_ok / first:.0f}x the 1 MB time)"
+        )
+    print("   [linear; 50 MB under 5 s; memory bounded by the cap when refused]")
+
+
+def _session_like(target: int) -> str:
+    message = {
+        "id": "msg_0123456789",
+        "role": "assistant",
+        "content": 'Here is the fix: `f(x) = [a, b]` and {"k": "v"}, with "quotes" \\ and\nlines.',
+        "created_at": "2025-01-01T00:00:00Z",
+    }
+    one = len(json.dumps(message)) + 2
+    return json.dumps({"schema_version": 1, "messages": [message] * (target // one)})
+
+
+def bench_json_limits(runs: int) -> None:
+    print("\n2. JSON: loads_bounded (depth scan + parse) against json.loads")
+    chunk = json.dumps({"choices": [{"index": 0, "delta": {"content": "[x] " * (4 * MB)}}]})
+    cases = [("16 MB chat chunk", chunk), ("16 MB session-like file", _session_like(16 * MB))]
+    for name, text in cases:
+        plain = _median_time(lambda t=text: json.loads(t), runs)
+        scan = _median_time(lambda t=text: check_depth(t), runs)
+        bounded = _median_time(lambda t=text: loads_bounded(t), runs)
+        print(
+            f"   {name:<24} json.loads {plain:.3f} s, depth scan {scan:.3f} s, "
+            f"loads_bounded {bounded:.3f} s"
+        )
+    hostile = [
+        ("100,000-deep brackets", "[" * 100_000 + "]" * 100_000),
+        ("1M escaped quotes, open", "[" * 300 + '"' + '\\"' * 1_000_000),
+        ("4M empty arrays", "[" + "[]," * 4_000_000 + "[]]"),
+    ]
+    for name, text in hostile:
+        outcome = "accepted"
+        t0 = time.perf_counter()
+        try:
+            loads_bounded(text)
+        except ValueError as e:
+            outcome = f"refused: {type(e).__name__}"
+        print(f"   {name:<24} {time.perf_counter() - t0:.3f} s  {outcome}")
+    print("   [loads_bounded at most ~2x json.loads; deep/malformed input refused well under 1 s]")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    bench_sse_line(args.runs)
+    bench_json_limits(args.runs)
+
+
+if __name__ == "__main__":
+    main()
