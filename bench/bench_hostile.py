@@ -9,6 +9,10 @@ Prints figures; targets in brackets. One function a section, each called from ma
    unterminated string of escaped quotes, 4 million empty arrays) [loads_bounded at most about
    twice json.loads; deep or malformed input refused in well under a second]. "depth scan" is
    the pre-parse scan alone (loads_bounded uses it only when brackets outnumber strings).
+3. Whole `countbot ask` processes refusing endless or huge input: `-f /dev/zero`, `-f` on a FIFO
+   with no writer, `< /dev/zero` on stdin, and 200 MB piped in [each refused with exit 2 in well
+   under a second, peak RSS near `countbot --version`'s]. The YAML alias bomb is timed by
+   bench/bench_config.py.
 
 Run: .venv/bin/python bench/bench_hostile.py [--runs N]
 """
@@ -17,8 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -127,12 +134,69 @@ def bench_json_limits(runs: int) -> None:
     print("   [loads_bounded at most ~2x json.loads; deep/malformed input refused well under 1 s]")
 
 
+def _run_countbot(args: list[str], stdin: Any, env: dict[str, str]) -> tuple[float, int, int]:
+    """Wall time, exit code and peak RSS (MB) of one countbot process (Linux `ru_maxrss`)."""
+    cmd = [str(ROOT / ".venv" / "bin" / "python"), "-c", _WRAP, *args]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, stdin=stdin, capture_output=True, env=env, timeout=120)
+    wall = time.perf_counter() - t0
+    rss_kb = int(proc.stderr.decode().rsplit("RSS=", 1)[-1].strip() or 0)
+    return wall, proc.returncode, rss_kb // 1024
+
+
+# runs countbot's main in a child and reports that child's own peak RSS on stderr's last line
+_WRAP = (
+    "import resource, sys\n"
+    "from countbot_cli.__main__ import main\n"
+    "sys.argv = ['countbot', *sys.argv[1:]]\n"
+    "try:\n    code = main()\nexcept SystemExit as e:\n    code = e.code\n"
+    "sys.stderr.write(f'\\nRSS={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n')\n"
+    "sys.exit(code if isinstance(code, int) else 1)\n"
+)
+
+
+def bench_refused_input(runs: int) -> None:
+    print("\n3. countbot ask refusing endless or huge input (whole process, median of runs)")
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        env = {**os.environ, "XDG_CONFIG_HOME": str(home / "cfg"), "HOME": str(home)}
+        env.update(COUNTBOT_API_BASE="http://127.0.0.1:9/v1", COUNTBOT_API_KEY="x")
+        env.update(COUNTBOT_MODEL="m", COUNTBOT_NO_LOCAL_MODEL="1")
+        fifo = home / "fifo"
+        os.mkfifo(fifo)
+        big = home / "big.txt"
+        with big.open("wb") as f:  # in pieces: a child inherits this process's peak RSS
+            for _ in range(200):
+                f.write(b"x" * MB)
+        cases: list[tuple[str, list[str], Any]] = [
+            ("countbot --version", ["--version"], subprocess.DEVNULL),
+            ("ask -f /dev/zero", ["ask", "-f", "/dev/zero", "q"], subprocess.DEVNULL),
+            ("ask -f FIFO (no writer)", ["ask", "-f", str(fifo), "q"], subprocess.DEVNULL),
+            ("ask q < /dev/zero", ["ask", "q"], "/dev/zero"),
+            ("200 MB piped on stdin", ["ask", "q"], str(big)),
+        ]
+        for name, args, stdin in cases:
+            results = []
+            for _ in range(runs):
+                with open(stdin, "rb") if isinstance(stdin, str) else _null() as src:
+                    results.append(_run_countbot(args, src, env))
+            wall = statistics.median(r[0] for r in results)
+            rss = max(r[2] for r in results)
+            print(f"   {name:<26} {wall:.3f} s  exit {results[0][1]}  peak RSS {rss} MB")
+    print("   [exit 2 (0 for --version), well under 1 s, RSS near --version's]")
+
+
+def _null() -> Any:
+    return open(os.devnull, "rb")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     bench_sse_line(args.runs)
     bench_json_limits(args.runs)
+    bench_refused_input(args.runs)
 
 
 if __name__ == "__main__":
