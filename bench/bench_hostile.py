@@ -135,7 +135,8 @@ def bench_json_limits(runs: int) -> None:
 
 
 def _run_countbot(args: list[str], stdin: Any, env: dict[str, str]) -> tuple[float, int, int]:
-    """Wall time, exit code and peak RSS (MB) of one countbot process (Linux `ru_maxrss`)."""
+    """Wall time, exit code and peak RSS (MB) of one countbot process: its own VmHWM (Linux),
+    not `ru_maxrss`, which a child inherits from this process across fork and exec."""
     cmd = [str(ROOT / ".venv" / "bin" / "python"), "-c", _WRAP, *args]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdin=stdin, capture_output=True, env=env, timeout=120)
@@ -146,11 +147,12 @@ def _run_countbot(args: list[str], stdin: Any, env: dict[str, str]) -> tuple[flo
 
 # runs countbot's main in a child and reports that child's own peak RSS on stderr's last line
 _WRAP = (
-    "import resource, sys\n"
+    "import sys\n"
     "from countbot_cli.__main__ import main\n"
     "sys.argv = ['countbot', *sys.argv[1:]]\n"
     "try:\n    code = main()\nexcept SystemExit as e:\n    code = e.code\n"
-    "sys.stderr.write(f'\\nRSS={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n')\n"
+    "hwm = [ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('VmHWM')]\n"
+    "sys.stderr.write(f'\\nRSS={hwm[0]}\\n')\n"
     "sys.exit(code if isinstance(code, int) else 1)\n"
 )
 
@@ -165,7 +167,7 @@ def bench_refused_input(runs: int) -> None:
         fifo = home / "fifo"
         os.mkfifo(fifo)
         big = home / "big.txt"
-        with big.open("wb") as f:  # in pieces: a child inherits this process's peak RSS
+        with big.open("wb") as f:
             for _ in range(200):
                 f.write(b"x" * MB)
         cases: list[tuple[str, list[str], Any]] = [
