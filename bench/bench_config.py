@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from countbot_cli.config import load_settings  # noqa: E402
-from countbot_cli.config_example import EXAMPLE_CONFIG  # noqa: E402
+from countbot_cli.config.example import EXAMPLE_CONFIG  # noqa: E402
+from countbot_cli.config.settings import load_settings  # noqa: E402
 from countbot_cli.errors import ConfigError  # noqa: E402
 
 

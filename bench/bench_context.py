@@ -33,14 +33,14 @@ import fakeserver as fs  # noqa: E402
 import yaml  # noqa: E402
 
 from countbot_cli import app  # noqa: E402
-from countbot_cli.config import Settings, load_settings  # noqa: E402
-from countbot_cli.engine import NullView  # noqa: E402
-from countbot_cli.memory import summary_line  # noqa: E402
-from countbot_cli.memory_store import MemoryStore  # noqa: E402
-from countbot_cli.models import Message  # noqa: E402
+from countbot_cli.config.settings import Settings, load_settings  # noqa: E402
+from countbot_cli.conversation.session import new_session  # noqa: E402
+from countbot_cli.conversation.tokens import TokenCounter  # noqa: E402
+from countbot_cli.conversation.view import NullView  # noqa: E402
+from countbot_cli.memory.keeper import summary_line  # noqa: E402
+from countbot_cli.memory.store import MemoryStore  # noqa: E402
+from countbot_cli.messages import Message  # noqa: E402
 from countbot_cli.prompts import overflow_summary_prompt  # noqa: E402
-from countbot_cli.session import new_session  # noqa: E402
-from countbot_cli.tokens import TokenCounter  # noqa: E402
 
 MAX_HISTORY = 50
 SENTENCES = (

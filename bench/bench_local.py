@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from countbot_cli.models import ChatRequest, StreamEvent, TextDelta  # noqa: E402
+from countbot_cli.messages import ChatRequest, StreamEvent, TextDelta  # noqa: E402
 from countbot_cli.provider import Provider  # noqa: E402
 from countbot_cli.provider.local import LocalProvider, bundled_model_path  # noqa: E402
 
@@ -139,7 +139,7 @@ def rss_mb(pid: int | str = "self") -> float:
 def memory_child(n_ctx: int) -> None:
     """Run in a child: RSS of countbot's app imported, then with the local model loaded."""
     import countbot_cli.app  # noqa: F401  (what `countbot ask` has loaded before the model)
-    import countbot_cli.engine  # noqa: F401
+    import countbot_cli.conversation.engine  # noqa: F401
 
     base = rss_mb()
     prov = LocalProvider(Settings(type="local", model="", context_window=n_ctx))

@@ -18,7 +18,7 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
-from countbot_cli.memory_store import DEFAULT_HEADER, MemoryStore
+from countbot_cli.memory.store import DEFAULT_HEADER, MemoryStore
 
 N_ENTRIES = 100_000
 BUDGET_MS = 100.0

@@ -31,7 +31,7 @@ from rich.console import Console  # noqa: E402
 from rich.live import Live  # noqa: E402
 from rich.markdown import Markdown  # noqa: E402
 
-from countbot_cli.render import StreamView, preload  # noqa: E402
+from countbot_cli.ui.stream import StreamView, preload  # noqa: E402
 
 RATE = 100.0  # tokens per second
 STEP = 1.0 / RATE
@@ -119,7 +119,7 @@ def cold_first_feed(first: str) -> float:
     """The same in a fresh interpreter, including the import of rich (no preload())."""
     code = (
         "import time, io, sys; t0 = time.perf_counter()\n"
-        "from countbot_cli.render import StreamView\n"
+        "from countbot_cli.ui.stream import StreamView\n"
         "from rich.console import Console\n"
         "c = Console(file=io.StringIO(), force_terminal=True, width=100, height=40)\n"
         "t1 = time.perf_counter(); StreamView(c).feed(sys.argv[1]); t2 = time.perf_counter()\n"

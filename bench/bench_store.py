@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from countbot_cli.cmd_sessions import sessions_list  # noqa: E402
-from countbot_cli.models import Message  # noqa: E402
-from countbot_cli.session import Session, new_session  # noqa: E402
-from countbot_cli.store import INDEX_NAME, SessionStore  # noqa: E402
+from countbot_cli.conversation.session import Session, new_session  # noqa: E402
+from countbot_cli.conversation.store import INDEX_NAME, SessionStore  # noqa: E402
+from countbot_cli.messages import Message  # noqa: E402
+from countbot_cli.ui.sessions import sessions_list  # noqa: E402
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "store-5000x200"
 N_SESSIONS = 5000

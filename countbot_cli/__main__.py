@@ -1,7 +1,7 @@
 """Entry point of `countbot` and `python -m countbot_cli`.
 
 `--version` is answered before typer is imported (it is asked by scripts in loops); everything
-else goes through the typer app in cli.py.
+else goes through the typer app in cli/main.py.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import sys
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args in (["--version"], ["-V"]):
-        from . import __version__
+        from countbot_cli import __version__
 
         sys.stdout.write(f"countbot {__version__}\n")
         raise SystemExit(0)
-    from .cli import run
+    from countbot_cli.cli.main import run
 
     run(args)
 

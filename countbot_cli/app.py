@@ -1,6 +1,6 @@
 """Composition root: builds settings, store, provider, tools and engine, and runs `ask`.
 
-The typer layer (cli.py) only parses flags and calls in here; tests can call these functions
+The typer layer (cli/) only parses flags and calls in here; tests can call these functions
 directly with injected streams.
 """
 
@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .errors import CountbotError, UsageError
-from .prompt_input import compose_prompt, read_stdin
+from countbot_cli.conversation.prompt_input import compose_prompt, read_stdin
+from countbot_cli.errors import CountbotError, UsageError
 
 if TYPE_CHECKING:
-    from .config import Settings
-    from .engine import Engine, TurnResult
-    from .provider import Provider
-    from .session import Session
-    from .store import SessionStore
+    from countbot_cli.config.settings import Settings
+    from countbot_cli.conversation.engine import Engine, TurnResult
+    from countbot_cli.conversation.session import Session
+    from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.provider import Provider
 
 
 @dataclass
@@ -52,8 +52,8 @@ def load_settings(
     err: TextIO | None = None,
 ) -> Settings:
     """The settings, saying once on stderr when an untrusted ./config.yaml was left out."""
-    from .config import load_settings as _load
-    from .config import untrusted_notice
+    from countbot_cli.config.settings import load_settings as _load
+    from countbot_cli.config.settings import untrusted_notice
 
     settings = _load(
         config_path=opts.config,
@@ -69,14 +69,14 @@ def load_settings(
 
 
 def make_store(settings: Settings, err: TextIO | None = None) -> SessionStore:
-    from .store import SessionStore
+    from countbot_cli.conversation.store import SessionStore
 
     stream = err or sys.stderr
     return SessionStore(settings.sessions_dir, on_notice=lambda m: _notice(stream, m))
 
 
 def make_provider(settings: Settings, err: TextIO | None = None) -> Provider:
-    from .provider import make_provider as _make
+    from countbot_cli.provider import make_provider as _make
 
     stream = err or sys.stderr
     p = settings.provider
@@ -90,7 +90,7 @@ def make_provider(settings: Settings, err: TextIO | None = None) -> Provider:
 
 
 def _notice(err: TextIO, text: str) -> None:
-    from .textsafe import sanitize
+    from countbot_cli.textsafe import sanitize
 
     err.write(f"countbot: {sanitize(text)}\n")
     err.flush()
@@ -105,18 +105,18 @@ def build_engine(
     yes: bool,
     confirmer: Any = None,
 ) -> Engine:
-    from .approval import ApprovalPolicy
-    from .engine import Engine
-    from .memory import MemoryKeeper
-    from .memory_store import MemoryStore
-    from .tokens import TokenCounter
-    from .window import make_budget
+    from countbot_cli.conversation.budget import make_budget
+    from countbot_cli.conversation.engine import Engine
+    from countbot_cli.conversation.tokens import TokenCounter
+    from countbot_cli.memory.keeper import MemoryKeeper
+    from countbot_cli.memory.store import MemoryStore
+    from countbot_cli.tools.approval import ApprovalPolicy
 
     counter = TokenCounter(provider.model)
     memory = MemoryStore(settings.memory.file)
     registry = None
     if tools_enabled and settings.tools.enabled:
-        from .tools.memory_tool import memory_tool
+        from countbot_cli.memory.tool import memory_tool
 
         registry = _tool_registry(settings, extra=[memory_tool(memory)])
     policy = ApprovalPolicy(mode=settings.tools.approval, yes_writes=yes, confirmer=confirmer)
@@ -130,13 +130,13 @@ def build_engine(
         budget=make_budget(settings, counter),
         recall=keeper.recall if settings.memory.inject != "off" else None,
         upkeep=keeper.upkeep_hooks() if store is not None else (),
+        memory_keeper=keeper,
     )
-    engine.memory_keeper = keeper
     return engine
 
 
 def _tool_registry(settings: Settings, extra: list[Any]) -> Any:
-    from .tools import ToolContext, ToolRegistry, default_tools
+    from countbot_cli.tools import ToolContext, ToolRegistry, default_tools
 
     t = settings.tools
     ctx = ToolContext(
@@ -168,7 +168,7 @@ def open_session(
     store: SessionStore, settings: Settings, *, ref: str | None, cont: bool
 ) -> tuple[Session, bool]:
     """The session to continue (-s/-c) or a new one. Returns (session, is_new)."""
-    from .session import new_session
+    from countbot_cli.conversation.session import new_session
 
     if ref or cont:
         if cont and not ref and not store.list():
@@ -256,13 +256,13 @@ def _ask_confirmer(stdin: TextIO, err: TextIO, view: Any, engine: Engine) -> Any
     one-line notice (SPEC §6, non-interactive)."""
     if not (_isatty(stdin) and _isatty(err)):
         return None
-    from .confirm import TerminalConfirmer
+    from countbot_cli.ui.confirm import TerminalConfirmer
 
     return TerminalConfirmer(stdin, err, before_prompt=view.pause, reprepare=engine.reprepare)
 
 
 def _make_view(opts: AskOptions, out: TextIO, err: TextIO, *, plain: bool, model: str) -> Any:
-    from .views import JsonView, MarkdownView, PlainView
+    from countbot_cli.ui.turnview import JsonView, MarkdownView, PlainView
 
     waiting = f"… waiting for {model}"
     if opts.json_out:
@@ -290,7 +290,7 @@ def _report(
                 "message": result.error.user_message(),
                 "exit_code": result.error.exit_code,
             }
-        from .textsafe import json_text
+        from countbot_cli.textsafe import json_text
 
         out.write(json_text(obj, indent=None) + "\n")
         out.flush()
@@ -313,8 +313,8 @@ def _report(
 def print_error(error: CountbotError, err: TextIO) -> None:
     import os
 
-    from .errors import UnexpectedError
-    from .textsafe import sanitize
+    from countbot_cli.errors import UnexpectedError
+    from countbot_cli.textsafe import sanitize
 
     if isinstance(error, UnexpectedError) and os.environ.get("COUNTBOT_DEBUG"):
         import traceback  # the turn was saved; now show the bug the error line names

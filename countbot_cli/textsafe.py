@@ -12,6 +12,12 @@ was cut into chunks.
 `json_text` escapes the same characters inside a JSON document (`--json` output), so a JSON
 consumer still gets the exact string while a terminal shows only `\\u001b`-style escapes.
 
+`visible`, `layout` and `compact` are for text a person must read exactly (the approval prompt's
+command, diff and arguments): nothing is removed, but every control, invisible or look-alike
+blank character is shown as an escape, tabs are expanded by column, runs of blanks at least
+BLANK_RUN columns wide and runs of blank lines are counted, and `cells` measures what the
+terminal shows (wide characters take two columns), so padding cannot hide part of a command.
+
 It does not touch rich markup: print untrusted text with `markup=False` or as a rich `Text` /
 `Markdown`, never as a markup string, so `[red]` prints as text.
 
@@ -22,6 +28,8 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 MAX_STRING = 4096  # body of an OSC/DCS/SOS/PM/APC string sequence
@@ -136,3 +144,129 @@ class StreamSanitizer:
         text = self._pending
         self._hold("")
         return sanitize(text)
+
+
+# ---- text a person must read exactly (the approval prompt) ----
+
+# candidates for escaping: everything but printable ASCII, newline and tab (see _hidden)
+_NON_PLAIN = re.compile(r"[^\x20-\x7e\n\t]")
+# categories never shown raw: controls, format (bidi, zero-width, soft hyphen, tags), line and
+# paragraph separators, surrogates, private use, unassigned
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+# blank-looking letters, marks and symbols (Hangul fillers, combining grapheme joiner, Mongolian
+# vowel separator, braille blank); U+3000 (ideographic space) is kept: it is common in CJK text,
+# and a run of it is counted like any run of blanks
+_BLANK_LOOKALIKES = frozenset("\u115f\u1160\u3164\uffa0\u034f\u180e\u2800")
+_NAMED = {"\r": "\\r", "\x1b": "\\x1b", "\x00": "\\0"}
+BLANK_RUN = 48  # a run of blanks this many terminal columns wide (or wider) is shown as a count
+BLANK_LINES_KEPT = 2  # blank lines of a run shown before the rest is counted
+TAB_STOP = 8
+_BLANKS = re.compile(r"[ \t\u3000]+")  # what visible() leaves blank: space, tab, U+3000
+SGR = re.compile(r"\x1b\[[0-9;]*m")  # the prompt's own colours (never from untrusted text)
+
+
+def _hidden(c: str) -> bool:
+    if c in _BLANK_LOOKALIKES:
+        return True
+    cat = unicodedata.category(c)
+    return cat in _HIDDEN_CATEGORIES or (cat == "Zs" and c != "\u3000")
+
+
+def _escape(c: str) -> str:
+    if c in _NAMED:
+        return _NAMED[c]
+    code = ord(c)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def visible(text: str, mark: Callable[[str], str] | None = None) -> str:
+    """`text` with every control, invisible or look-alike blank character shown as an escape
+    (`\\x1b`, `\\u202e`, `\\xa0`); `mark` styles each escape (reverse video on a terminal)."""
+
+    def esc(m: re.Match[str]) -> str:
+        c = m.group()
+        if not _hidden(c):
+            return c
+        return mark(_escape(c)) if mark else _escape(c)
+
+    return _NON_PLAIN.sub(esc, text)
+
+
+def _is_blank(raw: str) -> bool:
+    """A line that shows nothing: empty or blanks, after a diff or command marker."""
+    body = raw[2:] if raw[:2] in ("$ ", "> ") else raw[1:] if raw[:1] in "+- " else raw
+    return not body.strip(" \t\u3000")
+
+
+def compact(lines: list[str]) -> list[str]:
+    """Runs of blank lines cut to BLANK_LINES_KEPT plus a count (keeping each run's marker)."""
+    out: list[str] = []
+    run = 0
+    for i, raw in enumerate(lines):
+        same = i > 0 and _is_blank(raw) and _is_blank(lines[i - 1]) and raw[:1] == lines[i - 1][:1]
+        run = run + 1 if same else 0
+        if run < BLANK_LINES_KEPT:
+            out.append(raw)
+            continue
+        if run == BLANK_LINES_KEPT:
+            out.append("")  # placeholder for the count
+        n = run - BLANK_LINES_KEPT + 1
+        marker = raw[:2] if raw[:2] in ("$ ", "> ") else raw[:1].strip()
+        out[-1] = f"{marker}[… {n} more blank line{'s' if n > 1 else ''} …]"
+    return out
+
+
+def cells(text: str) -> int:
+    """Terminal columns `text` takes (no tabs or controls in it): East Asian wide and full-width
+    characters take two, combining marks none."""
+    width = 0
+    for c in text:
+        if c < "\u0300":
+            width += 1
+        elif unicodedata.combining(c):
+            continue
+        else:
+            width += 2 if unicodedata.east_asian_width(c) in "WF" else 1
+    return width
+
+
+def layout(text: str, col: int = 0, count: Callable[[str], str] | None = None) -> str:
+    """Blanks of a line made what the terminal shows: tabs expanded to spaces (stops every
+    TAB_STOP columns, the line starting at column `col`) and a run of blanks BLANK_RUN or more
+    columns wide replaced by `[… N blanks …]` (styled by `count`). `text` is already escaped
+    (`visible`); SGR colour codes in it take no columns."""
+    out: list[str] = []
+    pos = 0
+    for m in _BLANKS.finditer(text):
+        before = text[pos : m.start()]
+        out.append(before)
+        col += cells(SGR.sub("", before))
+        run = m.group()
+        expanded = _expand(run, col)
+        if cells(expanded) >= BLANK_RUN:
+            shown = f"[… {len(run)} blank{'s' if len(run) > 1 else ''} …]"
+            shown = count(shown) if count else shown
+            out.append(shown)
+            col += cells(SGR.sub("", shown))
+        else:
+            out.append(expanded)
+            col += cells(expanded)
+        pos = m.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _expand(run: str, col: int) -> str:
+    """A run of blanks starting at column `col` with its tabs as spaces."""
+    parts: list[str] = []
+    for c in run:
+        if c == "\t":
+            n = TAB_STOP - col % TAB_STOP
+            parts.append(" " * n)
+            col += n
+        else:
+            parts.append(c)
+            col += 2 if c == "\u3000" else 1
+    return "".join(parts)

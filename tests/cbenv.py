@@ -50,7 +50,7 @@ class CB:
 
     def trust_config(self) -> None:
         """Trust work/config.yaml as it is now (the record `countbot config trust` makes)."""
-        from countbot_cli import trust
+        from countbot_cli.config import trust
 
         trust.trust(self.config_file, self.config_file.read_bytes(), self.user_home)
 

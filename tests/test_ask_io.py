@@ -19,10 +19,10 @@ import pytest
 import yaml
 from cbenv import CB, COUNTBOT, make_cb, provider_config
 
-from countbot_cli import prompt_input
 from countbot_cli.app import AskOptions, run_ask
+from countbot_cli.conversation import prompt_input
+from countbot_cli.conversation.prompt_input import MAX_INPUT_BYTES, read_attachment, read_stdin
 from countbot_cli.errors import EXIT_USAGE, UsageError
-from countbot_cli.prompt_input import MAX_INPUT_BYTES, read_attachment, read_stdin
 
 # bytes that must never reach a terminal from server- or model-supplied text
 ESCAPES = ("\x1b", "\x07", "\x9b", "\x9c", "\x9d", "\x90")

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from countbot_cli import cmd_config, trust
-from countbot_cli.config import ProviderConfig, Settings, default_home, load_settings
-from countbot_cli.config_example import EXAMPLE_CONFIG
+from countbot_cli.cli import config as cmd_config
+from countbot_cli.config import trust
+from countbot_cli.config.example import EXAMPLE_CONFIG
+from countbot_cli.config.settings import ProviderConfig, Settings, default_home, load_settings
 from countbot_cli.errors import (
     EXIT_AUTH,
     EXIT_NETWORK,
@@ -30,7 +31,7 @@ from countbot_cli.errors import (
     ServerError,
     UsageError,
 )
-from countbot_cli.models import ChatRequest, Finished
+from countbot_cli.messages import ChatRequest, Finished
 
 SECRET = "sk-test-SECRET-0123456789abcdefWXYZ"
 HEADER_TOKEN = "tok-HEADER-abcdefghijklmnop9876"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from countbot_cli.cmd_memory import memory_add, memory_delete, memory_search, memory_show
 from countbot_cli.errors import UsageError
-from countbot_cli.memory_store import DEFAULT_HEADER, MemoryStore
+from countbot_cli.memory.store import DEFAULT_HEADER, MemoryStore
+from countbot_cli.ui.memory import memory_add, memory_delete, memory_search, memory_show
 
 FIRST = DEFAULT_HEADER.count("\n") + 1  # line of the first entry in a fresh file
 

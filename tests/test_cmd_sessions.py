@@ -9,7 +9,11 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from countbot_cli.cmd_sessions import (
+from countbot_cli.conversation.session import Session, new_session
+from countbot_cli.conversation.store import SessionStore
+from countbot_cli.errors import StorageError, UsageError
+from countbot_cli.messages import STATUS_FAILED, STATUS_INTERRUPTED, Message
+from countbot_cli.ui.sessions import (
     relative_time,
     sessions_delete,
     sessions_export,
@@ -18,10 +22,6 @@ from countbot_cli.cmd_sessions import (
     sessions_show,
     sessions_summary,
 )
-from countbot_cli.errors import StorageError, UsageError
-from countbot_cli.models import STATUS_FAILED, STATUS_INTERRUPTED, Message
-from countbot_cli.session import Session, new_session
-from countbot_cli.store import SessionStore
 
 EVIL = "\x1b]0;pwned\x07\x1b[2J[red]not markup[/red] **bold**"
 
@@ -334,7 +334,7 @@ def test_export_write_failure_is_a_storage_error(
 
 
 def test_tool_line_reports_each_outcome() -> None:
-    from countbot_cli.cmd_sessions import tool_line
+    from countbot_cli.ui.sessions import tool_line
 
     base = {"tool": "exec", "arguments": {"command": "sleep 9"}, "duration_ms": 0}
     stopped = tool_line(

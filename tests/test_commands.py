@@ -16,11 +16,11 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.output import DummyOutput
 from test_repl import USAGE, Harness, interrupt_when, paragraphs
 
-from countbot_cli.commands import COMMANDS, nearest, parse
-from countbot_cli.models import Message
-from countbot_cli.replinput import SlashCompleter
-from countbot_cli.replmeter import short_count
-from countbot_cli.session import new_session
+from countbot_cli.conversation.session import new_session
+from countbot_cli.messages import Message
+from countbot_cli.repl.prompt import SlashCompleter
+from countbot_cli.repl.slash import COMMANDS, nearest, parse
+from countbot_cli.repl.toolbar import short_count
 
 
 @pytest.fixture
@@ -292,7 +292,7 @@ def test_tools_the_provider_dropped_are_not_counted(
     tmp_path: Path, server: fs.FakeServer, dropped: bool
 ) -> None:
     """A local model whose chat template has no tools reports a prompt without them."""
-    from countbot_cli.tokens import TokenCounter
+    from countbot_cli.conversation.tokens import TokenCounter
 
     h = Harness(tmp_path, server, tools=True)
 

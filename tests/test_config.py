@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from countbot_cli import trust
-from countbot_cli.config import (
+from countbot_cli.config import trust
+from countbot_cli.config.example import EXAMPLE_CONFIG
+from countbot_cli.config.presets import PRESETS
+from countbot_cli.config.settings import (
     MEMORY_KEYS,
     PERSONA_KEYS,
     PROVIDER_KEYS,
@@ -25,9 +27,7 @@ from countbot_cli.config import (
     local_model_available,
     mask_secret,
 )
-from countbot_cli.config_example import EXAMPLE_CONFIG
 from countbot_cli.errors import EXIT_USAGE, ConfigError
-from countbot_cli.presets import PRESETS
 
 SECRET = "sk-test-SECRET-0123456789abcdefWXYZ"
 REPO = Path(__file__).resolve().parent.parent

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from cbenv import make_cb
 
-from countbot_cli.config import load_settings
-from countbot_cli.config_yaml import MAX_BYTES, MAX_DEPTH, MAX_VALUES
+from countbot_cli.config.file import MAX_BYTES, MAX_DEPTH, MAX_VALUES
+from countbot_cli.config.settings import load_settings
 from countbot_cli.errors import ConfigError
 
 

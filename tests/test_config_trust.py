@@ -19,8 +19,11 @@ import pytest
 import yaml
 from cbenv import TEST_KEY, make_cb, provider_config
 
-from countbot_cli import app, cmd_config, cmd_trust, trust
-from countbot_cli.config import Settings, default_home, load_settings
+from countbot_cli import app
+from countbot_cli.cli import config as cmd_config
+from countbot_cli.cli import trust as cmd_trust
+from countbot_cli.config import trust
+from countbot_cli.config.settings import Settings, default_home, load_settings
 from countbot_cli.errors import EXIT_USAGE, ConfigError, UsageError
 
 USER = "providers:\n  mine:\n    api_base: http://127.0.0.1:9/v1\n    model: m\ntemperature: 0.5\n"
@@ -131,7 +134,7 @@ def test_a_changed_file_is_untrusted_again(box: SimpleNamespace) -> None:
 
 
 def cmd_notice(s: Settings) -> str | None:
-    from countbot_cli.config import untrusted_notice
+    from countbot_cli.config.settings import untrusted_notice
 
     return untrusted_notice(s)
 
@@ -311,7 +314,7 @@ def test_a_cloned_repositorys_config_has_no_effect_until_trusted(tmp_path: Path)
 def test_the_trust_list_is_one_of_countbots_own_files_for_the_tools(tmp_path: Path) -> None:
     # even where the config folder is inside the workspace and not hidden, a tool call that
     # writes the trust list (to trust a file it planted) always asks
-    from countbot_cli.models import ToolCall
+    from countbot_cli.messages import ToolCall
 
     work = tmp_path / "work"
     env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(work / "conf")}

@@ -15,7 +15,10 @@ import yaml
 from cbenv import provider_config
 
 from countbot_cli.app import AskOptions, run_ask
-from countbot_cli.approval import (
+from countbot_cli.messages import ToolCall
+from countbot_cli.textsafe import visible
+from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, default_tools
+from countbot_cli.tools.approval import (
     HOW_DENIED_USER,
     HOW_SESSION,
     HOW_USER_ALWAYS,
@@ -24,9 +27,7 @@ from countbot_cli.approval import (
     ApprovalPolicy,
     Decision,
 )
-from countbot_cli.confirm import TerminalConfirmer, check_arguments, question, visible
-from countbot_cli.models import ToolCall
-from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, default_tools
+from countbot_cli.ui.confirm import TerminalConfirmer, check_arguments, question
 
 
 class FakeTTY(io.StringIO):

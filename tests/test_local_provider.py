@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from countbot_cli.errors import EXIT_USAGE, ConfigError, ContextLengthError, ProviderError
-from countbot_cli.models import ChatRequest, Finished, TextDelta, ToolCallDelta
+from countbot_cli.messages import ChatRequest, Finished, TextDelta, ToolCallDelta
 from countbot_cli.provider import local as localmod
 from countbot_cli.provider.local import LOCAL_HINT, LocalProvider, LocalStats, bundled_model_path
 
@@ -271,7 +271,7 @@ def test_llama_cpp_missing_is_a_config_error_with_the_install_hint(
 
 
 def test_make_provider_builds_it_from_the_resolved_config(gguf: str, tmp_path: Path) -> None:
-    from countbot_cli.config import load_settings
+    from countbot_cli.config.settings import load_settings
     from countbot_cli.provider import make_provider
 
     env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config")}
@@ -339,7 +339,7 @@ def test_no_config_and_no_key_uses_the_embedded_model_and_says_so(tmp_path: Path
 
 def test_no_tools_are_offered_to_a_model_whose_template_cannot_take_them(tmp_path: Path) -> None:
     from countbot_cli import app
-    from countbot_cli.config import load_settings
+    from countbot_cli.config.settings import load_settings
 
     env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     settings = load_settings(env=env, cwd=tmp_path)

@@ -13,11 +13,11 @@ import fakeserver as fs
 from cbenv import make_cb
 from test_memory_rig import ENTRY_RE, Summariser, a, dialogue_lines, messages_of, q
 
-from countbot_cli.config import load_settings
-from countbot_cli.memory import MemoryKeeper
-from countbot_cli.models import Message
-from countbot_cli.session import new_session
-from countbot_cli.store import SessionStore
+from countbot_cli.config.settings import load_settings
+from countbot_cli.conversation.session import new_session
+from countbot_cli.conversation.store import SessionStore
+from countbot_cli.memory.keeper import MemoryKeeper
+from countbot_cli.messages import Message
 
 
 def test_countbot_ask_runs_overflow_and_injects_the_session_summary(tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ class _RacingProvider:
         self.calls = 0
 
     def stream(self, req: Any) -> Any:
-        from countbot_cli.models import Finished
+        from countbot_cli.messages import Finished
 
         self.calls += 1
         other, self.other = self.other, None
@@ -86,7 +86,7 @@ SESSION_ID = "racing000001"
 
 
 def test_two_keepers_racing_summarise_each_message_once(tmp_path: Path) -> None:
-    from countbot_cli.memory_store import MemoryStore
+    from countbot_cli.memory.store import MemoryStore
 
     cb = make_cb(tmp_path, "http://127.0.0.1:9/v1", persona={"max_history_messages": 2})
     settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)

@@ -12,7 +12,7 @@ import fakeserver as fs
 import pytest
 from test_memory_rig import RigFactory, dialogue_lines, messages_of, q
 
-from countbot_cli.memory import CURSOR_AUTO, CURSOR_AUTO_AT
+from countbot_cli.memory.keeper import CURSOR_AUTO, CURSOR_AUTO_AT
 from countbot_cli.prompts import NO_MEMORY_SENTINEL
 
 

@@ -13,8 +13,8 @@ import pytest
 from cbenv import make_cb
 from test_memory_rig import RigFactory, q
 
-from countbot_cli.config import load_settings
-from countbot_cli.memory import (
+from countbot_cli.config.settings import load_settings
+from countbot_cli.memory.keeper import (
     MemoryKeeper,
     format_newest,
     is_no_memory,
@@ -22,7 +22,7 @@ from countbot_cli.memory import (
     query_words,
     summary_line,
 )
-from countbot_cli.models import Message
+from countbot_cli.messages import Message
 from countbot_cli.prompts import NO_MEMORY_SENTINEL
 
 
@@ -50,7 +50,7 @@ def test_session_summary_and_recalled_memory_in_the_system_prompt(rig_factory: A
 
 
 def test_recall_modes_and_budget(tmp_path: Path) -> None:
-    from countbot_cli.memory_store import MemoryStore
+    from countbot_cli.memory.store import MemoryStore
 
     cb = make_cb(tmp_path, "http://127.0.0.1:9/v1")
     settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)
@@ -82,7 +82,7 @@ def test_recall_modes_and_budget(tmp_path: Path) -> None:
 
 
 def recall_keeper(tmp_path: Path, entries: list[str]) -> MemoryKeeper:
-    from countbot_cli.memory_store import MemoryStore
+    from countbot_cli.memory.store import MemoryStore
 
     cb = make_cb(tmp_path, "http://127.0.0.1:9/v1", memory={"inject": "relevant"})
     settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)

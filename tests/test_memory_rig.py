@@ -14,12 +14,13 @@ import fakeserver as fs
 from cbenv import make_cb
 
 from countbot_cli import app
-from countbot_cli.config import Settings, load_settings
-from countbot_cli.engine import Engine, NullView, TurnResult
-from countbot_cli.memory import MemoryKeeper, keeper_of
+from countbot_cli.config.settings import Settings, load_settings
+from countbot_cli.conversation.engine import Engine, TurnResult
+from countbot_cli.conversation.session import Session, new_session
+from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.view import NullView
+from countbot_cli.memory.keeper import MemoryKeeper, keeper_of
 from countbot_cli.prompts import conversation_memory_prompt
-from countbot_cli.session import Session, new_session
-from countbot_cli.store import SessionStore
 
 AUTO_MARKS = tuple(conversation_memory_prompt("", lang).split("\n")[0] for lang in ("en", "zh"))
 ENTRY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}\|(auto-overflow|auto-memory)\|.+$")

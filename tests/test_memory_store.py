@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from countbot_cli import memory_index
 from countbot_cli.errors import UsageError
-from countbot_cli.memory_store import DEFAULT_HEADER, Entry, MemoryStore
+from countbot_cli.memory import search as memory_index
+from countbot_cli.memory.store import DEFAULT_HEADER, Entry, MemoryStore
 
 HEADER_LINES = DEFAULT_HEADER.count("\n")  # entries of a fresh file start on the next line
 

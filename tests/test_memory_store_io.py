@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from countbot_cli.errors import StorageError
-from countbot_cli.memory_store import DEFAULT_HEADER, MemoryStore
+from countbot_cli.memory.store import DEFAULT_HEADER, MemoryStore
 
 
 @pytest.fixture
@@ -77,7 +77,7 @@ APPENDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from countbot_cli.memory_store import MemoryStore
+    from countbot_cli.memory.store import MemoryStore
     path, tag, count, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
     store = MemoryStore(path, lock_timeout=60)
     while not go.exists():
@@ -107,7 +107,7 @@ KILLED_WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from countbot_cli.memory_store import MemoryStore
+    from countbot_cli.memory.store import MemoryStore
     store = MemoryStore(Path(sys.argv[1]))
     tag = sys.argv[2]
     print("ready", flush=True)

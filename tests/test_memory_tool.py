@@ -12,11 +12,11 @@ import fakeserver as fs
 import pytest
 from cbenv import make_cb
 
-from countbot_cli.approval import HOW_DENIED_POLICY, HOW_NOT_NEEDED, ApprovalPolicy
-from countbot_cli.memory_store import DEFAULT_HEADER, MemoryStore
-from countbot_cli.models import ToolCall
+from countbot_cli.memory.store import DEFAULT_HEADER, MemoryStore
+from countbot_cli.memory.tool import memory_tool
+from countbot_cli.messages import ToolCall
 from countbot_cli.tools import ToolContext, ToolRegistry, ToolResult
-from countbot_cli.tools.memory_tool import memory_tool
+from countbot_cli.tools.approval import HOW_DENIED_POLICY, HOW_NOT_NEEDED, ApprovalPolicy
 
 DAY = date(2026, 3, 4)
 L1 = len(DEFAULT_HEADER.splitlines()) + 1  # the file line of the first entry

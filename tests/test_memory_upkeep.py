@@ -25,12 +25,12 @@ from test_memory_rig import (
     q,
 )
 
+from countbot_cli.conversation.session import new_session
+from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.interrupts import sigint_deferred
-from countbot_cli.memory import SummaryError, keeper_of
-from countbot_cli.models import Message
+from countbot_cli.memory.keeper import SummaryError, keeper_of
+from countbot_cli.messages import Message
 from countbot_cli.prompts import NO_MEMORY_SENTINEL
-from countbot_cli.session import new_session
-from countbot_cli.tokens import TokenCounter
 
 
 @pytest.fixture

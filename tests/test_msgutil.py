@@ -8,15 +8,15 @@ import copy
 
 import pytest
 
-from countbot_cli.models import Message, ToolCall
-from countbot_cli.msgutil import (
+from countbot_cli.conversation.tokens import TokenCounter
+from countbot_cli.conversation.trim import (
     default_text_splitter,
     filter_messages,
     merge_message_runs,
     tool_units,
     trim_messages,
 )
-from countbot_cli.tokens import TokenCounter
+from countbot_cli.messages import Message, ToolCall
 
 
 def sys_(text: str, id: str | None = None) -> Message:

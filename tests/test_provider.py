@@ -28,7 +28,7 @@ from countbot_cli.errors import (
     ServerError,
     StreamError,
 )
-from countbot_cli.models import (
+from countbot_cli.messages import (
     ChatRequest,
     Finished,
     Message,

@@ -23,7 +23,7 @@ from countbot_cli.errors import (
     StreamError,
     TransientError,
 )
-from countbot_cli.models import ChatRequest, Message, ToolCall
+from countbot_cli.messages import ChatRequest, Message, ToolCall
 from countbot_cli.provider.openai_compat import (
     build_request,
     error_from_exception,

@@ -1,4 +1,4 @@
-"""countbot_cli.render: streamed markdown equals a one-shot render, plain mode, safety, speed hooks.
+"""countbot_cli.ui.stream: streamed markdown equals a one-shot render, plain mode, safety, speed hooks.
 
 Streams are replayed on captured Consoles (width 80). On a non-terminal console the Live region
 never draws, so the file holds exactly what was printed into scrollback: it must equal a one-shot
@@ -23,14 +23,14 @@ import pyte
 import pytest
 from rich.console import Console
 
-from countbot_cli.render import (
+from countbot_cli.textsafe import sanitize
+from countbot_cli.ui.stream import (
     StreamView,
     is_plain_console,
     make_console,
     preload,
     render_markdown,
 )
-from countbot_cli.textsafe import sanitize
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
@@ -447,7 +447,7 @@ def test_render_markdown_sanitises_and_is_raw_on_plain_consoles() -> None:
 
 def test_import_is_cheap_and_preload_warms_up() -> None:
     code = (
-        "import sys; import countbot_cli.render as r\n"
+        "import sys; import countbot_cli.ui.stream as r\n"
         "assert not any(m == 'rich' or m.startswith(('rich.', 'markdown_it')) for m in sys.modules), "
         "sorted(m for m in sys.modules if 'rich' in m)\n"
         "r.preload(); assert 'rich.markdown' in sys.modules and 'rich.live' in sys.modules\n"

@@ -31,12 +31,12 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from countbot_cli import app
-from countbot_cli.chat import with_model
-from countbot_cli.config import Settings, load_settings
-from countbot_cli.models import Message
-from countbot_cli.repl import Repl
-from countbot_cli.replinput import SlashCompleter
-from countbot_cli.session import new_session
+from countbot_cli.cli.chat import with_model
+from countbot_cli.config.settings import Settings, load_settings
+from countbot_cli.conversation.session import new_session
+from countbot_cli.messages import Message
+from countbot_cli.repl.loop import Repl
+from countbot_cli.repl.prompt import SlashCompleter
 
 Step = str | Callable[["Harness"], None]
 
@@ -420,7 +420,7 @@ def test_control_sequences_and_markup_in_answers_are_neutralised(
 def test_the_approval_prompt_comes_after_the_text_settles(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
-    from countbot_cli.approval import HOW_USER_ONCE, Decision
+    from countbot_cli.tools.approval import HOW_USER_ONCE, Decision
 
     h = Harness(tmp_path, server, tools=True)
     seen: list[str] = []

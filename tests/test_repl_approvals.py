@@ -16,9 +16,9 @@ import fakeserver as fs
 import pytest
 from test_repl import Harness, interrupt_when
 
-from countbot_cli.approval import ApprovalPolicy
-from countbot_cli.confirm import TerminalConfirmer
+from countbot_cli.tools.approval import ApprovalPolicy
 from countbot_cli.tools.diffs import unified_diff
+from countbot_cli.ui.confirm import TerminalConfirmer
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_new_and_resume_revoke_the_grants(
 
 
 def test_tools_off_overrides_a_session_grant(tmp_path: Path) -> None:
-    from countbot_cli.models import ToolCall
+    from countbot_cli.messages import ToolCall
     from countbot_cli.tools import ToolContext, ToolRegistry, default_tools
 
     ctx = ToolContext(workspace=tmp_path)

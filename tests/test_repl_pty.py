@@ -151,7 +151,7 @@ def test_quiet_keys_turns_echo_off_for_a_turn_and_back_on_for_a_question() -> No
     import pty
     import termios
 
-    from countbot_cli.replview import QuietKeys
+    from countbot_cli.repl.view import QuietKeys
 
     master, slave = pty.openpty()
     try:
@@ -253,7 +253,7 @@ def test_narrowing_tmux_in_mid_answer_duplicates_and_loses_nothing(tmp_path: Pat
 
 
 def test_the_spinner_is_not_dimmed_under_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
-    from countbot_cli.replview import Spinner
+    from countbot_cli.repl.view import Spinner
 
     for no_color, dim in (("", True), ("1", False)):
         monkeypatch.setenv("NO_COLOR", no_color)
@@ -266,7 +266,7 @@ def test_the_spinner_is_not_dimmed_under_no_color(monkeypatch: pytest.MonkeyPatc
 
 
 def test_side_notes_erase_the_spinner_line_and_the_spinner_goes_on() -> None:
-    from countbot_cli.replview import ReplView
+    from countbot_cli.repl.view import ReplView
 
     out, err = io.StringIO(), io.StringIO()
     console = Console(file=out, width=80, color_system=None)
@@ -284,7 +284,7 @@ def test_side_notes_erase_the_spinner_line_and_the_spinner_goes_on() -> None:
 
 
 def test_a_stalled_stream_still_draws_its_pending_frame() -> None:
-    from countbot_cli.replview import ReplView
+    from countbot_cli.repl.view import ReplView
 
     out = io.StringIO()
     console = Console(file=out, width=80, height=20, force_terminal=True, color_system=None)
@@ -301,10 +301,10 @@ def test_a_stalled_stream_still_draws_its_pending_frame() -> None:
 
 
 def test_usage_line_shows_the_local_models_load_time_and_speed() -> None:
-    from countbot_cli.engine import TurnResult
-    from countbot_cli.models import Usage
+    from countbot_cli.conversation.engine import TurnResult
+    from countbot_cli.messages import Usage
     from countbot_cli.provider.local import LocalStats
-    from countbot_cli.replview import usage_line
+    from countbot_cli.repl.view import usage_line
 
     result = TurnResult(
         session_id="s",
@@ -328,7 +328,7 @@ def test_usage_line_shows_the_local_models_load_time_and_speed() -> None:
 def test_trim_history_keeps_the_newest_entries(tmp_path: Path) -> None:
     from prompt_toolkit.history import FileHistory
 
-    from countbot_cli.replinput import trim_history
+    from countbot_cli.repl.prompt import trim_history
 
     path = tmp_path / "hist"
     hist = FileHistory(str(path))

@@ -18,9 +18,9 @@ import fakeserver as fs
 import pytest
 from test_repl import Harness
 
-from countbot_cli.models import Message
-from countbot_cli.render import StreamView, make_console, render_markdown
-from countbot_cli.session import Session, new_session
+from countbot_cli.conversation.session import Session, new_session
+from countbot_cli.messages import Message
+from countbot_cli.ui.stream import StreamView, make_console, render_markdown
 
 
 @pytest.fixture

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from countbot_cli.models import STATUS_FAILED, STATUS_INTERRUPTED, Message, ToolCall, Usage
-from countbot_cli.session import (
+from countbot_cli.conversation.session import (
     SCHEMA_VERSION,
     SchemaVersionError,
     Session,
@@ -17,6 +16,7 @@ from countbot_cli.session import (
     short_ids,
     title_from,
 )
+from countbot_cli.messages import STATUS_FAILED, STATUS_INTERRUPTED, Message, ToolCall, Usage
 
 
 def full_session() -> Session:

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from countbot_cli import fileio
+from countbot_cli.conversation.session import SCHEMA_VERSION, Session, new_session
+from countbot_cli.conversation.store import INDEX_NAME, SessionStore
 from countbot_cli.errors import SessionLockedError, StorageError, UsageError
-from countbot_cli.models import Message
-from countbot_cli.session import SCHEMA_VERSION, Session, new_session
-from countbot_cli.store import INDEX_NAME, SessionStore
+from countbot_cli.messages import Message
 
 
 @pytest.fixture

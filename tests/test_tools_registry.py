@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from countbot_cli.models import ToolCall
+from countbot_cli.messages import ToolCall
 from countbot_cli.tools import (
     PreparedCall,
     ToolContext,

@@ -13,7 +13,9 @@ import fakeserver as fs
 import pytest
 from cbenv import make_cb
 
-from countbot_cli.approval import (
+from countbot_cli.messages import ToolCall
+from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, default_tools
+from countbot_cli.tools.approval import (
     HOW_DENIED_POLICY,
     HOW_SESSION,
     HOW_USER_ALWAYS,
@@ -21,10 +23,8 @@ from countbot_cli.approval import (
     ApprovalPolicy,
     Decision,
 )
-from countbot_cli.confirm import TerminalConfirmer, offers_always
-from countbot_cli.models import ToolCall
-from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, default_tools
 from countbot_cli.tools.paths import sensitive_reason
+from countbot_cli.ui.confirm import TerminalConfirmer, offers_always
 
 
 @pytest.fixture

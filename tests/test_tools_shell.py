@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from countbot_cli.models import ToolCall
+from countbot_cli.messages import ToolCall
 from countbot_cli.tools import ToolContext, ToolRegistry, ToolResult, default_tools
 from countbot_cli.tools.shell import is_secret_name, scrub_env
 

@@ -17,17 +17,17 @@ import yaml
 from cbenv import provider_config
 
 from countbot_cli.app import AskOptions, run_ask
-from countbot_cli.approval import (
+from countbot_cli.memory.store import MemoryStore
+from countbot_cli.memory.tool import memory_tool
+from countbot_cli.messages import ToolCall
+from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, default_tools
+from countbot_cli.tools.approval import (
     HOW_DENIED_POLICY,
     HOW_SESSION,
     HOW_USER_ONCE,
     ApprovalPolicy,
     Decision,
 )
-from countbot_cli.memory_store import MemoryStore
-from countbot_cli.models import ToolCall
-from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, default_tools
-from countbot_cli.tools.memory_tool import memory_tool
 from countbot_cli.tools.paths import sensitive_reason
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"

@@ -17,7 +17,7 @@ from cbenv import provider_config
 from countbot_cli import app
 from countbot_cli.app import AskOptions, run_ask
 from countbot_cli.errors import EXIT_ERROR, UnexpectedError
-from countbot_cli.models import ChatRequest, Finished, StreamEvent, TextDelta
+from countbot_cli.messages import ChatRequest, Finished, StreamEvent, TextDelta
 
 
 class BreakingProvider:

@@ -1,4 +1,4 @@
-"""The token budget (window.py): system + tools + history + current message + reply reserve fit
+"""The token budget (conversation/budget.py): system + tools + history + current message + reply reserve fit
 the context window with a 10 % margin; trimming keeps the newest, starts on a user message and
 never splits a tool-call unit; no encoding is loaded when the request obviously fits."""
 
@@ -15,14 +15,20 @@ import fakeserver as fs
 import pytest
 from cbenv import make_cb
 
-from countbot_cli.config import load_settings
-from countbot_cli.context import build_context
-from countbot_cli.models import Message, ToolCall
+from countbot_cli.config.settings import load_settings
+from countbot_cli.conversation.budget import (
+    RATIOS_FILE,
+    RatioFile,
+    WindowBudget,
+    make_budget,
+    reply_reserve,
+)
+from countbot_cli.conversation.context import build_context
+from countbot_cli.conversation.session import new_session
+from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.tokens import EncodingLoader, TokenCounter
+from countbot_cli.messages import Message, ToolCall
 from countbot_cli.prompts import PromptFacts
-from countbot_cli.session import new_session
-from countbot_cli.store import SessionStore
-from countbot_cli.tokens import EncodingLoader, TokenCounter
-from countbot_cli.window import RATIOS_FILE, RatioFile, WindowBudget, make_budget, reply_reserve
 
 WORDS = [
     "alpha",

@@ -15,7 +15,7 @@ from countbot_cli.errors import ConfigError
 if TYPE_CHECKING:
     import httpx
 
-    from countbot_cli.models import ChatRequest, Finished, StreamEvent
+    from countbot_cli.messages import ChatRequest, Finished, StreamEvent
 
 
 class ProviderSettings(Protocol):

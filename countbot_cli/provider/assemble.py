@@ -19,7 +19,7 @@ from typing import Any
 
 from countbot_cli.errors import ProviderError
 from countbot_cli.jsonsafe import JSONLimitError, loads_bounded
-from countbot_cli.models import (
+from countbot_cli.messages import (
     Finished,
     ReasoningDelta,
     StreamEvent,

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from countbot_cli.config.presets import LOCAL_MODEL_FILE, LOCAL_MODEL_NAME
 from countbot_cli.errors import ConfigError, ContextLengthError, ProviderError, StreamError
-from countbot_cli.models import ChatRequest, Finished, StreamEvent, Usage
-from countbot_cli.presets import LOCAL_MODEL_FILE, LOCAL_MODEL_NAME
+from countbot_cli.messages import ChatRequest, Finished, StreamEvent, Usage
 from countbot_cli.provider.assemble import Assembler, completion_events
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from countbot_cli.errors import AuthError, ModelNotFoundError, ProviderError, StreamError
 from countbot_cli.jsonsafe import loads_bounded
-from countbot_cli.models import ChatRequest, Finished, StreamEvent
+from countbot_cli.messages import ChatRequest, Finished, StreamEvent
 from countbot_cli.provider.assemble import EMPTY, Assembler, completion_events, sse_data
 from countbot_cli.provider.http_errors import (
     error_from_exception,

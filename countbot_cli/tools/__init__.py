@@ -34,10 +34,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..jsonsafe import JSONLimitError, loads_bounded
-from ..models import ToolCall
-from . import schema as jsonschema
-from .base import (
+from countbot_cli.jsonsafe import JSONLimitError, loads_bounded
+from countbot_cli.messages import ToolCall
+from countbot_cli.tools import schema as jsonschema
+from countbot_cli.tools.base import (
     KIND_EXEC,
     KIND_WRITE,
     PreparedCall,
@@ -46,9 +46,14 @@ from .base import (
     ToolResult,
     ToolSpec,
 )
-from .files import file_tools
-from .paths import display_path, hard_link_reason, resolve_in_workspace, sensitive_reason
-from .shell import exec_tool
+from countbot_cli.tools.files import file_tools
+from countbot_cli.tools.paths import (
+    display_path,
+    hard_link_reason,
+    resolve_in_workspace,
+    sensitive_reason,
+)
+from countbot_cli.tools.shell import exec_tool
 
 __all__ = [
     "PreparedCall",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..models import ToolCall
+from countbot_cli.messages import ToolCall
 
 KIND_READ = "read"
 KIND_WRITE = "write"

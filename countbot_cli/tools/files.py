@@ -20,10 +20,24 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .base import KIND_READ, KIND_WRITE, ToolContext, ToolError, ToolResult, ToolSpec
-from .confined import Place, folder_of, lstat_in, open_folder, open_in, write_replacing
-from .diffs import MAX_DIFF_CHARS, split_lines, unified_diff
-from .paths import resolve_in_workspace
+from countbot_cli.tools.base import (
+    KIND_READ,
+    KIND_WRITE,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    ToolSpec,
+)
+from countbot_cli.tools.confined import (
+    Place,
+    folder_of,
+    lstat_in,
+    open_folder,
+    open_in,
+    write_replacing,
+)
+from countbot_cli.tools.diffs import MAX_DIFF_CHARS, split_lines, unified_diff
+from countbot_cli.tools.paths import resolve_in_workspace
 
 BINARY_SNIFF_BYTES = 8192
 MAX_LIST_ENTRIES = 1000

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from .base import KIND_EXEC, ToolContext, ToolError, ToolResult, ToolSpec
-from .confined import cwd_for, open_folder
-from .files import place_arg, resolve_arg
+from countbot_cli.tools.base import KIND_EXEC, ToolContext, ToolError, ToolResult, ToolSpec
+from countbot_cli.tools.confined import cwd_for, open_folder
+from countbot_cli.tools.files import place_arg, resolve_arg
 
 SHELL = "/bin/sh"
 KILL_GRACE = 0.5  # seconds between SIGTERM and SIGKILL

@@ -1,0 +1,254 @@
+"""The `sessions`, `memory` and `config` command groups (`sessions resume` lives in main.py,
+beside the chat it starts)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from countbot_cli.cli.options import (
+    ConfigOpt,
+    JsonOpt,
+    ProviderOpt,
+    global_opts,
+    guarded,
+    load_for_command,
+)
+
+sessions_app = typer.Typer(help="List, show and manage saved conversations.")
+memory_app = typer.Typer(help="Long-term memory (MEMORY.md).", no_args_is_help=True)
+config_app = typer.Typer(
+    help="Create, show, check and trust the configuration.", no_args_is_help=True
+)
+
+
+# ---- sessions ----
+
+
+def _store(config: str | None) -> Any:
+    from countbot_cli.app import make_store
+
+    return make_store(load_for_command(config, require_provider=False))
+
+
+@sessions_app.callback(invoke_without_command=True)
+def sessions_default(ctx: typer.Context, config: ConfigOpt = None) -> None:
+    """`countbot sessions` alone lists them, like `sessions list`."""
+    if config:
+        global_opts["config"] = config
+    if ctx.invoked_subcommand is None:
+        from countbot_cli.ui.sessions import sessions_list as _list
+
+        guarded(lambda: _list(_store(config), sys.stdout))
+
+
+@sessions_app.command("list", help="Newest first: id, title, messages, updated, model.")
+def sessions_list(
+    json_out: JsonOpt = False,
+    limit: Annotated[int | None, typer.Option("-n", help="Show at most N sessions.")] = None,
+    config: ConfigOpt = None,
+) -> None:
+    from countbot_cli.ui.sessions import sessions_list as _list
+
+    guarded(lambda: _list(_store(config), sys.stdout, json_out=json_out, limit=limit))
+
+
+@sessions_app.command("show", help="Print a session's transcript.")
+def sessions_show(
+    session_id: Annotated[str, typer.Argument(metavar="ID")],
+    json_out: JsonOpt = False,
+    config: ConfigOpt = None,
+) -> None:
+    from countbot_cli.ui.sessions import sessions_show as _show
+
+    guarded(
+        lambda: _show(
+            _store(config), session_id, sys.stdout, json_out=json_out, tty=sys.stdout.isatty()
+        )
+    )
+
+
+@sessions_app.command("delete", help="Delete sessions (asks unless --yes).")
+def sessions_delete(
+    session_ids: Annotated[list[str], typer.Argument(metavar="ID...")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    config: ConfigOpt = None,
+) -> None:
+    from countbot_cli.ui.sessions import sessions_delete as _delete
+
+    def ask_user(question: str) -> bool:
+        from countbot_cli.errors import UsageError
+
+        if not sys.stdin or not sys.stdin.isatty():
+            raise UsageError("not deleting: there is no terminal to confirm on", hint="pass --yes")
+        sep = " " if question.endswith("?") else ""
+        return input(f"{question}{sep}[y/N] ").strip().lower() in ("y", "yes")
+
+    guarded(lambda: _delete(_store(config), session_ids, yes=yes, confirm=ask_user, out=sys.stdout))
+
+
+@sessions_app.command("rename", help="Give a session a new title.")
+def sessions_rename(
+    session_id: Annotated[str, typer.Argument(metavar="ID")],
+    title: Annotated[list[str], typer.Argument(metavar="TITLE")],
+    config: ConfigOpt = None,
+) -> None:
+    from countbot_cli.ui.sessions import sessions_rename as _rename
+
+    guarded(lambda: _rename(_store(config), session_id, " ".join(title), out=sys.stdout))
+
+
+@sessions_app.command("export", help="Export a session as markdown or JSON.")
+def sessions_export(
+    session_id: Annotated[str, typer.Argument(metavar="ID")],
+    fmt: Annotated[str, typer.Option("--format", help="md or json.")] = "md",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")
+    ] = None,
+    config: ConfigOpt = None,
+) -> None:
+    from countbot_cli.ui.sessions import sessions_export as _export
+
+    guarded(lambda: _export(_store(config), session_id, fmt=fmt, output=output, out=sys.stdout))
+
+
+@sessions_app.command(
+    "summary", help="Show, set or clear a session's summary (sent as session context)."
+)
+def sessions_summary(
+    session_id: Annotated[str, typer.Argument(metavar="ID")],
+    text: Annotated[list[str] | None, typer.Argument(metavar="[TEXT]")] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="Remove the summary.")] = False,
+    config: ConfigOpt = None,
+) -> None:
+    from countbot_cli.ui.sessions import sessions_summary as _summary
+
+    joined = " ".join(text) if text else None
+    guarded(lambda: _summary(_store(config), session_id, joined, clear=clear, out=sys.stdout))
+
+
+# ---- memory ----
+
+
+def _memory(config: str | None) -> Any:
+    from countbot_cli.memory.store import MemoryStore
+
+    return MemoryStore(load_for_command(config, require_provider=False).memory.file)
+
+
+@memory_app.command("show", help="Print MEMORY.md entries with their line numbers.")
+def memory_show(
+    tail: Annotated[int | None, typer.Option("--tail", help="Only the last N entries.")] = None,
+    config: ConfigOpt = None,
+) -> None:
+    from countbot_cli.ui.memory import memory_show as _show
+
+    guarded(lambda: _show(_memory(config), sys.stdout, tail=tail))
+
+
+@memory_app.command(
+    "search", help="Search long-term memory (all words first, then more matches, newer first)."
+)
+def memory_search(
+    words: Annotated[list[str], typer.Argument(metavar="WORDS...")],
+    limit: Annotated[int, typer.Option("-n", help="At most N results.")] = 10,
+    config: ConfigOpt = None,
+) -> None:
+    from countbot_cli.ui.memory import memory_search as _search
+
+    guarded(lambda: _search(_memory(config), words, sys.stdout, limit=limit))
+
+
+@memory_app.command("add", help="Add an entry to long-term memory.")
+def memory_add(
+    text: Annotated[list[str], typer.Argument(metavar="TEXT")], config: ConfigOpt = None
+) -> None:
+    from countbot_cli.ui.memory import memory_add as _add
+
+    guarded(lambda: _add(_memory(config), " ".join(text), sys.stdout))
+
+
+@memory_app.command("delete", help="Delete entries by line number (see `memory show`).")
+def memory_delete(
+    lines: Annotated[list[int], typer.Argument(metavar="LINE...")], config: ConfigOpt = None
+) -> None:
+    from countbot_cli.ui.memory import memory_delete as _delete
+
+    guarded(lambda: _delete(_memory(config), lines, sys.stdout))
+
+
+# ---- config ----
+
+
+@config_app.command("init", help="Write a starter config file.")
+def config_init(
+    path: Annotated[
+        Path | None, typer.Argument(help="Where (default: the user config folder).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    from countbot_cli.cli.config import config_init as _init
+
+    guarded(lambda: _init(path, force=force, out=sys.stdout))
+
+
+@config_app.command("show", help="Print the effective configuration (secrets masked).")
+def config_show(config: ConfigOpt = None) -> None:
+    from countbot_cli.cli.config import config_show as _show
+
+    guarded(lambda: _show(load_for_command(config, require_provider=False), sys.stdout))
+
+
+@config_app.command("path", help="Print every resolved path.")
+def config_path(config: ConfigOpt = None) -> None:
+    from countbot_cli.cli.config import config_path as _path
+
+    guarded(lambda: _path(load_for_command(config, require_provider=False), sys.stdout))
+
+
+@config_app.command(
+    "trust", help="Apply a project's ./config.yaml (or PATH) as it is now: validate, show, record."
+)
+def config_trust(
+    path: Annotated[Path | None, typer.Argument(help="The file (default: ./config.yaml).")] = None,
+) -> None:
+    from countbot_cli.cli.trust import config_trust as _trust
+
+    guarded(lambda: _trust(path, out=sys.stdout))
+
+
+@config_app.command("untrust", help="Stop applying a trusted ./config.yaml (or PATH).")
+def config_untrust(
+    path: Annotated[Path | None, typer.Argument(help="The file (default: ./config.yaml).")] = None,
+) -> None:
+    from countbot_cli.cli.trust import config_untrust as _untrust
+
+    guarded(lambda: _untrust(path, out=sys.stdout))
+
+
+@config_app.command(
+    "check", help="Validate the config, then call the provider (list models, one-token completion)."
+)
+def config_check(provider: ProviderOpt = None, config: ConfigOpt = None) -> None:
+    def go() -> int:
+        from dataclasses import replace
+
+        from countbot_cli.app import make_provider
+        from countbot_cli.cli.config import config_check as _check
+
+        settings = load_for_command(config, provider=provider, require_model=False)
+        # a check answers quickly: no retries, and a silent server is reported after 20 s
+        quick = replace(
+            settings,
+            provider=replace(
+                settings.provider,
+                max_retries=0,
+                read_timeout=min(settings.provider.read_timeout, 20.0),
+            ),
+        )
+        return _check(quick, lambda _p: make_provider(quick), sys.stdout)
+
+    guarded(go)

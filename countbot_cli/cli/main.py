@@ -1,0 +1,256 @@
+"""The typer app: parses flags and calls the command bodies (app.py, ui/, cli/). No logic here.
+
+Only typer is imported at module level; each command imports what it needs when it runs, so
+`countbot --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from countbot_cli.cli.groups import config_app, memory_app, sessions_app
+from countbot_cli.cli.options import (
+    ConfigOpt,
+    JsonOpt,
+    ModelOpt,
+    ProviderOpt,
+    SystemOpt,
+    config_or_global,
+    global_opts,
+    guarded,
+    load_for_command,
+)
+from countbot_cli.errors import EXIT_CODES_HELP
+
+HELP = f"""countbot: chat with OpenAI-compatible language models from the terminal.
+
+\b
+Examples:
+  countbot                          interactive chat (/help lists its commands)
+  countbot -c                       continue the latest conversation in the chat
+  countbot ask "what is a monad?"
+  git diff | countbot ask "write a commit message"
+  countbot ask -c "and in Haskell?"  continue the latest conversation
+  countbot sessions list
+
+\b
+{EXIT_CODES_HELP}
+"""
+
+app = typer.Typer(
+    help=HELP,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    no_args_is_help=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(sessions_app, name="sessions")
+app.add_typer(memory_app, name="memory")
+app.add_typer(config_app, name="config")
+
+SessionOpt = Annotated[
+    str | None, typer.Option("--session", "-s", help="Continue session ID (prefix or 'latest').")
+]
+ContinueOpt = Annotated[bool, typer.Option("--continue", "-c", help="Continue the latest session.")]
+YesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--yes", "-y", help="Approve file writes and edits without asking (never shell commands)."
+    ),
+]
+NoToolsOpt = Annotated[bool, typer.Option("--no-tools", help="Do not offer tools to the model.")]
+
+
+@app.callback(invoke_without_command=True)
+def main_options(
+    ctx: typer.Context,
+    config: ConfigOpt = None,
+    version: Annotated[bool, typer.Option("--version", "-V", help="Print the version.")] = False,
+    session: SessionOpt = None,
+    cont: ContinueOpt = False,
+    model: ModelOpt = None,
+    provider: ProviderOpt = None,
+    system: SystemOpt = None,
+    yes: YesOpt = False,
+    no_tools: NoToolsOpt = False,
+) -> None:
+    """With no command: the interactive chat (the same as `countbot chat`)."""
+    if version:
+        from countbot_cli import __version__
+
+        typer.echo(f"countbot {__version__}")
+        raise typer.Exit(0)
+    global_opts["config"] = config
+    chat_flags = session or cont or model or provider or system or yes or no_tools
+    if ctx.invoked_subcommand is None:
+        _run_chat(
+            config,
+            session=session,
+            cont=cont,
+            model=model,
+            provider=provider,
+            system=system,
+            yes=yes,
+            no_tools=no_tools,
+        )
+    elif chat_flags:
+        sys.stderr.write(
+            "countbot: error: -s/-c/-m/-p/--system/--yes/--no-tools before a command only apply "
+            f"to the chat; put them after `{ctx.invoked_subcommand}`\n"
+        )
+        raise typer.Exit(2)
+
+
+def _run_chat(config: str | None, *, resume: str | None = None, **flags: Any) -> None:
+    from countbot_cli.cli.chat import ChatOptions, run_chat
+
+    opts = ChatOptions(config=config_or_global(config), **flags)
+    guarded(lambda: run_chat(opts, resume=resume))
+
+
+@app.command(
+    help="The interactive chat (also what `countbot` alone starts). /help inside lists the commands."
+)
+def chat(
+    session: SessionOpt = None,
+    cont: ContinueOpt = False,
+    model: ModelOpt = None,
+    provider: ProviderOpt = None,
+    system: SystemOpt = None,
+    yes: YesOpt = False,
+    no_tools: NoToolsOpt = False,
+    config: ConfigOpt = None,
+) -> None:
+    _run_chat(
+        config,
+        session=session,
+        cont=cont,
+        model=model,
+        provider=provider,
+        system=system,
+        yes=yes,
+        no_tools=no_tools,
+    )
+
+
+@app.command(
+    help="Ask one question, print the answer, exit. Piped stdin (up to 1 MB) is appended "
+    "to the prompt.",
+    epilog="\b\n" + EXIT_CODES_HELP,
+)
+def ask(
+    prompt: Annotated[
+        list[str] | None, typer.Argument(help="The question.", show_default=False)
+    ] = None,
+    session: SessionOpt = None,
+    cont: ContinueOpt = False,
+    no_save: Annotated[
+        bool, typer.Option("--no-save", help="Do not save this conversation.")
+    ] = False,
+    model: ModelOpt = None,
+    provider: ProviderOpt = None,
+    system: SystemOpt = None,
+    file: Annotated[
+        list[Path] | None,
+        typer.Option("--file", "-f", help="Attach a text file, up to 1 MB (repeatable)."),
+    ] = None,
+    no_stream: Annotated[
+        bool, typer.Option("--no-stream", help="Wait for the whole answer.")
+    ] = False,
+    json_out: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON object: session_id, model, answer, usage, tool_calls, finish_reason.",
+        ),
+    ] = False,
+    plain: Annotated[
+        bool,
+        typer.Option(
+            "--plain",
+            help="Raw text, no markdown rendering (automatic when stdout is not a terminal).",
+        ),
+    ] = False,
+    yes: YesOpt = False,
+    no_tools: NoToolsOpt = False,
+    config: ConfigOpt = None,
+) -> None:
+    from countbot_cli.app import AskOptions, run_ask
+
+    opts = AskOptions(
+        config=config_or_global(config),
+        provider=provider,
+        model=model,
+        system=system,
+        prompt=list(prompt or []),
+        session=session,
+        cont=cont,
+        no_save=no_save,
+        files=list(file or []),
+        no_stream=no_stream,
+        json_out=json_out,
+        plain=plain,
+        yes=yes,
+        no_tools=no_tools,
+    )
+    guarded(lambda: run_ask(opts))
+
+
+@app.command(help="List the provider's models (GET {api_base}/models).")
+def models(
+    json_out: JsonOpt = False, provider: ProviderOpt = None, config: ConfigOpt = None
+) -> None:
+    def go() -> int:
+        from countbot_cli.app import make_provider
+        from countbot_cli.cli.config import models as _models
+
+        settings = load_for_command(config, provider=provider, require_model=False)
+        return _models(settings, lambda _p: make_provider(settings), sys.stdout, json_out=json_out)
+
+    guarded(go)
+
+
+@sessions_app.command("resume", help="Open a saved session in the interactive chat.")
+def sessions_resume(
+    session_id: Annotated[str, typer.Argument(metavar="ID")],
+    model: ModelOpt = None,
+    provider: ProviderOpt = None,
+    system: SystemOpt = None,
+    yes: YesOpt = False,
+    no_tools: NoToolsOpt = False,
+    config: ConfigOpt = None,
+) -> None:
+    _run_chat(
+        config,
+        resume=session_id,
+        model=model,
+        provider=provider,
+        system=system,
+        yes=yes,
+        no_tools=no_tools,
+    )
+
+
+def run(argv: list[str]) -> None:
+    _terminate_like_ctrl_c()
+    app(args=argv, prog_name="countbot")
+
+
+def _terminate_like_ctrl_c() -> None:
+    """SIGTERM and SIGHUP (the terminal closed) stop countbot the way Ctrl-C does, so the turn
+    in progress is saved (marked interrupted) instead of lost."""
+    import signal
+
+    from countbot_cli.errors import Terminated
+
+    def stop(signum: int, frame: object) -> None:
+        raise Terminated
+
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, stop)

@@ -1,0 +1,1 @@
+"""Configuration (SPEC §3): Settings from defaults, the YAML file, the environment and flags."""

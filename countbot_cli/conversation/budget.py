@@ -1,0 +1,241 @@
+"""The token budget of one request (SPEC §5): what plugs into `context.build_context(budget=…)`.
+
+System prompt + tools + history + current message + the reply reserve (`max_tokens`, or a
+default) must fit the model's context window with a 10 % margin (Neuron AI's advice, seed
+`003_…`: configure the window 5–10 % below the model's real limit). The history window already
+chosen by `max_history_messages` is trimmed further, newest kept, with LangChain's rules
+(`trim.trim_messages`: strategy last, start on a user message, an assistant `tool_calls`
+message never separated from its `tool` results).
+
+Calibration: for models whose tokenizer tiktoken does not have (DeepSeek, Qwen, Llama, the
+bundled SmolLM2 ...) counts are approximations. `WindowBudget.observe` learns the ratio between
+the provider's reported `prompt_tokens` and our count of the same request, and keeps it per model
+in `<data_dir>/.countbot_tokens.json`, so the next `ask` process starts calibrated. Without it a
+Chinese conversation on SmolLM2 (1.6 times our count) overflows its 8192-token window.
+
+Speed: most turns fit with room to spare, and a cheap upper bound (tokens never exceed UTF-8
+bytes) proves it without loading an encoding. Otherwise per-message counts are memoised here
+(and in the counter), the newest messages are walked back only until the budget is spent, and
+`trim_messages` runs on that suffix alone, so a 10,000-message history costs one dictionary
+look-up per kept message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from countbot_cli.conversation.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, context_window_for
+from countbot_cli.conversation.trim import trim_messages
+from countbot_cli.jsonsafe import loads_bounded
+from countbot_cli.messages import Message
+
+if TYPE_CHECKING:
+    from countbot_cli.config.settings import Settings
+    from countbot_cli.conversation.tokens import TokenCounter
+
+RATIOS_FILE = ".countbot_tokens.json"
+RATIO_SAVE_CHANGE = 0.02  # rewrite the file only when the ratio moved more than this
+MARGIN = 0.10
+DEFAULT_REPLY_RESERVE = 4096  # when max_tokens is not set: at most this, at most 1/8 of the window
+_MEMO_MAX = 100_000
+
+
+def reply_reserve(max_tokens: int | None, window: int) -> int:
+    """Tokens kept free for the answer: `max_tokens` when set, else min(4096, window / 8)."""
+    if max_tokens is not None and max_tokens > 0:
+        return max_tokens
+    return min(DEFAULT_REPLY_RESERVE, window // 8)
+
+
+def _bytes_bound(text: Any) -> int:
+    """An upper bound of the tokens of `text`: a token is at least one byte of UTF-8."""
+    if not isinstance(text, str):
+        return len(json.dumps(text, ensure_ascii=False)) * 4 if text else 0
+    return len(text) if text.isascii() else len(text) * 4
+
+
+def _message_bound(m: Message) -> int:
+    n = TOKENS_PER_MESSAGE + 1 + _bytes_bound(m.content) + _bytes_bound(m.name or "")
+    for call in m.tool_calls or ():
+        n += 3 + _bytes_bound(call.name) + _bytes_bound(call.arguments)
+    return n + (1 if m.name else 0)
+
+
+class RatioFile:
+    """Learned count ratios by model, kept between runs. Best effort: a missing, unreadable or
+    malformed file reads as empty, and a failed write is ignored (it is only a cache)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _read(self) -> dict[str, float]:
+        try:
+            data = loads_bounded(self.path.read_bytes())
+        except (OSError, ValueError):  # ValueError: damaged, or over jsonsafe's limits
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: float(v) for k, v in data.items() if isinstance(v, (int, float)) and v > 0}
+
+    def load(self, model: str) -> float | None:
+        return self._read().get(model)
+
+    def save(self, model: str, ratio: float) -> None:
+        from countbot_cli import fileio
+
+        data = self._read()
+        data[model] = round(ratio, 4)
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            blob = json.dumps(data, sort_keys=True, indent=1) + "\n"
+            fileio.atomic_write(self.path, blob.encode("utf-8"), durable=False)
+
+
+CALIBRATE_FROM = 0.4  # learn the token ratio from requests that used at least this share
+
+
+class WindowBudget:
+    """A `context.Budget`: trims a history window so the whole request fits (see the module)."""
+
+    def __init__(
+        self,
+        counter: TokenCounter,
+        *,
+        context_window: int,
+        reserve: int,
+        margin: float = MARGIN,
+        ratios: RatioFile | None = None,
+    ) -> None:
+        self.counter = counter
+        self.context_window = context_window
+        self.reserve = reserve
+        self.margin = margin
+        self.ratios = ratios
+        self._saved_ratio: float | None = None
+        self._seeded = ratios is None
+        self._memo: dict[int, tuple[Message, str, int]] = {}
+        self._memo_ratio = counter.ratio
+
+    @property
+    def limit(self) -> int:
+        """Tokens the request (without the reply reserve) may use: window - margin - reserve."""
+        return int(self.context_window * (1.0 - self.margin)) - self.reserve
+
+    # ---- counting ----
+
+    def cost(self, m: Message) -> int:
+        """Tokens of one history message (with its overhead, without the reply priming)."""
+        if self._memo_ratio != self.counter.ratio:  # calibration changed every count
+            self._memo.clear()
+            self._memo_ratio = self.counter.ratio
+        hit = self._memo.get(id(m))
+        if hit is not None and hit[0] is m and hit[1] is m.content:
+            return hit[2]
+        n = self.counter.count_message(m)
+        if len(self._memo) >= _MEMO_MAX:
+            self._memo.clear()
+        self._memo[id(m)] = (m, m.content, n)
+        return n
+
+    def costs(self, messages: list[Message]) -> int:
+        return sum(self.cost(m) for m in messages)
+
+    def fixed_tokens(self, fixed: Sequence[dict[str, Any]]) -> int:
+        """System prompt + current message (+ reply priming) + tool definitions."""
+        msgs = [d for d in fixed if "role" in d]
+        tools = [d for d in fixed if "role" not in d]
+        return self.counter.count_messages(msgs) + self.counter.count_tools(tools)
+
+    def history_budget(self, fixed: Sequence[dict[str, Any]]) -> int:
+        return max(0, self.limit - self.fixed_tokens(fixed))
+
+    def _fits_without_counting(
+        self, window: Sequence[Message], fixed: Sequence[dict[str, Any]]
+    ) -> bool:
+        scale = max(1.0, self.counter.ratio)
+        bound = REPLY_PRIMING + sum(_message_bound(m) for m in window)
+        for d in fixed:
+            if "role" in d:
+                bound += TOKENS_PER_MESSAGE + 2 + _bytes_bound(d.get("content") or "")
+            else:
+                bound += 32 + _bytes_bound(json.dumps(d, ensure_ascii=False))
+        return bound * scale <= self.limit
+
+    # ---- calibration ----
+
+    def _seed(self) -> None:
+        """Start from the ratio an earlier run learned for this model (once, lazily)."""
+        if self._seeded:
+            return
+        self._seeded = True
+        if self.ratios is not None:
+            self._saved_ratio = self.ratios.load(self.counter.model)
+            if self._saved_ratio is not None:
+                self.counter.seed(self._saved_ratio)
+
+    def observe(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None,
+        prompt_tokens: int,
+    ) -> None:
+        """Learn from one request: `messages` and `tools` exactly as sent, `prompt_tokens` as
+        the provider reported them (0 or less: nothing reported, nothing learned)."""
+        if prompt_tokens <= 0 or not messages:
+            return
+        if prompt_tokens < CALIBRATE_FROM * self.limit:
+            # far from full: trimming does not depend on the ratio yet, and counting would load
+            # the tokenizer (100-300 ms) after every short answer
+            return
+        self._seed()
+        c = self.counter
+        estimated = c.count_messages(list(messages)) + c.count_tools(list(tools or []))
+        c.calibrate(estimated, prompt_tokens)
+        if self.ratios is None or c.exact:
+            return
+        saved = self._saved_ratio
+        if saved is None or abs(c.ratio - saved) > RATIO_SAVE_CHANGE * saved:
+            self.ratios.save(c.model, c.ratio)
+            self._saved_ratio = c.ratio
+
+    # ---- the Budget ----
+
+    def __call__(self, window: list[Message], fixed: list[dict[str, Any]]) -> list[Message]:
+        self._seed()
+        if not window or self._fits_without_counting(window, fixed):
+            return window
+        budget = self.history_budget(fixed)
+        if budget <= 0:
+            return []
+        spent = 0
+        start = len(window)
+        while start > 0:
+            spent += self.cost(window[start - 1])
+            if spent > budget:
+                break
+            start -= 1
+        if start == 0:
+            return window
+        return trim_messages(
+            window[start:],
+            max_tokens=budget,
+            token_counter=self.costs,
+            strategy="last",
+            start_on="user",
+        )
+
+
+def make_budget(settings: Settings, counter: TokenCounter) -> WindowBudget:
+    """The budget for `settings`' provider and model (`context_window` in the config wins); it
+    keeps learned ratios in `settings.data_dir`."""
+    window = context_window_for(counter.model, settings.provider.context_window)
+    return WindowBudget(
+        counter,
+        context_window=window,
+        reserve=reply_reserve(settings.max_tokens, window),
+        ratios=RatioFile(settings.data_dir / RATIOS_FILE),
+    )

@@ -1,0 +1,423 @@
+"""One turn: context -> stream -> tool rounds -> approval -> save -> memory upkeep.
+
+The engine never prints: everything the user sees goes through the narrow `TurnView` sink.
+What is saved (SPEC §4): the user message and the final answer. A failed turn saves the user
+message marked failed (and any partial text marked failed), never an error string as the answer;
+so does any unexpected exception (a bug: it becomes an UnexpectedError, exit 1). An interrupted
+turn (Ctrl-C, SIGTERM, or `ask`'s reader closing the pipe) saves what arrived, marked
+interrupted. Tool calls are recorded in the
+session's `tool_conversations`, not replayed in later turns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import date
+from typing import TYPE_CHECKING, Any, Protocol
+
+from countbot_cli.conversation.context import Budget, TurnContext, build_context
+from countbot_cli.conversation.session import Session, new_session
+from countbot_cli.conversation.tool_round import ToolRunner
+from countbot_cli.conversation.view import TurnView
+from countbot_cli.errors import (
+    CountbotError,
+    Interrupted,
+    OutputClosed,
+    StorageError,
+    Terminated,
+    UnexpectedError,
+)
+from countbot_cli.interrupts import sigint_deferred
+from countbot_cli.messages import (
+    STATUS_FAILED,
+    STATUS_INTERRUPTED,
+    ChatRequest,
+    Finished,
+    Message,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+    utc_now,
+)
+from countbot_cli.prompts import MAX_ITERATIONS_NOTICE, PromptFacts
+from countbot_cli.tools.approval import ApprovalPolicy
+
+if TYPE_CHECKING:
+    from countbot_cli.config.settings import Settings
+    from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.provider import Provider
+    from countbot_cli.tools import PreparedCall, ToolRegistry
+
+
+class MemoryKeeping(Protocol):
+    """What the REPL reaches through the engine of the memory keeper (`/compact`)."""
+
+    def compact(self, session_id: str) -> list[str]: ...
+
+
+@dataclass
+class TurnResult:
+    session_id: str | None
+    answer: str
+    status: str  # "ok" | "interrupted" | "failed"
+    model: str
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    reasoning: str = ""
+    error: CountbotError | None = None
+    context: TurnContext | None = None
+    notices: list[str] = field(default_factory=list)  # for after the answer (e.g. a fork)
+
+
+@dataclass
+class _Round:
+    text: str = ""
+    reasoning: str = ""
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        provider: Provider,
+        store: SessionStore | None,
+        tools: ToolRegistry | None = None,
+        policy: ApprovalPolicy | None = None,
+        budget: Budget | None = None,
+        recall: Callable[[str], list[str]] | None = None,
+        upkeep: Sequence[Callable[[str], None]] = (),
+        today: Callable[[], date] = date.today,
+        streaming: bool = True,
+        memory_keeper: MemoryKeeping | None = None,
+    ) -> None:
+        self.settings = settings
+        self.provider = provider
+        self.store = store
+        self.tools = tools
+        self.policy = policy or ApprovalPolicy()
+        self.budget = budget
+        self.recall = recall
+        self.upkeep = list(upkeep)
+        self.today = today
+        self.system_override = settings.system
+        self._current = _Round()
+        self.streaming = streaming
+        self._provider_tools: bool | None = None  # can the provider's model take tools?
+        self.memory_keeper = memory_keeper
+
+    # ---- building the request ----
+
+    def prompt_facts(self, session: Session | None = None) -> PromptFacts:
+        """The system prompt's facts; a session's own instructions (/system) win over --system."""
+        p = self.settings.persona
+        return PromptFacts(
+            ai_name=p.ai_name,
+            user_name=p.user_name,
+            personality=p.personality,
+            language=p.language,
+            workspace=str(self.settings.tools.workspace),
+            today=self.today(),
+            tools_enabled=bool(self.tool_schemas()),
+            extra_system=(session.system if session and session.system else self.system_override),
+        )
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The tools offered to the model: none when the provider's model cannot take them
+        (the embedded SmolLM2's template has no tools; offering them only costs context)."""
+        if self.tools is None:
+            return []
+        if self._provider_tools is None:
+            self._provider_tools = bool(getattr(self.provider, "supports_tools", True))
+        return self.tools.schemas() if self._provider_tools else []
+
+    def reprepare(self, prepared: PreparedCall, args: dict[str, Any]) -> PreparedCall:
+        """`prepared` with arguments the user edited, checked as the tool loop will check it."""
+        if self.tools is None:
+            return prepared
+        call = prepared.call
+        edited = ToolCall(
+            id=call.id, name=call.name, arguments=json.dumps(args, ensure_ascii=False)
+        )
+        rules = self.settings.tools
+        return self.tools.prepare(edited, allow_rules=rules.allow, deny_rules=rules.deny)
+
+    def context_for(self, session: Session, user: Message) -> TurnContext:
+        memory: list[str] = []
+        if self.recall is not None:
+            try:
+                memory = self.recall(user.content)
+            except Exception:  # memory recall is a nicety; a broken MEMORY.md never blocks a turn
+                memory = []
+        return build_context(
+            facts=self.prompt_facts(session),
+            summary=session.summary,
+            history=session.messages,
+            user=user,
+            max_history=self.settings.persona.max_history_messages,
+            memory_entries=memory,
+            tools=self.tool_schemas(),
+            budget=self.budget,
+        )
+
+    # ---- one turn ----
+
+    def run_turn(
+        self,
+        session: Session,
+        user_text: str,
+        view: TurnView,
+        *,
+        save: bool = True,
+        is_new: bool = False,
+        replaces: str | None = None,
+    ) -> TurnResult:
+        """Run one turn and save it. Never raises for provider errors or Ctrl-C: the result says."""
+        user = Message(role="user", content=user_text)
+        history = session
+        if replaces:  # the failed attempt being retried is not sent again
+            history = replace(session, messages=_without_failed(session.messages, replaces))
+        ctx = self.context_for(history, user)
+        result = TurnResult(
+            session_id=session.id if save else None,
+            answer="",
+            status="ok",
+            model=self.provider.model,
+            context=ctx,
+        )
+        convo = ctx.api_messages()
+        records: list[dict[str, Any]] = []
+        self._current = rnd = _Round()
+        stop: BaseException | None = None  # re-raised once the turn is saved
+        try:
+            rnd = self._run_rounds(convo, view, result, records)
+        except (KeyboardInterrupt, OutputClosed) as exc:
+            stop = exc if isinstance(exc, (Terminated, OutputClosed)) else None
+            result.status = "interrupted"
+            why = "the output was closed" if isinstance(exc, OutputClosed) else "the user"
+            result.error = Interrupted(f"interrupted by {why}")
+            rnd = self._current
+        except Exception as exc:  # a provider error, or anything else: the turn is still saved
+            rnd = self._failed(exc, result)
+        result.answer = rnd.text
+        result.reasoning = rnd.reasoning
+        result.tool_calls = [
+            {"name": r["tool"], "arguments": r["arguments"], "outcome": r["outcome"]}
+            for r in records
+        ]
+        new_messages = self._messages_to_save(user, result)
+        for r in records:
+            r["message_id"] = new_messages[-1].id if new_messages[-1].role == "assistant" else None
+        if save and self.store is not None:
+            with sigint_deferred():
+                self._save(session, new_messages, records, result, is_new=is_new, replaces=replaces)
+            for note in result.notices:
+                view.notice(note)
+            if stop is None:
+                self._run_upkeep(session.id, view)
+        if stop is not None:  # saved; now stop the program (SIGTERM, terminal or pipe closed)
+            raise stop
+        return result
+
+    def _failed(self, exc: Exception, result: TurnResult) -> _Round:
+        """Settle a failed turn: a CountbotError as it is, anything else as UnexpectedError."""
+        err = exc if isinstance(exc, CountbotError) else UnexpectedError.wrap(exc)
+        result.status = "failed"
+        result.error = err
+        rnd = self._current
+        partial = getattr(err, "partial_text", None)
+        if partial and not rnd.text:
+            rnd.text = partial
+        return rnd
+
+    def _run_rounds(
+        self,
+        convo: list[dict[str, Any]],
+        view: TurnView,
+        result: TurnResult,
+        records: list[dict[str, Any]],
+    ) -> _Round:
+        max_rounds = max(1, self.settings.max_iterations)  # tool rounds allowed in one turn
+        tools = self.tool_schemas() or None
+        for n in range(max_rounds + 1):
+            self._current = rnd = _Round()
+            fin = self._stream_round(convo, tools, view, rnd)
+            observe = getattr(self.budget, "observe", None)
+            if observe is not None and fin.usage is not None:  # calibrate the token budget
+                observe(convo, tools, fin.usage.prompt_tokens)
+            result.usage.add(fin.usage)
+            result.finish_reason = fin.finish_reason
+            if fin.model:
+                result.model = fin.model
+            if fin.finish_reason == "length":
+                view.notice("the answer was cut off at max_tokens")
+            if not fin.tool_calls or self.tools is None:
+                return rnd
+            if n == max_rounds:
+                view.notice(MAX_ITERATIONS_NOTICE.format(n=max_rounds))
+                result.finish_reason = "max_iterations"
+                return rnd
+            convo.append(
+                Message(role="assistant", content=rnd.text, tool_calls=fin.tool_calls).to_api()
+            )
+            ToolRunner(self.tools, self.policy, self.settings.tools).run_calls(
+                fin.tool_calls, convo, view, records
+            )
+        return self._current
+
+    def _stream_round(
+        self,
+        convo: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        view: TurnView,
+        rnd: _Round,
+    ) -> Finished:
+        s = self.settings
+        req = ChatRequest(
+            model=self.provider.model,
+            messages=convo,
+            tools=tools,
+            temperature=s.temperature,
+            max_tokens=s.max_tokens,
+            stream=self.streaming,
+        )
+        events: Iterable[StreamEvent] = (
+            self.provider.stream(req) if self.streaming else [self.provider.complete(req)]
+        )
+        with _closing(events):
+            finished = self._consume(events, view, rnd)
+        if finished is None:  # providers always end with Finished; be defensive
+            finished = Finished(content=rnd.text, tool_calls=[], finish_reason=None)
+        if finished.content and not rnd.text:
+            rnd.text = finished.content
+            view.text(finished.content)
+        return finished
+
+    def _consume(
+        self, events: Iterable[StreamEvent], view: TurnView, rnd: _Round
+    ) -> Finished | None:
+        finished: Finished | None = None
+        for ev in events:
+            if isinstance(ev, TextDelta):
+                rnd.text += ev.text
+                view.text(ev.text)
+            elif isinstance(ev, ReasoningDelta):
+                rnd.reasoning += ev.text
+                view.reasoning(ev.text)
+            elif isinstance(ev, ToolCallDelta):
+                continue
+            elif isinstance(ev, Finished):
+                finished = ev
+                if ev.reasoning and not rnd.reasoning:
+                    rnd.reasoning = ev.reasoning
+                    view.reasoning(ev.reasoning)
+        return finished
+
+    # ---- tools ----
+
+    # ---- saving ----
+
+    def _messages_to_save(self, user: Message, result: TurnResult) -> list[Message]:
+        if result.status == "ok":
+            return [user, Message(role="assistant", content=result.answer)]
+        if result.status == "interrupted":
+            if result.answer:
+                return [
+                    user,
+                    Message(role="assistant", content=result.answer, status=STATUS_INTERRUPTED),
+                ]
+            user.status = STATUS_INTERRUPTED
+            return [user]
+        user.status = STATUS_FAILED
+        if result.answer:
+            return [user, Message(role="assistant", content=result.answer, status=STATUS_FAILED)]
+        return [user]
+
+    def _save(
+        self,
+        session: Session,
+        new_messages: list[Message],
+        records: list[dict[str, Any]],
+        result: TurnResult,
+        *,
+        is_new: bool,
+        replaces: str | None,
+    ) -> None:
+        assert self.store is not None
+
+        def apply(s: Session) -> None:
+            if replaces:
+                s.messages = _without_failed(s.messages, replaces)
+            s.messages.extend(new_messages)
+            s.tool_conversations.extend(records)
+            s.usage.add(result.usage)
+            s.model = result.model or s.model
+            s.updated_at = utc_now()
+            if not s.title:
+                from countbot_cli.conversation.session import title_from
+
+                s.title = title_from(new_messages[0].content)
+
+        if is_new:
+            apply(session)
+            self.store.create(session)
+            return
+        try:
+            self.store.update(session.id, apply)
+        except StorageError as exc:
+            # the file was deleted, damaged or stays locked elsewhere: never lose the turn;
+            # what this process knows of the conversation goes on in a new session file
+            old = session.id
+            session.id = new_session(provider=session.provider, model=session.model).id
+            apply(session)
+            self.store.create(session)
+            result.session_id = session.id
+            result.notices.append(
+                f"could not save to session {old} ({exc.message}); "
+                f"this conversation continues as session {session.id}"
+            )
+            return
+        apply(session)
+
+    def _run_upkeep(self, session_id: str, view: TurnView) -> None:
+        for hook in self.upkeep:
+            try:
+                hook(session_id)
+            except KeyboardInterrupt:
+                view.notice("memory upkeep interrupted; it will run again after the next turn")
+                return
+            except Exception as exc:  # upkeep never breaks a turn
+                view.notice(f"memory upkeep failed: {exc}")
+
+
+def _without_failed(messages: list[Message], user_id: str) -> list[Message]:
+    """Drop a failed/interrupted user message (and its failed partial answer) being retried."""
+    out: list[Message] = []
+    skipping = False
+    for m in messages:
+        if m.id == user_id and m.role == "user":
+            skipping = True
+            continue
+        if skipping and m.role == "assistant" and m.status is not None:
+            continue
+        skipping = False
+        out.append(m)
+    return out
+
+
+@contextmanager
+def _closing(events: Iterable[StreamEvent]) -> Iterator[None]:
+    """Close a provider's generator at once when the turn stops early (Ctrl-C, error)."""
+    try:
+        yield
+    finally:
+        close = getattr(events, "close", None)
+        if callable(close):
+            close()

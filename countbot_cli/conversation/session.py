@@ -1,0 +1,274 @@
+"""The session value: one conversation as it is saved (SPEC §8). No I/O here.
+
+A session holds the live `messages` (the ones the history window chooses from), the `archived`
+messages already summarised out of the window (never destroyed: `sessions show` and export still
+have them), the records of the tool calls made while answering (`tool_conversations`), opaque
+memory `cursors` and usage totals. `SessionStore` (store.py) reads and writes it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from countbot_cli.messages import Message, Usage, utc_now
+
+SCHEMA_VERSION = 1
+TITLE_MAX = 60
+
+HEADER_KEYS = ("id", "title", "created_at", "updated_at", "provider", "model", "message_count")
+
+
+class SchemaVersionError(ValueError):
+    """The file was written by a newer countbot: it is valid, just not readable by this version."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(f"schema version {version} is newer than this countbot understands")
+        self.version = version
+
+
+@dataclass
+class Session:
+    id: str
+    title: str
+    created_at: str  # UTC ISO-8601
+    updated_at: str
+    provider: str
+    model: str
+    summary: str = ""
+    system: str = ""  # the conversation's extra instructions (/system); "" = none
+    messages: list[Message] = field(default_factory=list)
+    # raw messages already summarised out of the window (memory feature); never destroyed
+    archived: list[Message] = field(default_factory=list)
+    # one record a tool call: tool, arguments, result (bounded), error, duration_ms, approval,
+    # timestamp, message_id (the answer it belongs to)
+    tool_conversations: list[dict[str, Any]] = field(default_factory=list)
+    cursors: dict[str, int] = field(default_factory=dict)  # memory cursors; opaque to the store
+    usage: Usage = field(default_factory=Usage)
+    schema_version: int = SCHEMA_VERSION
+
+    def all_messages(self) -> list[Message]:
+        """The whole transcript: archived messages first, then the live ones."""
+        return [*self.archived, *self.messages]
+
+    def header(self) -> dict[str, Any]:
+        """What a listing needs. `message_count` counts archived messages too."""
+        return {
+            "id": self.id,
+            "title": self.title,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "provider": self.provider,
+            "model": self.model,
+            "message_count": len(self.messages) + len(self.archived),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form: small fields first so the head of the file is readable."""
+        return {
+            "schema_version": self.schema_version,
+            "id": self.id,
+            "title": self.title,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "provider": self.provider,
+            "model": self.model,
+            "summary": self.summary,
+            "system": self.system,
+            "usage": self.usage.to_dict(),
+            "cursors": dict(self.cursors),
+            "messages": [m.to_dict() for m in self.messages],
+            "archived": [m.to_dict() for m in self.archived],
+            "tool_conversations": [_json_copy(r) for r in self.tool_conversations],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Session:
+        """Parse the stored form. Raises ValueError (SchemaVersionError for a newer file)."""
+        head = header_from_dict(d)
+        try:
+            return cls(
+                id=head["id"],
+                title=head["title"],
+                created_at=head["created_at"],
+                updated_at=head["updated_at"],
+                provider=head["provider"],
+                model=head["model"],
+                summary=_str(d, "summary"),
+                system=_str(d, "system"),  # absent in files written before it existed
+                messages=_messages(d, "messages"),
+                archived=_messages(d, "archived"),
+                tool_conversations=_records(d.get("tool_conversations")),
+                cursors=_cursors(d.get("cursors")),
+                usage=_usage(d.get("usage")),
+            )
+        except (TypeError, AttributeError, KeyError) as e:
+            raise ValueError(f"bad session shape: {e}") from e
+
+
+def header_from_dict(d: Any) -> dict[str, Any]:
+    """The listing header of a stored session, checking only the top-level shape (cheap).
+
+    Raises ValueError on a bad shape and SchemaVersionError for a file from a newer countbot.
+    """
+    if not isinstance(d, dict):
+        raise ValueError("a session file must hold a JSON object")
+    version = d.get("schema_version", SCHEMA_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ValueError(f"bad schema_version: {version!r}")
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(version)
+    sid = d.get("id")
+    if not isinstance(sid, str) or not sid:
+        raise ValueError("missing session id")
+    for key in ("messages", "archived"):
+        if not isinstance(d.get(key, []), list):
+            raise ValueError(f"'{key}' must be a list")
+    head: dict[str, Any] = {"id": sid}
+    for key in ("title", "created_at", "updated_at", "provider", "model"):
+        head[key] = _str(d, key)
+    head["message_count"] = len(d.get("messages", [])) + len(d.get("archived", []))
+    return head
+
+
+def _str(d: dict[str, Any], key: str) -> str:
+    value = d.get(key, "")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"'{key}' must be a string")
+    return value
+
+
+_ROLES = frozenset(("system", "user", "assistant", "tool"))
+_PLAIN_KEYS = frozenset(("id", "role", "content", "created_at", "status", "name", "tool_call_id"))
+
+
+def _messages(d: dict[str, Any], key: str) -> list[Message]:
+    items = d.get(key) or []
+    out = []
+    for item in items:
+        if type(item) is not dict:
+            raise ValueError(f"'{key}' holds a non-object item")
+        out.append(_message(item))
+    return out
+
+
+def _message(d: dict[str, Any]) -> Message:
+    """Message.from_dict, with a fast path for the common stored shape (no tool calls)."""
+    if (
+        d.keys() <= _PLAIN_KEYS
+        and d.get("role") in _ROLES
+        and type(d.get("content")) is str
+        and type(d.get("id")) is str
+        and type(d.get("created_at")) is str
+    ):
+        return Message(
+            role=d["role"],
+            content=d["content"],
+            tool_call_id=d.get("tool_call_id"),
+            name=d.get("name"),
+            status=d.get("status"),
+            created_at=d["created_at"],
+            id=d["id"],
+        )
+    return Message.from_dict(d)
+
+
+def _records(items: Any) -> list[dict[str, Any]]:
+    if items is None:
+        return []
+    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+        raise ValueError("'tool_conversations' must be a list of objects")
+    return [_json_copy(x) for x in items]  # the session must not share objects with `d`
+
+
+def _json_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(v) for v in value]
+    return value
+
+
+def _cursors(value: Any) -> dict[str, int]:
+    """Memory cursors are opaque to the store: any values are kept (integers by convention)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError("'cursors' must be an object")
+    return {str(k): _json_copy(v) for k, v in value.items()}
+
+
+def _usage(value: Any) -> Usage:
+    if value is None:
+        return Usage()
+    if not isinstance(value, dict):
+        raise ValueError("'usage' must be an object")
+    nums = {}
+    for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        v = value.get(k, 0)
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise ValueError(f"usage '{k}' must be an integer")
+        nums[k] = v
+    return Usage(**nums)
+
+
+def new_session_id() -> str:
+    """12 random hex digits.
+
+    Random rather than time-prefixed: ids made on the same day would share a long prefix, and
+    the listing's short ids (and the prefixes users type) would have to grow to 15+ characters.
+    Listings sort by `updated_at`, not by id. 48 bits make a clash vanishingly rare, and
+    `SessionStore.create` refuses to overwrite one anyway.
+    """
+    return secrets.token_hex(6)
+
+
+def new_session(*, provider: str, model: str, title: str = "") -> Session:
+    now = utc_now()
+    return Session(
+        id=new_session_id(),
+        title=title,
+        created_at=now,
+        updated_at=now,
+        provider=provider,
+        model=model,
+    )
+
+
+def title_from(text: str) -> str:
+    """The first non-empty line of `text`, whitespace collapsed, at most 60 characters."""
+    for line in text.splitlines():
+        line = " ".join(line.split())
+        if line:
+            return line if len(line) <= TITLE_MAX else line[: TITLE_MAX - 1].rstrip() + "…"
+    return ""
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """`1 message`, `2 messages` (`words`: an irregular plural, e.g. "entries")."""
+    return f"{n:,} {word if n == 1 else words or word + 's'}"
+
+
+def short_ids(ids: list[str], min_len: int = 8) -> dict[str, str]:
+    """For each id, its shortest unique prefix among `ids`, at least `min_len` long (or whole)."""
+    ordered = sorted(set(ids))
+    out: dict[str, str] = {}
+    for i, sid in enumerate(ordered):
+        need = 1
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(ordered):
+                need = max(need, _common_prefix(sid, ordered[j]) + 1)
+        out[sid] = sid[: max(need, min_len)]
+    return out
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

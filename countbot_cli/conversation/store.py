@@ -1,0 +1,483 @@
+"""SessionStore: one JSON file a session, atomic writes, sidecar locks, an index, quarantine.
+
+Layout of the sessions folder (0700; every file 0600):
+
+    <id>.json                      one session (session.Session.to_dict())
+    <id>.json.lock                 sidecar lock (flock); the data file is replaced, never locked
+    <id>.json.corrupt-<UTC time>   a file that did not parse, moved aside and never overwritten
+    index.json (+ .lock)           listing cache: id -> [inode, mtime_ns, size, header fields...]
+    .<name>.<random>.tmp           a write in progress (or left by a killed writer; cleaned when old)
+
+`update()` is the only way to change a saved session: lock, re-read, apply, write atomically. So
+two processes appending to one session never lose each other's messages. The index is derived
+data: it is refreshed from the files whenever it disagrees with them, so losing it loses nothing.
+
+Speed with long sessions: the store remembers the bytes it last wrote or read for a session with
+their parsed form and their encoding in chunks. When the file on disk is byte-for-byte what it
+remembers, update() skips the JSON parse, and it re-encodes only the chunks that changed (a new
+turn touches the last one). Nothing remembered is ever handed out: callers get fresh objects.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import os
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+from countbot_cli import fileio
+from countbot_cli.conversation.session import SchemaVersionError, Session, header_from_dict
+from countbot_cli.errors import StorageError, UsageError
+from countbot_cli.fileio import Key
+from countbot_cli.jsonsafe import loads_bounded
+from countbot_cli.messages import utc_now
+
+T = TypeVar("T")
+
+INDEX_NAME = "index.json"
+INDEX_VERSION = 1
+TEMP_MAX_AGE = 3600.0  # seconds before a leftover temp file is removed
+CACHED_SESSIONS = 2
+_CHUNK = 256  # list items encoded together and reused while unchanged
+_LIST_FIELDS = ("tool_conversations", "archived", "messages")  # written last, in this order
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+_ROW_FIELDS = ("title", "created_at", "updated_at", "provider", "model", "message_count")
+
+Row = list[Any]  # [inode, mtime_ns, size, title, created_at, updated_at, provider, model, count]
+Chunks = dict[str, list[tuple[list[Any], bytes]]]
+
+
+@dataclass
+class _Snapshot:
+    """A session file as this store last wrote or read it. Owned by the store, never shared."""
+
+    data: bytes
+    doc: dict[str, Any]
+    chunks: Chunks = field(default_factory=dict)
+
+
+class SessionStore:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        lock_timeout: float = 10.0,
+        on_notice: Callable[[str], None] | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.lock_timeout = lock_timeout
+        self._notice = on_notice or (lambda _msg: None)
+        self._reported: set[str] = set()
+        self._root_ready = False
+        self._snaps: OrderedDict[str, _Snapshot] = OrderedDict()
+        self._snaps_mutex = threading.Lock()  # one store may be shared by threads
+        self._index_cache: tuple[bytes, dict[str, Row]] | None = None
+
+    # ---- public API ----
+
+    def path(self, sid: str) -> Path:
+        _check_id(sid)
+        return self.root / f"{sid}.json"
+
+    def create(self, session: Session) -> None:
+        """Save a new session; refuses to overwrite an existing one."""
+        path = self.path(session.id)
+        self._ensure_root()
+        with self._session_lock(session.id):
+            if path.exists():
+                raise StorageError(f"session {session.id} already exists ({path})")
+            self._save(session, None)
+
+    def load(self, sid: str) -> Session:
+        path = self.path(sid)
+        for _attempt in range(3):
+            try:
+                data, key = fileio.read_keyed(path)
+            except FileNotFoundError:
+                raise UsageError(f"no session with id '{sid}'") from None
+            except OSError as e:
+                raise StorageError(f"cannot read {path}: {e.strerror or e}") from e
+            try:
+                return self._parse(sid, data)[0]
+            except ValueError as e:
+                moved = self._quarantine(sid, key, e, locked=False)
+                if moved is not None:
+                    raise _damaged(path, moved, e) from e
+        raise StorageError(f"{path} keeps changing while being read; try again")
+
+    def update(self, sid: str, fn: Callable[[Session], T], *, touch: bool = True) -> T:
+        """Lock, re-read, apply `fn`, write atomically, unlock. Returns what `fn` returns.
+
+        `touch` sets `updated_at` (renames and summaries pass False: they are not activity).
+        If `fn` raises, nothing is written. `fn` gets fresh objects (keeping them is harmless) and
+        runs under the lock, so keep it quick; never call update() on the same id inside it.
+        """
+        path = self.path(sid)
+        gone = StorageError(f"session {sid} no longer exists (deleted by another process?)")
+        if not self.root.is_dir():
+            raise gone
+        with self._session_lock(sid):
+            try:
+                data, key = fileio.read_keyed(path)
+            except FileNotFoundError:
+                raise gone from None
+            except OSError as e:
+                raise StorageError(f"cannot read {path}: {e.strerror or e}") from e
+            try:
+                session, snap = self._parse(sid, data)
+            except ValueError as e:
+                moved = self._quarantine(sid, key, e, locked=True)
+                raise _damaged(path, moved, e) from e
+            result = fn(session)
+            if session.id != sid:
+                raise ValueError("update() must not change the session id")
+            if touch:
+                session.updated_at = utc_now()
+            self._save(session, snap)
+        return result
+
+    def rename(self, sid: str, title: str) -> None:
+        clean = " ".join(title.split())
+        if not clean:
+            raise UsageError("a session title cannot be empty")
+
+        def apply(s: Session) -> None:
+            s.title = clean
+
+        self.update(sid, apply, touch=False)
+
+    def set_summary(self, sid: str, text: str) -> None:
+        """Set the session summary; an empty text clears it."""
+
+        def apply(s: Session) -> None:
+            s.summary = text.strip()
+
+        self.update(sid, apply, touch=False)
+
+    def delete(self, sid: str) -> None:
+        path = self.path(sid)
+        if not self.root.is_dir():
+            raise UsageError(f"no session with id '{sid}'")
+        with self._session_lock(sid):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                raise UsageError(f"no session with id '{sid}'") from None
+            except OSError as e:
+                raise StorageError(f"cannot delete {path}: {e.strerror or e}") from e
+            self._remember(sid, None)
+            fileio.fsync_dir(self.root)
+            self._index_apply({}, [sid])
+            with contextlib.suppress(OSError):
+                # safe while we hold it: a process waiting on the old inode re-reads, finds no file
+                _lock_path(path).unlink()
+
+    def list(self) -> list[dict[str, Any]]:
+        """Headers of every readable session, most recently updated first.
+
+        Stats the files and reuses index rows whose (inode, mtime, size) match; reads only new or
+        changed files. A damaged file is quarantined and reported through `on_notice`.
+        """
+        rows = self._scan()
+        ordered = sorted(rows.items(), key=lambda kv: (kv[1][5], kv[1][1], kv[0]), reverse=True)
+        return [_header(sid, row) for sid, row in ordered]
+
+    def resolve(self, ref: str) -> str:
+        """A full id from a full id, any unique prefix, or 'latest'. UsageError otherwise."""
+        ref = ref.strip()
+        if not ref:
+            raise UsageError("a session id is required")
+        if ref.lower() == "latest":
+            headers = self.list()
+            if not headers:
+                raise UsageError("there are no saved sessions yet")
+            return str(headers[0]["id"])
+        if _ID_RE.fullmatch(ref) and ref != "index" and self.path(ref).is_file():
+            return ref
+        matches = [sid for sid in self._ids() if sid.lower().startswith(ref.lower())]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise UsageError(
+                f"no session matches '{ref}'", hint="`countbot sessions list` shows them"
+            )
+        self._ambiguous(ref, matches)
+
+    # ---- reading and writing one session ----
+
+    def _parse(self, sid: str, data: bytes) -> tuple[Session, _Snapshot]:
+        """The session in `data` (ValueError if damaged), reusing the snapshot when it matches."""
+        snap = self._snaps.get(sid)
+        if snap is None or snap.data != data:
+            snap = _Snapshot(data, _loads(data))
+        try:
+            session = Session.from_dict(snap.doc)
+        except SchemaVersionError as e:
+            raise StorageError(
+                f"{self.path(sid)} was written by a newer countbot ({e})",
+                hint="upgrade countbot to open it",
+            ) from e
+        session.id = sid  # the file name is authoritative (a copied file keeps working)
+        self._remember(sid, snap)
+        return session, snap
+
+    def _save(self, session: Session, prev: _Snapshot | None) -> None:
+        path = self.path(session.id)
+        doc = session.to_dict()
+        data, chunks = _encode(doc, prev.chunks if prev else {})
+        try:
+            key = fileio.atomic_write(path, data, durable=True)
+        except OSError as e:
+            self._remember(session.id, None)
+            raise StorageError(f"could not save {path}: {e.strerror or e}") from e
+        self._remember(session.id, _Snapshot(data, doc, chunks))
+        self._index_apply({session.id: _row(key, session.header())}, [])
+
+    def _remember(self, sid: str, snap: _Snapshot | None) -> None:
+        """Keep (or with None, forget) the snapshot of a session; only the last few are kept."""
+        with self._snaps_mutex:
+            if snap is None:
+                self._snaps.pop(sid, None)
+                return
+            self._snaps[sid] = snap
+            self._snaps.move_to_end(sid)
+            while len(self._snaps) > CACHED_SESSIONS:
+                self._snaps.popitem(last=False)
+
+    def _quarantine(self, sid: str, key: Key, err: Exception, *, locked: bool) -> Path | None:
+        """Move a damaged file aside (never overwriting anything). None if it changed meanwhile."""
+        path = self.path(sid)
+        self._remember(sid, None)
+        with contextlib.nullcontext() if locked else self._session_lock(sid):
+            if fileio.key_of(path) != key:
+                return None  # replaced by a writer since we read it: not the damaged file
+            try:
+                target = fileio.move_aside(path)
+            except OSError as e:
+                raise StorageError(
+                    f"{path} is damaged ({err}) and could not be moved aside: {e}"
+                ) from e
+        self._index_apply({}, [sid])
+        return target
+
+    def _session_lock(self, sid: str) -> contextlib.AbstractContextManager[None]:
+        return fileio.locked(_lock_path(self.path(sid)), self.lock_timeout, f"session {sid}")
+
+    def _ensure_root(self) -> None:
+        if self._root_ready:
+            return
+        try:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = self.root.stat()
+            if st.st_mode & 0o077 and st.st_uid == getattr(os, "getuid", lambda: -1)():
+                os.chmod(self.root, 0o700)  # the sessions folder is private (SPEC §8)
+        except OSError as e:
+            raise StorageError(f"cannot create the sessions folder {self.root}: {e}") from e
+        self._root_ready = True
+
+    # ---- listing and the index ----
+
+    def _ids(self) -> builtins.list[str]:
+        try:
+            with os.scandir(self.root) as it:
+                return [e.name[:-5] for e in it if _session_name(e.name)]
+        except FileNotFoundError:
+            return []
+
+    def _ambiguous(self, ref: str, matches: builtins.list[str]) -> NoReturn:
+        titles = {h["id"]: h["title"] for h in self.list()}
+        shown = [f"{sid} ({titles.get(sid) or 'untitled'})" for sid in sorted(matches)[:8]]
+        more = f" and {len(matches) - 8} more" if len(matches) > 8 else ""
+        raise UsageError(f"'{ref}' matches {len(matches)} sessions: {', '.join(shown)}{more}")
+
+    def _scan(self) -> dict[str, Row]:
+        try:
+            with os.scandir(self.root) as it:
+                entries = builtins.list(it)
+        except FileNotFoundError:
+            return {}
+        index = self._read_index()
+        rows: dict[str, Row] = {}
+        fixes: dict[str, Row] = {}
+        now = time.time()
+        for entry in entries:
+            name = entry.name
+            if name.startswith(".") and name.endswith(fileio.TEMP_SUFFIX):
+                fileio.remove_if_older(Path(entry.path), TEMP_MAX_AGE, now)
+                continue
+            if not _session_name(name):
+                continue
+            sid = name[:-5]
+            try:
+                st = entry.stat()
+            except FileNotFoundError:
+                continue
+            row = index.get(sid)
+            if row is None or (row[0], row[1], row[2]) != (st.st_ino, st.st_mtime_ns, st.st_size):
+                row = self._read_row(sid)
+                if row is None:
+                    continue
+                fixes[sid] = row
+            rows[sid] = row
+        gone = [sid for sid in index if sid not in rows]
+        if fixes or gone:
+            self._index_apply(fixes, gone, verify=True)
+        return rows
+
+    def _read_row(self, sid: str) -> Row | None:
+        """The index row of one file, read from the file itself; None if unreadable."""
+        path = self.path(sid)
+        try:
+            data, key = fileio.read_keyed(path)
+        except OSError:
+            return None
+        try:
+            return _row(key, header_from_dict(_loads(data)))
+        except SchemaVersionError as e:
+            self._report(str(path), f"{path} was written by a newer countbot ({e}); skipped")
+        except ValueError as e:
+            try:
+                moved = self._quarantine(sid, key, e, locked=False)
+            except StorageError as err:  # busy or cannot be moved: skip it this time
+                self._report(str(path), err.user_message())
+                return None
+            if moved is not None:
+                self._report(str(moved), _damaged(path, moved, e).user_message())
+        return None
+
+    def _read_index(self) -> dict[str, Row]:
+        """The index rows (a private copy); {} when the index is missing or damaged."""
+        try:
+            data = (self.root / INDEX_NAME).read_bytes()
+        except OSError:
+            return {}
+        if self._index_cache is not None and self._index_cache[0] == data:
+            return dict(self._index_cache[1])
+        try:
+            doc = _loads(data)
+        except ValueError:
+            return {}
+        if not isinstance(doc, dict) or doc.get("version") != INDEX_VERSION:
+            return {}
+        sessions = doc.get("sessions")
+        if not isinstance(sessions, dict):
+            return {}
+        rows = {k: v for k, v in sessions.items() if _valid_row(v) and _session_name(k + ".json")}
+        self._index_cache = (data, rows)
+        return dict(rows)
+
+    def _index_apply(
+        self, rows: dict[str, Row], gone: builtins.list[str], *, verify: bool = False
+    ) -> None:
+        """Merge rows into index.json under its lock. Best effort: the index is only a cache.
+
+        With `verify`, a row is written only if its file still has that (inode, mtime, size),
+        and an id is dropped only if its file is really gone (list() fixes race with saves).
+        """
+        lock = self.root / (INDEX_NAME + ".lock")
+        try:
+            with fileio.locked(lock, min(self.lock_timeout, 2.0), "the session index"):
+                index = self._read_index()
+                for sid, row in rows.items():
+                    if not verify or fileio.key_of(self.path(sid)) == (row[0], row[1], row[2]):
+                        index[sid] = row
+                for sid in gone:
+                    if not verify or not self.path(sid).exists():
+                        index.pop(sid, None)
+                data = _dumps({"version": INDEX_VERSION, "sessions": index})
+                fileio.atomic_write(self.root / INDEX_NAME, data, durable=False)
+                self._index_cache = (data, index)
+        except (OSError, StorageError):
+            pass  # a stale or missing index is refreshed from the files by the next list()
+
+    def _report(self, key: str, message: str) -> None:
+        if key not in self._reported:
+            self._reported.add(key)
+            self._notice(message)
+
+
+# ---- helpers ----
+
+
+def _check_id(sid: str) -> None:
+    if not isinstance(sid, str) or not _ID_RE.fullmatch(sid) or sid == "index":
+        raise UsageError(f"'{sid}' is not a valid session id")
+
+
+def _session_name(name: str) -> bool:
+    return name.endswith(".json") and name != INDEX_NAME and bool(_ID_RE.fullmatch(name[:-5]))
+
+
+def _lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+def _loads(data: bytes) -> Any:
+    """Parse a session or index file: too deep / too long numbers are damage like any other
+    (jsonsafe's limits; a ValueError, so the file is quarantined)."""
+    return loads_bounded(data)
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _encode(doc: dict[str, Any], prev: Chunks) -> tuple[bytes, Chunks]:
+    """`doc` as compact JSON, its list fields last and encoded in chunks of _CHUNK items.
+
+    A chunk equal to the one at the same place in `prev` reuses its bytes, so saving a new turn
+    re-encodes only the tail. The bytes equal json.loads-compatible output of the whole doc.
+    """
+    scalars = {k: v for k, v in doc.items() if k not in _LIST_FIELDS}
+    parts = [_dumps(scalars)[:-1]]
+    chunks: Chunks = {}
+    for name in _LIST_FIELDS:
+        items = doc.get(name) or []
+        old = prev.get(name, [])
+        mine = []
+        for n, start in enumerate(range(0, len(items), _CHUNK)):
+            part = items[start : start + _CHUNK]
+            if n < len(old) and old[n][0] == part:
+                mine.append(old[n])
+            else:
+                mine.append((part, _dumps(part)[1:-1]))
+        chunks[name] = mine
+        sep = b"," if len(parts) > 1 or scalars else b""
+        parts.append(sep + f'"{name}":['.encode() + b",".join(c for _, c in mine) + b"]")
+    parts.append(b"}")
+    return b"".join(parts), chunks
+
+
+def _damaged(path: Path, moved: Path | None, err: Exception) -> StorageError:
+    where = f"; moved it to {moved}" if moved else ""
+    return StorageError(f"session file {path} is damaged ({err}){where}")
+
+
+def _row(key: Key, head: dict[str, Any]) -> Row:
+    return [*key, *(head[f] for f in _ROW_FIELDS)]
+
+
+def _valid_row(row: Any) -> bool:
+    return (
+        type(row) is list
+        and len(row) == 9
+        and type(row[0]) is int
+        and type(row[1]) is int
+        and type(row[2]) is int
+        and all(type(x) is str for x in row[3:8])
+        and type(row[8]) is int
+    )
+
+
+def _header(sid: str, row: Row) -> dict[str, Any]:
+    head: dict[str, Any] = {"id": sid}
+    head.update(zip(_ROW_FIELDS, row[3:], strict=True))
+    return head

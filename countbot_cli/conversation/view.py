@@ -1,0 +1,39 @@
+"""The narrow sink a turn reports to: the engine and its tool rounds never print.
+
+The REPL, `ask` and tests each provide a `TurnView`; `NullView` shows nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from countbot_cli.tools import PreparedCall, ToolResult
+    from countbot_cli.tools.approval import Decision
+
+
+class TurnView(Protocol):
+    """Where a turn's output goes. The REPL, `ask` and tests each provide one."""
+
+    def text(self, delta: str) -> None: ...
+    def reasoning(self, delta: str) -> None: ...
+    def notice(self, text: str) -> None: ...
+    def tool_start(self, prepared: PreparedCall) -> None: ...
+    def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None: ...
+
+
+class NullView:
+    def text(self, delta: str) -> None:
+        pass
+
+    def reasoning(self, delta: str) -> None:
+        pass
+
+    def notice(self, text: str) -> None:
+        pass
+
+    def tool_start(self, prepared: PreparedCall) -> None:
+        pass
+
+    def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
+        pass

@@ -1,0 +1,2 @@
+"""Long-term memory (SPEC §5): MEMORY.md, its search, overflow summaries, automatic memory,
+recall, and the memory tool."""

@@ -1,0 +1,181 @@
+"""The text side of memory upkeep: what the summariser is shown, the sentinel, recall words.
+
+CountBot's `format_messages_for_summary` (research/countbot_digest.md §3) with its faults fixed:
+no head bias (automatic memory keeps the newest content), only whole-message acknowledgements
+are dropped (CountBot dropped every short message *starting* with `好的`, `no`, `yes` ...), and
+the sentinel must be the whole reply (CountBot matched any substring).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from countbot_cli.conversation.context import sendable
+from countbot_cli.messages import Message
+from countbot_cli.prompts import is_sentinel
+
+MESSAGE_CHARS = 300  # CountBot: longer messages are cut to 300 characters + "..."
+AUTO_CHARS = 4000  # automatic memory: newest content within this many characters
+OVERFLOW_CHARS = 8000  # one overflow call; a longer batch is split into several calls
+EN_SENTINELS = ("nothing to record", "nothing worth recording")
+
+# whole-message acknowledgements only: "好的，用Redis" or "no, use v2" are kept
+_ACKS = (
+    "ok okay k kk thanks thank thx ty cool nice great awesome 👍 👌 🙏 666 好 好的 好滴 嗯 嗯嗯 "
+    "哦 噢 谢谢 多谢 谢了 感谢 收到 哈哈 哈哈哈 赞"
+)
+PLEASANTRIES = frozenset(_ACKS.split()) | frozenset(
+    {"thank you", "thanks a lot", "got it", "ok thanks", "好的谢谢", "谢谢你"}
+)
+_EDGE = " \t\r\n.,!?~。，！？～…、"
+_STOP_WORDS = (
+    "a an the and or but if of to in on at for with by from as is are was were be been am do "
+    "does did i you he she it we they me my your our their this that these those what which who "
+    "how why when where can could would should will shall may might please not no yes so just "
+    "about into than then there here have has had hi hello tell know let like get got want need "
+    "any some all more most very also"
+)
+_STOP = frozenset(_STOP_WORDS.split())
+_CJK_STOP = frozenset("的了是我你他她它们在有和就不也都这那吗呢吧啊么什怎个一")
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+_APOSTROPHE = re.compile(r"['’](s|re|ve|ll|d|m|t)$")
+
+TextCost = Callable[[str], int]  # tokens of a text (a TokenCounter's count_text)
+
+
+def message_key(message_id: str) -> int:
+    """A 48-bit integer naming a message id (session cursors hold integers)."""
+    return int.from_bytes(hashlib.blake2b(message_id.encode(), digest_size=6).digest(), "big")
+
+
+def is_pleasantry(text: str) -> bool:
+    return text.strip().strip(_EDGE).casefold() in PLEASANTRIES
+
+
+def summary_line(m: Message, limit: int = MESSAGE_CHARS) -> str | None:
+    """`ROLE: content` on one line, content cut to `limit` + "..."; None when not worth sending."""
+    text = " ".join(m.content.split())
+    if not text or is_pleasantry(text):
+        return None
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    return f"{m.role.upper()}: {text}"
+
+
+def format_newest(
+    messages: Sequence[Message],
+    max_chars: int = AUTO_CHARS,
+    *,
+    cost: TextCost | None = None,
+    max_tokens: int | None = None,
+) -> str:
+    """The newest messages' lines that fit in `max_chars` (lines + newlines) and, with `cost`,
+    in `max_tokens`; oldest first."""
+    lines: list[str] = []
+    used = tokens = 0
+    for m in reversed(messages):
+        line = summary_line(m)
+        if line is None:
+            continue
+        if used + len(line) + 1 > max_chars:
+            break
+        if cost is not None and max_tokens is not None:
+            n = cost(line) + 1
+            if tokens + n > max_tokens:
+                break
+            tokens += n
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(reversed(lines))
+
+
+@dataclass
+class Batch:
+    messages: list[Message]
+    lines: list[str]
+
+
+def overflow_batches(
+    region: Sequence[Message],
+    max_chars: int = OVERFLOW_CHARS,
+    *,
+    cost: TextCost | None = None,
+    max_tokens: int | None = None,
+) -> list[Batch]:
+    """Split the overflow region, oldest first, into batches whose text fits `max_chars` (and,
+    with `cost`, `max_tokens`: a small context window takes smaller batches).
+
+    Every message of the region lands in exactly one batch (unsendable ones too: they are
+    archived with their neighbours but not shown to the summariser).
+    """
+    batches: list[Batch] = [Batch([], [])]
+    used = tokens = 0
+    ok = {id(m) for m in sendable(region)}
+    for m in region:
+        line = summary_line(m) if id(m) in ok else None
+        cur = batches[-1]
+        if line is not None:
+            n = cost(line) + 1 if cost is not None and max_tokens is not None else 0
+            full = used + len(line) + 1 > max_chars or (
+                max_tokens is not None and tokens + n > max_tokens
+            )
+            if cur.lines and full:
+                cur = Batch([], [])
+                batches.append(cur)
+                used = tokens = 0
+            cur.lines.append(line)
+            used += len(line) + 1
+            tokens += n
+        cur.messages.append(m)
+    return [b for b in batches if b.messages]
+
+
+def is_no_memory(reply: str) -> bool:
+    """Exactly the sentinel (or an English one), never a line that merely contains it."""
+    return is_sentinel(reply) or reply.strip().strip(_EDGE).casefold() in EN_SENTINELS
+
+
+# ---- recall: the words of a user message worth searching MEMORY.md for ----
+
+
+def query_words(text: str, limit: int = 40) -> list[str]:
+    """Search words for recall: no stop words, English contractions and possessives cut
+    ("cat's" -> "cat"), CJK runs cut into bigrams (see `_cjk_bigrams`), at most `limit`."""
+    out: dict[str, None] = {}
+    for run in _CJK_RUN.findall(text):
+        if len(run) <= 2:
+            if not all(ch in _CJK_STOP for ch in run):
+                out[run] = None
+            continue
+        out.update(dict.fromkeys(_cjk_bigrams(run)))
+    for word in _CJK_RUN.sub(" ", text).split():
+        w = word.strip(_EDGE + "'\"()[]{}<>:;`*#’").casefold()
+        w = _APOSTROPHE.sub("", w)
+        if len(w) >= 2 and w not in _STOP:
+            out[w] = None
+    return list(out)[:limit]
+
+
+def _cjk_bigrams(run: str) -> list[str]:
+    """The bigrams of a CJK run made of two content characters; a content character with no
+    such bigram (between function characters: 住 in 我住在哪里) keeps the bigrams it is in."""
+    content = [ch not in _CJK_STOP for ch in run]
+    pairs = [i for i in range(len(run) - 1) if content[i] and content[i + 1]]
+    covered = {j for i in pairs for j in (i, i + 1)}
+    for j in range(len(run)):
+        if content[j] and j not in covered:
+            pairs += [i for i in (j - 1, j) if 0 <= i < len(run) - 1]
+    return [run[i : i + 2] for i in sorted(set(pairs))]
+
+
+def word_pattern(word: str) -> re.Pattern[str]:
+    """CJK: a substring. Latin: from a word start; a word of 4 letters or less whole, or with a
+    plural ending ("use" must not match "user", "cat" matches "cats"), a longer one also as a
+    prefix ("deploy" matches "deployment")."""
+    if not word.isascii():
+        return re.compile(re.escape(word))
+    tail = r"(?:s|es)?\b" if len(word) <= 4 else ""
+    return re.compile(r"\b" + re.escape(word) + tail)

@@ -1,0 +1,468 @@
+"""Memory upkeep: overflow summaries, automatic memory, /compact and recall.
+
+SPEC §5, seed `000_…`, with CountBot's bugs fixed (research/countbot_digest.md §2, §3, §9):
+
+- **Overflow.** Messages older than the next request's history window are *overflow*: the window
+  holds the newest `max_history_messages` sendable messages, starting on a user message, and
+  trimmed further by the token budget (computed here without tool definitions or recalled memory,
+  so it is never smaller than the window the engine sends: nothing still sent is archived). They
+  are summarised in batches, only when at least max(4, window / 2) of them have accumulated
+  (hysteresis), so a full window costs one call every window / 4 turns, not one a turn. A batch
+  is summarised oldest first within a character budget and, on a small context window, a token
+  budget (longer batches become several calls). On success one MEMORY.md line (`auto-overflow`)
+  is written — nothing when the reply is exactly the sentinel — and the batch moves from
+  `messages` to `archived` (kept, no longer sent) inside one `store.update`. So a message leaves
+  `messages` exactly once: it is never summarised twice. A failed, timed-out or empty call
+  changes nothing and raises `SummaryError`; the batch is tried again after a later turn.
+- **Automatic memory.** First when the session has `auto_messages` sendable messages or
+  `auto_chars` characters, then every `auto_messages` new ones: the messages after its cursor,
+  newest kept within 4,000 characters, with the conversation-to-memory prompt (`auto-memory`).
+  The cursor moves only on success or sentinel. It is `cursors["auto_memory"]` (messages
+  consumed), `cursors["auto_memory_id"]` (a key of the last one) and `cursors["auto_memory_at"]`
+  (its time as YYYYMMDDhhmmss): when /undo or /retry removed that message, the messages newer
+  than that time are the new ones (a count alone would swallow the messages added since).
+- **Bounded.** Summary calls go through `summariser.Summariser`: no retries, a short timeout,
+  one deadline per upkeep run, no second call after a failure (see there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+from countbot_cli.conversation.context import history_window, sendable
+from countbot_cli.conversation.tokens import TokenCounter
+from countbot_cli.errors import UsageError
+from countbot_cli.interrupts import sigint_deferred
+from countbot_cli.memory.digest import (
+    AUTO_CHARS,
+    OVERFLOW_CHARS,
+    Batch,
+    TextCost,
+    format_newest,
+    is_no_memory,
+    message_key,
+    overflow_batches,
+    query_words,
+    summary_line,
+    word_pattern,
+)
+from countbot_cli.memory.summariser import Postponed, Summariser, SummaryError
+from countbot_cli.messages import Message
+from countbot_cli.prompts import (
+    NO_MEMORY_SENTINEL,
+    SESSION_CONTEXT_HEADER,
+    PromptFacts,
+    conversation_memory_prompt,
+    overflow_summary_prompt,
+    system_prompt,
+    with_session_context,
+)
+
+if TYPE_CHECKING:
+    from countbot_cli.config.settings import Settings
+    from countbot_cli.conversation.budget import WindowBudget
+    from countbot_cli.conversation.engine import Engine
+    from countbot_cli.conversation.session import Session
+    from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.memory.store import MemoryStore
+    from countbot_cli.provider import Provider
+
+SOURCE_OVERFLOW = "auto-overflow"
+SOURCE_AUTO = "auto-memory"
+CURSOR_OVERFLOW = "overflow"  # key of the last archived message (archiving is the real cursor)
+CURSOR_AUTO = "auto_memory"  # how many messages (archived + live) automatic memory consumed
+CURSOR_AUTO_ID = "auto_memory_id"  # key of the last of them
+CURSOR_AUTO_AT = "auto_memory_at"  # its created_at as YYYYMMDDhhmmss
+CURSOR_FAILURES = "summary_failures"  # consecutive upkeep runs whose summary call failed
+CURSOR_RETRY_AT = "summary_retry_at"  # no summary call before this many turns (user messages)
+MAX_BACKOFF_TURNS = 16
+MIN_BATCH = 4
+RECALL_ENTRIES = 5
+RECALL_TOKENS = 300
+
+
+class _Stale(Exception):
+    """The session changed under us (another process archived the batch first)."""
+
+
+class Compacted(list[str]):
+    """What /compact wrote to MEMORY.md (one line a batch; a sentinel reply writes none), and in
+    `archived` how many messages it moved out of the window."""
+
+    archived: int = 0
+
+
+def batch_threshold(window_size: int) -> int:
+    """Overflow messages needed before a summary call (hysteresis)."""
+    return max(MIN_BATCH, window_size // 2)
+
+
+class MemoryKeeper:
+    def __init__(
+        self,
+        settings: Settings,
+        provider: Provider,
+        store: SessionStore | None,
+        memory: MemoryStore,
+        *,
+        counter: TokenCounter | None = None,
+        today: Callable[[], date] = date.today,
+        summariser: Summariser | None = None,
+    ) -> None:
+        self.settings = settings
+        self.provider = provider
+        self.store = store
+        self.memory = memory
+        self._counter = counter
+        self.today = today
+        self.summariser = summariser or Summariser(settings, provider)
+        self._budget: WindowBudget | None = None
+
+    @property
+    def counter(self) -> TokenCounter:
+        if self._counter is None:
+            self._counter = TokenCounter(self.provider.model)
+        return self._counter
+
+    @property
+    def calls(self) -> int:
+        """Summary calls made (for benches and tests)."""
+        return self.summariser.calls
+
+    @property
+    def chars_sent(self) -> int:
+        return self.summariser.chars_sent
+
+    def _language(self) -> str:
+        return self.settings.persona.language
+
+    def _max_history(self) -> int:
+        return self.settings.persona.max_history_messages
+
+    # ---- overflow ----
+
+    def overflow(self, session_id: str) -> list[str]:
+        """Summarise pending overflow once a batch has accumulated; returns the lines written."""
+        return self._overflow(session_id, force=False)
+
+    def compact(self, session_id: str) -> Compacted:
+        """`/compact`: summarise everything outside the window now. Raises SummaryError."""
+        if self.store is None:
+            raise UsageError("this conversation is not saved: there is nothing to compact")
+        return self._overflow(session_id, force=True)
+
+    def pending_overflow(self, session: Session) -> list[Message]:
+        """The messages of `session` outside the next request's window (oldest first)."""
+        return self._split(session)[0]
+
+    def _split(self, session: Session) -> tuple[list[Message], list[Message]]:
+        """(overflow region, window) of `session`'s live messages. The last exchange (the last
+        user message and what follows) is never overflow, so /undo and /retry always find it."""
+        msgs = session.messages
+        window = self._token_window(session, history_window(msgs, self._max_history()))
+        usable = sendable(msgs)
+        first = window[0] if window else None
+        if first is None and not usable:  # only failed turns: they stay for /retry
+            return [], []
+        edge = first if first is not None else usable[-1]
+        boundary = _index(msgs, edge) + (0 if first is not None else 1)
+        last_user = next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i].role == "user"), 0)
+        return msgs[: min(boundary, last_user)], window
+
+    def _token_window(self, session: Session, window: list[Message]) -> list[Message]:
+        """`window` trimmed by the token budget, counting the system prompt and the session
+        summary but no tools or recalled memory: never smaller than the engine's window."""
+        if not window:
+            return window
+        if self._budget is None:
+            from countbot_cli.conversation.budget import make_budget
+
+            self._budget = make_budget(self.settings, self.counter)
+        p = self.settings.persona
+        facts = PromptFacts(
+            ai_name=p.ai_name,
+            user_name=p.user_name,
+            personality=p.personality,
+            language=p.language,
+            workspace=str(self.settings.tools.workspace),
+            today=self.today(),
+            tools_enabled=False,  # the shorter tool text; no --system/`/system` text either
+        )
+        system = with_session_context(system_prompt(facts), session.summary)
+        fixed = [{"role": "system", "content": system}, {"role": "user", "content": ""}]
+        return self._budget(window, fixed)
+
+    def _overflow(self, session_id: str, *, force: bool) -> Compacted:
+        written = Compacted()
+        if self.store is None:
+            return written
+        region, window = self._split(self.store.load(session_id))
+        if not region or (not force and len(region) < batch_threshold(len(window))):
+            return written
+        cost, max_tokens = self._input_budget(overflow_summary_prompt("", self._language()))
+        for batch in overflow_batches(region, OVERFLOW_CHARS, cost=cost, max_tokens=max_tokens):
+            reply = None
+            if batch.lines:
+                prompt = overflow_summary_prompt("\n".join(batch.lines), self._language())
+                try:
+                    reply = self.summariser.summarise(prompt, "overflow summary")
+                except SummaryError as exc:
+                    exc.written = written
+                    raise
+                except Postponed:
+                    break
+            try:
+                line = self._commit_overflow(session_id, batch.messages, reply)
+            except _Stale:
+                break
+            written.archived += len(batch.messages)
+            if line is not None:
+                written.append(line)
+        return written
+
+    def _input_budget(self, template: str) -> tuple[TextCost | None, int | None]:
+        """How many tokens of conversation one summary call may carry on this model: None when
+        any batch of OVERFLOW_CHARS surely fits (3 UTF-8 bytes a character at most, and a token
+        is at least a byte), so no encoding is loaded for it."""
+        s = self.summariser
+        scale = max(1.0, self.counter.ratio)
+        room = int(s.window * 0.9) - s.max_tokens - int(len(template.encode()) * scale)
+        if OVERFLOW_CHARS * 3 * scale <= room:
+            return None, None
+        return self.counter.count_text, max(200, room)
+
+    def _commit_overflow(
+        self, session_id: str, batch: list[Message], reply: str | None
+    ) -> str | None:
+        assert self.store is not None
+        ids = [m.id for m in batch]
+        box: list[str] = []
+
+        def apply(s: Session) -> None:
+            if [m.id for m in s.messages[: len(ids)]] != ids:
+                raise _Stale
+            if reply is not None and not is_no_memory(reply):
+                entry = self.memory.add(reply, SOURCE_OVERFLOW, date=self.today())
+                if entry is not None:
+                    box.append(entry.line)
+            s.archived.extend(s.messages[: len(ids)])
+            del s.messages[: len(ids)]
+            s.cursors[CURSOR_OVERFLOW] = message_key(ids[-1])
+
+        with sigint_deferred():
+            self.store.update(session_id, apply, touch=False)
+        return box[0] if box else None
+
+    # ---- automatic memory ----
+
+    def auto_memory(self, session_id: str) -> list[str]:
+        """Summarise the messages since the cursor when a threshold is reached."""
+        if self.store is None:
+            return []
+        session = self.store.load(session_id)
+        everything = session.all_messages()
+        start = auto_cursor(session, everything)
+        new = sendable(everything[start:])
+        mem = self.settings.memory
+        if CURSOR_AUTO in session.cursors:
+            due = len(new) >= mem.auto_messages
+        else:
+            due = (
+                len(new) >= mem.auto_messages or sum(len(m.content) for m in new) >= mem.auto_chars
+            )
+        if not due or not everything:
+            return []
+        cost, max_tokens = self._input_budget(conversation_memory_prompt("", self._language()))
+        text = format_newest(new, AUTO_CHARS, cost=cost, max_tokens=max_tokens)
+        reply = None
+        if text:
+            prompt = conversation_memory_prompt(text, self._language())
+            try:
+                reply = self.summariser.summarise(prompt, "automatic memory")
+            except Postponed:
+                return []
+        return self._commit_auto(session_id, everything[-1], reply)
+
+    def _commit_auto(self, session_id: str, last: Message, reply: str | None) -> list[str]:
+        assert self.store is not None
+        box: list[str] = []
+
+        def apply(s: Session) -> None:
+            everything = s.all_messages()
+            pos = next(
+                (i for i in range(len(everything) - 1, -1, -1) if everything[i].id == last.id),
+                None,
+            )
+            if pos is None or pos + 1 <= auto_cursor(s, everything):
+                raise _Stale  # the message is gone, or another process got there first
+            if reply is not None and not is_no_memory(reply):
+                entry = self.memory.add(reply, SOURCE_AUTO, date=self.today())
+                if entry is not None:
+                    box.append(entry.line)
+            s.cursors[CURSOR_AUTO] = pos + 1
+            s.cursors[CURSOR_AUTO_ID] = message_key(last.id)
+            stamp = time_stamp(last.created_at)
+            if stamp is not None:
+                s.cursors[CURSOR_AUTO_AT] = stamp
+            else:
+                s.cursors.pop(CURSOR_AUTO_AT, None)
+
+        try:
+            with sigint_deferred():
+                self.store.update(session_id, apply, touch=False)
+        except _Stale:
+            return []
+        return box
+
+    # ---- the hook for the engine ----
+
+    def upkeep_hooks(self) -> list[Callable[[str], None]]:
+        mem = self.settings.memory
+        return [self.upkeep] if mem.overflow_summary or mem.auto_memory else []
+
+    def upkeep(self, session_id: str) -> None:
+        """After a saved turn: overflow, then automatic memory, as one bounded run. A failed
+        overflow call is reported after automatic memory had its chance (which makes no call
+        in the same run: the summariser just failed). After failures in a row the next tries
+        wait longer: the next turn, then 2, 4 ... turns (at most 16), so a summariser that is
+        down does not cost every turn a timeout; /compact always tries."""
+        if self.store is None:
+            return
+        mem = self.settings.memory
+        session = self.store.load(session_id)
+        if session.cursors.get(CURSOR_RETRY_AT, 0) > _turns(session):
+            return
+        failure: SummaryError | None = None
+        calls = self.summariser.calls
+        with self.summariser.run():
+            if mem.overflow_summary:
+                try:
+                    self.overflow(session_id)
+                except SummaryError as exc:
+                    failure = exc
+            if mem.auto_memory:
+                try:
+                    self.auto_memory(session_id)
+                except SummaryError as exc:
+                    failure = failure or exc
+        if self.summariser.calls > calls and (failure or CURSOR_FAILURES in session.cursors):
+            self._note_outcome(session_id, failed=failure is not None)
+        if failure is not None:
+            raise failure
+
+    def _note_outcome(self, session_id: str, *, failed: bool) -> None:
+        """Count failed runs in a row in the session; a success clears the count."""
+        assert self.store is not None
+
+        def apply(s: Session) -> None:
+            if not failed:
+                s.cursors.pop(CURSOR_FAILURES, None)
+                s.cursors.pop(CURSOR_RETRY_AT, None)
+                return
+            n = s.cursors.get(CURSOR_FAILURES, 0) + 1
+            s.cursors[CURSOR_FAILURES] = n
+            s.cursors[CURSOR_RETRY_AT] = _turns(s) + min(2 ** (n - 1), MAX_BACKOFF_TURNS)
+
+        with sigint_deferred():
+            self.store.update(session_id, apply, touch=False)
+
+    # ---- recall (memory.inject) ----
+
+    def recall(self, user_text: str) -> list[str]:
+        """MEMORY.md entries for the system prompt (`relevant`, `recent` or `off`), at most
+        RECALL_ENTRIES within RECALL_TOKENS; an entry too long for what is left is skipped."""
+        mode = self.settings.memory.inject
+        if mode == "recent":
+            entries = list(reversed(self.memory.tail(RECALL_ENTRIES)))
+        elif mode == "relevant":
+            entries = self._relevant(user_text)
+        else:
+            return []
+        out: list[str] = []
+        used = 0
+        for e in entries:
+            text = f"{e.date}: {e.content}"
+            cost = self.counter.count_text(text) + 2
+            if used + cost > RECALL_TOKENS:
+                continue
+            out.append(text)
+            used += cost
+            if len(out) >= RECALL_ENTRIES:
+                break
+        return out if mode != "recent" else list(reversed(out))
+
+    def _relevant(self, user_text: str) -> list[Any]:
+        words = query_words(user_text)
+        if not words:
+            return []
+        found = self.memory.search(words, limit=RECALL_ENTRIES * 4)
+        patterns = [word_pattern(w) for w in words]
+        scored = [(sum(bool(p.search(e.content.casefold())) for p in patterns), e) for e in found]
+        scored = [se for se in scored if se[0] > 0]
+        scored.sort(key=lambda se: -se[0])  # stable: the store's order (newer first) breaks ties
+        return [e for _, e in scored[: RECALL_ENTRIES * 2]]
+
+
+def _turns(session: Session) -> int:
+    """User messages so far (archived ones too): one a turn, failed turns included."""
+    return sum(m.role == "user" for m in session.archived) + sum(
+        m.role == "user" for m in session.messages
+    )
+
+
+def _index(messages: Sequence[Message], m: Message) -> int:
+    return next(i for i in range(len(messages) - 1, -1, -1) if messages[i] is m)
+
+
+def time_stamp(created_at: str) -> int | None:
+    """`2026-11-29T19:30:00Z` as 20261129193000 (cursors hold integers); None if malformed."""
+    digits = "".join(ch for ch in created_at if ch.isdigit())
+    return int(digits[:14]) if len(digits) >= 14 else None
+
+
+def auto_cursor(session: Session, everything: Sequence[Message]) -> int:
+    """How many of `everything` (archived + live) automatic memory has consumed."""
+    pos = session.cursors.get(CURSOR_AUTO, 0)
+    key = session.cursors.get(CURSOR_AUTO_ID)
+    if key is None or pos <= 0:
+        return 0
+    if pos <= len(everything) and message_key(everything[pos - 1].id) == key:
+        return pos
+    for i in range(len(everything) - 1, -1, -1):  # a message before it was deleted
+        if message_key(everything[i].id) == key:
+            return i + 1
+    at = session.cursors.get(CURSOR_AUTO_AT)  # the message itself was removed (/undo, /retry)
+    if at is not None:
+        for i, m in enumerate(everything):
+            stamp = time_stamp(m.created_at)
+            if stamp is not None and stamp > at:
+                return min(i, pos)
+    return min(pos, len(everything))
+
+
+def keeper_of(engine: Engine) -> MemoryKeeper | None:
+    """The MemoryKeeper `app.build_engine` attached to `engine` (None without one)."""
+    keeper = engine.memory_keeper
+    return keeper if isinstance(keeper, MemoryKeeper) else None
+
+
+__all__ = [
+    "NO_MEMORY_SENTINEL",
+    "SESSION_CONTEXT_HEADER",
+    "Batch",
+    "Compacted",
+    "MemoryKeeper",
+    "SummaryError",
+    "auto_cursor",
+    "batch_threshold",
+    "format_newest",
+    "is_no_memory",
+    "keeper_of",
+    "message_key",
+    "overflow_batches",
+    "query_words",
+    "summary_line",
+    "time_stamp",
+]

@@ -1,0 +1,292 @@
+"""The long-term memory store: MEMORY.md, one entry a line.
+
+Format (SPEC §5; CountBot's `{date}|{source}|{content}`)::
+
+    YYYY-MM-DD|source|content
+
+- `source` is `auto-overflow`, `auto-memory`, `tool` or `user` (CountBot channel names such as
+  `web-chat` are read too). `content` is one line: on `add` escape sequences and control characters
+  are dropped and every run of whitespace, newlines included, becomes one space. `|` inside content is fine:
+  a line is split on its first two `|` only.
+- Blank lines and lines starting with `#` are ignored, so the file carries a header.
+- A line that does not parse (fewer than two `|`, a bad date, an empty source or content, bytes
+  that are not UTF-8) is skipped by search but kept byte for byte when the file is rewritten.
+- Line numbers (`Entry.line_no`) are 1-based lines of the file, header included, so the numbers
+  `countbot memory show` prints are the ones `memory delete` takes.
+
+Improvements on CountBot (digest §4, §9.4): an identical entry is not added twice; every write
+holds an exclusive lock (`MEMORY.md.lock`, `fcntl.flock`), re-reads the file under it and replaces
+the file atomically (temp file in the same folder, fsync, `os.replace`, fsync of the folder), so
+concurrent writers lose nothing and a crash leaves the old or the new file, never half of one;
+search ranks its results and understands Chinese and Japanese text without spaces.
+
+Reads take no lock (the file is only ever replaced whole). Parsed contents are cached per store,
+keyed by the file's identity, size and mtime, so repeated searches do not parse again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date as Date
+from pathlib import Path
+
+from countbot_cli import fileio
+from countbot_cli.errors import StorageError, UsageError
+from countbot_cli.memory import search as _mi
+from countbot_cli.memory.search import Entry
+from countbot_cli.textsafe import sanitize_line
+
+__all__ = ["DEFAULT_HEADER", "SOURCES", "Entry", "MemoryStats", "MemoryStore", "normalize_content"]
+
+SOURCES = ("auto-overflow", "auto-memory", "tool", "user")
+
+DEFAULT_HEADER = (
+    "# countbot long-term memory\n"
+    "#\n"
+    "# One entry a line: YYYY-MM-DD|source|content\n"
+    "# source is auto-overflow, auto-memory, tool or user; content is a single line and may\n"
+    "# contain '|'. Blank lines and lines starting with '#' are ignored. Edit by hand if you\n"
+    "# like, or use `countbot memory show|search|add|delete`.\n"
+    "\n"
+)
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    total: int
+    sources: dict[str, int]
+    first_date: str | None
+    last_date: str | None
+    unparsed_lines: tuple[int, ...]
+
+
+def normalize_content(text: str) -> str:
+    """One line: escape sequences and control characters dropped (textsafe), every run of
+    whitespace, newlines included, one space, lone surrogates U+FFFD."""
+    return _mi.replace_surrogates(sanitize_line(text))
+
+
+def _check_source(source: str) -> str:
+    if not _mi.valid_source(source):
+        raise ValueError(f"invalid memory source {source!r}")
+    return source
+
+
+def _date_text(when: Date | str | None) -> str:
+    if when is None:
+        return Date.today().isoformat()
+    if isinstance(when, Date):
+        return when.isoformat()
+    if not _mi.valid_date(when):
+        raise ValueError(f"invalid memory date {when!r} (want YYYY-MM-DD)")
+    return when
+
+
+class MemoryStore:
+    """MEMORY.md at `path`. Safe to use from several processes and threads at once."""
+
+    def __init__(self, path: Path, *, lock_timeout: float = 10.0) -> None:
+        self.path = Path(path)
+        self.lock_timeout = lock_timeout
+        self._snap: _mi.Snapshot | None = None
+
+    # ------------------------------------------------------------------ reading
+
+    def entries(self) -> list[Entry]:
+        return list(self._load().entries())
+
+    def tail(self, n: int) -> list[Entry]:
+        """The last `n` entries in file order (oldest of them first)."""
+        if n <= 0:
+            return []
+        return list(self._load().entries()[-n:])
+
+    def recent(self, n: int = 10) -> list[Entry]:
+        """The `n` newest entries by date, then by position in the file; newest first."""
+        snap = self._load()
+        if n <= 0:
+            return []
+        order = snap.index().by_age
+        return [snap.entry(i) for i in reversed(order[-n:])]
+
+    def read(self, start_line: int | None = None, end_line: int | None = None) -> list[Entry]:
+        """Entries on lines `start_line..end_line` (inclusive), CountBot's `read` semantics.
+
+        `start_line` is clamped into the span of entry lines and `end_line` into
+        [start_line, last entry line]; `end_line=None` with a start means that one line; no
+        start means from the first entry; neither means every entry. The memory tool should call
+        `recent()` when the model gives no start line, as CountBot does.
+        """
+        snap = self._load()
+        if not snap.contents:
+            return []
+        first, last = snap.line_nos[0], snap.line_nos[-1]
+        if start_line is None:
+            start = first
+            end = last if end_line is None else end_line
+        else:
+            start = start_line
+            end = start_line if end_line is None else end_line
+        start = min(max(start, first), last)
+        end = min(max(end, start), last)
+        return [e for e in snap.entries() if start <= e.line_no <= end]
+
+    def search(self, words: str | Iterable[str], *, limit: int | None = 10) -> list[Entry]:
+        """Best matches first: all words matched, then more words, then newer. See `search_total`."""
+        return self.search_total(words, limit=limit)[0]
+
+    def search_total(
+        self, words: str | Iterable[str], *, limit: int | None = 10
+    ) -> tuple[list[Entry], int]:
+        """The best `limit` matches (None: all) and how many entries matched at all.
+
+        `words` (a string is split on whitespace) are matched case-insensitively as substrings of
+        the content. A word mixing scripts is split into runs (`Redis配置` is `redis` and `配置`);
+        a CJK run of three or more characters that is not found whole also matches an entry
+        holding at least half of its character bigrams, ranked below whole matches.
+        """
+        if limit is not None and limit < 1:
+            raise ValueError("limit must be at least 1")
+        terms = _mi.query_terms([words] if isinstance(words, str) else list(words))
+        if not terms:
+            raise UsageError("nothing to search for: give at least one word")
+        snap = self._load()
+        ranked, total = snap.index().search(terms, limit)
+        return [snap.entry(i) for i in ranked], total
+
+    def stats(self) -> MemoryStats:
+        snap = self._load()
+        sources: dict[str, int] = {}
+        for s in snap.sources:
+            sources[s] = sources.get(s, 0) + 1
+        dates = snap.dates
+        return MemoryStats(
+            total=len(snap.contents),
+            sources=sources,
+            first_date=min(dates) if dates else None,
+            last_date=max(dates) if dates else None,
+            unparsed_lines=tuple(snap.bad_lines),
+        )
+
+    # ------------------------------------------------------------------ writing
+
+    def add(
+        self, content: str, source: str = "user", date: Date | str | None = None
+    ) -> Entry | None:
+        """Append one entry; None when an identical entry is already stored."""
+        added = self.add_many([content], source, date=date)
+        return added[0] if added else None
+
+    def add_many(
+        self, contents: Iterable[str], source: str, *, date: Date | str | None = None
+    ) -> list[Entry]:
+        """Append several entries in one locked write; duplicates (stored or repeated) are skipped.
+
+        An empty item raises UsageError before anything is written.
+        """
+        texts = [normalize_content(c) for c in contents]
+        if any(not t for t in texts):
+            raise UsageError("a memory entry cannot be empty")
+        src, day = _check_source(source), _date_text(date)
+        with self._locked():
+            snap = self._load()
+            seen = snap.normalized()
+            fresh: list[str] = []
+            for t in texts:
+                if t not in seen:
+                    seen.add(t)
+                    fresh.append(t)
+            if not fresh:
+                return []
+            new = snap.appended([(day, src, t) for t in fresh], header=DEFAULT_HEADER)
+            self._write(new.render())
+            self._snap = new.with_key(self._stat_key())
+        total = len(new.contents)
+        return [new.entry(i) for i in range(total - len(fresh), total)]
+
+    def delete(self, line_numbers: Iterable[int]) -> int:
+        """Delete the entries on these lines; returns how many. See `pop_lines`."""
+        return len(self.pop_lines(line_numbers))
+
+    def pop_lines(self, line_numbers: Iterable[int]) -> list[str]:
+        """Delete these lines (entries, or lines that did not parse) in one locked atomic write.
+
+        Line numbers refer to the file as it is now. Header, comment and blank lines, and
+        numbers past the end, are refused with UsageError and nothing is deleted. Returns the
+        removed lines as they were in the file; every other line is kept byte for byte.
+        """
+        wanted = sorted(set(line_numbers))
+        if not wanted:
+            raise UsageError("give at least one line number to delete")
+        with self._locked():
+            snap = self._load()
+            for n in wanted:
+                problem = snap.undeletable(n)
+                if problem:
+                    raise UsageError(f"line {n} of {self.path}: {problem}; nothing deleted")
+            new, removed = snap.without(wanted)
+            self._write(new.render())
+            self._snap = new.with_key(self._stat_key())
+        return removed
+
+    # ------------------------------------------------------------------ file handling
+
+    def _target(self) -> Path:
+        return Path(os.path.realpath(self.path))
+
+    def _stat_key(self) -> tuple[int, ...] | None:
+        try:
+            st = os.stat(self._target())
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot read {self.path}: {exc.strerror}") from exc
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def _load(self) -> _mi.Snapshot:
+        key = self._stat_key()
+        snap = self._snap
+        if snap is not None and snap.key == key:
+            return snap
+        if key is None:
+            snap = _mi.Snapshot.parse(b"", key=None)
+        else:
+            try:
+                data = self._target().read_bytes()
+            except FileNotFoundError:
+                return _mi.Snapshot.parse(b"", key=None)
+            except OSError as exc:
+                raise StorageError(f"cannot read {self.path}: {exc.strerror}") from exc
+            # stat again: if the file changed while being read, do not cache under the old key
+            snap = _mi.Snapshot.parse(data, key=key if key == self._stat_key() else ())
+        self._snap = snap
+        return snap
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        target = self._target()
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot lock {self.path}: {exc.strerror}") from exc
+        lock = target.with_name(target.name + ".lock")
+        with fileio.locked(lock, self.lock_timeout, str(self.path)):
+            _remove_stale_temps(target)
+            yield
+
+    def _write(self, data: bytes) -> None:
+        try:
+            fileio.atomic_write(self._target(), data)
+        except OSError as exc:
+            raise StorageError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+
+
+def _remove_stale_temps(target: Path) -> None:
+    """Temp files left by a writer that was killed. Only called while holding the lock."""
+    for stale in target.parent.glob(f".{target.name}.*{fileio.TEMP_SUFFIX}"):
+        with contextlib.suppress(OSError):
+            stale.unlink()

@@ -1,0 +1,186 @@
+"""The summary calls of memory upkeep, bounded: the user never waits long after an answer.
+
+Upkeep runs after the answer was shown, and `ask` cannot exit before it ends. Through the chat
+provider a hung summariser would cost 3 attempts of 120 s each, per call. So a summary call:
+
+- goes to a dedicated provider made from the chat provider's settings with no retries and a read
+  timeout of at most `SUMMARY_READ_TIMEOUT` (an in-process local model is used as it is);
+- is streamed, so a total deadline can be checked as events arrive, and a reasoning model's
+  thinking keeps the connection alive;
+- fails after `SUMMARY_READ_TIMEOUT` in all (silence or a slow trickle alike);
+- belongs to a run (`Summariser.run()`): after `UPKEEP_SECONDS` no new call starts, and after a
+  failed call no other call of the same run is made, so a hung summariser costs one timeout and
+  a slow one about a minute at worst. What was not summarised waits, untouched, for a later
+  turn;
+- asks for at most the reply reserve of the window (`max_tokens`, else min(4096, window / 8)),
+  so a small local model cannot ramble until its context is full.
+
+Ctrl-C during a call raises KeyboardInterrupt with nothing changed; `sigint_deferred` holds it
+while a result is written (MEMORY.md line and archive move), so that pair is never half done.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from countbot_cli.conversation.budget import reply_reserve
+from countbot_cli.conversation.tokens import context_window_for
+from countbot_cli.errors import CountbotError
+from countbot_cli.messages import ChatRequest, Finished, TextDelta
+
+if TYPE_CHECKING:
+    from countbot_cli.config.settings import Settings
+    from countbot_cli.provider import Provider
+
+SUMMARY_TEMPERATURE = 0.3
+SUMMARY_READ_TIMEOUT = 30.0  # a summary call fails after this long (in all, inside a run)
+UPKEEP_SECONDS = 30.0  # no summary call starts later than this after the run began
+LATER = "the messages stay and are tried again after a later turn"
+
+
+class SummaryError(CountbotError):
+    """A memory summary call failed; its messages were not changed and are tried again later.
+    `written` holds the lines earlier batches of the same run wrote before it."""
+
+    written: list[str] = []  # replaced per instance, never mutated
+
+
+class Postponed(Exception):
+    """The run is out of time or a call of it failed: the rest waits for a later turn."""
+
+
+class Summariser:
+    """Makes the summary calls of one MemoryKeeper."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        provider: Provider,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        read_timeout: float = SUMMARY_READ_TIMEOUT,
+        run_seconds: float = UPKEEP_SECONDS,
+    ) -> None:
+        self.settings = settings
+        self.provider = provider
+        self.clock = clock
+        self.read_timeout = read_timeout
+        self.run_seconds = run_seconds
+        self.calls = 0  # summary calls made (for benches and tests)
+        self.chars_sent = 0  # prompt characters sent to the summariser
+        self._deadline: float | None = None
+        self._failed = False
+
+    @property
+    def window(self) -> int:
+        cfg = self.settings.provider
+        same = cfg.model == self.provider.model
+        return context_window_for(self.provider.model, cfg.context_window if same else None)
+
+    @property
+    def max_tokens(self) -> int:
+        return reply_reserve(self.settings.max_tokens, self.window)
+
+    @contextmanager
+    def run(self) -> Iterator[None]:
+        """One upkeep run: a deadline for starting calls, and no call after a failed one."""
+        outer = self._deadline is not None
+        if not outer:
+            self._deadline = self.clock() + self.run_seconds
+            self._failed = False
+        try:
+            yield
+        finally:
+            if not outer:
+                self._deadline = None
+
+    def summarise(self, prompt: str, what: str) -> str:
+        """The model's one-line reply to `prompt`. Raises SummaryError (the call failed, timed
+        out or returned nothing) or Postponed (inside a run: out of time, or already failed)."""
+        from countbot_cli.errors import ReadTimeoutError
+
+        total = self._time_for_call()
+        self.calls += 1
+        self.chars_sent += len(prompt)
+        try:
+            text = self._call(prompt, total)
+        except ReadTimeoutError:
+            self._failed = True
+            raise SummaryError(f"{what} failed: no answer within {total:.0f} s; {LATER}") from None
+        except CountbotError as exc:
+            self._failed = True
+            raise SummaryError(f"{what} failed: {exc.user_message()}; {LATER}") from exc
+        text = " ".join(text.split())
+        if not text:
+            self._failed = True
+            raise SummaryError(f"{what} failed: the model returned nothing; {LATER}")
+        return text
+
+    def _time_for_call(self) -> float:
+        """Seconds this call may take in all: the read timeout (outside a run, twice that)."""
+        if self._deadline is None:
+            return 2 * self.read_timeout
+        if self._failed:
+            raise Postponed("an earlier summary call of this run failed")
+        if self.clock() >= self._deadline:
+            raise Postponed("memory upkeep is out of time for this turn")
+        return self.read_timeout
+
+    def _call(self, prompt: str, total: float) -> str:
+        req = ChatRequest(
+            model=self.provider.model,
+            messages=[{"role": "user", "content": prompt}],
+            tools=None,
+            temperature=SUMMARY_TEMPERATURE,
+            max_tokens=self.max_tokens,
+            stream=True,
+        )
+        provider, own = self._provider(min(self.read_timeout, total))
+        end = self.clock() + total
+        try:
+            return _collect(provider.stream(req), lambda: self.clock() > end)
+        finally:
+            if own:
+                provider.close()
+
+    def _provider(self, read_timeout: float) -> tuple[Provider, bool]:
+        """A dedicated HTTP provider (no retries, short read timeout), or the chat provider
+        itself when it is not an HTTP one (the local model, test doubles)."""
+        from countbot_cli.config.providers import ProviderConfig
+
+        cfg = getattr(self.provider, "cfg", None)
+        if not isinstance(cfg, ProviderConfig) or cfg.type != "openai":
+            return self.provider, False
+        from countbot_cli.provider import make_provider
+
+        quick = replace(
+            cfg,
+            model=self.provider.model,
+            read_timeout=min(cfg.read_timeout, read_timeout),
+            max_retries=0,
+        )
+        return make_provider(quick), True
+
+
+def _collect(events: Iterator[Any], late: Callable[[], bool]) -> str:
+    """The text of a streamed reply; ReadTimeoutError once `late()` turns true."""
+    from countbot_cli.errors import ReadTimeoutError
+
+    parts: list[str] = []
+    try:
+        for ev in events:
+            if isinstance(ev, TextDelta):
+                parts.append(ev.text)
+            elif isinstance(ev, Finished):
+                return ev.content or "".join(parts)
+            if late():
+                raise ReadTimeoutError("the answer took too long")
+    finally:
+        close = getattr(events, "close", None)
+        if callable(close):
+            close()
+    return "".join(parts)

@@ -1,0 +1,168 @@
+"""The REPL's input side: key bindings, the input history file and Tab completion (SPEC §2).
+
+Enter sends; Alt-Enter, Esc Enter and Ctrl-J insert a newline (not while searching, so Enter
+still ends a Ctrl-R search); a bracketed paste stays one message (prompt-toolkit inserts it).
+Ctrl-C clears a non-empty line and otherwise ends the prompt with KeyboardInterrupt (the REPL
+explains how to quit); in a Ctrl-R search it cancels the search. A SIGINT that arrives as a
+signal rather than as the key (the prompt's terminal is in raw mode) does the same. The history file only grows, so it is cut back to its newest entries at
+exit once past a size.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
+from prompt_toolkit.document import Document
+
+from countbot_cli.repl.slash import COMMANDS, lookup
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import History
+    from prompt_toolkit.input import Input
+    from prompt_toolkit.key_binding import KeyBindings
+    from prompt_toolkit.output import Output
+
+    from countbot_cli.repl.host import ReplHost
+
+
+HISTORY_MAX_BYTES = 1_000_000
+HISTORY_KEEP = 1000
+
+
+def make_prompt(
+    repl: ReplHost, history_path: Path, input: Input | None, output: Output | None
+) -> PromptSession[str]:
+    """The REPL's prompt: history file, completion, bottom toolbar, key bindings."""
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.completion import ThreadedCompleter
+
+    return PromptSession(
+        message=[("class:prompt", "> ")],
+        history=open_history(history_path, repl.warn),
+        completer=ThreadedCompleter(SlashCompleter(repl)),
+        complete_while_typing=True,
+        reserve_space_for_menu=4,
+        bottom_toolbar=repl.toolbar,
+        key_bindings=key_bindings(),
+        prompt_continuation=lambda width, _n, _soft: "… ".rjust(width),
+        enable_open_in_editor=True,
+        input=input,
+        output=output,
+    )
+
+
+def key_bindings() -> KeyBindings:
+    from prompt_toolkit.filters import is_searching
+    from prompt_toolkit.key_binding import KeyBindings
+
+    kb = KeyBindings()
+
+    @kb.add("escape", "enter", filter=~is_searching)
+    @kb.add("c-j", filter=~is_searching)
+    def _newline(event: Any) -> None:
+        event.current_buffer.insert_text("\n")
+
+    @kb.add("c-c", filter=~is_searching)
+    @kb.add("<sigint>", filter=~is_searching)  # a SIGINT at the prompt (kill -INT) is Ctrl-C too
+    def _cancel(event: Any) -> None:
+        buf = event.current_buffer
+        if buf.text:
+            buf.reset()
+        else:
+            event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
+
+    @kb.add("<sigint>", filter=is_searching)
+    def _end_search(event: Any) -> None:
+        """A SIGINT during a Ctrl-R search cancels the search, as the Ctrl-C key does."""
+        from prompt_toolkit.search import stop_search
+
+        stop_search()
+
+    return kb
+
+
+def open_history(path: Path, warn: Callable[[str], None]) -> History:
+    """The persistent history (file mode 0600, read in a thread); in memory if it cannot be."""
+    from prompt_toolkit.history import FileHistory, InMemoryHistory, ThreadedHistory
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    except OSError as exc:
+        warn(f"input history is not kept: cannot write {path} ({exc.strerror or exc})")
+        return InMemoryHistory()
+    return ThreadedHistory(FileHistory(str(path)))
+
+
+def trim_history(path: Path, max_bytes: int = HISTORY_MAX_BYTES, keep: int = HISTORY_KEEP) -> None:
+    """FileHistory only appends: past `max_bytes`, keep the last `keep` entries (atomic rewrite)."""
+    try:
+        if path.stat().st_size <= max_bytes:
+            return
+        data = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    entries = ("\n" + data).split("\n# ")
+    tail = "\n# ".join(entries[-keep:]).lstrip("\n")
+    if not tail.startswith("# "):
+        tail = "# " + tail
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(tail)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+class SlashCompleter(Completer):
+    """Command names after a leading `/` (with the space that follows a command that takes
+    arguments, so one Tab on `/res` gives `/resume `), then each command's arguments."""
+
+    def __init__(self, repl: ReplHost) -> None:
+        self.repl = repl
+        self._paths = PathCompleter(expanduser=True)
+
+    def get_completions(
+        self, document: Document, complete_event: CompleteEvent
+    ) -> Iterator[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/") or "\n" in text:
+            return
+        if text.lower().startswith("/mo"):
+            self.repl.prefetch_models()  # /model NAME completes at once when Tab comes
+        if " " not in text:
+            word = text[1:].lower()
+            for cmd in COMMANDS:
+                if cmd.name.startswith(word):  # a space after a command that takes arguments
+                    yield Completion(
+                        f"/{cmd.name}{' ' if cmd.args else ''}",
+                        -len(text),
+                        display=f"/{cmd.name}",
+                        display_meta=cmd.help,
+                    )
+            return
+        name, _, arg = text[1:].partition(" ")
+        found = lookup(name.lower())
+        if found is None:
+            return
+        cmd = found
+        arg = arg.lstrip()
+        if cmd.name == "export":
+            yield from self._paths.get_completions(Document(arg), complete_event)
+            return
+        if cmd.complete is None:
+            return
+        try:
+            choices = list(cmd.complete(self.repl, arg))
+        except Exception:  # completion must never break typing
+            return
+        for value, meta in choices:
+            if value.lower().startswith(arg.lower()):
+                yield Completion(value, -len(arg), display_meta=meta or None)

@@ -1,0 +1,299 @@
+"""How full the context window is: one count of the next request, for the toolbar and /tokens.
+
+`ContextMeter.breakdown` counts the system prompt, summary, memory entries, history window and
+tool definitions of the next request (without its new message) with the model's tokenizer
+(`tokens.TokenCounter`), calibrated against the provider's last reported prompt size. The bottom
+toolbar shows its total and `/tokens` its rows, so both always give the same figure. Until the
+tokenizer is loaded (in the background, after the first prompt is drawn) the toolbar uses the same
+rows counted at about four characters a token; a `~` marks any figure that is not the model's own
+tokenizer's.
+
+When the provider reports a prompt size that matches the messages alone far better than messages
+plus tool definitions (a local model whose chat template has no tools drops them), the tools are
+left out of the total and `/tokens` says so.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from countbot_cli.textsafe import sanitize_line
+
+if TYPE_CHECKING:
+    from countbot_cli.config.settings import Settings
+    from countbot_cli.conversation.engine import Engine, TurnResult
+    from countbot_cli.conversation.session import Session
+    from countbot_cli.conversation.tokens import TokenCounter
+
+ESTIMATE_ENCODING = "estimate"  # not an encoding: TokenCounter then counts ~4 characters a token
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    model: str
+    how: str  # how the tokens were counted, for /tokens
+    estimated: bool  # not the model's own tokenizer (shown with "~")
+    system: int
+    summary: int
+    memory: int
+    history: int
+    tools: int
+    tools_sent: bool  # False: the definitions are not counted (the provider drops them)
+    messages: int  # in the history window
+    omitted: int  # sendable messages outside the window
+    memory_entries: int
+    tool_defs: int
+    window: int
+
+    @property
+    def total(self) -> int:
+        from countbot_cli.conversation.tokens import REPLY_PRIMING
+
+        tools = self.tools if self.tools_sent else 0
+        return self.system + self.summary + self.memory + self.history + tools + REPLY_PRIMING
+
+
+class ContextMeter:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.last: TurnResult | None = None  # the last turn of the current session and model
+        self.autoload = False  # the toolbar may load the tokenizer in the background
+        self.on_ready: Callable[[], None] | None = None  # called when a tokenizer has loaded
+        self._counter: TokenCounter | None = None
+        self._estimator: TokenCounter | None = None
+        self._calibrated: dict[int, TurnResult] = {}  # id of a counter -> result it learnt from
+        self._tools_sent: bool | None = None  # learnt from the last reported prompt size
+        self._cache: tuple[tuple[Any, ...], Breakdown] | None = None
+        self._loading: set[str] = set()
+        self._lock = threading.Lock()
+
+    # ---- what changes the next request ----
+
+    def note(self, result: TurnResult) -> None:
+        """After a turn of the current session."""
+        self.last = result
+        self._cache = None
+
+    def reset(self) -> None:
+        """Another session (or model): nothing known about it."""
+        self.last = None
+        self._tools_sent = None
+        self._cache = None
+
+    def invalidate(self) -> None:
+        """The next request changed in a way the meter cannot see (memory, system text)."""
+        self._cache = None
+
+    # ---- counting ----
+
+    def window(self, model: str) -> int:
+        from countbot_cli.conversation.tokens import context_window_for
+
+        cfg = self.settings.provider
+        return context_window_for(model, cfg.context_window if model == cfg.model else None)
+
+    def counter(self, model: str) -> TokenCounter:
+        """The model's tokenizer (loads it if needed), calibrated on the last reported usage."""
+        from countbot_cli.conversation.tokens import TokenCounter
+
+        with self._lock:
+            if self._counter is None or self._counter.model != model:
+                self._counter = TokenCounter(model)
+            return self._counter
+
+    def ready(self, model: str) -> bool:
+        from countbot_cli.conversation.tokens import TokenCounter
+
+        return TokenCounter(model).ready
+
+    def load(self, model: str) -> None:
+        """Load the model's tokenizer now (in the calling thread), then call `on_ready`."""
+        self.counter(model).preload(background=False)
+        self._cache = None
+        if self.on_ready is not None:
+            self.on_ready()
+
+    def load_in_background(self, model: str) -> None:
+        with self._lock:
+            if model in self._loading:
+                return
+            self._loading.add(model)
+        threading.Thread(
+            target=self.load, args=(model,), name="countbot-tokenizer", daemon=True
+        ).start()
+
+    def _estimator_for(self, model: str) -> TokenCounter:
+        from countbot_cli.conversation.tokens import TokenCounter
+
+        if self._estimator is None or self._estimator.model != model:
+            self._estimator = TokenCounter(model, encoding_name=ESTIMATE_ENCODING)
+        return self._estimator
+
+    def breakdown(self, engine: Engine, session: Session, *, wait: bool = True) -> Breakdown:
+        """The next request, counted. wait=False never blocks on loading the tokenizer: it
+        counts with the estimate meanwhile (and starts the load when `autoload` is set)."""
+        model = engine.provider.model
+        if wait or self.ready(model):
+            counter = self.counter(model)
+        else:
+            if self.autoload:
+                self.load_in_background(model)
+            counter = self._estimator_for(model)
+        key = _fingerprint(engine, session, counter)
+        cached = self._cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        self._calibrate(counter, engine)
+        result = _count(counter, engine, session, self.window(model), self._tools_sent)
+        self._cache = (_fingerprint(engine, session, counter), result)
+        return result
+
+    def _calibrate(self, counter: TokenCounter, engine: Engine) -> None:
+        """Learn from the last single-request turn: the counted/reported ratio, and whether the
+        tool definitions were part of the prompt the provider counted."""
+        last, reported = self.last, self.last_prompt_tokens()
+        if last is None or last.context is None or not reported:
+            return
+        if self._calibrated.get(id(counter)) is last:
+            return
+        self._calibrated[id(counter)] = last
+        messages = counter.count_messages(last.context.api_messages())
+        tools = counter.count_tools(engine.tool_schemas())
+        sent = not tools or abs(math.log(reported / (messages + tools))) <= abs(
+            math.log(reported / max(1, messages))
+        )
+        self._tools_sent = sent
+        counter.calibrate(messages + tools if sent else messages, reported)
+
+    def last_prompt_tokens(self) -> int:
+        last = self.last
+        return last.usage.prompt_tokens if last is not None and not last.tool_calls else 0
+
+    def summary(self, engine: Engine, session: Session) -> str:
+        """`~1.2k/128k (1%)` for the toolbar: the total `/tokens` shows."""
+        b = self.breakdown(engine, session, wait=False)
+        pct = f" ({100 * b.total / b.window:.0f}%)" if b.window else ""
+        return f"{'~' if b.estimated else ''}{short_count(b.total)}/{short_count(b.window)}{pct}"
+
+
+def _fingerprint(engine: Engine, session: Session, counter: TokenCounter) -> tuple[Any, ...]:
+    msgs = session.messages
+    last = msgs[-1] if msgs else None
+    return (
+        id(engine),
+        engine.provider.model,
+        engine.system_override,
+        session.system,
+        bool(engine.tool_schemas()),
+        session.id,
+        session.summary,
+        len(msgs),
+        len(session.archived),
+        None if last is None else (last.id, len(last.content or ""), last.status),
+        id(counter),
+        counter.ready,
+        counter.ratio,
+    )
+
+
+def _count(
+    counter: TokenCounter, engine: Engine, session: Session, window: int, tools_sent: bool | None
+) -> Breakdown:
+    from countbot_cli.conversation.tokens import SOURCE_ESTIMATE
+    from countbot_cli.messages import Message
+    from countbot_cli.prompts import system_prompt, with_session_context
+
+    ctx = engine.context_for(session, Message(role="user", content=""))
+    base = system_prompt(engine.prompt_facts(session))
+    base_n = counter.count_text(base)
+    with_summary = counter.count_text(with_session_context(base, session.summary))
+    summary = max(0, with_summary - base_n)
+    memory = max(0, counter.count_text(ctx.system) - with_summary)
+    system_msg = counter.count_message({"role": "system", "content": ctx.system})
+    schemas = engine.tool_schemas()
+    if counter.encoding_name == ESTIMATE_ENCODING:
+        how = "estimate: about 4 characters a token (the tokenizer is loading)"
+    elif counter.exact:
+        how = f"exact ({counter.encoding_name})"
+    elif counter.source == SOURCE_ESTIMATE:
+        how = "estimate: about 4 characters a token (no tokenizer data found)"
+    else:
+        how = f"approximate ({counter.encoding_name}; this model's own tokenizer differs)"
+    return Breakdown(
+        model=engine.provider.model,
+        how=how,
+        estimated=not counter.exact,
+        system=max(0, system_msg - summary - memory),
+        summary=summary,
+        memory=memory,
+        history=sum(counter.count_message(m) for m in ctx.window),
+        tools=counter.count_tools(schemas),
+        tools_sent=tools_sent is not False,
+        messages=len(ctx.window),
+        omitted=ctx.omitted,
+        memory_entries=len(ctx.memory_entries),
+        tool_defs=len(schemas),
+        window=window,
+    )
+
+
+def token_report(meter: ContextMeter, engine: Engine, session: Session) -> str:
+    """System prompt, summary, memory, history and tools of the next request, and the total."""
+    from countbot_cli.conversation.session import plural
+
+    b = meter.breakdown(engine, session)
+    tools_note = f"   {plural(b.tool_defs, 'definition')}" if b.tools else ""
+    if b.tools and not b.tools_sent:
+        tools_note += ", not counted: not sent (judging by the reported prompt size)"
+    rows = [
+        ("system prompt", b.system, ""),
+        ("summary", b.summary, ""),
+        (
+            "memory entries",
+            b.memory,
+            f"   {plural(b.memory_entries, 'entry', 'entries')}" if b.memory else "",
+        ),
+        (
+            f"history ({plural(b.messages, 'message')})",
+            b.history,
+            f"   {b.omitted} older outside the window" if b.omitted else "",
+        ),
+        ("tools", b.tools, tools_note),
+    ]
+    width = max(len(r[0]) for r in rows)
+    lines = [f"Next request to {sanitize_line(b.model)} · {b.how}"]
+    lines += [f"  {name.ljust(width)}  {n:>9,}{extra}" for name, n, extra in rows]
+    pct = f"{100 * b.total / b.window:.1f}% of {b.window:,}" if b.window else ""
+    lines.append(f"  {'total'.ljust(width)}  {b.total:>9,}   {pct}")
+    reported = meter.last_prompt_tokens()
+    if reported:
+        lines.append(f"  the provider reported {reported:,} prompt tokens for the last request")
+    return "\n".join(lines) + "\n"
+
+
+def short_count(n: int) -> str:
+    """950, 8.2k, 128k."""
+    if n < 1000:
+        return str(n)
+    if n < 100_000:
+        return f"{n / 1000:.1f}k".replace(".0k", "k")
+    return f"{n // 1000}k"
+
+
+def toolbar_text(engine: Engine, session: Session, meter: ContextMeter, *, is_new: bool) -> str:
+    """The REPL's bottom toolbar: provider/model · title · context used/window (percent) · the
+    tool mode and the tools allowed for the session (`tools ask +write_file`)."""
+    p = engine.provider
+    title = sanitize_line(session.title) or ("new conversation" if is_new else "(untitled)")
+    if len(title) > 40:
+        title = title[:39] + "…"
+    ctx = meter.summary(engine, session)
+    tools = "no tools"
+    if engine.tool_schemas():
+        granted = sorted(engine.policy.session_allowed)
+        tools = f"tools {engine.policy.mode}" + (f" +{','.join(granted)}" if granted else "")
+    return f" {sanitize_line(p.name)}/{sanitize_line(p.model)} · {title} · {ctx} · {tools} "

@@ -1,0 +1,413 @@
+"""The REPL's TurnView: the streamed answer on the main console, the rest on the side (stderr).
+
+While the model has not answered yet, a spinner with the elapsed time runs on the side stream
+(a daemon thread; only on a terminal). It is stopped, and its line erased, before anything else
+is printed, so it never ends up in the answer. After the answer, `summary` prints the token
+usage and the elapsed time, dimmed. Tool calls are shown as short dim notices; the full output of
+the last one is kept for `/last-tool`.
+
+Also here: how a resumed session's last exchanges are shown (`render_recent`), and the terminal
+mode while a turn streams (`QuietKeys`: typed-ahead keys are not echoed into the answer).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, TYPE_CHECKING, Any
+
+from countbot_cli.textsafe import sanitize, sanitize_line
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from countbot_cli.conversation.engine import TurnResult
+    from countbot_cli.conversation.session import Session
+    from countbot_cli.tools import PreparedCall, ToolResult
+    from countbot_cli.tools.approval import Confirmer, Decision
+
+TOOL_PREVIEW_LINES = 4
+_FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+_ASCII_FRAMES = "-\\|/"
+
+
+class Spinner:
+    """`label` with a spinning glyph and the elapsed seconds, redrawn on one line of `stream`
+    (dimmed, unless NO_COLOR is set)."""
+
+    def __init__(self, stream: IO[str], label: str, *, interval: float = 0.1) -> None:
+        self._stream = stream
+        self._label = label
+        self._interval = interval
+        self._dim = ("\x1b[2m", "\x1b[0m") if not os.environ.get("NO_COLOR") else ("", "")
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        self._frames = _FRAMES if enc == "utf8" else _ASCII_FRAMES
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._spin, name="countbot-spinner", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop and erase the line; returns only when the thread has written its last frame."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._stop.set()
+        thread.join()
+        self._write("\r\x1b[2K")
+
+    def _spin(self) -> None:
+        started = time.monotonic()
+        n = 0
+        while not self._stop.is_set():
+            elapsed = time.monotonic() - started
+            clock = f" {elapsed:.0f}s" if elapsed >= 1 else ""
+            frame = self._frames[n % len(self._frames)]
+            self._write(f"\r\x1b[2K{self._dim[0]}{frame} {self._label}{clock}{self._dim[1]}")
+            n += 1
+            self._stop.wait(self._interval)
+
+    def _write(self, text: str) -> None:
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+class PausingConfirmer:
+    """Settles the streamed text, stops the spinner and puts the terminal in its usual mode
+    before the approval prompt is shown (`repl` is the running Repl: its view and keys)."""
+
+    def __init__(self, inner: Confirmer, repl: Any) -> None:
+        self.inner = inner
+        self.repl = repl
+        if getattr(inner, "reprepare", False) is None:  # an edited call is shown and asked again
+            setattr(inner, "reprepare", self.reprepare)  # noqa: B010 (not in the Confirmer protocol)
+
+    def reprepare(self, prepared: PreparedCall, args: dict[str, Any]) -> PreparedCall:
+        """The call with edited arguments, prepared by the engine's tools as the tool loop will."""
+        again: PreparedCall = self.repl.engine.reprepare(prepared, args)
+        return again
+
+    def confirm(self, prepared: PreparedCall) -> Decision:
+        if self.repl.view is not None:
+            self.repl.view.pause()
+        keys = self.repl.keys
+        if keys is None:
+            return self.inner.confirm(prepared)
+        with keys.normal():
+            return self.inner.confirm(prepared)
+
+
+class ReplView:
+    """One turn on screen. `console` gets the answer; `side` the spinner, usage line and errors.
+
+    The renderer redraws its live tail only when text arrives (throttled); when the stream
+    stalls, a timer thread draws the pending frame. One lock serialises every call into the
+    renderer, so that thread never writes in the middle of a print from the main thread."""
+
+    def __init__(
+        self,
+        console: Console,
+        side: Console,
+        *,
+        waiting: str,
+        spinner: bool = False,
+        stream_view: Any = None,
+    ) -> None:
+        from countbot_cli.ui.stream import StallRedraw, StreamView
+
+        self.console = console
+        self.side = side
+        self.stream: Any = stream_view or StreamView(console, side=side)
+        self._waiting = waiting
+        self._spin = spinner
+        self._spinner: Spinner | None = None
+        self.frames = StallRedraw(self.stream)
+        self.last_tool: tuple[str, str] | None = None  # (name and arguments, full output)
+        self.tool_calls = 0
+        self._start_spinner(waiting)
+
+    # ---- TurnView ----
+
+    def text(self, delta: str) -> None:
+        self._quiet()
+        with self.frames.lock:
+            self.stream.feed(delta)
+            self.frames.schedule()
+
+    def reasoning(self, delta: str) -> None:
+        self._quiet()
+        with self.frames.lock:
+            self.stream.reasoning(delta)
+            self.frames.schedule()
+
+    def notice(self, text: str) -> None:
+        self._quiet()
+        with self.frames.lock:
+            self.stream.notice(text)
+
+    def tool_start(self, prepared: PreparedCall) -> None:
+        self._quiet()
+        self.tool_calls += 1
+        with self.frames.lock:
+            self.stream.notice(f"⚙ {prepared.call.name} {short_args(prepared.args)}")
+        self._start_spinner(f"running {sanitize_line(prepared.call.name)}")
+
+    def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
+        self._quiet()
+        self.last_tool = (f"{prepared.call.name} {short_args(prepared.args, 200)}", result.content)
+        with self.frames.lock:
+            for line in tool_preview(result):
+                self.stream.notice(line)
+        self._start_spinner(self._waiting)  # the model is asked again: its next round
+
+    # ---- turn life cycle ----
+
+    def pause(self) -> None:
+        """Before something else uses the terminal mid-turn (the approval prompt): the text so
+        far is settled and a blank line separates it from the question."""
+        self._settle()
+        with self.frames.lock:
+            if self.stream.text or self.tool_calls:
+                self.console.print()
+
+    def finish(self) -> None:
+        self._settle()
+        self.frames.close()
+
+    def abort(self, note: str = "interrupted") -> None:
+        self._quiet()
+        self.frames.close()
+        with self.frames.lock:
+            self.stream.abort(note)
+
+    def summary(self, result: TurnResult, elapsed: float, stats: Any = None) -> None:
+        """The dim line after an answer: tokens and time (with the local model's load time and
+        speed when `stats` has them); or the error of a failed turn."""
+        self._quiet()
+        from rich.text import Text
+
+        if result.status == "failed" and result.error is not None:
+            msg = sanitize(result.error.user_message())
+            self.side.print(Text(f"error: {msg}", style="red"))
+            self.side.print(Text("the question is kept; /retry sends it again", style="dim"))
+            return
+        if result.status == "interrupted":
+            self.side.print(Text(f"{interrupted_what(result)}; /retry asks again", style="dim"))
+            return
+        self.side.print(Text(usage_line(result, elapsed, stats), style="dim"))
+
+    def side_note(self, text: str) -> None:
+        """A line for the side stream from elsewhere (a provider's retry notice): the spinner's
+        line is erased first, and the spinner goes on below it while nothing has arrived yet."""
+        spinner = self._spinner
+        spinning = spinner is not None and spinner.running
+        self._quiet()
+        self.side.file.write(text)
+        self.side.file.flush()
+        if spinning and spinner is not None:
+            spinner.start()
+
+    @contextmanager
+    def status(self, label: str) -> Iterator[None]:
+        """A spinner with `label` on the side stream while the block runs (after the answer)."""
+        self._start_spinner(label)
+        try:
+            yield
+        finally:
+            self._quiet()
+
+    def stop_status(self) -> None:
+        self._quiet()
+
+    # ---- internals ----
+
+    def _settle(self) -> None:
+        self._quiet()
+        self.frames.cancel()
+        with self.frames.lock:
+            self.stream.finish()
+
+    def _start_spinner(self, label: str) -> None:
+        if not self._spin:
+            return
+        self._quiet()
+        self._spinner = Spinner(self.side.file, label)
+        self._spinner.start()
+
+    def _quiet(self) -> None:
+        if self._spinner is not None and self._spinner.running:
+            self._spinner.stop()
+
+
+def interrupted_what(result: TurnResult) -> str:
+    """What an interrupted turn left: stopped in a tool call (at its approval prompt or while
+    it ran), a partial answer, or nothing."""
+    calls = result.tool_calls
+    if calls and calls[-1].get("outcome") == "interrupted":
+        return "interrupted during a tool call"
+    return "the partial answer is kept" if result.answer else "nothing arrived"
+
+
+def usage_line(result: TurnResult, elapsed: float, stats: Any = None) -> str:
+    u = result.usage
+    parts = []
+    if stats is not None:  # the local model: load time, first token, tokens per second
+        parts.append(sanitize_line(stats.describe()))
+    elif u.prompt_tokens or u.completion_tokens:
+        parts.append(f"{u.prompt_tokens:,} in · {u.completion_tokens:,} out tokens")
+    parts.append(f"{elapsed:.1f} s")
+    if result.tool_calls:
+        n = len(result.tool_calls)
+        parts.append(f"{n} tool call{'s' if n != 1 else ''}")
+    return " · ".join(parts)
+
+
+def tool_preview(result: ToolResult) -> list[str]:
+    """A few dim lines for a finished tool call; the whole output stays in /last-tool."""
+    if result.interrupted:
+        state = "✗ interrupted"
+    elif result.timed_out:
+        state = "✗ timed out"
+    elif not result.ok:
+        state = "✗ " + sanitize_line(result.error or "failed")
+    else:
+        state = "✓"
+    lines = sanitize(result.content).splitlines()
+    shown = [f"  {line}" for line in lines[:TOOL_PREVIEW_LINES]]
+    head = f"  {state} · {len(lines)} line{'s' if len(lines) != 1 else ''}"
+    if len(lines) > TOOL_PREVIEW_LINES:
+        shown.append(f"  … {len(lines) - TOOL_PREVIEW_LINES} more (/last-tool shows all)")
+    return [head, *shown] if result.ok else [head]
+
+
+def write_banner(out: IO[str], provider: Any, *, color: bool) -> None:
+    """The REPL's first line: provider/model and as many key hints as fit the terminal."""
+    text = f"countbot · {sanitize_line(provider.name)}/{sanitize_line(provider.model)}"
+    width = _columns(out)
+    for hint in (" · /help for commands · Alt-Enter for a new line · Ctrl-D quits", " · /help"):
+        if len(text) + len(hint) <= width:
+            text += hint
+            break
+    out.write(f"\x1b[2m{text}\x1b[0m\n" if color else text + "\n")
+    out.flush()
+
+
+def _columns(stream: Any) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 100
+
+
+def short_args(args: dict[str, Any] | None, limit: int = 80) -> str:
+    if not args:
+        return ""
+    text = sanitize_line(", ".join(f"{k}={v!r}" for k, v in args.items()))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def render_recent(console: Console, session: Session, exchanges: int = 3) -> None:
+    """A resumed session's title and its last few exchanges, rendered (SPEC §2)."""
+    from rich.text import Text
+
+    from countbot_cli.conversation.session import plural
+    from countbot_cli.ui.stream import render_markdown
+
+    s = session
+    total = len(s.messages) + len(s.archived)
+    title = sanitize_line(s.title) or "(untitled)"
+    console.print(Text(f"Resumed “{title}” · {plural(total, 'message')} · {s.id}", style="bold"))
+    users = [i for i, m in enumerate(s.messages) if m.role == "user"]
+    start = users[-exchanges] if len(users) >= exchanges else 0
+    earlier = start + len(s.archived)
+    if earlier:
+        note = (
+            f"… {plural(earlier, 'earlier message')} (/export or `countbot sessions show {s.id}` "
+            "shows all)"
+        )
+        console.print(Text(note, style="dim"))
+    for m in s.messages[start:]:
+        if m.role == "user":
+            console.print(Text("> " + sanitize(m.content), style="bold cyan"))
+        elif m.role == "assistant":
+            render_markdown(console, m.content)
+        if m.status:
+            console.print(Text(f"({sanitize_line(m.status)})", style="dim"))
+    console.print()
+
+
+class QuietKeys:
+    """While an answer streams, keys typed ahead are not echoed into it (^C neither); they stay
+    buffered for the next prompt, where a typed-ahead Enter submits. Ctrl-C still raises SIGINT
+    (ISIG is kept). Does nothing unless `stream` is a POSIX terminal.
+
+    `with QuietKeys(sys.stdin): ...` around the turn; `with keys.normal(): ...` around anything
+    in the turn that reads from the terminal itself (the approval prompt)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._fd = _tty_fd(stream)
+        self._saved: list[Any] | None = None
+        self._quiet: list[Any] | None = None
+
+    def __enter__(self) -> QuietKeys:
+        if self._fd is None:
+            return self
+        import termios
+
+        try:
+            self._saved = termios.tcgetattr(self._fd)
+            quiet = termios.tcgetattr(self._fd)
+            quiet[0] &= ~termios.ICRNL  # Enter typed ahead stays "\r": it submits at the prompt
+            quiet[3] &= ~(termios.ECHO | getattr(termios, "ECHOCTL", 0))
+            termios.tcsetattr(self._fd, termios.TCSANOW, quiet)
+            self._quiet = quiet
+        except (termios.error, OSError):
+            self._saved = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._set(self._saved)
+        self._saved = self._quiet = None
+
+    @contextmanager
+    def normal(self) -> Iterator[None]:
+        """The terminal's usual mode for a while (echo on, Enter ends a line)."""
+        self._set(self._saved)
+        try:
+            yield
+        finally:
+            self._set(self._quiet)
+
+    def _set(self, attrs: list[Any] | None) -> None:
+        if self._fd is None or attrs is None:
+            return
+        import termios
+
+        try:
+            termios.tcsetattr(self._fd, termios.TCSANOW, attrs)
+        except (termios.error, OSError):
+            pass
+
+
+def _tty_fd(stream: Any) -> int | None:
+    if os.name != "posix" or stream is None:
+        return None
+    try:
+        return int(stream.fileno()) if stream.isatty() else None
+    except (AttributeError, ValueError, OSError):
+        return None

@@ -1,0 +1,119 @@
+"""Who may run a prepared tool call: the approval policy (SPEC §6). No terminal I/O here.
+
+The policy answers without asking when it can (reads inside the workspace, `--yes` or `/tools
+auto` for writes and edits inside the workspace, a tool allowed for the session) and otherwise
+asks the injected `Confirmer` — the terminal prompt in interactive runs, none in non-interactive
+ones, where anything that needs approval is denied with a notice. `exec` is never approved for
+the session and never by `--yes`; neither `--yes` nor `/tools auto` approves the `memory` tool (a
+prompt injection must not plant lasting instructions in MEMORY.md); a path outside the workspace,
+or a sensitive one (dotfiles, key files, countbot's own files, inside or outside the workspace,
+and for writes a file with several hard links: `tools.paths`), is only ever approved by asking
+about that exact call. `/tools off` denies everything that needs approval, session grants and
+`--yes` included; `revoke_session` forgets the grants (`/tools ask`, `/new`, `/resume`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from countbot_cli.tools import PreparedCall
+
+# Decision.how values, recorded in the session's tool_conversations
+HOW_NOT_NEEDED = "not-needed"
+HOW_RULE = "allow-rule"
+HOW_YES_FLAG = "yes-flag"
+HOW_AUTO_MODE = "auto-mode"
+HOW_SESSION = "session"
+HOW_USER_ONCE = "user"
+HOW_USER_ALWAYS = "user-always"
+HOW_USER_EDITED = "user-edited"
+HOW_DENIED_USER = "denied-by-user"
+HOW_DENIED_POLICY = "denied"
+
+
+@dataclass
+class Decision:
+    approved: bool
+    how: str
+    reason: str | None = None  # why it was denied; goes back to the model
+    args: dict[str, Any] | None = None  # arguments edited by the user
+    always: bool = False  # the user answered "a": allow this tool for the session
+
+
+class Confirmer(Protocol):
+    """Asks a person about one call. Returns approved/denied (+reason), always, or edited args."""
+
+    def confirm(self, prepared: PreparedCall) -> Decision: ...
+
+
+@dataclass
+class ApprovalPolicy:
+    mode: str = "ask"  # ask | auto | off (the REPL's /tools)
+    yes_writes: bool = False  # --yes
+    confirmer: Confirmer | None = None  # None: non-interactive
+    session_allowed: set[str] = field(default_factory=set)
+
+    @property
+    def interactive(self) -> bool:
+        return self.confirmer is not None and self.mode != "off"
+
+    def decide(self, prepared: PreparedCall) -> Decision:
+        spec = prepared.spec
+        kind = spec.kind if spec else ""
+        only_this_call = bool(prepared.outside_paths or prepared.sensitive)
+        if not prepared.needs_approval:
+            how = HOW_RULE if kind == "exec" else HOW_NOT_NEEDED
+            return Decision(True, how)
+        if not only_this_call and kind in ("write", "memory") and self.mode != "off":
+            if self.yes_writes and kind == "write":
+                return Decision(True, HOW_YES_FLAG)
+            if self.mode == "auto" and kind == "write":
+                return Decision(True, HOW_AUTO_MODE)
+            if spec and spec.name in self.session_allowed:
+                return Decision(True, HOW_SESSION)
+        if not self.interactive or self.confirmer is None:
+            return Decision(False, HOW_DENIED_POLICY, reason=self._why_denied(prepared))
+        decision = self.confirmer.confirm(prepared)
+        allowed = decision.approved and decision.always and kind != "exec"
+        if allowed and spec is not None and not only_this_call:
+            self.session_allowed.add(spec.name)
+        return decision
+
+    def revoke_session(self) -> list[str]:
+        """Forget every tool allowed with `a` for the session; the names that were allowed."""
+        names = sorted(self.session_allowed)
+        self.session_allowed.clear()
+        return names
+
+    def _why_denied(self, prepared: PreparedCall) -> str:
+        kind = prepared.spec.kind if prepared.spec else ""
+        where = "in an interactive session" if self.mode != "off" else "after /tools ask"
+        if prepared.sensitive:
+            return (
+                f"sensitive path ({'; '.join(prepared.sensitive)}); only the user can approve "
+                f"that, {where}"
+            )
+        if prepared.outside_paths:
+            paths = ", ".join(str(p) for p in prepared.outside_paths)
+            return (
+                f"path outside the workspace ({paths}); only the user can approve that, "
+                f"{where}. Work inside the workspace instead"
+            )
+        if self.mode == "off":
+            return "tools that change things are switched off (/tools off)"
+        if kind == "memory":
+            return (
+                "writing to long-term memory needs the user's approval, also with --yes; "
+                "this run is non-interactive"
+            )
+        if kind == "exec":
+            return (
+                "shell commands need the user's approval; this run is non-interactive "
+                "(an allow rule in the config can permit specific commands)"
+            )
+        return (
+            "this change needs the user's approval; this run is non-interactive "
+            "(--yes allows file writes)"
+        )

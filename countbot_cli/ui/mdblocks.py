@@ -1,0 +1,197 @@
+"""Top-level markdown blocks for the streaming renderer (`stream.py`), on rich's own parser.
+
+A streamed answer is cut into top-level blocks with markdown-it-py, configured exactly as
+`rich.markdown.Markdown` configures it. Everything before the start line of the *last* top-level
+block is settled: no later text can change how it renders (a list or table that continues across
+blank lines, an open code fence or a paragraph about to become a setext heading is always the last
+block). Two boundary rules (research/render_startup.md §1.3):
+
+* Boundaries are decided on complete lines only: a partial line such as "2" may yet become "2. b",
+  an item of the list above.
+* rich separates top-level blocks with a blank line that depends on the block before (none after a
+  thematic break) and on the block itself (a list, quote or table emits its own). Rather than
+  mirroring that logic, a chunk that follows other output is rendered after a one-line dummy
+  paragraph whose line is then dropped: rich itself decides the separator, exactly as in a one-shot
+  render of the whole answer.
+
+This module imports rich and markdown-it at import time; `stream.py` imports it lazily.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import NamedTuple
+
+from markdown_it import MarkdownIt
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markdown import Markdown
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+
+_PREFIX = "x\n\n"  # renders as exactly one line; sets rich's "blank line before next" state
+
+Line = list[Segment]
+
+
+@lru_cache(maxsize=1)
+def parser() -> MarkdownIt:
+    """rich.markdown's block grammar (same plugins), without inline parsing: block maps only."""
+    return MarkdownIt().enable("strikethrough").enable("table").disable("inline")
+
+
+class Split(NamedTuple):
+    settled: str  # source of the blocks that can no longer change
+    rest: str  # the last block and any partial line
+    ends_with_hr: bool  # the last settled block is a thematic break (no blank line follows it)
+
+
+def _line_offset(text: str, line: int) -> int:
+    """Character offset of the start of line number `line` (lines end with "\\n" only)."""
+    pos = 0
+    for _ in range(line):
+        pos = text.index("\n", pos) + 1
+    return pos
+
+
+class Splitter:
+    """Finds the settled blocks of a growing tail, parsing only when something may have settled.
+
+    While the tail is a single open code fence, nothing can settle until a line that could close
+    it arrives, so long code blocks are not re-parsed on every new line.
+    """
+
+    def __init__(self) -> None:
+        self._closer: re.Pattern[str] | None = None  # closing line of the open fence, if any
+
+    def split(self, tail: str, new_from: int = 0) -> Split | None:
+        """Cut `tail` before its last top-level block, or None if nothing is settled yet.
+
+        new_from: offset in `tail` where the text added since the previous call starts.
+        """
+        end = tail.rfind("\n") + 1  # decide on complete lines only
+        if not end:
+            return None
+        if self._closer is not None:
+            start = tail.rfind("\n", 0, new_from) + 1
+            if not self._closer.search(tail, start, end):
+                return None
+        self._closer = None
+        tokens = [
+            tok
+            for tok in parser().parse(tail[:end])
+            if tok.level == 0 and tok.nesting >= 0 and tok.map is not None
+        ]
+        if len(tokens) >= 2:
+            cut = _line_offset(tail, tokens[-1].map[0])  # type: ignore[index]
+            return Split(tail[:cut], tail[cut:], tokens[-2].type == "hr")
+        if tokens and tokens[0].type == "fence":
+            self._closer = _open_fence_closer(tail[:end], tokens[0].markup)
+        return None
+
+    def reset(self) -> None:
+        self._closer = None
+
+
+def _open_fence_closer(src: str, markup: str) -> re.Pattern[str] | None:
+    """The pattern of a line closing the fence `src` starts with, or None if it is closed."""
+    closer = re.compile(f"^ {{0,3}}{re.escape(markup[0])}{{{len(markup)},}}[ \\t]*$", re.M)
+    body_start = src.find("\n") + 1
+    return None if closer.search(src, body_start) else closer
+
+
+def render_lines(
+    console: Console,
+    src: str,
+    *,
+    separated: bool,
+    code_theme: str,
+    options: ConsoleOptions | None = None,
+) -> list[Line]:
+    """`src` rendered by rich as lines, as it renders within a whole document.
+
+    separated: something rendered as markdown comes before `src` on screen, so rich's blank line
+    between blocks applies (False at the start of the answer and after a thematic break).
+    """
+    md = Markdown(_PREFIX + src if separated else src, code_theme=code_theme)
+    opts = options or console.options
+    try:
+        lines = list(Segment.split_lines(console.render(md, opts)))
+    except Exception:  # a renderer bug must not lose the answer: show it as plain text
+        return list(Segment.split_lines(console.render(Text(src), opts)))
+    if console.no_color:  # NO_COLOR: no backgrounds either, so padding at line ends can go
+        lines = [list(Segment.remove_color(line)) for line in lines]
+    return lines[1:] if separated else lines
+
+
+def is_blank(src: str) -> bool:
+    return not src.strip()
+
+
+class Lines:
+    """A renderable that prints pre-rendered lines as they are."""
+
+    def __init__(self, lines: Iterable[Line] = ()) -> None:
+        self.lines: list[Line] = list(lines)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        newline = Segment.line()
+        for line in self.lines:
+            yield from line
+            yield newline
+
+
+def _plain_spaces(style: Style | None) -> bool:
+    """Spaces in this style show nothing (no background, reverse, underline or strike)."""
+    return style is None or not (style.bgcolor or style.reverse or style.underline or style.strike)
+
+
+def rstrip_line(line: Line) -> Line:
+    """`line` without trailing spaces that show nothing (so a narrowed terminal reflows less)."""
+    end = len(line)
+    while end:
+        seg = line[end - 1]
+        if seg.control or not _plain_spaces(seg.style):
+            break
+        text = seg.text.rstrip(" ")
+        if text:
+            if end == len(line) and text == seg.text:
+                return line
+            return [*line[: end - 1], Segment(text, seg.style)]
+        end -= 1
+    return line if end == len(line) else line[:end]
+
+
+def line_length(line: Line) -> int:
+    """Cells the line takes on screen."""
+    return Segment.get_line_length(line)
+
+
+def bottom(lines: list[Line], keep: int) -> list[Line]:
+    """The last `keep` lines, right-stripped: what a bottom-anchored live region shows."""
+    return [rstrip_line(line) for line in lines[-max(1, keep) :]]
+
+
+def fence_window(src: str, keep_lines: int) -> str:
+    """`src` with the middle of a long trailing code fence dropped, for the live region only.
+
+    When the unsettled tail is one long fenced code block, only its last lines are visible in a
+    bottom-cropped region, and highlighting the whole block each frame dominates the cost. The
+    opening fence line is kept so the rest still renders as code of the same language.
+    """
+    if not src.startswith(("```", "~~~")):
+        return src
+    first_end = src.find("\n")
+    if first_end < 0:
+        return src
+    body = src[first_end + 1 :]
+    if body.count("\n") <= keep_lines:
+        return src
+    cut = len(body)
+    for _ in range(keep_lines + 1):
+        cut = body.rfind("\n", 0, cut)
+        if cut < 0:
+            return src
+    return src[: first_end + 1] + body[cut + 1 :]

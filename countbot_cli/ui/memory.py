@@ -1,0 +1,105 @@
+"""`countbot memory show|search|add|delete`: what the typer CLI (and `/memory`) calls.
+
+UI layer: every function writes plain text to an injected stream, returns an exit code and
+raises errors from errors.py for bad input. Rows carry the entry's line number in MEMORY.md, the
+number `memory delete` takes. MEMORY.md content may come from a model or a hand edit, so it goes
+through `textsafe.sanitize_line` before it is printed. No rich needed: rows are plain columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TextIO
+
+from countbot_cli.errors import EXIT_OK, UsageError
+from countbot_cli.memory.store import Entry, MemoryStore, normalize_content
+from countbot_cli.textsafe import sanitize_line
+
+
+def memory_show(store: MemoryStore, out: TextIO, tail: int | None = None) -> int:
+    """Every entry (or the last `tail`) with its line number, then a note on unparsed lines."""
+    if tail is not None and tail < 1:
+        raise UsageError("--tail must be at least 1")
+    entries = store.entries()
+    if not entries:
+        out.write(f"No memories yet ({_where(store)}).\n")
+        _note_unparsed(store, out)
+        return EXIT_OK
+    shown = entries[-tail:] if tail is not None else entries
+    noun = "entry" if len(entries) == 1 else "entries"
+    what = f"last {len(shown)} of {len(entries)}" if len(shown) < len(entries) else len(entries)
+    out.write(f"{_where(store)}: {what} {noun}\n")
+    out.write(format_rows(shown))
+    _note_unparsed(store, out)
+    return EXIT_OK
+
+
+def memory_search(store: MemoryStore, words: Sequence[str], out: TextIO, limit: int = 10) -> int:
+    """The best matches first; says how many matched when more than `limit` did."""
+    if limit < 1:
+        raise UsageError("-n must be at least 1")
+    found, total = store.search_total(list(words), limit=limit)
+    query = sanitize_line(" ".join(words))
+    if not found:
+        out.write(f"No memory entry matches: {query}\n")
+        return EXIT_OK
+    out.write(format_rows(found))
+    if total > len(found):
+        out.write(f"({len(found)} of {total} matches shown; -n {total} shows them all)\n")
+    return EXIT_OK
+
+
+def memory_add(store: MemoryStore, text: str, out: TextIO) -> int:
+    """Add a `user` entry; a duplicate is reported, not added, and is not an error."""
+    entry = store.add(text, source="user")
+    if entry is not None:
+        out.write(f"Added to {_where(store)}, line {entry.line_no}:\n")
+        out.write(format_rows([entry]))
+        return EXIT_OK
+    wanted = normalize_content(text)
+    same = [e for e in store.entries() if normalize_content(e.content) == wanted]
+    where = f" (line {same[0].line_no})" if same else ""
+    out.write(f"Already stored{where}: {sanitize_line(wanted)}\n")
+    return EXIT_OK
+
+
+def memory_delete(store: MemoryStore, lines: Sequence[int], out: TextIO) -> int:
+    """Delete entries by the line numbers `memory show` prints; echo what was removed."""
+    if not lines:
+        raise UsageError("give the line numbers to delete (see `countbot memory show`)")
+    numbers = sorted(set(lines))
+    removed = store.pop_lines(numbers)
+    for n, line in zip(numbers, removed, strict=True):
+        out.write(f"Deleted line {n}: {sanitize_line(line)}\n")
+    if any(e.line_no >= numbers[0] for e in store.entries()):
+        out.write("Entries below the deleted lines have moved up: see `countbot memory show`.\n")
+    return EXIT_OK
+
+
+def format_rows(entries: Sequence[Entry]) -> str:
+    """`  LINE  DATE        SOURCE       content`, one row an entry, columns aligned."""
+    if not entries:
+        return ""
+    num_w = max(len(str(e.line_no)) for e in entries)
+    sources = [sanitize_line(e.source) for e in entries]
+    src_w = max(len(s) for s in sources)
+    rows = [
+        f"{e.line_no:>{num_w}}  {sanitize_line(e.date)}  {s:<{src_w}}  {sanitize_line(e.content)}"
+        for e, s in zip(entries, sources, strict=True)
+    ]
+    return "\n".join(rows) + "\n"
+
+
+def _where(store: MemoryStore) -> str:
+    return sanitize_line(str(store.path))
+
+
+def _note_unparsed(store: MemoryStore, out: TextIO) -> None:
+    bad = store.stats().unparsed_lines
+    if not bad:
+        return
+    listed = ", ".join(str(n) for n in bad[:20]) + (", …" if len(bad) > 20 else "")
+    out.write(
+        f"Note: {len(bad)} line(s) could not be read as `YYYY-MM-DD|source|content` and are "
+        f"ignored (kept in the file; `memory delete` removes them): {listed}\n"
+    )

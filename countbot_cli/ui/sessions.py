@@ -1,0 +1,376 @@
+"""`countbot sessions list|show|delete|rename|export|summary`: what the typer CLI calls.
+
+UI layer: every function writes to an injected stream, returns an exit code and raises errors
+from errors.py for bad input. rich is imported lazily, only to render markdown on a terminal.
+Everything that came from a model or a tool goes through textsafe before it is printed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+from countbot_cli.conversation.session import Session, plural, short_ids
+from countbot_cli.conversation.store import SessionStore
+from countbot_cli.errors import EXIT_OK, StorageError, UsageError
+from countbot_cli.messages import STATUS_FAILED, STATUS_INTERRUPTED, Message
+from countbot_cli.textsafe import json_text, sanitize, sanitize_line
+
+ROLE_LABELS = {"user": "You", "assistant": "Assistant", "tool": "Tool", "system": "System"}
+TITLE_WIDTH = 48
+UNTITLED = "(untitled)"
+
+Item = tuple[str, str]  # (kind, text): kinds title, meta, note, heading, text, tool
+
+
+# ---- list ----
+
+
+def sessions_list(
+    store: SessionStore,
+    out: TextIO,
+    *,
+    json_out: bool = False,
+    limit: int | None = None,
+    now: datetime | None = None,
+) -> int:
+    if limit is not None and limit < 1:
+        raise UsageError("-n must be at least 1")
+    every = store.list()
+    headers = every[:limit] if limit is not None else every
+    if json_out:
+        out.write(json_text(headers) + "\n")
+        return EXIT_OK
+    if not headers:
+        out.write("No saved sessions yet.\n")
+        return EXIT_OK
+    shorts = short_ids([h["id"] for h in every])
+    now = now or datetime.now(timezone.utc)
+    rows = [
+        [
+            shorts[h["id"]],
+            sanitize_line(h["title"]) or UNTITLED,
+            str(h["message_count"]),
+            relative_time(h["updated_at"], now),
+            sanitize_line(h["model"]),
+        ]
+        for h in headers
+    ]
+    out.write(_table(["ID", "TITLE", "MSGS", "UPDATED", "MODEL"], rows))
+    return EXIT_OK
+
+
+def relative_time(iso: str, now: datetime) -> str:
+    """'just now', '3 min ago', '5 h ago', '2 days ago', then the date."""
+    try:
+        then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return sanitize_line(iso) or "?"
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=timezone.utc)
+    seconds = (now - then).total_seconds()
+    if seconds < 60:
+        return "just now"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)} h ago"
+    days = int(seconds // 86400)
+    if days < 7:
+        return "1 day ago" if days == 1 else f"{days} days ago"
+    return then.strftime("%Y-%m-%d")
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    from rich.cells import cell_len  # light; counts wide (CJK) characters as 2 columns
+
+    rows = [[r[0], _fit(r[1], TITLE_WIDTH), *r[2:]] for r in rows]
+    widths = [max(cell_len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = []
+    for r in [head, *rows]:
+        cells = [c + " " * (w - cell_len(c)) for c, w in zip(r, widths, strict=True)]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def _fit(text: str, width: int) -> str:
+    from rich.cells import cell_len, set_cell_size
+
+    return text if cell_len(text) <= width else set_cell_size(text, width - 1) + "…"
+
+
+# ---- show ----
+
+
+def sessions_show(
+    store: SessionStore,
+    ref: str,
+    out: TextIO,
+    *,
+    json_out: bool = False,
+    tty: bool = False,
+    console_factory: Callable[[TextIO], Any] | None = None,
+) -> int:
+    """The transcript. On a TTY (or with a console_factory) markdown is rendered with rich."""
+    session = store.load(store.resolve(ref))
+    if json_out:
+        out.write(json_text(session.to_dict()) + "\n")
+    elif tty or console_factory is not None:
+        _render_rich(transcript(session), out, console_factory)
+    else:
+        out.write(_render_plain(transcript(session)))
+    return EXIT_OK
+
+
+def transcript(session: Session) -> list[Item]:
+    """The session as display items; all text already sanitised for the terminal."""
+    items: list[Item] = [
+        ("title", sanitize_line(session.title) or UNTITLED),
+        ("meta", _meta(session)),
+    ]
+    if session.summary:
+        items.append(("note", "Summary: " + sanitize(session.summary)))
+    tools = _tools_by_answer(session)
+    if session.archived:
+        n = len(session.archived)
+        what = f"{n} earlier message{'' if n == 1 else 's'}"
+        items.append(("note", f"{what}, summarised out of the history window:"))
+    for i, msg in enumerate(session.all_messages()):
+        if i == len(session.archived) and session.archived:
+            items.append(("note", "Current history:"))
+        items.append(("heading", _label(msg)))
+        items.extend(("tool", line) for line in tools.pop(msg.id, []))
+        items.append(("text" if msg.role == "assistant" else "plain", sanitize(msg.content)))
+    leftover = [line for lines in tools.values() for line in lines]
+    if leftover:
+        items.append(("note", "Tool calls not attached to a saved answer:"))
+        items.extend(("tool", line) for line in leftover)
+    return items
+
+
+def _meta(s: Session) -> str:
+    u = s.usage
+    parts = [
+        f"id {s.id}",
+        sanitize_line(f"{s.provider}/{s.model}".strip("/")) or "?",
+        plural(len(s.messages) + len(s.archived), "message"),
+        f"created {s.created_at}",
+        f"updated {s.updated_at}",
+    ]
+    if u.total_tokens:
+        parts.append(f"tokens {u.prompt_tokens} in / {u.completion_tokens} out")
+    return " · ".join(parts)
+
+
+def _label(msg: Message) -> str:
+    return f"{_role_label(msg)} · {msg.created_at}"
+
+
+def _role_label(msg: Message) -> str:
+    label = ROLE_LABELS.get(msg.role, msg.role)
+    if msg.status == STATUS_FAILED:
+        label += " · failed (not sent again; /retry re-runs it)"
+    elif msg.status == STATUS_INTERRUPTED:
+        label += " · interrupted"
+    elif msg.status:
+        label += f" · {sanitize_line(msg.status)}"
+    return label
+
+
+def _tools_by_answer(session: Session) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for rec in session.tool_conversations:
+        grouped.setdefault(str(rec.get("message_id") or ""), []).append(tool_line(rec))
+    return grouped
+
+
+def tool_line(rec: dict[str, Any]) -> str:
+    """One line for a tool call record: name, arguments, outcome, duration, approval."""
+    args = rec.get("arguments")
+    args_text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+    approval = str(rec.get("approval") or "")
+    error = rec.get("error")
+    kind = rec.get("outcome") or ("denied" if approval.startswith("den") else None)
+    denied = kind == "denied"
+    if denied:
+        outcome = "denied" + (f" ({_first_line(str(error), 100)})" if error else "")
+    elif kind in ("interrupted", "timeout"):
+        outcome = "interrupted" if kind == "interrupted" else "timed out"
+    elif error or kind == "error":
+        outcome = "error: " + _first_line(str(error or rec.get("result") or ""), 100)
+    else:
+        outcome = "ok"
+    parts = [f"⚙ {rec.get('tool') or '?'} {_first_line(args_text, 100)}", outcome]
+    if isinstance(rec.get("duration_ms"), (int, float)):
+        parts.append(f"{rec['duration_ms']:.0f} ms")
+    if approval and not denied and approval not in ("not-run", "interrupted"):
+        parts.append(approval)
+    return sanitize_line(" · ".join(parts))
+
+
+def _first_line(text: str, limit: int) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _render_plain(items: list[Item]) -> str:
+    chunks = []
+    for kind, text in items:
+        if kind == "heading":
+            chunks.append(f"\n── {text} ──\n")
+        elif kind == "tool":
+            chunks.append(f"  {text}\n")
+        elif kind in ("text", "plain"):
+            chunks.append(text.rstrip("\n") + "\n")
+        else:
+            chunks.append(text + "\n")
+    return "".join(chunks)
+
+
+def _render_rich(items: list[Item], out: TextIO, factory: Callable[[TextIO], Any] | None) -> None:
+    from rich.console import Console
+    from rich.markdown import Markdown
+    from rich.text import Text
+
+    console = factory(out) if factory else Console(file=out, force_terminal=True, highlight=False)
+    styles = {"title": "bold", "meta": "dim", "note": "italic", "tool": "dim", "plain": ""}
+    for kind, text in items:
+        if kind == "heading":
+            console.print()
+            console.print(Text(text, style="bold cyan"))
+        elif kind == "text":
+            console.print(Markdown(text))
+        else:  # Text objects never interpret markup: "[red]" prints as is
+            console.print(Text(("  " if kind == "tool" else "") + text, style=styles[kind]))
+
+
+# ---- delete, rename, summary ----
+
+
+def sessions_delete(
+    store: SessionStore,
+    refs: Sequence[str],
+    *,
+    yes: bool,
+    confirm: Callable[[str], bool],
+    out: TextIO,
+) -> int:
+    """Delete sessions after one confirmation (unless `yes`); declining deletes nothing."""
+    if not refs:
+        raise UsageError("name at least one session to delete")
+    ids = list(dict.fromkeys(store.resolve(r) for r in refs))  # every ref checked before any delete
+    titles = {h["id"]: h for h in store.list()}
+    described = [_describe(sid, titles.get(sid)) for sid in ids]
+    if not yes:
+        question = (
+            f"Delete session {described[0]}?"
+            if len(ids) == 1
+            else f"Delete {len(ids)} sessions?\n  " + "\n  ".join(described) + "\n"
+        )
+        if not confirm(question):
+            out.write("Nothing deleted.\n")
+            return EXIT_OK
+    for sid, text in zip(ids, described, strict=True):
+        store.delete(sid)
+        out.write(f"Deleted {text}\n")
+    return EXIT_OK
+
+
+def _describe(sid: str, head: dict[str, Any] | None) -> str:
+    if head is None:
+        return sid
+    title = _first_line(sanitize_line(head["title"]), 60) or UNTITLED
+    return f"{sid} “{title}” ({plural(head['message_count'], 'message')})"
+
+
+def sessions_rename(store: SessionStore, ref: str, title: str, out: TextIO) -> int:
+    sid = store.resolve(ref)
+    store.rename(sid, title)
+    out.write(f"Renamed {sid} to “{sanitize_line(title)}”\n")
+    return EXIT_OK
+
+
+def sessions_summary(
+    store: SessionStore,
+    ref: str,
+    text: str | None = None,
+    clear: bool = False,
+    *,
+    out: TextIO,
+) -> int:
+    """Show (no text), set (text) or clear the session summary injected into the system prompt."""
+    if clear and text is not None:
+        raise UsageError("give a summary text or --clear, not both")
+    if text is not None and not text.strip():
+        raise UsageError("the summary text is empty", hint="use --clear to remove the summary")
+    sid = store.resolve(ref)
+    if clear:
+        store.set_summary(sid, "")
+        out.write(f"Summary of {sid} cleared.\n")
+    elif text is not None:
+        store.set_summary(sid, text)
+        out.write(f"Summary of {sid} saved.\n")
+    else:
+        summary = store.load(sid).summary
+        out.write((sanitize(summary) if summary else f"Session {sid} has no summary.") + "\n")
+    return EXIT_OK
+
+
+# ---- export ----
+
+
+def sessions_export(
+    store: SessionStore,
+    ref: str,
+    fmt: str = "md",
+    output: Path | None = None,
+    *,
+    out: TextIO,
+) -> int:
+    """Markdown (a title heading, then a role heading a message) or JSON (the stored dict).
+
+    JSON is lossless; markdown drops terminal control characters from the text.
+    """
+    if fmt not in ("md", "json"):
+        raise UsageError(f"unknown export format '{fmt}'", hint="use md or json")
+    session = store.load(store.resolve(ref))
+    text = json_text(session.to_dict()) + "\n" if fmt == "json" else to_markdown(session)
+    if output is None:
+        out.write(text)
+        return EXIT_OK
+    _write_file(output, text)
+    out.write(f"Exported {session.id} to {output}\n")
+    return EXIT_OK
+
+
+def to_markdown(session: Session) -> str:
+    parts = [f"# {sanitize_line(session.title) or 'Untitled session'}\n"]
+    parts.append(
+        f"- id: `{session.id}`\n- model: {sanitize_line(session.provider)}/"
+        f"{sanitize_line(session.model)}\n- created: {session.created_at}\n"
+        f"- updated: {session.updated_at}\n"
+    )
+    if session.summary:
+        parts.append("> **Summary:** " + sanitize(session.summary).replace("\n", "\n> ") + "\n")
+    tools = _tools_by_answer(session)
+    for msg in session.all_messages():
+        lines = [f"## {_role_label(msg)}", ""]
+        tool_lines = tools.pop(msg.id, [])
+        if tool_lines:
+            lines += [f"- {line}" for line in tool_lines] + [""]
+        lines.append(sanitize(msg.content).rstrip("\n"))
+        parts.append("\n".join(lines) + "\n")
+    return "\n".join(parts)
+
+
+def _write_file(path: Path, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from e
+    except OSError as e:
+        raise StorageError(f"cannot write {path}: {e.strerror or e}") from e

@@ -1,0 +1,500 @@
+"""Streaming markdown output on a rich Console (SPEC §2 "Streaming", §10).
+
+`StreamView` renders one answer as it streams. The answer is cut into top-level markdown blocks
+(`mdblocks.py`); a block is printed once, into the terminal's scrollback, as soon as a later block
+has started. Only the unsettled tail is redrawn, in a transient `rich.live.Live` that has no
+refresh thread, bottom-cropped to the terminal and throttled to `max_fps` (slower if frames are
+slow). `finish()` leaves on screen exactly what a one-shot `Markdown(whole_text)` render prints
+(less the invisible padding at line ends, which a narrowed terminal would turn into blank rows).
+Cost per token is bounded by the size of the last block, not of the answer. The renderer draws
+only when fed: a caller whose stream may stall calls `refresh()` when `due_in()` elapses.
+
+On a width change the live region is erased over the rows it occupies after the terminal
+re-wrapped it (`terminal_reflows`). A terminal made shorter than the region pushes its top rows
+into the scrollback, where they stay: that case is not handled.
+
+Plain mode (`plain=True`, or a console from `make_console` for a stream that is not a terminal)
+writes the raw text as it arrives. `NO_COLOR` (https://no-color.org) only drops colour: markdown is
+still rendered, with bold, italics, underline and dim but no colours. Model output is untrusted: control sequences are removed
+(`textsafe`) and nothing is printed as rich markup.
+
+Importing this module is cheap: rich is imported on first use; `preload()` imports it ahead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from typing import IO, TYPE_CHECKING, Any, TextIO
+
+from countbot_cli.textsafe import StreamSanitizer, sanitize
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from countbot_cli.ui import mdblocks
+
+_PLAIN_CONSOLES: weakref.WeakSet[Any] = weakref.WeakSet()
+_KEEP_BELOW = 2  # rows left free under the live region (the cursor line, a margin)
+
+
+def terminal_reflows(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the terminal re-wraps lines already on screen when its width changes (tmux, VTE,
+    kitty, iTerm2, Windows Terminal, ... do; xterm and rxvt cut them instead)."""
+    env = os.environ if env is None else env
+    if env.get("TMUX"):
+        return True
+    return not (env.get("XTERM_VERSION") or env.get("TERM", "").startswith("rxvt"))
+
+
+def preload() -> None:
+    """Import and warm up the renderer's heavy modules (call it in a background thread)."""
+    import io
+
+    from rich.console import Console
+
+    from countbot_cli.ui import mdblocks
+
+    mdblocks.parser()
+    warm = Console(file=io.StringIO(), force_terminal=True, width=80, color_system="truecolor")
+    warm.print(
+        mdblocks.Lines(mdblocks.render_lines(warm, _WARM_DOC, separated=True, code_theme="monokai"))
+    )
+    import rich.live  # noqa: F401
+
+
+_WARM_DOC = "# a\n\n- *b* `c`\n\n| d |\n|---|\n| e |\n\n```python\nx = 1\n```\n"
+
+
+def is_plain_console(console: Console) -> bool:
+    """True for a console made by `make_console` for a pipe or `force_plain`."""
+    return console in _PLAIN_CONSOLES
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def make_console(
+    *, file: TextIO | None = None, stderr: bool = False, force_plain: bool | None = None
+) -> Console:
+    """A Console for countbot output. Plain (raw text, no colour, no wrapping) when `force_plain`,
+    or by default when the stream is not a terminal. On a terminal with `NO_COLOR` set, markdown
+    is rendered without colours (styles such as bold stay)."""
+    from rich.console import Console
+
+    stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
+    plain = force_plain
+    if plain is None:
+        plain = not _isatty(stream)
+    if not plain:
+        no_color = bool(os.environ.get("NO_COLOR"))
+        return Console(file=file, stderr=stderr, highlight=False, emoji=False, no_color=no_color)
+    console = Console(
+        file=file,
+        stderr=stderr,
+        force_terminal=False,
+        color_system=None,
+        no_color=True,
+        highlight=False,
+        emoji=False,
+        soft_wrap=True,
+    )
+    _PLAIN_CONSOLES.add(console)
+    return console
+
+
+def _write_raw(stream: IO[str], text: str) -> None:
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:  # a non-UTF-8 stream: never lose the rest of the answer
+        enc = getattr(stream, "encoding", None) or "ascii"
+        stream.write(text.encode(enc, "replace").decode(enc))
+    stream.flush()
+
+
+def render_markdown(console: Console, text: str, *, code_theme: str = "monokai") -> None:
+    """Print a whole markdown text at once (sanitised; raw text on a plain console), exactly as
+    `StreamView` leaves it: rich's render without the invisible padding at the ends of lines."""
+    text = sanitize(text)
+    if is_plain_console(console):
+        if text:
+            _write_raw(console.file, text if text.endswith("\n") else text + "\n")
+        return
+    from countbot_cli.ui import mdblocks
+
+    lines = mdblocks.render_lines(console, text, separated=False, code_theme=code_theme)
+    console.print(mdblocks.Lines(mdblocks.rstrip_line(line) for line in lines))
+
+
+class _Region:
+    """The live region's content: pre-rendered lines, so a print above it re-renders nothing."""
+
+    def __init__(self, blocks: Any) -> None:
+        self.lines: list[Any] = []
+        self._blocks = blocks
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        return self._blocks.Lines(self.lines).__rich_console__(console, options)
+
+
+class StreamView:
+    """Renders one streamed answer on an injected rich Console."""
+
+    def __init__(
+        self,
+        console: Console,
+        *,
+        plain: bool = False,
+        max_fps: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+        code_theme: str = "monokai",
+        side: Console | None = None,
+        reflows: bool | None = None,
+    ) -> None:
+        """side: where reasoning and notices go in plain mode (default: stderr); reflows:
+        whether the terminal re-wraps its lines on a width change (default: `terminal_reflows`)."""
+        self._console = console
+        self._plain = plain or is_plain_console(console)
+        self._interval = 1.0 / max_fps if max_fps > 0 else 0.0
+        self._clock = clock
+        self._code_theme = code_theme
+        self._side = side
+        self._raw: list[str] = []
+        self._answer = StreamSanitizer()
+        self._thoughts = StreamSanitizer()
+        self._tail = ""  # sanitised answer text not yet printed into scrollback
+        self._reason = ""  # sanitised reasoning text of the current, unfinished line
+        self._in_reasoning = False
+        self._separated = False  # rich's blank line applies before the next printed block
+        self._last: str | None = None  # "answer" | "reasoning" | "notice": what was printed last
+        self._plain_nl = True  # plain mode: the main stream is at the start of a line
+        self._side_nl = True  # plain mode: the side stream is at the start of a line
+        self._live: Any = None
+        self._region: _Region | None = None
+        self._drawn: tuple[int, list[int]] | None = None  # width and line lengths of the region
+        self._reflows = terminal_reflows() if reflows is None else reflows
+        self._dirty = False
+        self._next_at = float("-inf")
+        self._blocks_mod: Any = None
+        self._live_capable: bool | None = None
+        self._splitter: Any = None
+        self.frames = 0  # redraws of the live region (for benchmarks and tests)
+
+    # ---- public API ----
+
+    @property
+    def text(self) -> str:
+        """Everything fed so far, raw."""
+        return "".join(self._raw)
+
+    def feed(self, delta: str) -> None:
+        """Text of the answer as it arrives."""
+        if not delta:
+            return
+        self._raw.append(delta)
+        text = self._answer.feed(delta)
+        if self._plain:
+            self._plain_answer(text)
+            return
+        self._end_reasoning()
+        self._tail += text
+        if "\n" in text and self._settle(len(self._tail) - len(text)):
+            return
+        self._dirty = True
+        self._maybe_frame()
+
+    def reasoning(self, delta: str) -> None:
+        """Reasoning text: shown dimmed, separately, never part of the answer."""
+        text = self._thoughts.feed(delta)
+        if not text:
+            return
+        if self._plain:
+            self._side_write(text)
+            self._side_nl = text.endswith("\n")
+            return
+        if not self._in_reasoning:
+            self._close_segment()
+            if self._last is not None:
+                self._print_dim("")
+            self._in_reasoning = True
+        self._reason += text
+        if "\n" in self._reason:
+            done, self._reason = self._reason.rsplit("\n", 1)
+            drawn = self._live is not None
+            self._print_dim(done)  # with a live region, this redraws the region too
+            if drawn:
+                return
+        self._dirty = True
+        self._maybe_frame()
+
+    def notice(self, text: str) -> None:
+        """A one-line dim notice between blocks (e.g. a tool call); settles the answer first.
+        Line breaks become spaces; other spacing (indentation, columns) is kept."""
+        line = " ".join(sanitize(text).expandtabs(4).splitlines()).rstrip()
+        if self._plain:
+            if _isatty(self._console.file):  # same screen: don't glue the notice to the answer
+                self._plain_break()
+            self._side_write(("" if self._side_nl else "\n") + line + "\n")
+            self._side_nl = True
+            return
+        self._close_segment()
+        if self._last in ("answer", "reasoning"):
+            self._console.print()
+        self._print_dim(line, one_line=True)
+        self._last = "notice"
+        self._separated = True
+
+    def finish(self) -> None:
+        """The stream ended: the screen now equals a one-shot render of the answer."""
+        if self._plain:
+            self._plain_answer(self._answer.flush())
+            self._plain_break()
+            return
+        self._close_segment()
+        self._stop_live()
+
+    def abort(self, note: str = "interrupted") -> None:
+        """Ctrl-C: print what arrived as settled, then the dim note."""
+        self.finish()
+        if note:
+            self.notice(note)
+
+    def refresh(self) -> None:
+        """Redraw the live region now if it is out of date (call it when `due_in()` elapses)."""
+        if self._dirty and not self._plain:
+            self._show()
+
+    def due_in(self) -> float | None:
+        """Seconds until a pending redraw should happen (None: nothing pending)."""
+        if not self._dirty or self._plain:
+            return None
+        return max(0.0, self._next_at - self._clock())
+
+    # ---- plain mode ----
+
+    def _plain_answer(self, text: str) -> None:
+        if not self._side_nl:  # reasoning on the side stream ends before the answer starts
+            self._side_write("\n")
+            self._side_nl = True
+        if text:
+            _write_raw(self._console.file, text)
+            self._plain_nl = text.endswith("\n")
+
+    def _plain_break(self) -> None:
+        if not self._plain_nl:
+            _write_raw(self._console.file, "\n")
+            self._plain_nl = True
+
+    def _side_write(self, text: str) -> None:
+        stream = self._side.file if self._side is not None else sys.stderr
+        _write_raw(stream, text)
+
+    # ---- rendered mode ----
+
+    @property
+    def _blocks(self) -> Any:
+        if self._blocks_mod is None:
+            from countbot_cli.ui import mdblocks
+
+            self._blocks_mod = mdblocks
+        return self._blocks_mod
+
+    def _live_ok(self) -> bool:
+        if self._live_capable is None:  # what rich.live.Live draws on
+            c = self._console
+            self._live_capable = c.is_terminal and not c.is_dumb_terminal and c.is_interactive
+        return self._live_capable
+
+    def _settle(self, new_from: int) -> bool:
+        """Print the blocks of the tail that can no longer change; True if any was printed."""
+        if self._splitter is None:
+            self._splitter = self._blocks.Splitter()
+        split: mdblocks.Split | None = self._splitter.split(self._tail, new_from)
+        if split is None:
+            return False
+        lines = self._lines(split.settled)
+        self._tail = split.rest
+        self._separated = not split.ends_with_hr
+        self._last = "answer"
+        self._show(self._blocks.Lines(lines))
+        return True
+
+    def _lines(self, src: str) -> list[Any]:
+        """`src` rendered, without invisible padding at line ends (a terminal that re-wraps its
+        lines when it gets narrower would turn that padding into blank rows)."""
+        blocks = self._blocks
+        lines = blocks.render_lines(
+            self._console, src, separated=self._separated, code_theme=self._code_theme
+        )
+        return [blocks.rstrip_line(line) for line in lines]
+
+    def _print_dim(self, text: str, *, one_line: bool = False) -> None:
+        from rich.text import Text
+
+        line = Text(text, style="dim", no_wrap=one_line, overflow="ellipsis" if one_line else None)
+        if self._live is not None:
+            self._show(line)
+        else:
+            self._console.print(line)
+
+    def _end_reasoning(self) -> None:
+        if not self._in_reasoning:
+            return
+        rest = self._reason + self._thoughts.flush()
+        self._reason = ""
+        self._in_reasoning = False
+        if rest:
+            self._print_dim(rest)
+        self._last = "reasoning"
+        self._separated = True
+
+    def _close_segment(self) -> None:
+        """Print the whole unsettled tail (and any reasoning) as final; no live region is left."""
+        self._end_reasoning()
+        self._tail += self._answer.flush()
+        tail, self._tail = self._tail, ""
+        if self._splitter is not None:
+            self._splitter.reset()
+        self._stop_live()
+        self._dirty = False
+        if not self._blocks.is_blank(tail):
+            self._console.print(self._blocks.Lines(self._lines(tail)))
+            self._last = "answer"
+            self._separated = True
+
+    def _stop_live(self) -> None:
+        if self._live is None:
+            return
+        self._fit_erase()
+        live, self._live = self._live, None
+        if self._region is not None:
+            self._region.lines = []
+        live.refresh()  # erase the region before Live's last refresh (it could be taller)
+        live.stop()
+        self._drawn = None
+
+    def _fit_erase(self) -> None:
+        """After a width change, make Live erase the rows its region occupies now: a terminal
+        that re-wraps its lines spreads a line over more rows when narrower (fewer when wider
+        again); rows pushed above the screen can no longer be reached."""
+        drawn, live = self._drawn, self._live
+        width = self._console.width
+        if drawn is None or live is None or drawn[0] == width or width <= 0:
+            return
+        lens = drawn[1]
+        rows = sum(max(1, -(-n // width)) for n in lens) if self._reflows else len(lens)
+        render = getattr(live, "_live_render", None)
+        if render is not None and getattr(render, "_shape", None) is not None:
+            render._shape = (width, min(rows, self._console.height))
+        self._drawn = (width, drawn[1])
+
+    def _maybe_frame(self) -> None:
+        if self._clock() >= self._next_at:
+            self._show()
+
+    def _show(self, above: Any = None) -> None:
+        """Redraw the live region; print `above` into scrollback over it, in the same write."""
+        self._dirty = False
+        if not self._live_ok():
+            if above is not None:
+                self._console.print(above)
+            return
+        started = time.perf_counter()
+        region = self._ensure_live()
+        self._fit_erase()
+        region.lines = self._region_lines()
+        if above is not None:
+            self._console.print(above)  # Live's render hook redraws the region below it
+        else:
+            self._live.refresh()
+        width = self._console.width
+        self._drawn = (width, [min(width, self._blocks.line_length(line)) for line in region.lines])
+        self.frames += 1
+        took = time.perf_counter() - started
+        self._next_at = self._clock() + max(self._interval, 4 * took)
+
+    def _ensure_live(self) -> _Region:
+        if self._region is None:
+            self._region = _Region(self._blocks)
+        if self._live is None:
+            from rich.live import Live
+
+            self._live = Live(
+                self._region,
+                console=self._console,
+                auto_refresh=False,
+                transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
+                vertical_overflow="crop",
+            )
+            self._live.start()
+        return self._region
+
+    def _region_lines(self) -> list[Any]:
+        """The unsettled tail (or the current reasoning line), bottom-cropped to the terminal."""
+        keep = max(1, self._console.height - _KEEP_BELOW)
+        if self._in_reasoning:
+            from rich.text import Text
+
+            text = Text(self._reason, style="dim")
+            lines = self._console.render_lines(text, pad=False) if self._reason else []
+            return self._blocks.bottom(lines, keep) if lines else []
+        if self._blocks.is_blank(self._tail):
+            return []
+        src = self._blocks.fence_window(self._tail, keep)
+        return self._blocks.bottom(self._lines(src), keep)
+
+
+class StallRedraw:
+    """Draws a StreamView's pending frame when the stream stalls, and serialises access to it.
+
+    StreamView redraws only when text arrives (no refresh thread: rich's races print() from
+    another thread). When the stream pauses, a timer draws the last pending frame. Callers do
+    every call into the view under `lock` and call `schedule()` after feeding it.
+    """
+
+    def __init__(self, stream: StreamView) -> None:
+        self.stream = stream
+        self.lock = threading.RLock()
+        self._timer: threading.Timer | None = None
+        self._closed = False
+
+    def schedule(self) -> None:
+        """Under `lock`: arm the timer for the renderer's pending frame, if any."""
+        due = self.stream.due_in()
+        if due is None or self._timer is not None or self._closed:
+            return
+        self._timer = threading.Timer(due + 0.005, self._tick)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def cancel(self) -> None:
+        with self.lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    def close(self) -> None:
+        """No more timed frames (the turn is over)."""
+        self.cancel()
+        self._closed = True
+
+    def _tick(self) -> None:
+        with self.lock:
+            self._timer = None
+            if self._closed:
+                return
+            try:
+                self.stream.refresh()
+            except (OSError, ValueError):  # the terminal went away; the main thread will see it
+                return
+            self.schedule()

@@ -1,0 +1,193 @@
+"""TurnViews for `ask`: plain text, JSON (collect only) and rendered markdown on a TTY.
+
+stdout carries the answer and nothing else; status, notices, tool lines and errors go to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+from countbot_cli.errors import OutputClosed
+from countbot_cli.textsafe import StreamSanitizer, sanitize
+
+if TYPE_CHECKING:
+    from countbot_cli.tools import PreparedCall, ToolResult
+    from countbot_cli.tools.approval import Decision
+
+
+class _StderrNotices:
+    """Status line while waiting for the first token, then one-line notices, all on stderr."""
+
+    def __init__(self, err: TextIO, *, waiting: str | None) -> None:
+        self.err = err
+        self.tty = _isatty(err)
+        self._status_shown = False
+        if waiting and self.tty:
+            err.write(f"\x1b[2m{sanitize(waiting)}\x1b[0m")  # names the model
+            err.flush()
+            self._status_shown = True
+
+    def clear_status(self) -> None:
+        if self._status_shown:
+            self.err.write("\r\x1b[2K")
+            self.err.flush()
+            self._status_shown = False
+
+    def line(self, text: str) -> None:
+        self.clear_status()
+        text = sanitize(text)
+        self.err.write(f"\x1b[2m{text}\x1b[0m\n" if self.tty else f"countbot: {text}\n")
+        self.err.flush()
+
+
+class PlainView:
+    """Raw answer text to stdout as it arrives (sanitised); the rest to stderr."""
+
+    def __init__(self, out: TextIO, err: TextIO, *, waiting: str | None = None) -> None:
+        self.out = _AnswerOut(out)
+        self.notices = _StderrNotices(err, waiting=waiting)
+        self._last = ""
+        # holds back an escape sequence cut by a chunk boundary until it is complete
+        self._clean = StreamSanitizer()
+
+    def text(self, delta: str) -> None:
+        self.notices.clear_status()
+        self._answer(self._clean.feed(delta))
+
+    def _answer(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            self.out.flush()
+            self._last = text
+
+    def reasoning(self, delta: str) -> None:
+        self.notices.clear_status()
+
+    def notice(self, text: str) -> None:
+        self.notices.line(text)
+
+    def tool_start(self, prepared: PreparedCall) -> None:
+        self.pause()
+        self.notice(f"→ {prepared.call.name} {_short_args(prepared.args)}")
+
+    def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
+        state = "ok" if result.ok else (result.error or "failed")
+        self.notice(f"← {prepared.call.name}: {state}")
+
+    def pause(self) -> None:
+        """Before a tool runs or a prompt is drawn: end the current line of answer text."""
+        self.notices.clear_status()
+        self._answer(self._clean.flush())
+        if self._last and not self._last.endswith("\n"):
+            self.out.write("\n")
+            self.out.flush()
+            self._last = "\n"
+
+    def finish(self) -> None:
+        self.pause()
+
+    def abort(self, note: str) -> None:
+        self.finish()
+
+
+class JsonView(PlainView):
+    """Collects nothing on stdout (the caller prints one JSON object); notices to stderr."""
+
+    def __init__(self, err: TextIO) -> None:
+        super().__init__(sys.stdout, err)
+
+    def text(self, delta: str) -> None:
+        self.notices.clear_status()
+
+    def finish(self) -> None:
+        self.notices.clear_status()
+
+
+class MarkdownView(PlainView):
+    """Rendered markdown on a TTY through the streaming renderer; a stalled stream's pending
+    frame is still drawn (render.StallRedraw)."""
+
+    def __init__(self, out: TextIO, err: TextIO, *, waiting: str | None = None) -> None:
+        super().__init__(out, err, waiting=waiting)
+        from countbot_cli.ui.stream import StallRedraw, StreamView, make_console
+
+        self.console = make_console(file=out)
+        self.stream = StreamView(self.console)
+        self.frames = StallRedraw(self.stream)
+
+    def text(self, delta: str) -> None:
+        self.notices.clear_status()
+        with self.frames.lock:
+            self.stream.feed(delta)
+            self.frames.schedule()
+
+    def reasoning(self, delta: str) -> None:
+        self.notices.clear_status()
+        with self.frames.lock:
+            self.stream.reasoning(delta)
+            self.frames.schedule()
+
+    def notice(self, text: str) -> None:
+        self.notices.clear_status()
+        with self.frames.lock:
+            self.stream.notice(text)
+
+    def pause(self) -> None:
+        """Settle the live tail (it stays on screen as final) before a tool or a prompt."""
+        self.notices.clear_status()
+        self.frames.cancel()
+        with self.frames.lock:
+            self.stream.finish()
+
+    def finish(self) -> None:
+        self.pause()
+        self.frames.close()
+
+    def abort(self, note: str) -> None:
+        self.notices.clear_status()
+        self.frames.close()
+        with self.frames.lock:
+            self.stream.abort(note)
+
+
+class _AnswerOut:
+    """stdout for the answer. When its reader goes away (`countbot ask … | head -1`: EPIPE) the
+    first failed write raises OutputClosed, so the engine ends the turn as on Ctrl-C and saves
+    it; later writes are dropped. guarded() then points stdout at /dev/null and exits 0."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self.reader_gone = False
+
+    def write(self, text: str) -> None:
+        if not self.reader_gone:
+            try:
+                self._out.write(text)
+            except BrokenPipeError as exc:
+                self._gone(exc)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._out.flush()
+            except BrokenPipeError as exc:
+                self._gone(exc)
+
+    def _gone(self, exc: BrokenPipeError) -> None:
+        self.reader_gone = True
+        raise OutputClosed(exc.errno, "the reader of the answer closed the pipe") from exc
+
+
+def _short_args(args: dict[str, Any] | None, limit: int = 80) -> str:
+    if not args:
+        return ""
+    text = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
