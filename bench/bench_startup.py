@@ -33,7 +33,7 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [
             sys.executable,
-            str(ROOT / "tests" / "fakeserver.py"),
+            str(ROOT / "tests" / "helpers" / "fakeserver.py"),
             "--port",
             "0",
             "--text",

@@ -32,7 +32,7 @@ from countbot_cli.ui.stream import (
     render_markdown,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 import gen_doc  # noqa: E402
 

@@ -53,7 +53,7 @@ It is noticed only while the server still has something to send or wait for (a d
 
 As a process (pexpect, benches)::
 
-    python tests/fakeserver.py --port 0 --text hello [--delay 0.05 --chunk 3] [--script FILE.json]
+    python tests/helpers/fakeserver.py --port 0 --text hello [--delay 0.05 --chunk 3] [--script FILE.json]
         [--default] [--model NAME ...] [--record FILE.jsonl]
 
 prints ``READY http://127.0.0.1:PORT/v1`` and serves until killed. ``--script`` holds a JSON list

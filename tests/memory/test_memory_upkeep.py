@@ -1,4 +1,4 @@
-"""Overflow summaries and /compact, end to end (see test_memory_rig): batches, each message
+"""Overflow summaries and /compact, end to end (see helpers/memory_rig.py): batches, each message
 summarised once, failures and timeouts leaving the messages for a later turn, the exact
 sentinel, the token window, bounded summary calls and Ctrl-C during upkeep."""
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import fakeserver as fs
 import pytest
-from test_memory_rig import (
+from memory_rig import (
     ENTRY_RE,
     RigFactory,
     Summariser,

@@ -30,7 +30,7 @@ from countbot_cli.config.settings import (
 from countbot_cli.errors import EXIT_USAGE, ConfigError
 
 SECRET = "sk-test-SECRET-0123456789abcdefWXYZ"
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from cbenv import make_cb
-from test_memory_rig import RigFactory, q
+from memory_rig import RigFactory, q
 
 from countbot_cli.config.settings import load_settings
 from countbot_cli.memory.keeper import (

@@ -1,4 +1,4 @@
-"""Automatic memory (see test_memory_rig): at 30 messages or 15,000 characters, then every 30
+"""Automatic memory (see helpers/memory_rig.py): at 30 messages or 15,000 characters, then every 30
 new messages, only messages after its cursor, the newest content kept; the cursor after /undo
 and /retry removed messages it had consumed."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import fakeserver as fs
 import pytest
-from test_memory_rig import RigFactory, dialogue_lines, messages_of, q
+from memory_rig import RigFactory, dialogue_lines, messages_of, q
 
 from countbot_cli.memory.keeper import CURSOR_AUTO, CURSOR_AUTO_AT
 from countbot_cli.prompts import NO_MEMORY_SENTINEL

@@ -11,7 +11,7 @@ from typing import Any
 
 import fakeserver as fs
 from cbenv import make_cb
-from test_memory_rig import ENTRY_RE, Summariser, a, dialogue_lines, messages_of, q
+from memory_rig import ENTRY_RE, Summariser, a, dialogue_lines, messages_of, q
 
 from countbot_cli.config.settings import load_settings
 from countbot_cli.conversation.session import new_session

@@ -32,7 +32,7 @@ from fakeserver import (
 STREAM = {"model": "test-model", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 PLAIN = {"model": "test-model", "messages": [{"role": "user", "content": "hi"}]}
 USAGE = {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
-FAKESERVER = Path(__file__).with_name("fakeserver.py")
+FAKESERVER = Path(__file__).resolve().parents[1] / "helpers" / "fakeserver.py"
 
 
 @pytest.fixture
