@@ -296,7 +296,7 @@ def _report(
         out.flush()
     if result.error is not None and result.status == "failed":
         print_error(result.error, err)
-    stats = getattr(provider, "last_stats", None)
+    stats = provider.last_stats
     if stats is not None and _isatty(err) and not opts.json_out:
         err.write(f"\x1b[2m{stats.describe()}\x1b[0m\n")
     if result.session_id and _isatty(err) and not opts.json_out:

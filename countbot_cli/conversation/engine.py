@@ -1,4 +1,4 @@
-"""One turn: context -> stream -> tool rounds -> approval -> save -> memory upkeep.
+"""One turn: context -> stream -> tool rounds -> approval -> save.
 
 The engine never prints: everything the user sees goes through the narrow `TurnView` sink.
 What is saved (SPEC §4): the user message and the final answer. A failed turn saves the user
@@ -6,20 +6,21 @@ message marked failed (and any partial text marked failed), never an error strin
 so does any unexpected exception (a bug: it becomes an UnexpectedError, exit 1). An interrupted
 turn (Ctrl-C, SIGTERM, or `ask`'s reader closing the pipe) saves what arrived, marked
 interrupted. Tool calls are recorded in the
-session's `tool_conversations`, not replayed in later turns.
+session's `tool_conversations`, not replayed in later turns. What happens around a turn (the
+session's "new or saved" rule, the system override, memory upkeep after it) is the
+`Conversation`'s (chat.py); the engine's attributes are set once, by its constructor.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import date
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from countbot_cli.conversation.context import Budget, TurnContext, build_context
-from countbot_cli.conversation.session import Session, new_session
+from countbot_cli.conversation.session import Session, new_session, title_from
 from countbot_cli.conversation.tool_round import ToolRunner
 from countbot_cli.conversation.view import TurnView
 from countbot_cli.errors import (
@@ -40,7 +41,6 @@ from countbot_cli.messages import (
     ReasoningDelta,
     StreamEvent,
     TextDelta,
-    ToolCall,
     ToolCallDelta,
     Usage,
     utc_now,
@@ -52,13 +52,7 @@ if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
     from countbot_cli.conversation.store import SessionStore
     from countbot_cli.provider import Provider
-    from countbot_cli.tools import PreparedCall, ToolRegistry
-
-
-class MemoryKeeping(Protocol):
-    """What the REPL reaches through the engine of the memory keeper (`/compact`)."""
-
-    def compact(self, session_id: str) -> list[str]: ...
+    from countbot_cli.tools import ToolRegistry
 
 
 @dataclass
@@ -93,10 +87,8 @@ class Engine:
         policy: ApprovalPolicy | None = None,
         budget: Budget | None = None,
         recall: Callable[[str], list[str]] | None = None,
-        upkeep: Sequence[Callable[[str], None]] = (),
         today: Callable[[], date] = date.today,
         streaming: bool = True,
-        memory_keeper: MemoryKeeping | None = None,
     ) -> None:
         self.settings = settings
         self.provider = provider
@@ -105,18 +97,18 @@ class Engine:
         self.policy = policy or ApprovalPolicy()
         self.budget = budget
         self.recall = recall
-        self.upkeep = list(upkeep)
         self.today = today
-        self.system_override = settings.system
         self._current = _Round()
         self.streaming = streaming
         self._provider_tools: bool | None = None  # can the provider's model take tools?
-        self.memory_keeper = memory_keeper
 
     # ---- building the request ----
 
-    def prompt_facts(self, session: Session | None = None) -> PromptFacts:
-        """The system prompt's facts; a session's own instructions (/system) win over --system."""
+    def prompt_facts(
+        self, session: Session | None = None, *, system: str | None = None
+    ) -> PromptFacts:
+        """The system prompt's facts; a session's own instructions (/system) win over `system`
+        (--system, as the conversation holds it)."""
         p = self.settings.persona
         return PromptFacts(
             ai_name=p.ai_name,
@@ -126,7 +118,7 @@ class Engine:
             workspace=str(self.settings.tools.workspace),
             today=self.today(),
             tools_enabled=bool(self.tool_schemas()),
-            extra_system=(session.system if session and session.system else self.system_override),
+            extra_system=(session.system if session and session.system else system),
         )
 
     def tool_schemas(self) -> list[dict[str, Any]]:
@@ -135,21 +127,12 @@ class Engine:
         if self.tools is None:
             return []
         if self._provider_tools is None:
-            self._provider_tools = bool(getattr(self.provider, "supports_tools", True))
+            self._provider_tools = self.provider.supports_tools
         return self.tools.schemas() if self._provider_tools else []
 
-    def reprepare(self, prepared: PreparedCall, args: dict[str, Any]) -> PreparedCall:
-        """`prepared` with arguments the user edited, checked as the tool loop will check it."""
-        if self.tools is None:
-            return prepared
-        call = prepared.call
-        edited = ToolCall(
-            id=call.id, name=call.name, arguments=json.dumps(args, ensure_ascii=False)
-        )
-        rules = self.settings.tools
-        return self.tools.prepare(edited, allow_rules=rules.allow, deny_rules=rules.deny)
-
-    def context_for(self, session: Session, user: Message) -> TurnContext:
+    def context_for(
+        self, session: Session, user: Message, *, system: str | None = None
+    ) -> TurnContext:
         memory: list[str] = []
         if self.recall is not None:
             try:
@@ -157,7 +140,7 @@ class Engine:
             except Exception:  # memory recall is a nicety; a broken MEMORY.md never blocks a turn
                 memory = []
         return build_context(
-            facts=self.prompt_facts(session),
+            facts=self.prompt_facts(session, system=system),
             summary=session.summary,
             history=session.messages,
             user=user,
@@ -178,13 +161,15 @@ class Engine:
         save: bool = True,
         is_new: bool = False,
         replaces: str | None = None,
+        system: str | None = None,
     ) -> TurnResult:
-        """Run one turn and save it. Never raises for provider errors or Ctrl-C: the result says."""
+        """Run one turn and save it. Never raises for provider errors or Ctrl-C: the result says.
+        `system`: extra instructions when the session has none of its own (--system)."""
         user = Message(role="user", content=user_text)
         history = session
         if replaces:  # the failed attempt being retried is not sent again
             history = replace(session, messages=_without_failed(session.messages, replaces))
-        ctx = self.context_for(history, user)
+        ctx = self.context_for(history, user, system=system)
         result = TurnResult(
             session_id=session.id if save else None,
             answer="",
@@ -220,8 +205,6 @@ class Engine:
                 self._save(session, new_messages, records, result, is_new=is_new, replaces=replaces)
             for note in result.notices:
                 view.notice(note)
-            if stop is None:
-                self._run_upkeep(session.id, view)
         if stop is not None:  # saved; now stop the program (SIGTERM, terminal or pipe closed)
             raise stop
         return result
@@ -361,8 +344,6 @@ class Engine:
             s.model = result.model or s.model
             s.updated_at = utc_now()
             if not s.title:
-                from countbot_cli.conversation.session import title_from
-
                 s.title = title_from(new_messages[0].content)
 
         if is_new:
@@ -385,16 +366,6 @@ class Engine:
             )
             return
         apply(session)
-
-    def _run_upkeep(self, session_id: str, view: TurnView) -> None:
-        for hook in self.upkeep:
-            try:
-                hook(session_id)
-            except KeyboardInterrupt:
-                view.notice("memory upkeep interrupted; it will run again after the next turn")
-                return
-            except Exception as exc:  # upkeep never breaks a turn
-                view.notice(f"memory upkeep failed: {exc}")
 
 
 def _without_failed(messages: list[Message], user_id: str) -> list[Message]:

@@ -27,14 +27,16 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from countbot_cli.config.providers import ProviderConfig
 from countbot_cli.conversation.budget import reply_reserve
 from countbot_cli.conversation.tokens import context_window_for
-from countbot_cli.errors import CountbotError
+from countbot_cli.errors import CountbotError, ReadTimeoutError
 from countbot_cli.messages import ChatRequest, Finished, TextDelta
+from countbot_cli.provider import Provider, make_provider
+from countbot_cli.provider.openai_compat import OpenAICompatProvider
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
-    from countbot_cli.provider import Provider
 
 SUMMARY_TEMPERATURE = 0.3
 SUMMARY_READ_TIMEOUT = 30.0  # a summary call fails after this long (in all, inside a run)
@@ -77,9 +79,7 @@ class Summariser:
 
     @property
     def window(self) -> int:
-        cfg = self.settings.provider
-        same = cfg.model == self.provider.model
-        return context_window_for(self.provider.model, cfg.context_window if same else None)
+        return context_window_for(self.provider.model, self.provider.context_window)
 
     @property
     def max_tokens(self) -> int:
@@ -101,8 +101,6 @@ class Summariser:
     def summarise(self, prompt: str, what: str) -> str:
         """The model's one-line reply to `prompt`. Raises SummaryError (the call failed, timed
         out or returned nothing) or Postponed (inside a run: out of time, or already failed)."""
-        from countbot_cli.errors import ReadTimeoutError
-
         total = self._time_for_call()
         self.calls += 1
         self.chars_sent += len(prompt)
@@ -150,13 +148,11 @@ class Summariser:
     def _provider(self, read_timeout: float) -> tuple[Provider, bool]:
         """A dedicated HTTP provider (no retries, short read timeout), or the chat provider
         itself when it is not an HTTP one (the local model, test doubles)."""
-        from countbot_cli.config.providers import ProviderConfig
-
-        cfg = getattr(self.provider, "cfg", None)
-        if not isinstance(cfg, ProviderConfig) or cfg.type != "openai":
+        if not isinstance(self.provider, OpenAICompatProvider):
             return self.provider, False
-        from countbot_cli.provider import make_provider
-
+        cfg = self.provider.cfg
+        if not isinstance(cfg, ProviderConfig) or cfg.type != "openai":  # settings made by hand
+            return self.provider, False
         quick = replace(
             cfg,
             model=self.provider.model,
@@ -168,8 +164,6 @@ class Summariser:
 
 def _collect(events: Iterator[Any], late: Callable[[], bool]) -> str:
     """The text of a streamed reply; ReadTimeoutError once `late()` turns true."""
-    from countbot_cli.errors import ReadTimeoutError
-
     parts: list[str] = []
     try:
         for ev in events:

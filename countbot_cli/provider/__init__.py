@@ -45,15 +45,41 @@ class ProviderSettings(Protocol):
     def max_retries(self) -> int: ...
     @property
     def model_path(self) -> str | None: ...  # GGUF file for type "local"
+    @property
+    def context_window(self) -> int | None: ...  # None: the model table decides
+    @property
+    def api_key_env(self) -> str | None: ...  # the variable that should hold the key (hints)
+
+
+class ProviderStats(Protocol):
+    """Timing of a provider's latest answer (the local model's load time and speed)."""
+
+    def describe(self) -> str:
+        """One line for the UI, shown dimmed after the answer."""
+        ...
 
 
 class Provider(Protocol):
-    """A chat-completions backend."""
+    """A chat-completions backend, and what the engine and the views read of it."""
 
     @property
     def name(self) -> str: ...
     @property
     def model(self) -> str: ...
+    @property
+    def supports_tools(self) -> bool:
+        """Whether the model takes tool definitions (tools are offered only then)."""
+        ...
+
+    @property
+    def last_stats(self) -> ProviderStats | None:
+        """Timing of the latest answer when the provider measures it (the local model)."""
+        ...
+
+    @property
+    def context_window(self) -> int | None:
+        """The window the settings give the current model; None: the model table decides."""
+        ...
 
     def stream(self, req: ChatRequest) -> Iterator[StreamEvent]:
         """Text/reasoning/tool-call deltas as they arrive, then exactly one Finished."""

@@ -36,7 +36,7 @@ from countbot_cli.messages import (
 )
 
 if TYPE_CHECKING:
-    from countbot_cli.provider import Provider
+    from countbot_cli.provider import Provider, ProviderStats
 
 
 def tool_call(name: str, arguments: Mapping[str, Any] | str, call_id: str = "") -> ToolCall:
@@ -100,6 +100,8 @@ class ScriptedProvider:
     name: str = "fake"
     model: str = "fake-model"
     supports_tools: bool = True
+    context_window: int | None = None
+    last_stats: ProviderStats | None = None
     models: list[str] = field(default_factory=list)
     requests: list[ChatRequest] = field(default_factory=list)
     closed: bool = False

@@ -229,8 +229,8 @@ class LocalProvider:
             raise ConfigError(f"no such model file: {path}", key=setting, hint=LOCAL_HINT)
         self.model_path = path
         self.model = cfg.model or (LOCAL_MODEL_NAME if bundled else Path(path).stem)
-        window = getattr(cfg, "context_window", None)
-        self.n_ctx = int(window) if isinstance(window, int) and window > 0 else 0  # 0: model's
+        window = cfg.context_window
+        self.n_ctx = window if window is not None and window > 0 else 0  # 0: the model's own
         self._setting = setting
         self.last_stats: LocalStats | None = None
         self.load_seconds: float | None = None  # set when the model is first needed
@@ -263,6 +263,11 @@ class LocalProvider:
 
     def close(self) -> None:
         """Nothing to release: the model stays cached for the rest of the process."""
+
+    @property
+    def context_window(self) -> int | None:
+        """The configured context size the model is loaded with (None: the model's own)."""
+        return self.n_ctx or None
 
     @property
     def supports_tools(self) -> bool:

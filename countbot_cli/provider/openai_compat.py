@@ -36,7 +36,7 @@ from countbot_cli.provider.sse import MAX_LINE, LineTooLong
 if TYPE_CHECKING:
     import httpx
 
-    from countbot_cli.provider import ProviderSettings
+    from countbot_cli.provider import ProviderSettings, ProviderStats
 
 __all__ = [
     "OpenAICompatProvider",
@@ -148,6 +148,9 @@ def _is_json(content_type: str, first: bytes) -> bool:
 class OpenAICompatProvider:
     """Chat completions against any OpenAI-compatible server."""
 
+    supports_tools = True  # the server decides; countbot offers tools and reads what comes back
+    last_stats: ProviderStats | None = None  # the server's timing is not measured
+
     def __init__(
         self,
         cfg: ProviderSettings,
@@ -167,6 +170,11 @@ class OpenAICompatProvider:
         self._rand = rand
 
     # -- public API --
+
+    @property
+    def context_window(self) -> int | None:
+        """The configured window, while the configured model is the one in use."""
+        return self.cfg.context_window if self.model == self.cfg.model else None
 
     def stream(self, req: ChatRequest) -> Iterator[StreamEvent]:
         streamed = not (req.tools and not self.cfg.stream_tools)
@@ -342,8 +350,8 @@ class OpenAICompatProvider:
 
     def _key_hint(self, err: ProviderError) -> ProviderError:
         """Name the env var that should hold the key, when the settings know it."""
-        env = getattr(self.cfg, "api_key_env", None)
-        if isinstance(err, AuthError) and isinstance(env, str) and env:
+        env = self.cfg.api_key_env
+        if isinstance(err, AuthError) and env:
             err.hint = f"check the provider's API key (env var {env})"
         return err
 

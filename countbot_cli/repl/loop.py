@@ -215,7 +215,7 @@ class Repl:
         else:
             view.finish()
         self.view = None
-        stats = getattr(self.engine.provider, "last_stats", None)
+        stats = self.engine.provider.last_stats
         view.summary(result, time.monotonic() - started, stats)
         if view.last_tool is not None:
             self.last_tool = view.last_tool

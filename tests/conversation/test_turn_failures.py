@@ -25,6 +25,9 @@ class BreakingProvider:
 
     name = "test"
     model = "test-model"
+    supports_tools = True
+    context_window = None
+    last_stats = None
 
     def __init__(self, exc: BaseException) -> None:
         self.exc = exc

@@ -64,6 +64,7 @@ class _RacingProvider:
 
     name = "race"
     model = "test-model"
+    context_window = None
 
     def __init__(self) -> None:
         self.other: MemoryKeeper | None = None

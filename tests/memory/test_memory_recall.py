@@ -132,6 +132,7 @@ def test_recall_skips_an_entry_too_long_for_its_budget(tmp_path: Path) -> None:
 class _NoProvider:
     name = "none"
     model = "gpt-4o"
+    context_window = None
 
     def stream(self, req: Any) -> Any:
         raise AssertionError("no summary call expected")

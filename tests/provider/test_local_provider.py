@@ -43,6 +43,7 @@ class Cfg:
     connect_timeout: float = 10.0
     read_timeout: float = 120.0
     max_retries: int = 2
+    api_key_env: str | None = None
 
 
 def ask(text: str, **kw: Any) -> ChatRequest:
@@ -345,7 +346,7 @@ def test_no_tools_are_offered_to_a_model_whose_template_cannot_take_them(tmp_pat
     settings = load_settings(env=env, cwd=tmp_path)
     assert settings.provider.type == "local"
     provider = app.make_provider(settings, io_sink())
-    assert provider.supports_tools is False  # type: ignore[attr-defined]
+    assert provider.supports_tools is False
     engine = app.build_engine(settings, provider, None, tools_enabled=True, yes=False)
     assert engine.tools is not None  # the registry exists ...
     assert engine.tool_schemas() == []  # ... but nothing is sent

@@ -59,6 +59,8 @@ class Cfg:
     read_timeout: float = 120.0
     max_retries: int = 2
     model_path: str | None = None
+    context_window: int | None = None
+    api_key_env: str | None = None
 
 
 Reply = Callable[[httpx.Request], httpx.Response]
