@@ -56,6 +56,25 @@ def sessions_list(
     guarded(lambda: _list(_store(config), sys.stdout, json_out=json_out, limit=limit))
 
 
+@sessions_app.command(
+    "search", help="Find sessions by what was said in them (titles, live and archived messages)."
+)
+def sessions_search(
+    words: Annotated[list[str], typer.Argument(metavar="WORDS...")],
+    json_out: JsonOpt = False,
+    limit: Annotated[int, typer.Option("-n", help="At most N sessions.")] = 10,
+    config: ConfigOpt = None,
+) -> None:
+    def go() -> int:
+        from countbot_cli.conversation.search import SessionSearch
+        from countbot_cli.ui.session_search import sessions_search as _search
+
+        search = SessionSearch(_store(config))  # notices go where the store's go (stderr)
+        return _search(search, words, sys.stdout, json_out=json_out, limit=limit)
+
+    guarded(go)
+
+
 @sessions_app.command("show", help="Print a session's transcript.")
 def sessions_show(
     session_id: Annotated[str, typer.Argument(metavar="ID")],

@@ -190,6 +190,12 @@ class SessionStore:
         ordered = sorted(rows.items(), key=lambda kv: (kv[1][5], kv[1][1], kv[0]), reverse=True)
         return [_header(sid, row) for sid, row in ordered]
 
+    def keyed_headers(self) -> dict[str, tuple[Key, dict[str, Any]]]:
+        """Every readable session's file key (inode, mtime_ns, size) and header, from the same
+        listing as `list()` (index rows reused, damaged files quarantined). For caches kept
+        beside the sessions (the search index): a file is unchanged while its key is."""
+        return {sid: ((r[0], r[1], r[2]), _header(sid, r)) for sid, r in self._scan().items()}
+
     def resolve(self, ref: str) -> str:
         """A full id from a full id, any unique prefix, or 'latest'. UsageError otherwise."""
         ref = ref.strip()
@@ -397,6 +403,10 @@ class SessionStore:
                 self._index_cache = (data, index)
         except (OSError, StorageError):
             pass  # a stale or missing index is refreshed from the files by the next list()
+
+    def notice(self, message: str) -> None:
+        """Say something to the user through the store's `on_notice` (caches beside it use it)."""
+        self._notice(message)
 
     def _report(self, key: str, message: str) -> None:
         if key not in self._reported:

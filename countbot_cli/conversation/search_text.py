@@ -1,0 +1,143 @@
+"""The text side of session search: what is indexed, the FTS5 query, which messages match.
+
+SQLite's `unicode61` tokenizer splits on spaces and punctuation, so a Chinese or Japanese
+sentence, written without spaces, would be one token and a word inside it could never be found.
+The `trigram` tokenizer would find it, but only for queries of three characters or more, and
+most Chinese words have two (配置, 北京). So CJK text is indexed as overlapping character
+bigrams plus the run's last character (北京大学 -> 北京 京大 大学 学), and a CJK query word
+becomes the phrase of its bigrams ("北京 京大 大学": consecutive tokens) or, for one character,
+a prefix query (北*). Latin words stay words: unicode61 folds case and diacritics; a word of
+four letters or more also matches as a prefix (deploy -> deployment), a shorter one whole or
+with an `s` (cat -> cats, but use !-> user).
+
+The same rules, in Python, say which messages of a found session matched (`Terms.matches`), so
+the excerpts shown are the messages that made the session match.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from countbot_cli.errors import UsageError
+from countbot_cli.textsafe import sanitize_line
+
+_CJK = (
+    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+    "\U00020000-\U0002ffff"
+)
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_WORD = re.compile(r"[^\W_]+")  # what unicode61 keeps as a token (letters and digits)
+_NOT_WORD_BEFORE = r"(?<![^\W_])"
+PREFIX_MIN = 4
+SNIPPET_CHARS = 160
+SNIPPET_LEAD = 50
+
+
+def index_text(text: str) -> str:
+    """`text` as it is indexed: CJK runs replaced by their bigrams and last character."""
+    return _CJK_RUN.sub(lambda m: " " + " ".join(_grams(m.group())) + " ", text)
+
+
+def _grams(run: str) -> list[str]:
+    return [run[i : i + 2] for i in range(len(run) - 1)] + [run[-1]]
+
+
+def fold(text: str) -> str:
+    """Case and, outside CJK runs, diacritics folded (as unicode61 with remove_diacritics
+    does; kana keep their voicing marks: バ is not ハ). For matching, not for display."""
+    lowered = text.lower()
+    if lowered.isascii():
+        return lowered
+    parts = _CJK_RUN.split(lowered)
+    runs = _CJK_RUN.findall(lowered)
+    out = [_strip_marks(parts[0])]
+    for run, part in zip(runs, parts[1:], strict=True):
+        out += [run, _strip_marks(part)]
+    return "".join(out)
+
+
+def _strip_marks(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+@dataclass(frozen=True)
+class Terms:
+    """The words of a query: each is CJK (matched as a substring) or a Latin word."""
+
+    words: tuple[str, ...]
+
+    def fts(self, *, every: bool = True) -> str:
+        """The FTS5 MATCH expression: every word (AND) or any (OR)."""
+        return (" AND " if every else " OR ").join(_fts_term(w) for w in self.words)
+
+    def patterns(self) -> list[re.Pattern[str]]:
+        return [_pattern(w) for w in self.words]
+
+    def matches(self, text: str) -> int:
+        """How many of the words `text` holds."""
+        folded = fold(text)
+        return sum(1 for p in self.patterns() if p.search(folded))
+
+
+def parse_query(words: str | Sequence[str]) -> Terms:
+    """The terms of a query; UsageError when it holds nothing searchable."""
+    text = words if isinstance(words, str) else " ".join(words)
+    out: dict[str, None] = {}
+    for piece in _CJK_RUN.split(fold(text)):
+        out.update(dict.fromkeys(_WORD.findall(piece)))
+    for run in _CJK_RUN.findall(fold(text)):
+        out[run] = None
+    if not out:
+        raise UsageError("nothing to search for: give at least one word")
+    return Terms(tuple(out))
+
+
+def _is_cjk(word: str) -> bool:
+    return bool(_CJK_RUN.fullmatch(word))
+
+
+def _quote(token: str) -> str:
+    return '"' + token.replace('"', '""') + '"'
+
+
+def _fts_term(word: str) -> str:
+    if _is_cjk(word):
+        if len(word) == 1:
+            return _quote(word) + "*"
+        return _quote(" ".join(word[i : i + 2] for i in range(len(word) - 1)))
+    if len(word) >= PREFIX_MIN:
+        return _quote(word) + "*"
+    return f"({_quote(word)} OR {_quote(word + 's')})"
+
+
+def _pattern(word: str) -> re.Pattern[str]:
+    if _is_cjk(word):
+        return re.compile(re.escape(word))
+    tail = "" if len(word) >= PREFIX_MIN else r"s?(?![^\W_])"
+    return re.compile(_NOT_WORD_BEFORE + re.escape(word) + tail)
+
+
+def snippet(text: str, terms: Terms, width: int = SNIPPET_CHARS) -> str:
+    """One sanitised line of `text` around its first match (the start when none), with `…`
+    where it was cut."""
+    line = sanitize_line(text)
+    folded = fold(line)
+    starts = [m.start() for p in terms.patterns() if (m := p.search(folded))]
+    at = min(starts) if starts and len(folded) == len(line) else 0
+    start = max(0, at - SNIPPET_LEAD)
+    if len(line) - start < width:
+        start = max(0, len(line) - width)
+    piece = line[start : start + width]
+    return ("…" if start > 0 else "") + piece + ("…" if start + width < len(line) else "")
+
+
+def best_matches(texts: Iterable[str], terms: Terms, limit: int) -> list[int]:
+    """Positions of the `limit` texts holding the most words (earlier first among equals),
+    returned in their original order."""
+    scored = [(n, i) for i, t in enumerate(texts) if (n := terms.matches(t)) > 0]
+    scored.sort(key=lambda ni: (-ni[0], ni[1]))
+    return sorted(i for _, i in scored[:limit])

@@ -1,0 +1,74 @@
+"""`countbot sessions search` as a user runs it: JSON shape, text snippets, notices, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cbenv import CB, make_cb
+
+from countbot_cli.conversation.search import INDEX_FILE
+from countbot_cli.conversation.session import new_session
+from countbot_cli.conversation.store import SessionStore
+from countbot_cli.messages import Message
+
+
+def setup(tmp_path: Path) -> tuple[CB, list[str]]:
+    cb = make_cb(tmp_path, "http://127.0.0.1:9")
+    store = SessionStore(cb.sessions_dir)
+    made = []
+    for title, texts in (
+        ("Redis setup", ["how do I make redis durable?", "Turn on appendonly in redis.conf"]),
+        ("\x1b]0;pwned\x07Evil title", ["redis \x1b[2J wipes the screen", "no it does not"]),
+        ("数据库", ["Redis配置放在哪里？", "在 /etc/redis 下面"]),
+        ("Unrelated", ["the weather today", "sunny"]),
+    ):
+        s = new_session(provider="test", model="test-model", title=title)
+        s.messages = [
+            Message(role=r, content=t) for r, t in zip(("user", "assistant"), texts, strict=True)
+        ]
+        store.create(s)
+        made.append(s.id)
+    return cb, made
+
+
+def test_json_gives_one_object_per_session_with_snippets(tmp_path: Path) -> None:
+    cb, made = setup(tmp_path)
+    proc = cb.run("sessions", "search", "--json", "redis")
+    assert proc.returncode == 0, proc.stderr
+    assert "building the search index of 4 sessions" in proc.stderr
+    assert proc.stderr.count("\n") == 1
+    hits = json.loads(proc.stdout)
+    assert {h["id"] for h in hits} == set(made[:3])
+    assert hits[0]["id"] == made[0]  # title and both messages match
+    for h in hits:
+        assert set(h) == {"id", "title", "created", "updated", "score", "snippets"}
+        assert h["snippets"] and all("redis" in s["text"].lower() for s in h["snippets"])
+    evil = next(h for h in hits if h["id"] == made[1])
+    assert "\x1b" not in json.dumps(evil["snippets"], ensure_ascii=False)
+    one = json.loads(cb.run("sessions", "search", "--json", "-n", "1", "redis").stdout)
+    assert [h["id"] for h in one] == [made[0]]
+    cjk = json.loads(cb.run("sessions", "search", "--json", "配置").stdout)
+    assert [h["id"] for h in cjk] == [made[2]]
+    assert cjk[0]["snippets"][0]["text"] == "Redis配置放在哪里？"
+
+
+def test_text_output_is_sanitised_and_notices_are_one_line(tmp_path: Path) -> None:
+    cb, made = setup(tmp_path)
+    proc = cb.run("sessions", "search", "redis", "durable")
+    assert proc.returncode == 0
+    assert made[0][:8] in proc.stdout and "Redis setup" in proc.stdout
+    assert "You: how do I make redis durable?" in proc.stdout
+    proc = cb.run("sessions", "search", "redis")
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
+    assert proc.stderr == ""  # warm: nothing to say
+    (cb.sessions_dir / INDEX_FILE).write_bytes(b"\0garbage" * 512)
+    proc = cb.run("sessions", "search", "appendonly")
+    assert proc.returncode == 0
+    (line,) = proc.stderr.splitlines()
+    assert "search index" in line and "damaged" in line and "rebuilding it" in line
+    assert "Redis setup" in proc.stdout
+    nothing = cb.run("sessions", "search", "platypus")
+    assert nothing.returncode == 0 and "No session matches 'platypus'" in nothing.stdout
+    bad = cb.run("sessions", "search", "!!!")
+    assert bad.returncode == 2 and "nothing to search for" in bad.stderr
