@@ -32,8 +32,9 @@ HELP = f"""countbot: chat with OpenAI-compatible language models from the termin
 Examples:
   countbot                          interactive chat (/help lists its commands)
   countbot -c                       continue the latest conversation in the chat
-  countbot ask "what is a monad?"
-  git diff | countbot ask "write a commit message"
+  countbot "what is a monad?"       the same as `countbot ask "what is a monad?"`
+  git diff | countbot "write a commit message"
+  countbot -- sessions              a prompt that is a command's name: after --
   countbot ask -c "and in Haskell?"  continue the latest conversation
   countbot sessions list
 
@@ -157,7 +158,18 @@ def ask(
     system: SystemOpt = None,
     file: Annotated[
         list[Path] | None,
-        typer.Option("--file", "-f", help="Attach a text file, up to 1 MB (repeatable)."),
+        typer.Option("--file", "-f", help="The same as -a, for files (repeatable)."),
+    ] = None,
+    attach: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--attach",
+            "-a",
+            metavar="PATH|URL",
+            help="Attach a text file (up to 1 MB), an image (png, jpeg, gif, webp; scaled "
+            "down past ~2 MP), a PDF (its text, first 50 pages) or an http(s) page (its text) "
+            "(repeatable).",
+        ),
     ] = None,
     no_stream: Annotated[
         bool, typer.Option("--no-stream", help="Wait for the whole answer.")
@@ -192,6 +204,7 @@ def ask(
         cont=cont,
         no_save=no_save,
         files=list(file or []),
+        attach=list(attach or []),
         no_stream=no_stream,
         json_out=json_out,
         plain=plain,
@@ -236,9 +249,45 @@ def sessions_resume(
     )
 
 
+@app.command(
+    help="Print a shell completion script (commands, options, session ids, roles). "
+    'bash: eval "$(countbot completion bash)" in ~/.bashrc; zsh: the same in ~/.zshrc; '
+    "fish: countbot completion fish > ~/.config/fish/completions/countbot.fish"
+)
+def completion(shell: Annotated[str, typer.Argument(metavar="bash|zsh|fish")]) -> None:
+    from countbot_cli.cli.complete import SHELLS, script
+
+    if shell not in SHELLS:
+        sys.stderr.write(f"countbot: error: no completion for {shell!r}: use bash, zsh or fish\n")
+        raise typer.Exit(2)
+    sys.stdout.write(script(shell))
+
+
+def command_names() -> list[str]:
+    """The names typer gives the root's commands and groups (hidden ones included)."""
+    names = [c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands]
+    return [n.replace("_", "-") for n in names] + [g.name or "" for g in app.registered_groups]
+
+
 def run(argv: list[str]) -> None:
+    from countbot_cli.cli.routing import route
+
+    if argv[:1] == ["__complete"]:  # the shell asking for candidates (cli/complete.py)
+        import typer.main
+
+        from countbot_cli.cli.complete import run_complete
+
+        raise SystemExit(run_complete(typer.main.get_command(app), argv[1:]))
     _terminate_like_ctrl_c()
+    argv = route(argv, command_names(), stdin_tty=_stdin_is_tty())
     app(args=argv, prog_name="countbot")
+
+
+def _stdin_is_tty() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _terminate_like_ctrl_c() -> None:

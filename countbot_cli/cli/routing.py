@@ -1,0 +1,63 @@
+"""The bare prompt: `countbot "question"` is `countbot ask "question"`.
+
+The rule, applied to the words after `countbot` before typer parses them:
+
+- the first word that is not an option (nor an option's value) decides: exactly the name of a
+  command (`sessions`, `ask`, `config`, …) runs that command; anything else (several words, or a
+  word that names no command) is a prompt, and the whole line is run as `countbot ask …`;
+- `--` forces a prompt: `countbot -- sessions` asks about "sessions";
+- no word at all: with stdin a terminal, the interactive chat; with stdin piped, `ask` (so
+  `git diff | countbot` answers like `git diff | countbot ask`);
+- `-h/--help` and `-V/--version` before any word are left to the root command.
+
+Imports nothing: it runs before typer builds the command line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+# the root options that take values (see main_options), and how many
+VALUE_OPTIONS = {
+    "--config": 1,
+    "--session": 1,
+    "-s": 1,
+    "--model": 1,
+    "-m": 1,
+    "--provider": 1,
+    "-p": 1,
+    "--system": 1,
+    "--role": 1,
+    "-r": 1,
+    "--option": 2,
+    "-o": 2,
+}
+ROOT_ONLY = frozenset({"-h", "--help", "-V", "--version"})
+
+
+def route(argv: list[str], commands: Collection[str], *, stdin_tty: bool) -> list[str]:
+    """`argv` as typer should see it: unchanged, or run as `ask` (see the module's rule)."""
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return ["ask", *argv]
+        if word in ROOT_ONLY:
+            return argv
+        if word.startswith("-") and word != "-":
+            i += 1 + _values_taken(word)
+            continue
+        return argv if word in commands else ["ask", *argv]
+    return argv if stdin_tty else ["ask", *argv]
+
+
+def _values_taken(word: str) -> int:
+    """How many of the following words option `word` consumes (`--model=x` and `-mx`: none)."""
+    if word.startswith("--"):
+        return 0 if "=" in word else VALUE_OPTIONS.get(word, 0)
+    # a cluster of short flags (`-cy`); a value option inside takes the rest as its value
+    for pos, letter in enumerate(word[1:], start=1):
+        takes = VALUE_OPTIONS.get("-" + letter, 0)
+        if takes:
+            return takes if pos == len(word) - 1 else takes - 1
+    return 0
