@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, TextIO, cast
 
 from countbot_cli.errors import UsageError
+from countbot_cli.ui.terminal import isatty
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
@@ -30,6 +31,7 @@ class ChatOptions:
     cont: bool = False
     yes: bool = False
     no_tools: bool = False
+    options: dict[str, object] | None = None  # -o KEY VALUE (config/options.py)
 
 
 def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
@@ -41,13 +43,17 @@ def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
 
     if opts.session and opts.cont:
         raise UsageError("use either -s/--session ID or -c/--continue, not both")
-    if not (_isatty(sys.stdin) and _isatty(sys.stdout)):
+    if not (isatty(sys.stdin) and isatty(sys.stdout)):
         raise UsageError(
             "the interactive chat needs a terminal",
             hint='in pipes and scripts use `countbot ask "…"`',
         )
     common = app.CommonOptions(
-        config=opts.config, provider=opts.provider, model=opts.model, system=opts.system
+        config=opts.config,
+        provider=opts.provider,
+        model=opts.model,
+        system=opts.system,
+        options=dict(opts.options or {}),
     )
     settings = app.load_settings(common)
     store = app.make_store(settings)
@@ -101,10 +107,3 @@ class _SideStream:
 
     def flush(self) -> None:
         sys.stderr.flush()
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False

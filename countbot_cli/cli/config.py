@@ -36,6 +36,7 @@ from countbot_cli.errors import (
 )
 from countbot_cli.messages import ChatRequest
 from countbot_cli.textsafe import json_text, sanitize_line
+from countbot_cli.ui.terminal import isatty
 
 
 class CheckedProvider(Protocol):
@@ -416,15 +417,8 @@ def models(
         data = {"provider": cfg.name, "api_base": cfg.api_base, "model": cfg.model, "models": ids}
         out.write(json_text(data) + "\n")
         return EXIT_OK
-    tty = _isatty(out)
+    tty = isatty(out)
     for model_id in ids:  # ids come from the server: no escape sequence reaches the terminal
         mark = ("* " if model_id == cfg.model else "  ") if tty else ""
         out.write(f"{mark}{sanitize_line(model_id)}\n")
     return EXIT_OK
-
-
-def _isatty(out: TextIO) -> bool:
-    try:
-        return bool(out.isatty())
-    except (AttributeError, ValueError):
-        return False

@@ -7,23 +7,25 @@ Everything that came from a model or a tool goes through textsafe before it is p
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from countbot_cli.conversation.session import Session, plural, short_ids
+from countbot_cli.conversation.session import plural, short_ids
 from countbot_cli.conversation.store import SessionStore
 from countbot_cli.errors import EXIT_OK, StorageError, UsageError
-from countbot_cli.messages import STATUS_FAILED, STATUS_INTERRUPTED, Message
 from countbot_cli.textsafe import json_text, sanitize, sanitize_line
+from countbot_cli.ui.transcript import (
+    UNTITLED,
+    first_line,
+    render_plain,
+    render_rich,
+    to_markdown,
+    transcript,
+)
 
-ROLE_LABELS = {"user": "You", "assistant": "Assistant", "tool": "Tool", "system": "System"}
 TITLE_WIDTH = 48
-UNTITLED = "(untitled)"
-
-Item = tuple[str, str]  # (kind, text): kinds title, meta, note, heading, text, tool
 
 
 # ---- list ----
@@ -119,132 +121,10 @@ def sessions_show(
     if json_out:
         out.write(json_text(session.to_dict()) + "\n")
     elif tty or console_factory is not None:
-        _render_rich(transcript(session), out, console_factory)
+        render_rich(transcript(session), out, console_factory)
     else:
-        out.write(_render_plain(transcript(session)))
+        out.write(render_plain(transcript(session)))
     return EXIT_OK
-
-
-def transcript(session: Session) -> list[Item]:
-    """The session as display items; all text already sanitised for the terminal."""
-    items: list[Item] = [
-        ("title", sanitize_line(session.title) or UNTITLED),
-        ("meta", _meta(session)),
-    ]
-    if session.summary:
-        items.append(("note", "Summary: " + sanitize(session.summary)))
-    tools = _tools_by_answer(session)
-    if session.archived:
-        n = len(session.archived)
-        what = f"{n} earlier message{'' if n == 1 else 's'}"
-        items.append(("note", f"{what}, summarised out of the history window:"))
-    for i, msg in enumerate(session.all_messages()):
-        if i == len(session.archived) and session.archived:
-            items.append(("note", "Current history:"))
-        items.append(("heading", _label(msg)))
-        items.extend(("tool", line) for line in tools.pop(msg.id, []))
-        items.append(("text" if msg.role == "assistant" else "plain", sanitize(msg.content)))
-    leftover = [line for lines in tools.values() for line in lines]
-    if leftover:
-        items.append(("note", "Tool calls not attached to a saved answer:"))
-        items.extend(("tool", line) for line in leftover)
-    return items
-
-
-def _meta(s: Session) -> str:
-    u = s.usage
-    parts = [
-        f"id {s.id}",
-        sanitize_line(f"{s.provider}/{s.model}".strip("/")) or "?",
-        plural(len(s.messages) + len(s.archived), "message"),
-        f"created {s.created_at}",
-        f"updated {s.updated_at}",
-    ]
-    if u.total_tokens:
-        parts.append(f"tokens {u.prompt_tokens} in / {u.completion_tokens} out")
-    return " · ".join(parts)
-
-
-def _label(msg: Message) -> str:
-    return f"{_role_label(msg)} · {msg.created_at}"
-
-
-def _role_label(msg: Message) -> str:
-    label = ROLE_LABELS.get(msg.role, msg.role)
-    if msg.status == STATUS_FAILED:
-        label += " · failed (not sent again; /retry re-runs it)"
-    elif msg.status == STATUS_INTERRUPTED:
-        label += " · interrupted"
-    elif msg.status:
-        label += f" · {sanitize_line(msg.status)}"
-    return label
-
-
-def _tools_by_answer(session: Session) -> dict[str, list[str]]:
-    grouped: dict[str, list[str]] = {}
-    for rec in session.tool_conversations:
-        grouped.setdefault(str(rec.get("message_id") or ""), []).append(tool_line(rec))
-    return grouped
-
-
-def tool_line(rec: dict[str, Any]) -> str:
-    """One line for a tool call record: name, arguments, outcome, duration, approval."""
-    args = rec.get("arguments")
-    args_text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-    approval = str(rec.get("approval") or "")
-    error = rec.get("error")
-    kind = rec.get("outcome") or ("denied" if approval.startswith("den") else None)
-    denied = kind == "denied"
-    if denied:
-        outcome = "denied" + (f" ({_first_line(str(error), 100)})" if error else "")
-    elif kind in ("interrupted", "timeout"):
-        outcome = "interrupted" if kind == "interrupted" else "timed out"
-    elif error or kind == "error":
-        outcome = "error: " + _first_line(str(error or rec.get("result") or ""), 100)
-    else:
-        outcome = "ok"
-    parts = [f"⚙ {rec.get('tool') or '?'} {_first_line(args_text, 100)}", outcome]
-    if isinstance(rec.get("duration_ms"), (int, float)):
-        parts.append(f"{rec['duration_ms']:.0f} ms")
-    if approval and not denied and approval not in ("not-run", "interrupted"):
-        parts.append(approval)
-    return sanitize_line(" · ".join(parts))
-
-
-def _first_line(text: str, limit: int) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def _render_plain(items: list[Item]) -> str:
-    chunks = []
-    for kind, text in items:
-        if kind == "heading":
-            chunks.append(f"\n── {text} ──\n")
-        elif kind == "tool":
-            chunks.append(f"  {text}\n")
-        elif kind in ("text", "plain"):
-            chunks.append(text.rstrip("\n") + "\n")
-        else:
-            chunks.append(text + "\n")
-    return "".join(chunks)
-
-
-def _render_rich(items: list[Item], out: TextIO, factory: Callable[[TextIO], Any] | None) -> None:
-    from rich.console import Console
-    from rich.markdown import Markdown
-    from rich.text import Text
-
-    console = factory(out) if factory else Console(file=out, force_terminal=True, highlight=False)
-    styles = {"title": "bold", "meta": "dim", "note": "italic", "tool": "dim", "plain": ""}
-    for kind, text in items:
-        if kind == "heading":
-            console.print()
-            console.print(Text(text, style="bold cyan"))
-        elif kind == "text":
-            console.print(Markdown(text))
-        else:  # Text objects never interpret markup: "[red]" prints as is
-            console.print(Text(("  " if kind == "tool" else "") + text, style=styles[kind]))
 
 
 # ---- delete, rename, summary ----
@@ -282,7 +162,7 @@ def sessions_delete(
 def _describe(sid: str, head: dict[str, Any] | None) -> str:
     if head is None:
         return sid
-    title = _first_line(sanitize_line(head["title"]), 60) or UNTITLED
+    title = first_line(sanitize_line(head["title"]), 60) or UNTITLED
     return f"{sid} “{title}” ({plural(head['message_count'], 'message')})"
 
 
@@ -344,26 +224,6 @@ def sessions_export(
     _write_file(output, text)
     out.write(f"Exported {session.id} to {output}\n")
     return EXIT_OK
-
-
-def to_markdown(session: Session) -> str:
-    parts = [f"# {sanitize_line(session.title) or 'Untitled session'}\n"]
-    parts.append(
-        f"- id: `{session.id}`\n- model: {sanitize_line(session.provider)}/"
-        f"{sanitize_line(session.model)}\n- created: {session.created_at}\n"
-        f"- updated: {session.updated_at}\n"
-    )
-    if session.summary:
-        parts.append("> **Summary:** " + sanitize(session.summary).replace("\n", "\n> ") + "\n")
-    tools = _tools_by_answer(session)
-    for msg in session.all_messages():
-        lines = [f"## {_role_label(msg)}", ""]
-        tool_lines = tools.pop(msg.id, [])
-        if tool_lines:
-            lines += [f"- {line}" for line in tool_lines] + [""]
-        lines.append(sanitize(msg.content).rstrip("\n"))
-        parts.append("\n".join(lines) + "\n")
-    return "\n".join(parts)
 
 
 def _write_file(path: Path, text: str) -> None:

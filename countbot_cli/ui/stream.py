@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from countbot_cli.textsafe import StreamSanitizer, sanitize
+from countbot_cli.ui.terminal import isatty
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -75,13 +76,6 @@ def is_plain_console(console: Console) -> bool:
     return console in _PLAIN_CONSOLES
 
 
-def _isatty(stream: IO[str]) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
 def make_console(
     *, file: TextIO | None = None, stderr: bool = False, force_plain: bool | None = None
 ) -> Console:
@@ -93,7 +87,7 @@ def make_console(
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
     plain = force_plain
     if plain is None:
-        plain = not _isatty(stream)
+        plain = not isatty(stream)
     if not plain:
         no_color = bool(os.environ.get("NO_COLOR"))
         return Console(file=file, stderr=stderr, highlight=False, emoji=False, no_color=no_color)
@@ -240,7 +234,7 @@ class StreamView:
         Line breaks become spaces; other spacing (indentation, columns) is kept."""
         line = " ".join(sanitize(text).expandtabs(4).splitlines()).rstrip()
         if self._plain:
-            if _isatty(self._console.file):  # same screen: don't glue the notice to the answer
+            if isatty(self._console.file):  # same screen: don't glue the notice to the answer
                 self._plain_break()
             self._side_write(("" if self._side_nl else "\n") + line + "\n")
             self._side_nl = True

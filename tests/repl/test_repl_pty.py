@@ -151,7 +151,7 @@ def test_quiet_keys_turns_echo_off_for_a_turn_and_back_on_for_a_question() -> No
     import pty
     import termios
 
-    from countbot_cli.repl.view import QuietKeys
+    from countbot_cli.ui.terminal import QuietKeys
 
     master, slave = pty.openpty()
     try:
@@ -304,7 +304,7 @@ def test_usage_line_shows_the_local_models_load_time_and_speed() -> None:
     from countbot_cli.conversation.engine import TurnResult
     from countbot_cli.messages import Usage
     from countbot_cli.provider.local import LocalStats
-    from countbot_cli.repl.view import usage_line
+    from countbot_cli.ui.transcript import usage_line
 
     result = TurnResult(
         session_id="s",

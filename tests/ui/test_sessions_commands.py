@@ -334,7 +334,7 @@ def test_export_write_failure_is_a_storage_error(
 
 
 def test_tool_line_reports_each_outcome() -> None:
-    from countbot_cli.ui.sessions import tool_line
+    from countbot_cli.ui.transcript import tool_line
 
     base = {"tool": "exec", "arguments": {"command": "sleep 9"}, "duration_ms": 0}
     stopped = tool_line(
