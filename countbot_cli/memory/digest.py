@@ -1,4 +1,4 @@
-"""The text side of memory upkeep: what the summariser is shown, the sentinel, recall words.
+"""The text side of memory upkeep: what the summariser is shown, and the sentinel.
 
 CountBot's `format_messages_for_summary` (research/countbot_digest.md §3) with its faults fixed:
 no head bias (automatic memory keeps the newest content), only whole-message acknowledgements
@@ -9,11 +9,11 @@ the sentinel must be the whole reply (CountBot matched any substring).
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from countbot_cli.conversation.context import sendable
+from countbot_cli.memory.search import WORD_EDGE
 from countbot_cli.messages import Message
 from countbot_cli.prompts import is_sentinel
 
@@ -30,18 +30,6 @@ _ACKS = (
 PLEASANTRIES = frozenset(_ACKS.split()) | frozenset(
     {"thank you", "thanks a lot", "got it", "ok thanks", "好的谢谢", "谢谢你"}
 )
-_EDGE = " \t\r\n.,!?~。，！？～…、"
-_STOP_WORDS = (
-    "a an the and or but if of to in on at for with by from as is are was were be been am do "
-    "does did i you he she it we they me my your our their this that these those what which who "
-    "how why when where can could would should will shall may might please not no yes so just "
-    "about into than then there here have has had hi hello tell know let like get got want need "
-    "any some all more most very also"
-)
-_STOP = frozenset(_STOP_WORDS.split())
-_CJK_STOP = frozenset("的了是我你他她它们在有和就不也都这那吗呢吧啊么什怎个一")
-_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
-_APOSTROPHE = re.compile(r"['’](s|re|ve|ll|d|m|t)$")
 
 TextCost = Callable[[str], int]  # tokens of a text (a TokenCounter's count_text)
 
@@ -52,7 +40,7 @@ def message_key(message_id: str) -> int:
 
 
 def is_pleasantry(text: str) -> bool:
-    return text.strip().strip(_EDGE).casefold() in PLEASANTRIES
+    return text.strip().strip(WORD_EDGE).casefold() in PLEASANTRIES
 
 
 def summary_line(m: Message, limit: int = MESSAGE_CHARS) -> str | None:
@@ -135,47 +123,4 @@ def overflow_batches(
 
 def is_no_memory(reply: str) -> bool:
     """Exactly the sentinel (or an English one), never a line that merely contains it."""
-    return is_sentinel(reply) or reply.strip().strip(_EDGE).casefold() in EN_SENTINELS
-
-
-# ---- recall: the words of a user message worth searching MEMORY.md for ----
-
-
-def query_words(text: str, limit: int = 40) -> list[str]:
-    """Search words for recall: no stop words, English contractions and possessives cut
-    ("cat's" -> "cat"), CJK runs cut into bigrams (see `_cjk_bigrams`), at most `limit`."""
-    out: dict[str, None] = {}
-    for run in _CJK_RUN.findall(text):
-        if len(run) <= 2:
-            if not all(ch in _CJK_STOP for ch in run):
-                out[run] = None
-            continue
-        out.update(dict.fromkeys(_cjk_bigrams(run)))
-    for word in _CJK_RUN.sub(" ", text).split():
-        w = word.strip(_EDGE + "'\"()[]{}<>:;`*#’").casefold()
-        w = _APOSTROPHE.sub("", w)
-        if len(w) >= 2 and w not in _STOP:
-            out[w] = None
-    return list(out)[:limit]
-
-
-def _cjk_bigrams(run: str) -> list[str]:
-    """The bigrams of a CJK run made of two content characters; a content character with no
-    such bigram (between function characters: 住 in 我住在哪里) keeps the bigrams it is in."""
-    content = [ch not in _CJK_STOP for ch in run]
-    pairs = [i for i in range(len(run) - 1) if content[i] and content[i + 1]]
-    covered = {j for i in pairs for j in (i, i + 1)}
-    for j in range(len(run)):
-        if content[j] and j not in covered:
-            pairs += [i for i in (j - 1, j) if 0 <= i < len(run) - 1]
-    return [run[i : i + 2] for i in sorted(set(pairs))]
-
-
-def word_pattern(word: str) -> re.Pattern[str]:
-    """CJK: a substring. Latin: from a word start; a word of 4 letters or less whole, or with a
-    plural ending ("use" must not match "user", "cat" matches "cats"), a longer one also as a
-    prefix ("deploy" matches "deployment")."""
-    if not word.isascii():
-        return re.compile(re.escape(word))
-    tail = r"(?:s|es)?\b" if len(word) <= 4 else ""
-    return re.compile(r"\b" + re.escape(word) + tail)
+    return is_sentinel(reply) or reply.strip().strip(WORD_EDGE).casefold() in EN_SENTINELS

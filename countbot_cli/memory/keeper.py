@@ -44,10 +44,9 @@ from countbot_cli.memory.digest import (
     is_no_memory,
     message_key,
     overflow_batches,
-    query_words,
     summary_line,
-    word_pattern,
 )
+from countbot_cli.memory.search import query_words, word_pattern, words_matched
 from countbot_cli.memory.summariser import Postponed, Summariser, SummaryError
 from countbot_cli.messages import Message
 from countbot_cli.prompts import (
@@ -399,7 +398,7 @@ class MemoryKeeper:
             return []
         found = self.memory.search(words, limit=RECALL_ENTRIES * 4)
         patterns = [word_pattern(w) for w in words]
-        scored = [(sum(bool(p.search(e.content.casefold())) for p in patterns), e) for e in found]
+        scored = [(words_matched(patterns, e.content), e) for e in found]
         scored = [se for se in scored if se[0] > 0]
         scored.sort(key=lambda se: -se[0])  # stable: the store's order (newer first) breaks ties
         return [e for _, e in scored[: RECALL_ENTRIES * 2]]

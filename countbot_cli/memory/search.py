@@ -1,5 +1,11 @@
 """Parsing and searching MEMORY.md in memory; the file handling is in `store.py`.
 
+This module is the one search vocabulary of memory: how a query becomes terms (`query_terms`:
+words and CJK runs, a long run also tried by its bigrams) for `memory search` and the memory
+tool, which entries hold them (`Index`, `has_every_term`), and how recall picks the words of a
+user message (`query_words`: no stop words, CJK bigrams) and matches them (`word_pattern`,
+`words_matched`).
+
 A `Snapshot` is one version of the file: its raw lines (kept verbatim so a rewrite changes only
 what it means to) plus parallel lists for the entries. Its `Index` (built on first search) holds
 the casefolded contents joined into one string, so a rare word is found with `str.find` in C
@@ -31,6 +37,17 @@ _ODD_SPACES = (
     *(chr(c) for c in range(0x2000, 0x200B)),
 )
 _PUNCT = "\"'`,.;:!?()[]{}<>，。；：！？、（）【】《》「」『』“”‘’…·"
+WORD_EDGE = " \t\r\n.,!?~。，！？～…、"  # stripped off a recall word (and a pleasantry)
+_STOP_WORDS = (
+    "a an the and or but if of to in on at for with by from as is are was were be been am do "
+    "does did i you he she it we they me my your our their this that these those what which who "
+    "how why when where can could would should will shall may might please not no yes so just "
+    "about into than then there here have has had hi hello tell know let like get got want need "
+    "any some all more most very also"
+)
+_STOP = frozenset(_STOP_WORDS.split())
+_CJK_STOP = frozenset("的了是我你他她它们在有和就不也都这那吗呢吧啊么什怎个一")
+_APOSTROPHE = re.compile(r"['’](s|re|ve|ll|d|m|t)$")
 BIGRAM_MIN_RUN = 3  # a CJK run this long also matches by its character bigrams
 BIGRAM_MIN_SHARE = 0.5  # ... when at least this share of them is present
 MAX_BIGRAMS = 6  # bigrams tried per run: a sentence-long run is sampled, keeping search fast
@@ -100,6 +117,61 @@ def _spread(items: tuple[str, ...]) -> tuple[str, ...]:
         return items
     picks = dict.fromkeys(round(k * (n - 1) / (MAX_BIGRAMS - 1)) for k in range(MAX_BIGRAMS))
     return tuple(items[i] for i in picks)
+
+
+# ---- recall: the words of a user message worth searching MEMORY.md for ----
+
+
+def query_words(text: str, limit: int = 40) -> list[str]:
+    """Search words for recall: no stop words, English contractions and possessives cut
+    ("cat's" -> "cat"), CJK runs cut into bigrams (see `_cjk_bigrams`), at most `limit`."""
+    out: dict[str, None] = {}
+    for run in _CJK_RUN_RE.findall(text):
+        if len(run) <= 2:
+            if not all(ch in _CJK_STOP for ch in run):
+                out[run] = None
+            continue
+        out.update(dict.fromkeys(_cjk_bigrams(run)))
+    for word in _CJK_RUN_RE.sub(" ", text).split():
+        w = word.strip(WORD_EDGE + "'\"()[]{}<>:;`*#’").casefold()
+        w = _APOSTROPHE.sub("", w)
+        if len(w) >= 2 and w not in _STOP:
+            out[w] = None
+    return list(out)[:limit]
+
+
+def _cjk_bigrams(run: str) -> list[str]:
+    """The bigrams of a CJK run made of two content characters; a content character with no
+    such bigram (between function characters: 住 in 我住在哪里) keeps the bigrams it is in."""
+    content = [ch not in _CJK_STOP for ch in run]
+    pairs = [i for i in range(len(run) - 1) if content[i] and content[i + 1]]
+    covered = {j for i in pairs for j in (i, i + 1)}
+    for j in range(len(run)):
+        if content[j] and j not in covered:
+            pairs += [i for i in (j - 1, j) if 0 <= i < len(run) - 1]
+    return [run[i : i + 2] for i in sorted(set(pairs))]
+
+
+def word_pattern(word: str) -> re.Pattern[str]:
+    """CJK: a substring. Latin: from a word start; a word of 4 letters or less whole, or with a
+    plural ending ("use" must not match "user", "cat" matches "cats"), a longer one also as a
+    prefix ("deploy" matches "deployment")."""
+    if not word.isascii():
+        return re.compile(re.escape(word))
+    tail = r"(?:s|es)?\b" if len(word) <= 4 else ""
+    return re.compile(r"\b" + re.escape(word) + tail)
+
+
+def words_matched(patterns: Iterable[re.Pattern[str]], content: str) -> int:
+    """How many of the recall words' patterns (`word_pattern`) an entry's content matches."""
+    folded = content.casefold()
+    return sum(bool(p.search(folded)) for p in patterns)
+
+
+def has_every_term(terms: Iterable[Term], content: str) -> bool:
+    """Whether an entry's content holds every search term (the memory tool's "and" mode)."""
+    folded = content.casefold()
+    return all(t.text in folded for t in terms)
 
 
 class Index:

@@ -16,7 +16,8 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli.errors import CountbotError
-from countbot_cli.memory.search import query_terms
+from countbot_cli.memory.search import has_every_term, query_terms
+from countbot_cli.memory.store import normalize_content
 from countbot_cli.tools.base import KIND_MEMORY, ToolContext, ToolError, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
@@ -114,12 +115,8 @@ def run_search(store: MemoryStore, args: dict[str, Any]) -> ToolResult:
     if not store.tail(1):
         return ToolResult("Memory is empty.")
     if args.get("match_mode") == "and":
-        terms = [t.text for t in query_terms([keywords])]
-        hits = [
-            e
-            for e in store.search(keywords, limit=None)
-            if all(t in e.content.casefold() for t in terms)
-        ]
+        terms = query_terms([keywords])
+        hits = [e for e in store.search(keywords, limit=None) if has_every_term(terms, e.content)]
         total = len(hits)
     else:
         hits, total = store.search_total(keywords, limit=None)
@@ -163,8 +160,6 @@ def memory_tool(store: MemoryStore, *, today: Callable[[], date] = date.today) -
     def preview(args: dict[str, Any], ctx: ToolContext, may_read: bool) -> str:
         if args.get("action") != "write":
             return ""
-        from countbot_cli.memory.store import normalize_content
-
         # exactly the line the store will write (controls dropped, whitespace runs one space)
         content = normalize_content(str(args.get("content") or ""))
         return f"add to {store.path}:\n{today().isoformat()}|{SOURCE_TOOL}|{content}"

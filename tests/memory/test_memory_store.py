@@ -383,3 +383,19 @@ def test_delete_refuses_header_blank_and_missing_lines(path: Path) -> None:
     with pytest.raises(UsageError):
         store.delete([])
     assert path.read_bytes() == before
+
+
+def test_one_vocabulary_for_search_the_tool_and_recall() -> None:
+    """memory/search.py makes the words of a query and matches entries, for all three users."""
+    terms = memory_index.query_terms(["Redis 端口配置"])
+    assert [t.text for t in terms] == ["redis", "端口配置"]
+    assert memory_index.has_every_term(terms, "The REDIS 端口配置 is 6380")
+    assert not memory_index.has_every_term(terms, "redis only")
+    # recall: stop words dropped, CJK cut into bigrams, a short Latin word matched whole
+    words = memory_index.query_words("what is the redis 端口?")
+    assert words == ["端口", "redis"]
+    patterns = [memory_index.word_pattern(w) for w in [*words, "use"]]
+    assert memory_index.words_matched(patterns, "Redis 端口 6380, the user's choice") == 2
+    # both read CJK alike: a compatibility ideograph is CJK for the search and for recall
+    assert memory_index.query_terms(["豈樂諾"])[0].bigrams == ("豈樂", "樂諾")
+    assert memory_index.query_words("豈樂諾") == ["豈樂", "樂諾"]
