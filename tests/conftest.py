@@ -19,11 +19,11 @@ from fakeserver import FakeServer  # noqa: E402
 
 
 @pytest.fixture
-def fake_server() -> Iterator[FakeServer]:
-    """A started FakeServer (tests/fakeserver.py) on 127.0.0.1; stopped after the test.
+def server() -> Iterator[FakeServer]:
+    """A started FakeServer (tests/helpers/fakeserver.py) on 127.0.0.1; stopped after the test.
 
-    Script it with `fake_server.add(text(...))`, point clients at `fake_server.base_url`,
-    assert on `fake_server.chat_bodies()`.
+    Script it with `server.add(text(...))`, point clients at `server.base_url`, assert on
+    `server.chat_bodies()`.
     """
     with FakeServer() as server:
         yield server

@@ -1,4 +1,5 @@
-"""`countbot ask` driven as a subprocess against the scriptable loopback server."""
+"""`countbot ask` and `sessions` run as a user runs them (in-process, or as a process where only a
+process shows it: signals, concurrent processes, start-up imports) against the loopback server."""
 
 from __future__ import annotations
 
@@ -20,12 +21,6 @@ SEED_TURNS = [
 ]
 
 
-@pytest.fixture
-def server():
-    with fs.FakeServer() as srv:
-        yield srv
-
-
 def test_seed_three_turns_request_shape_and_saved_messages(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
@@ -34,7 +29,7 @@ def test_seed_three_turns_request_shape_and_saved_messages(
     for i, (question, answer) in enumerate(SEED_TURNS):
         server.add(fs.text(answer, chunk_size=4))
         args = ["ask", question] if sid is None else ["ask", "-s", sid[:10], question]
-        proc = cb.run(*args)
+        proc = cb.invoke(*args)
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout == answer + "\n"
         if sid is None:
@@ -77,7 +72,7 @@ def test_piped_stdin_is_appended_and_plain_output_is_only_the_answer(
             usage={"prompt_tokens": 12, "completion_tokens": 4, "total_tokens": 16},
         )
     )
-    proc = cb.run("ask", "summarise", input="line one\nline two\n")
+    proc = cb.invoke("ask", "summarise", input="line one\nline two\n")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "A short summary.\n"
     user = server.chat_bodies()[0]["messages"][-1]
@@ -90,8 +85,8 @@ def test_stdin_alone_is_enough_and_files_are_attached(
     cb = make_cb(tmp_path, server.base_url)
     (cb.work / "notes.txt").write_text("remember the milk\n", encoding="utf-8")
     server.add(fs.text("ok"), fs.text("ok"))
-    assert cb.run("ask", input="just stdin").returncode == 0
-    proc = cb.run("ask", "what is in it?", "-f", "notes.txt", "--plain")
+    assert cb.invoke("ask", input="just stdin").returncode == 0
+    proc = cb.invoke("ask", "what is in it?", "-f", "notes.txt", "--plain")
     assert proc.returncode == 0, proc.stderr
     first, second = server.chat_bodies()
     assert first["messages"][-1]["content"] == "just stdin"
@@ -103,11 +98,11 @@ def test_stdin_alone_is_enough_and_files_are_attached(
 
 def test_nothing_to_ask_is_a_usage_error(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url)
-    proc = cb.run("ask")
+    proc = cb.invoke("ask")
     assert proc.returncode == 2
     assert "nothing to ask" in proc.stderr
     assert server.requests == []
-    missing = cb.run("ask", "x", "-f", "nope.txt")
+    missing = cb.invoke("ask", "x", "-f", "nope.txt")
     assert missing.returncode == 2 and "nope.txt" in missing.stderr
 
 
@@ -118,7 +113,7 @@ def test_json_output_has_every_field(tmp_path: Path, server: fs.FakeServer) -> N
             "forty-two", usage={"prompt_tokens": 30, "completion_tokens": 3, "total_tokens": 33}
         )
     )
-    proc = cb.run("ask", "--json", "meaning of life?")
+    proc = cb.invoke("ask", "--json", "meaning of life?")
     assert proc.returncode == 0, proc.stderr
     obj = json.loads(proc.stdout)
     assert set(obj) >= {"session_id", "model", "answer", "usage", "tool_calls", "finish_reason"}
@@ -133,7 +128,7 @@ def test_json_output_has_every_field(tmp_path: Path, server: fs.FakeServer) -> N
 def test_no_save_and_no_stream(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.add(fs.text("whole answer"))
-    proc = cb.run("ask", "--no-save", "--no-stream", "hi")
+    proc = cb.invoke("ask", "--no-save", "--no-stream", "hi")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "whole answer\n"
     assert server.chat_bodies()[0]["stream"] is False
@@ -143,8 +138,8 @@ def test_no_save_and_no_stream(tmp_path: Path, server: fs.FakeServer) -> None:
 def test_continue_latest_with_c(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.add(fs.text("first"), fs.text("second"))
-    assert cb.run("ask", "one").returncode == 0
-    assert cb.run("ask", "-c", "two").returncode == 0
+    assert cb.invoke("ask", "one").returncode == 0
+    assert cb.invoke("ask", "-c", "two").returncode == 0
     msgs = server.chat_bodies()[1]["messages"]
     assert [m["content"] for m in msgs[1:]] == ["one", "first", "two"]
     assert len(cb.only_session()["messages"]) == 4
@@ -152,9 +147,9 @@ def test_continue_latest_with_c(tmp_path: Path, server: fs.FakeServer) -> None:
 
 def test_unknown_session_id_is_a_usage_error(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url)
-    empty = cb.run("ask", "-s", "", "hi")
+    empty = cb.invoke("ask", "-s", "", "hi")
     assert empty.returncode == 2 and "session" in empty.stderr
-    proc = cb.run("ask", "-s", "doesnotexist", "hi")
+    proc = cb.invoke("ask", "-s", "doesnotexist", "hi")
     assert proc.returncode == 2
     assert "doesnotexist" in proc.stderr
     assert server.requests == []
@@ -228,7 +223,7 @@ def test_rejections_are_not_retried(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.add(reply)
-    proc = cb.run("ask", "hi")
+    proc = cb.invoke("ask", "hi")
     assert proc.returncode == code, proc.stderr
     assert words.lower() in _one_error_line(proc.stderr).lower()
     assert proc.stdout == ""
@@ -242,9 +237,9 @@ def test_rejections_are_not_retried(
 def test_failed_message_is_not_sent_again(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.add(fs.text("a1"), fs.status(400), fs.text("a3"))
-    assert cb.run("ask", "q1").returncode == 0
-    assert cb.run("ask", "-c", "q2").returncode == 3
-    assert cb.run("ask", "-c", "q3").returncode == 0
+    assert cb.invoke("ask", "q1").returncode == 0
+    assert cb.invoke("ask", "-c", "q2").returncode == 3
+    assert cb.invoke("ask", "-c", "q3").returncode == 0
     assert [m["content"] for m in server.chat_bodies()[2]["messages"][1:]] == ["q1", "a1", "q3"]
     assert [(m["content"], m.get("status")) for m in cb.only_session()["messages"]] == [
         ("q1", None),
@@ -266,7 +261,7 @@ def test_429_with_retry_after_waits_then_succeeds(tmp_path: Path, server: fs.Fak
     )
     server.add(fs.text("finally"))
     t0 = time.monotonic()
-    proc = cb.run("ask", "hi")
+    proc = cb.invoke("ask", "hi")
     elapsed = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "finally\n"
@@ -278,7 +273,7 @@ def test_429_with_retry_after_waits_then_succeeds(tmp_path: Path, server: fs.Fak
 def test_500_twice_then_success(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.add(fs.status(500), fs.status(502), fs.text("third time lucky"))
-    proc = cb.run("ask", "hi")
+    proc = cb.invoke("ask", "hi")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "third time lucky\n"
     assert len(server.chat_bodies()) == 3
@@ -287,7 +282,7 @@ def test_500_twice_then_success(tmp_path: Path, server: fs.FakeServer) -> None:
 def test_500_three_times_exits_6(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.add(fs.status(500), fs.status(500), fs.status(503))
-    proc = cb.run("ask", "hi")
+    proc = cb.invoke("ask", "hi")
     assert proc.returncode == 6
     _one_error_line(proc.stderr)
     assert len(server.chat_bodies()) == 3
@@ -300,7 +295,7 @@ def test_connection_refused_exits_6(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     cb = make_cb(tmp_path, f"http://127.0.0.1:{port}/v1", provider={"max_retries": 0})
-    proc = cb.run("ask", "hi")
+    proc = cb.invoke("ask", "hi")
     assert proc.returncode == 6
     line = _one_error_line(proc.stderr)
     assert f"127.0.0.1:{port}" in line
@@ -309,7 +304,7 @@ def test_connection_refused_exits_6(tmp_path: Path) -> None:
 def test_stream_cut_mid_answer_keeps_partial_text(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.add(fs.cut("The beginning of a long answer that never", chunk_size=6))
-    proc = cb.run("ask", "hi")
+    proc = cb.invoke("ask", "hi")
     assert proc.returncode == 6
     assert proc.stdout.startswith("The beginning")
     _one_error_line(proc.stderr)
@@ -325,7 +320,7 @@ def test_error_object_mid_stream(tmp_path: Path, server: fs.FakeServer) -> None:
     server.add(
         fs.error_mid_stream("Half an", {"message": "model overloaded", "type": "server_error"})
     )
-    proc = cb.run("ask", "hi")
+    proc = cb.invoke("ask", "hi")
     assert proc.returncode == 6
     assert "model overloaded" in _one_error_line(proc.stderr)
 
@@ -334,7 +329,7 @@ def test_read_timeout_exits_6(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url, provider={"read_timeout": 1, "max_retries": 0})
     server.add(fs.hang(10))
     t0 = time.monotonic()
-    proc = cb.run("ask", "hi")
+    proc = cb.invoke("ask", "hi")
     assert time.monotonic() - t0 < 8
     assert proc.returncode == 6
     assert "timed out" in _one_error_line(proc.stderr).lower()
@@ -348,21 +343,21 @@ def test_corrupt_session_file_is_quarantined_and_others_still_listed(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.add(fs.text("a"), fs.text("b"))
-    assert cb.run("ask", "first session").returncode == 0
-    assert cb.run("ask", "second session").returncode == 0
+    assert cb.invoke("ask", "first session").returncode == 0
+    assert cb.invoke("ask", "second session").returncode == 0
     files = cb.session_files()
     assert len(files) == 2
     bad = files[0]
     bad_id = bad.stem
     bad.write_text('{"schema_version": 1, "id": "' + bad_id + '", "messages": [', encoding="utf-8")
-    listing = cb.run("sessions", "list")
+    listing = cb.invoke("sessions", "list")
     assert listing.returncode == 0, listing.stderr
     assert ("first session" in listing.stdout) != ("second session" in listing.stdout)
     assert "corrupt" in listing.stderr.lower()
     moved = list(cb.sessions_dir.glob(f"{bad_id}.json.corrupt-*"))
     assert len(moved) == 1
     assert moved[0].read_text(encoding="utf-8").endswith('"messages": [')
-    shown = cb.run("ask", "-s", bad_id, "again")
+    shown = cb.invoke("ask", "-s", bad_id, "again")
     assert shown.returncode != 0
 
 
@@ -371,7 +366,7 @@ def test_two_concurrent_asks_on_one_session_both_land(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.add(fs.text("seed answer"))
-    assert cb.run("ask", "seed").returncode == 0
+    assert cb.invoke("ask", "seed").returncode == 0
     sid = cb.only_session()["id"]
     server.default = fs.text("slow answer", chunk_size=2, delay=0.05)
     procs = [cb.popen("ask", "-s", sid, f"question {i}") for i in range(2)]
@@ -386,41 +381,43 @@ def test_two_concurrent_asks_on_one_session_both_land(
 def test_sessions_commands_end_to_end(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.add(fs.text("**bold** answer"))
-    assert cb.run("ask", "a question about rust").returncode == 0
+    assert cb.invoke("ask", "a question about rust").returncode == 0
     sid = cb.only_session()["id"]
-    assert "a question about rust" in cb.run("sessions").stdout  # bare `sessions` lists
-    listing = json.loads(cb.run("sessions", "list", "--json").stdout)
+    assert "a question about rust" in cb.invoke("sessions").stdout  # bare `sessions` lists
+    listing = json.loads(cb.invoke("sessions", "list", "--json").stdout)
     assert listing[0]["id"] == sid and listing[0]["title"] == "a question about rust"
-    assert cb.run("sessions", "rename", sid[:8], "Rust", "notes").returncode == 0
+    assert cb.invoke("sessions", "rename", sid[:8], "Rust", "notes").returncode == 0
     assert cb.only_session()["title"] == "Rust notes"
-    show = cb.run("sessions", "show", "latest")
+    show = cb.invoke("sessions", "show", "latest")
     assert "a question about rust" in show.stdout and "**bold** answer" in show.stdout
-    exported = cb.run("sessions", "export", sid[:8], "--format", "json")
+    exported = cb.invoke("sessions", "export", sid[:8], "--format", "json")
     assert json.loads(exported.stdout)["id"] == sid
-    assert cb.run("sessions", "summary", sid[:8], "user", "is", "learning", "rust").returncode == 0
+    assert (
+        cb.invoke("sessions", "summary", sid[:8], "user", "is", "learning", "rust").returncode == 0
+    )
     server.add(fs.text("ok"))
-    assert cb.run("ask", "-s", sid[:8], "next").returncode == 0
+    assert cb.invoke("ask", "-s", sid[:8], "next").returncode == 0
     system = server.chat_bodies()[1]["messages"][0]["content"]
     assert system.endswith("\n\n## Current Session Context\nuser is learning rust")
-    refused = cb.run("sessions", "delete", sid[:8], input="y\n")  # no terminal to confirm on
+    refused = cb.invoke("sessions", "delete", sid[:8], input="y\n")  # no terminal to confirm on
     assert refused.returncode == 2 and "--yes" in refused.stderr
     assert len(cb.session_files()) == 1
-    assert cb.run("sessions", "delete", "--yes", sid[:8]).returncode == 0
+    assert cb.invoke("sessions", "delete", "--yes", sid[:8]).returncode == 0
     assert cb.session_files() == []
 
 
 def test_version_and_help(tmp_path: Path) -> None:
     cb = make_cb(tmp_path, None)
-    v = cb.run("--version")
+    v = cb.invoke("--version")
     assert v.returncode == 0 and v.stdout.startswith("countbot ")
-    h = cb.run("--help")
+    h = cb.invoke("--help")
     assert h.returncode == 0
     assert "ask" in h.stdout and "sessions" in h.stdout and "Exit codes" in h.stdout
 
 
 def test_no_provider_configured_says_how(tmp_path: Path) -> None:
     cb = make_cb(tmp_path, None)
-    proc = cb.run("ask", "hi", env={"COUNTBOT_NO_LOCAL_MODEL": "1"})
+    proc = cb.invoke("ask", "hi", env={"COUNTBOT_NO_LOCAL_MODEL": "1"})
     assert proc.returncode == 2
     assert "config init" in proc.stderr or "OPENAI_API_KEY" in proc.stderr
 
@@ -428,7 +425,7 @@ def test_no_provider_configured_says_how(tmp_path: Path) -> None:
 def test_env_key_and_base_without_config(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, None)
     server.add(fs.text("from env"))
-    proc = cb.run(
+    proc = cb.invoke(
         "ask",
         "--no-save",
         "hi",
@@ -503,7 +500,7 @@ def test_config_errors_exit_2_naming_file_line_and_key(
     cb = make_cb(tmp_path, None)
     cb.config_file.write_text(text, encoding="utf-8")
     cb.trust_config()  # an untrusted ./config.yaml is not read at all
-    proc = cb.run("ask", "hi")
+    proc = cb.invoke("ask", "hi")
     assert proc.returncode == 2, proc.stderr
     err = _one_error_line(proc.stderr)
     assert f"config.yaml:{line}" in err
@@ -524,6 +521,7 @@ try:
 except SystemExit:
     pass
 heavy = {"rich", "pygments", "prompt_toolkit", "tiktoken", "click", "llama_cpp", "httpx", "yaml"}
+heavy |= {"mcp", "mcp_types", "httpx2", "pydantic"}  # the MCP client: only with servers
 import json
 print("LOADED", json.dumps(sorted({m.split(".")[0] for m in sys.modules} & heavy)), file=sys.stderr)
 """
@@ -564,7 +562,7 @@ def test_session_file_removed_during_a_turn_forks_instead_of_losing_it(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.add(fs.text("first answer"))
-    assert cb.run("ask", "first question").returncode == 0
+    assert cb.invoke("ask", "first question").returncode == 0
     old = cb.only_session()
     server.add(fs.text("second answer, slowly", chunk_size=2, delay=0.05))
     proc = cb.popen("ask", "-s", old["id"], "second question")

@@ -10,7 +10,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,6 @@ from countbot_cli.errors import EXIT_USAGE, UsageError
 
 # bytes that must never reach a terminal from server- or model-supplied text
 ESCAPES = ("\x1b", "\x07", "\x9b", "\x9c", "\x9d", "\x90")
-
-
-@pytest.fixture
-def server() -> Iterator[fs.FakeServer]:
-    with fs.FakeServer() as srv:
-        yield srv
 
 
 @pytest.fixture
@@ -53,7 +47,7 @@ def _write_config(path: Path, server: fs.FakeServer) -> None:
 
 
 def _cb(tmp_path: Path, server: fs.FakeServer) -> CB:
-    """A subprocess user whose config is named by COUNTBOT_CONFIG (always applied)."""
+    """A user whose config is named by COUNTBOT_CONFIG (always applied)."""
     cb = make_cb(tmp_path, server.base_url)
     cb.env["COUNTBOT_CONFIG"] = str(cb.config_file)
     return cb
@@ -194,7 +188,7 @@ def test_piped_stdin_over_the_cap_is_refused_and_nothing_is_sent(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
     cb = _cb(tmp_path, server)
-    proc = cb.run("ask", "summarise", input="x" * (MAX_INPUT_BYTES + 1))
+    proc = cb.invoke("ask", "summarise", input="x" * (MAX_INPUT_BYTES + 1))
     assert proc.returncode == EXIT_USAGE
     line = _one_error_line(proc.stderr)
     assert f"piped input is over the {MAX_INPUT_BYTES:,}-byte limit; nothing was sent" in line
@@ -206,7 +200,7 @@ def test_piped_stdin_at_the_cap_is_sent_whole(tmp_path: Path, server: fs.FakeSer
     cb = _cb(tmp_path, server)
     server.add(fs.text("ok"))
     piped = "y" * (MAX_INPUT_BYTES - 1) + "\n"
-    proc = cb.run("ask", "count them", input=piped)
+    proc = cb.invoke("ask", "count them", input=piped)
     assert proc.returncode == 0, proc.stderr
     sent = server.chat_bodies()[0]["messages"][-1]["content"]
     assert sent == "count them\n\n" + piped.rstrip("\n")
@@ -283,7 +277,7 @@ def test_models_prints_hostile_ids_without_their_escapes(
 ) -> None:
     cb = _cb(tmp_path, server)
     server.models = HOSTILE_IDS
-    proc = cb.run("models")
+    proc = cb.invoke("models")
     assert proc.returncode == 0, proc.stderr
     assert sorted(proc.stdout.splitlines()) == sorted(CLEAN_IDS)  # the client sorts them
     assert not [c for c in ESCAPES if c in proc.stdout]
@@ -294,7 +288,7 @@ def test_models_json_keeps_the_exact_ids_but_no_raw_escapes(
 ) -> None:
     cb = _cb(tmp_path, server)
     server.models = HOSTILE_IDS
-    proc = cb.run("models", "--json")
+    proc = cb.invoke("models", "--json")
     assert proc.returncode == 0, proc.stderr
     assert not [c for c in ESCAPES if c in proc.stdout] and "\u202e" not in proc.stdout
     assert sorted(json.loads(proc.stdout)["models"]) == sorted(HOSTILE_IDS)
@@ -306,7 +300,7 @@ def test_config_check_shows_server_error_text_and_ids_sanitised(
     cb = _cb(tmp_path, server)
     server.models = HOSTILE_IDS  # test-model is not among them: the ids appear in a hint
     server.add(fs.status(404, {"error": {"message": "no \x1b]0;pwned\x07such\x1b[2J model"}}))
-    proc = cb.run("config", "check")
+    proc = cb.invoke("config", "check")
     assert not [c for c in ESCAPES if c in proc.stdout + proc.stderr]
     assert "titled" in proc.stdout and "no such model" in proc.stdout
 
@@ -315,7 +309,7 @@ def test_ask_json_escapes_c1_controls_in_the_answer(tmp_path: Path, server: fs.F
     cb = _cb(tmp_path, server)
     answer = "csi\x9b2J osc\x9d0;t\x9c del\x7f"
     server.add(fs.text(answer, chunk_size=3))
-    proc = cb.run("ask", "--json", "hi")
+    proc = cb.invoke("ask", "--json", "hi")
     assert proc.returncode == 0, proc.stderr
     assert not [c for c in (*ESCAPES, "\x7f") if c in proc.stdout]
     assert json.loads(proc.stdout)["answer"] == answer

@@ -9,19 +9,12 @@ from pathlib import Path
 import fakeserver as fs
 import pexpect
 import pyte
-import pytest
 from cbenv import COUNTBOT, make_cb
 
 ANSWER = (
     "# Plan\n\nFirst paragraph with **bold** text and `code`.\n\n"
     "- one\n- two\n\n```python\nprint('hi')\n```\n\nDone [red]literally[/red].\n"
 )
-
-
-@pytest.fixture
-def server():
-    with fs.FakeServer() as srv:
-        yield srv
 
 
 def _run_on_pty(cb, *args: str, cols: int = 80, rows: int = 40) -> tuple[str, int]:

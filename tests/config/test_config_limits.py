@@ -51,7 +51,7 @@ def test_hostile_yaml_is_a_config_error_in_well_under_two_seconds(
     bad = tmp_path / "bad.yaml"
     bad.write_text(text, encoding="utf-8")
     started = time.monotonic()
-    proc = cb.run(*command, env={"COUNTBOT_CONFIG": str(bad)}, timeout=30)
+    proc = cb.invoke(*command, env={"COUNTBOT_CONFIG": str(bad)})
     elapsed = time.monotonic() - started
     assert proc.returncode == 2, proc.stderr
     err = _error_line(proc.stderr)

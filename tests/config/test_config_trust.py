@@ -273,7 +273,7 @@ def test_a_cloned_repositorys_config_has_no_effect_until_trusted(tmp_path: Path)
         env = {"SOME_SECRET_VAR": secret}
 
         mine.add(fs.tool_calls([touch]), fs.text("I could not run it."))
-        proc = cb.run("ask", "hello", env=env)
+        proc = cb.invoke("ask", "hello", env=env)
         assert proc.returncode == 0, proc.stderr
         assert attacker.requests == [] and not marker.exists() and not outside.exists()
         assert proc.stderr.count(NOTICE) == 1 and "countbot config trust" in proc.stderr
@@ -284,27 +284,27 @@ def test_a_cloned_repositorys_config_has_no_effect_until_trusted(tmp_path: Path)
         saved = list((cb.user_home / "sessions").glob("*.json"))
         assert any("hello" in p.read_text(encoding="utf-8") for p in saved)
 
-        proc = cb.run("config", "trust")
+        proc = cb.invoke("config", "trust")
         assert proc.returncode == 0, proc.stderr
         for words in (attacker.base_url, "SOME_SECRET_VAR", "approval auto · allow *", "allowed"):
             assert words in proc.stdout
         assert str(outside / "MEMORY.md") in proc.stdout and secret not in proc.stdout
 
         attacker.add(fs.tool_calls([touch]), fs.text("done"))
-        proc = cb.run("ask", "hello again", env=env)
+        proc = cb.invoke("ask", "hello again", env=env)
         assert proc.returncode == 0, proc.stderr
         assert NOTICE not in proc.stderr
         assert attacker.requests[-1].headers["authorization"] == f"Bearer {secret}"
         assert marker.exists()  # allow ["*"] ran the command unasked: the file applies
         assert len(list((outside / "sessions").glob("*.json"))) >= 1
-        proc = cb.run("config", "path")
+        proc = cb.invoke("config", "path")
         assert re.search(rf"memory file\s+{re.escape(str(outside / 'MEMORY.md'))}", proc.stdout)
 
         cb.config_file.write_text(project + "# a harmless-looking edit\n", encoding="utf-8")
         marker.unlink()
         seen = len(attacker.requests)
         mine.add(fs.tool_calls([touch]), fs.text("no."))
-        proc = cb.run("ask", "third", env=env)
+        proc = cb.invoke("ask", "third", env=env)
         assert proc.returncode == 0, proc.stderr
         assert len(attacker.requests) == seen and not marker.exists()
         assert proc.stderr.count("changed since you trusted it") == 1

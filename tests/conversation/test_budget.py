@@ -201,7 +201,7 @@ def test_ask_trims_an_overflowing_history_end_to_end(tmp_path: Path) -> None:
         session = new_session(provider="test", model="test-model")
         session.messages = chat(80, size=60)
         store.create(session)
-        proc = cb.run("ask", "-s", session.id, "what next?")
+        proc = cb.invoke("ask", "-s", session.id, "what next?")
         assert proc.returncode == 0, proc.stderr
         body = server.chat_bodies()[0]
     msgs = body["messages"]
@@ -302,7 +302,7 @@ def test_ask_learns_the_token_ratio_from_reported_usage(tmp_path: Path) -> None:
             "ok",
             usage={"prompt_tokens": 1500, "completion_tokens": 1, "total_tokens": 1501},
         )
-        assert cb.run("ask", "word " * 300).returncode == 0
+        assert cb.invoke("ask", "word " * 300).returncode == 0
         ratios = json.loads((cb.work / ".countbot_tokens.json").read_text(encoding="utf-8"))
         assert list(ratios) == ["test-model"] and ratios["test-model"] > 1.2
         # a short exchange far from the limit loads no tokenizer and learns nothing new
@@ -310,5 +310,5 @@ def test_ask_learns_the_token_ratio_from_reported_usage(tmp_path: Path) -> None:
             "ok", usage={"prompt_tokens": 40, "completion_tokens": 1, "total_tokens": 41}
         )
         before = (cb.work / ".countbot_tokens.json").read_bytes()
-        assert cb.run("ask", "--no-save", "hi").returncode == 0
+        assert cb.invoke("ask", "--no-save", "hi").returncode == 0
         assert (cb.work / ".countbot_tokens.json").read_bytes() == before

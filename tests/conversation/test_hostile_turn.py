@@ -22,12 +22,6 @@ SSE = {"Content-Type": "text/event-stream"}
 JSON = {"Content-Type": "application/json"}
 
 
-@pytest.fixture
-def server():
-    with fs.FakeServer() as srv:
-        yield srv
-
-
 def _chunk_line(content: str) -> str:
     chunk = {"id": "c1", "choices": [{"index": 0, "delta": {"content": content}}]}
     return "data: " + json.dumps(chunk) + "\n\n"
@@ -65,7 +59,7 @@ def test_an_unreadable_stream_chunk_is_a_stream_error_keeping_the_partial_answer
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.add(fs.status(200, body, headers=SSE))
-    proc = cb.run("ask", "tell me")
+    proc = cb.invoke("ask", "tell me")
     assert proc.returncode == 6, proc.stderr
     assert words in _error_line(proc.stderr)
     assert proc.stdout.startswith("Hi")
@@ -88,7 +82,7 @@ def test_an_unreadable_json_body_is_a_provider_error(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.add(reply)
-    proc = cb.run("ask", "--no-stream", "tell me")
+    proc = cb.invoke("ask", "--no-stream", "tell me")
     assert proc.returncode == code, proc.stderr
     assert words in _error_line(proc.stderr)
     assert proc.stdout == ""
@@ -115,7 +109,7 @@ def test_unreadable_tool_arguments_are_a_tool_error_for_the_model(
     (ws / "a.txt").write_text("secret-free text\n", encoding="utf-8")
     cb = make_cb(tmp_path, server.base_url, tools={"enabled": True, "workspace": str(ws)})
     server.add(fs.tool_calls([("read_file", arguments)]), fs.text("I could not read it."))
-    proc = cb.run("ask", "read a.txt")
+    proc = cb.invoke("ask", "read a.txt")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "I could not read it.\n"
     tool_msg = server.chat_bodies()[1]["messages"][-1]
@@ -139,8 +133,8 @@ def test_a_session_file_nested_900_deep_is_quarantined_and_every_command_works(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.add(fs.text("a"), fs.text("b"), fs.text("c"))
-    assert cb.run("ask", "first session").returncode == 0
-    assert cb.run("ask", "second session").returncode == 0
+    assert cb.invoke("ask", "first session").returncode == 0
+    assert cb.invoke("ask", "second session").returncode == 0
     good, bad = sorted(cb.session_files(), key=lambda p: "second" in p.read_text("utf-8"))
     doc: dict[str, Any] = json.loads(bad.read_text("utf-8"))
     # valid JSON that json.loads still parses, in the place a tool call's arguments are kept
@@ -148,7 +142,7 @@ def test_a_session_file_nested_900_deep_is_quarantined_and_every_command_works(
     raw = json.dumps(doc).replace('"path": []', '"path": ' + "[" * 900 + "]" * 900)
     bad.write_text(raw, encoding="utf-8")
 
-    cont = cb.run("ask", "-c", "and then?")  # the damaged session was the latest one
+    cont = cb.invoke("ask", "-c", "and then?")  # the damaged session was the latest one
     assert cont.returncode == 0, cont.stderr
     assert cont.stdout == "c\n"
     assert "nested too deeply" in cont.stderr and "Traceback" not in cont.stderr
@@ -157,10 +151,10 @@ def test_a_session_file_nested_900_deep_is_quarantined_and_every_command_works(
     saved = json.loads(good.read_text("utf-8"))["messages"]
     assert [m["content"] for m in saved] == ["first session", "a", "and then?", "c"]
 
-    listing = cb.run("sessions", "list")
+    listing = cb.invoke("sessions", "list")
     assert listing.returncode == 0, listing.stderr
     assert "first session" in listing.stdout and "second session" not in listing.stdout
-    shown = cb.run("sessions", "show", bad.stem)
+    shown = cb.invoke("sessions", "show", bad.stem)
     assert shown.returncode == 2 and "Traceback" not in shown.stderr
 
 

@@ -29,13 +29,13 @@ def test_countbot_ask_runs_overflow_and_injects_the_session_summary(tmp_path: Pa
             persona={"max_history_messages": 2},
             memory={"auto_memory": False},
         )
-        proc = cb.run("ask", q(1))
+        proc = cb.invoke("ask", q(1))
         assert proc.returncode == 0, proc.stderr
         sid = cb.only_session()["id"]
-        proc = cb.run("sessions", "summary", sid, "Planning the Redis migration.")
+        proc = cb.invoke("sessions", "summary", sid, "Planning the Redis migration.")
         assert proc.returncode == 0, proc.stderr
         for k in (2, 3):
-            proc = cb.run("ask", "-s", sid[:8], q(k))
+            proc = cb.invoke("ask", "-s", sid[:8], q(k))
             assert proc.returncode == 0, proc.stderr
             assert proc.stdout == a(k) + "\n"
         chats = [b for b in server.chat_bodies() if b["messages"][0]["role"] == "system"]
@@ -119,7 +119,7 @@ def test_ctrl_c_during_upkeep_after_ask(tmp_path: Path) -> None:
     with fs.FakeServer(responder=summariser) as server:
         cb = make_cb(tmp_path, server.base_url, persona={"max_history_messages": 2})
         for k in (1, 2):
-            assert cb.run("ask", "-c", q(k)).returncode == 0
+            assert cb.invoke("ask", "-c", q(k)).returncode == 0
         summariser.replies = [fs.hang(60, send_headers=False)]
         proc = cb.popen("ask", "-c", q(3))
         deadline = time.monotonic() + 10

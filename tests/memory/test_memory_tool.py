@@ -148,7 +148,7 @@ def _memory_turn(tmp_path: Path, *flags: str) -> tuple[fs.FakeServer, Path, str]
         args = {"action": "write", "content": "The user deploys with Ansible 9"}
         server.add(fs.tool_calls([("memory", args)]), fs.text("Noted."))
         cb = make_cb(tmp_path, server.base_url, tools={"enabled": True})
-        proc = cb.run("ask", *flags, "remember that I deploy with Ansible 9")
+        proc = cb.invoke("ask", *flags, "remember that I deploy with Ansible 9")
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout == "Noted.\n"
         bodies = server.chat_bodies()

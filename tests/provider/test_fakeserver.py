@@ -36,8 +36,8 @@ FAKESERVER = Path(__file__).resolve().parents[1] / "helpers" / "fakeserver.py"
 
 
 @pytest.fixture
-def client(fake_server: FakeServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=fake_server.base_url, timeout=5.0) as c:
+def client(server: FakeServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.base_url, timeout=5.0) as c:
         yield c
 
 
@@ -67,8 +67,8 @@ def chat(client: httpx.Client, reply: Reply, fake: FakeServer, body: Any = None)
 # ---------------------------------------------------------------- text
 
 
-def test_text_stream_wire_shape(client: httpx.Client, fake_server: FakeServer) -> None:
-    r = chat(client, text("Hello world!", usage=USAGE), fake_server)
+def test_text_stream_wire_shape(client: httpx.Client, server: FakeServer) -> None:
+    r = chat(client, text("Hello world!", usage=USAGE), server)
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/event-stream")
     assert r.headers["transfer-encoding"] == "chunked"
@@ -90,44 +90,44 @@ def test_text_stream_wire_shape(client: httpx.Client, fake_server: FakeServer) -
     assert '"object":"chat.completion.chunk"' in r.text  # compact JSON, like OpenAI
 
 
-def test_text_reasoning_streams_first(client: httpx.Client, fake_server: FakeServer) -> None:
-    r = chat(client, text("Yes.", reasoning="Let me think", chunk_size=4), fake_server)
+def test_text_reasoning_streams_first(client: httpx.Client, server: FakeServer) -> None:
+    r = chat(client, text("Yes.", reasoning="Let me think", chunk_size=4), server)
     ds = deltas(events(r.text))
     assert [d.get("reasoning_content") for d in ds[1:4]] == ["Let ", "me t", "hink"]
     assert ds[4] == {"content": "Yes."}
-    r = chat(client, text("ok", reasoning="hm", reasoning_field="reasoning"), fake_server)
+    r = chat(client, text("ok", reasoning="hm", reasoning_field="reasoning"), server)
     assert deltas(events(r.text))[1] == {"reasoning": "hm"}
 
 
-def test_text_options_without_usage_or_done(client: httpx.Client, fake_server: FakeServer) -> None:
-    r = chat(client, text("abc", done=False, finish_reason="length", model="m2"), fake_server)
+def test_text_options_without_usage_or_done(client: httpx.Client, server: FakeServer) -> None:
+    r = chat(client, text("abc", done=False, finish_reason="length", model="m2"), server)
     evs = events(r.text)
     assert "[DONE]" not in evs and "usage" not in evs[0]
     assert evs[-1]["choices"][0]["finish_reason"] == "length"
     assert {e["model"] for e in evs} == {"m2"}
 
 
-def test_text_crlf_and_keepalive(client: httpx.Client, fake_server: FakeServer) -> None:
-    r = chat(client, text("abcdefgh", crlf=True, keepalive=True), fake_server)
+def test_text_crlf_and_keepalive(client: httpx.Client, server: FakeServer) -> None:
+    r = chat(client, text("abcdefgh", crlf=True, keepalive=True), server)
     assert "\n" not in r.text.replace("\r\n", "")
     assert r.text.startswith(": keep-alive\r\n\r\ndata: ")
     assert r.text.count(": keep-alive\r\n\r\n") == len(events(r.text)) == 5
     assert "".join(d.get("content", "") for d in deltas(events(r.text))) == "abcdefgh"
 
 
-def test_periodic_keepalive_beats_a_short_read_timeout(fake_server: FakeServer) -> None:
-    fake_server.add(text("late", first_delay=0.7, keepalive=0.1))
+def test_periodic_keepalive_beats_a_short_read_timeout(server: FakeServer) -> None:
+    server.add(text("late", first_delay=0.7, keepalive=0.1))
     timeout = httpx.Timeout(5.0, read=0.35)
-    with httpx.Client(base_url=fake_server.base_url, timeout=timeout) as c:
+    with httpx.Client(base_url=server.base_url, timeout=timeout) as c:
         r = c.post("/chat/completions", json=STREAM)
     assert r.text.count(": keep-alive") >= 5
     assert "".join(d.get("content", "") for d in deltas(events(r.text))) == "late"
 
 
-def test_text_non_stream_is_one_completion(client: httpx.Client, fake_server: FakeServer) -> None:
+def test_text_non_stream_is_one_completion(client: httpx.Client, server: FakeServer) -> None:
     reply = text("Hello world!", usage=USAGE, reasoning="hmm")
     for body in (PLAIN, {**PLAIN, "stream": False}):
-        r = chat(client, reply, fake_server, body)
+        r = chat(client, reply, server, body)
         assert r.headers["content-type"] == "application/json"
         got = r.json()
         assert got["object"] == "chat.completion" and got["usage"] == USAGE
@@ -139,8 +139,8 @@ def test_text_non_stream_is_one_completion(client: httpx.Client, fake_server: Fa
         assert "tool_calls" not in choice["message"]
 
 
-def test_delays_really_space_the_chunks(client: httpx.Client, fake_server: FakeServer) -> None:
-    fake_server.add(text("abcdef", chunk_size=3, delay=0.12, first_delay=0.3))
+def test_delays_really_space_the_chunks(client: httpx.Client, server: FakeServer) -> None:
+    server.add(text("abcdef", chunk_size=3, delay=0.12, first_delay=0.3))
     start = time.monotonic()
     arrivals: list[float] = []
     with client.stream("POST", "/chat/completions", json=STREAM) as r:
@@ -168,9 +168,9 @@ def joined_args(entries: list[dict[str, Any]], key: str = "index") -> dict[Any, 
     return out
 
 
-def test_tool_calls_openai_shape(client: httpx.Client, fake_server: FakeServer) -> None:
+def test_tool_calls_openai_shape(client: httpx.Client, server: FakeServer) -> None:
     reply = tool_calls(CALLS, usage=USAGE)
-    evs = events(chat(client, reply, fake_server).text)
+    evs = events(chat(client, reply, server).text)
     ds = deltas(evs)
     assert ds[0]["role"] == "assistant" and ds[0]["content"] is None
     entries = tool_entries(evs)
@@ -195,9 +195,9 @@ def test_tool_calls_openai_shape(client: httpx.Client, fake_server: FakeServer) 
     assert all(len(i) <= 40 for i in reply.ids) and len(set(reply.ids)) == 2
 
 
-def test_tool_calls_qwen_shape(client: httpx.Client, fake_server: FakeServer) -> None:
+def test_tool_calls_qwen_shape(client: httpx.Client, server: FakeServer) -> None:
     reply = tool_calls(CALLS, shape="qwen")
-    entries = tool_entries(events(chat(client, reply, fake_server).text))
+    entries = tool_entries(events(chat(client, reply, server).text))
     assert all(e["id"] == reply.ids[e["index"]] for e in entries)  # id on every chunk
     named = [e for e in entries if "name" in e["function"]]
     assert [e["function"] for e in named] == [{"name": "get_weather"}, {"name": "list_dir"}]
@@ -205,9 +205,9 @@ def test_tool_calls_qwen_shape(client: httpx.Client, fake_server: FakeServer) ->
     assert joined_args(entries) == {0: CALLS[0][1], 1: CALLS[1][1]}
 
 
-def test_tool_calls_ollama_shape(client: httpx.Client, fake_server: FakeServer) -> None:
+def test_tool_calls_ollama_shape(client: httpx.Client, server: FakeServer) -> None:
     reply = tool_calls(CALLS, shape="ollama")
-    evs = events(chat(client, reply, fake_server).text)
+    evs = events(chat(client, reply, server).text)
     entries = tool_entries(evs)
     assert [e["index"] for e in entries] == [0, 0]  # every parallel call says index 0
     assert [e["id"] for e in entries] == reply.ids and reply.ids[0] != reply.ids[1]
@@ -215,9 +215,9 @@ def test_tool_calls_ollama_shape(client: httpx.Client, fake_server: FakeServer) 
     assert sum(1 for d in deltas(evs) if "tool_calls" in d) == 2  # each call whole in one chunk
 
 
-def test_tool_calls_llamacpp_shape(client: httpx.Client, fake_server: FakeServer) -> None:
+def test_tool_calls_llamacpp_shape(client: httpx.Client, server: FakeServer) -> None:
     reply = tool_calls(CALLS, shape="llamacpp")
-    entries = tool_entries(events(chat(client, reply, fake_server).text))
+    entries = tool_entries(events(chat(client, reply, server).text))
     assert len(entries) > 4
     for e in entries:
         assert e["id"] == reply.ids[e["index"]] and len(e["id"]) > 40
@@ -225,11 +225,9 @@ def test_tool_calls_llamacpp_shape(client: httpx.Client, fake_server: FakeServer
     assert joined_args(entries) == {0: CALLS[0][1], 1: CALLS[1][1]}
 
 
-def test_tool_calls_after_content_and_custom_ids(
-    client: httpx.Client, fake_server: FakeServer
-) -> None:
+def test_tool_calls_after_content_and_custom_ids(client: httpx.Client, server: FakeServer) -> None:
     reply = tool_calls([("f", {"a": 1})], content="Let me look.", ids=["call_x"])
-    ds = deltas(events(chat(client, reply, fake_server).text))
+    ds = deltas(events(chat(client, reply, server).text))
     assert ds[0] == {"role": "assistant", "content": ""}
     assert "".join(d.get("content") or "" for d in ds) == "Let me look."
     first_tool = next(i for i, d in enumerate(ds) if "tool_calls" in d)
@@ -238,9 +236,9 @@ def test_tool_calls_after_content_and_custom_ids(
     assert joined_args([tc for d in ds for tc in d.get("tool_calls", [])]) == {0: '{"a":1}'}
 
 
-def test_tool_calls_non_stream(client: httpx.Client, fake_server: FakeServer) -> None:
+def test_tool_calls_non_stream(client: httpx.Client, server: FakeServer) -> None:
     reply = tool_calls(CALLS, shape="qwen", usage=USAGE)
-    got = chat(client, reply, fake_server, PLAIN).json()
+    got = chat(client, reply, server, PLAIN).json()
     choice = got["choices"][0]
     assert choice["finish_reason"] == "tool_calls" and got["usage"] == USAGE
     assert choice["message"]["content"] is None
@@ -260,34 +258,34 @@ def test_tool_calls_rejects_bad_arguments() -> None:
 # ---------------------------------------------------------------- status and odd answers
 
 
-def test_status_any_code_and_headers(client: httpx.Client, fake_server: FakeServer) -> None:
+def test_status_any_code_and_headers(client: httpx.Client, server: FakeServer) -> None:
     quota = openai_error(
         "You exceeded your current quota", "insufficient_quota", "insufficient_quota"
     )
-    r = chat(client, status(429, quota, {"retry-after": "2", "x-request-id": "req_1"}), fake_server)
+    r = chat(client, status(429, quota, {"retry-after": "2", "x-request-id": "req_1"}), server)
     assert r.status_code == 429 and r.headers["retry-after"] == "2"
     assert r.headers["x-request-id"] == "req_1" and r.json() == quota
-    r = chat(client, status(404, "no such model"), fake_server)
+    r = chat(client, status(404, "no such model"), server)
     assert r.status_code == 404 and r.text == "no such model"
     assert r.headers["content-type"].startswith("text/plain")
-    r = chat(client, status(401), fake_server, PLAIN)
+    r = chat(client, status(401), server, PLAIN)
     assert r.status_code == 401 and r.json()["error"]["message"] == "fakeserver: HTTP 401"
-    r = chat(client, status(503), fake_server)
+    r = chat(client, status(503), server)
     assert r.json()["error"]["type"] == "server_error"
 
 
-def test_error_mid_stream(client: httpx.Client, fake_server: FakeServer) -> None:
+def test_error_mid_stream(client: httpx.Client, server: FakeServer) -> None:
     err = {"message": "overloaded", "type": "server_error", "code": "overloaded"}
-    evs = events(chat(client, error_mid_stream("partial answer", err), fake_server).text)
+    evs = events(chat(client, error_mid_stream("partial answer", err), server).text)
     assert "".join(d.get("content", "") for d in deltas(evs)) == "partial answer"
     assert evs[-2] == {"error": err} and evs[-1] == "[DONE]"
     assert not any(e["choices"][0]["finish_reason"] for e in evs[:-2])
-    r = chat(client, error_mid_stream("x", err), fake_server, PLAIN)
+    r = chat(client, error_mid_stream("x", err), server, PLAIN)
     assert r.status_code == 500 and r.json() == {"error": err}
 
 
-def test_cut_mid_answer(client: httpx.Client, fake_server: FakeServer) -> None:
-    fake_server.add(cut("abcdefghij", after_chunks=1))
+def test_cut_mid_answer(client: httpx.Client, server: FakeServer) -> None:
+    server.add(cut("abcdefghij", after_chunks=1))
     lines: list[str] = []
     with (
         pytest.raises(httpx.RemoteProtocolError, match="incomplete chunked read"),
@@ -297,25 +295,25 @@ def test_cut_mid_answer(client: httpx.Client, fake_server: FakeServer) -> None:
     ds = deltas(events("\n".join(lines) + "\n"))
     assert ds == [{"role": "assistant", "content": ""}, {"content": "abcde"}]
     assert "[DONE]" not in lines
-    r = chat(client, text("next"), fake_server)  # the server is fine afterwards
+    r = chat(client, text("next"), server)  # the server is fine afterwards
     assert r.status_code == 200
 
 
-def test_cut_of_a_non_streamed_answer(client: httpx.Client, fake_server: FakeServer) -> None:
+def test_cut_of_a_non_streamed_answer(client: httpx.Client, server: FakeServer) -> None:
     with pytest.raises(httpx.RemoteProtocolError):
-        chat(client, cut("some answer"), fake_server, PLAIN)
+        chat(client, cut("some answer"), server, PLAIN)
 
 
-def test_json_to_stream(client: httpx.Client, fake_server: FakeServer) -> None:
-    r = chat(client, json_to_stream("whole answer", usage=USAGE), fake_server)
+def test_json_to_stream(client: httpx.Client, server: FakeServer) -> None:
+    r = chat(client, json_to_stream("whole answer", usage=USAGE), server)
     assert r.headers["content-type"] == "application/json"
     got = r.json()
     assert got["object"] == "chat.completion" and got["usage"] == USAGE
     assert got["choices"][0]["message"]["content"] == "whole answer"
 
 
-def test_empty_stream(client: httpx.Client, fake_server: FakeServer) -> None:
-    r = chat(client, empty_stream(), fake_server)
+def test_empty_stream(client: httpx.Client, server: FakeServer) -> None:
+    r = chat(client, empty_stream(), server)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
     assert r.content == b"data: [DONE]\n\n"
 
@@ -355,25 +353,25 @@ def test_hang_times_out_the_client_and_not_the_shutdown() -> None:
 # ---------------------------------------------------------------- queue, recording, routes
 
 
-def test_queue_order_then_loud_failure(client: httpx.Client, fake_server: FakeServer) -> None:
-    fake_server.add(text("one"), text("two"))
-    assert fake_server.pending == 2
+def test_queue_order_then_loud_failure(client: httpx.Client, server: FakeServer) -> None:
+    server.add(text("one"), text("two"))
+    assert server.pending == 2
     got = [client.post("/chat/completions", json=PLAIN).json() for _ in range(2)]
     assert [g["choices"][0]["message"]["content"] for g in got] == ["one", "two"]
     r = client.post("/chat/completions", json=STREAM)
     assert r.status_code == 500 and r.json()["error"]["message"] == EMPTY_QUEUE_MESSAGE
 
 
-def test_default_and_responder(client: httpx.Client, fake_server: FakeServer) -> None:
+def test_default_and_responder(client: httpx.Client, server: FakeServer) -> None:
     def responder(body: dict[str, Any]) -> Reply | None:
         last = body["messages"][-1]["content"]
         if last == "boom":
             raise RuntimeError("scripted failure")
         return text("SUMMARY") if "Summarize" in last else None
 
-    fake_server.responder = responder
-    fake_server.default = text("ANSWER")
-    fake_server.add(text("QUEUED"))
+    server.responder = responder
+    server.default = text("ANSWER")
+    server.add(text("QUEUED"))
     asks = ["Summarize this", "Summarize this", "hello", "hello"]
     answers = [
         client.post(
@@ -384,11 +382,11 @@ def test_default_and_responder(client: httpx.Client, fake_server: FakeServer) ->
     assert answers == ["QUEUED", "SUMMARY", "ANSWER", "ANSWER"]
     r = client.post("/chat/completions", json={"messages": [{"role": "user", "content": "boom"}]})
     assert r.status_code == 500 and "scripted failure" in r.json()["error"]["message"]
-    assert isinstance(fake_server.errors[0], RuntimeError)
+    assert isinstance(server.errors[0], RuntimeError)
 
 
-def test_records_every_request(client: httpx.Client, fake_server: FakeServer) -> None:
-    fake_server.add(text("ok"))
+def test_records_every_request(client: httpx.Client, server: FakeServer) -> None:
+    server.add(text("ok"))
     raw = json.dumps(STREAM).encode()
     client.post(
         "/chat/completions?x=1",
@@ -396,7 +394,7 @@ def test_records_every_request(client: httpx.Client, fake_server: FakeServer) ->
         headers={"Authorization": "Bearer sk-test", "Content-Type": "application/json"},
     )
     client.get("/models")
-    reqs = fake_server.requests
+    reqs = server.requests
     assert [(q.method, q.path) for q in reqs] == [
         ("POST", "/v1/chat/completions?x=1"),
         ("GET", "/v1/models"),
@@ -404,37 +402,37 @@ def test_records_every_request(client: httpx.Client, fake_server: FakeServer) ->
     assert reqs[0].body == raw and reqs[0].json == STREAM
     assert reqs[0].headers["authorization"] == "Bearer sk-test"
     assert reqs[1].body == b"" and reqs[1].json is None
-    assert fake_server.chat_bodies() == [STREAM]
-    assert fake_server.disconnects == 0 and not reqs[0].disconnected
+    assert server.chat_bodies() == [STREAM]
+    assert server.disconnects == 0 and not reqs[0].disconnected
 
 
-def test_models_route(client: httpx.Client, fake_server: FakeServer) -> None:
+def test_models_route(client: httpx.Client, server: FakeServer) -> None:
     assert [m["id"] for m in client.get("/models").json()["data"]] == ["test-model"]
-    fake_server.models = ["a", "b"]
+    server.models = ["a", "b"]
     assert client.get("/models").json()["object"] == "list"
     assert [m["id"] for m in client.get("/models").json()["data"]] == ["a", "b"]
-    fake_server.models_reply = status(401, openai_error("bad key", code="invalid_api_key"))
+    server.models_reply = status(401, openai_error("bad key", code="invalid_api_key"))
     r = client.get("/models")
     assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
 
 
-def test_unknown_route_and_bad_body(client: httpx.Client, fake_server: FakeServer) -> None:
-    with httpx.Client(base_url=fake_server.url) as root:  # base URL without /v1
+def test_unknown_route_and_bad_body(client: httpx.Client, server: FakeServer) -> None:
+    with httpx.Client(base_url=server.url) as root:  # base URL without /v1
         r = root.post("/chat/completions", json=STREAM)
     assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_url"
     r = client.post("/chat/completions", content=b"{not json")
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
-    assert fake_server.pending == 0 and len(fake_server.requests) == 2
+    assert server.pending == 0 and len(server.requests) == 2
 
 
-def test_client_hanging_up_is_counted(client: httpx.Client, fake_server: FakeServer) -> None:
-    fake_server.add(text("x" * 200, chunk_size=1, delay=0.02))
+def test_client_hanging_up_is_counted(client: httpx.Client, server: FakeServer) -> None:
+    server.add(text("x" * 200, chunk_size=1, delay=0.02))
     with client.stream("POST", "/chat/completions", json=STREAM) as r:
         for line in r.iter_lines():
             if '"content":"x"' in line:
                 break  # leaving the block closes the connection mid-stream
-    assert fake_server.wait_disconnects(1, timeout=2.0)
-    assert fake_server.requests[0].disconnected and fake_server.disconnects == 1
+    assert server.wait_disconnects(1, timeout=2.0)
+    assert server.requests[0].disconnected and server.disconnects == 1
 
 
 def test_stop_is_quick_with_idle_keepalive_connections() -> None:

@@ -29,12 +29,6 @@ SEED_ARGS = '{"path":"README.md","show_line_numbers":true}'
 SEED_ANSWER = "我已经读取了 README.md 文件。这是 CountBot 项目的说明文档。"
 
 
-@pytest.fixture
-def server():
-    with fs.FakeServer() as srv:
-        yield srv
-
-
 def tools_cb(tmp_path: Path, server: fs.FakeServer, **tools: Any) -> CB:
     extra = tools.pop("config", {})
     return make_cb(tmp_path, server.base_url, tools={"enabled": True, **tools}, **extra)
@@ -59,14 +53,14 @@ def test_seed_000_tool_round_request_and_what_is_saved(
     (cb.work / "README.md").write_text("\n".join(README_LINES) + "\n", encoding="utf-8")
     greeting = ("你好", "你好！很高兴见到你！有什么我可以帮助你的吗？")
     server.add(fs.text(greeting[1]))
-    assert cb.run("ask", greeting[0]).returncode == 0
+    assert cb.invoke("ask", greeting[0]).returncode == 0
     sid = cb.only_session()["id"]
 
     server.add(
         fs.tool_calls([("read_file", SEED_ARGS)], ids=["call_abc123"], chunk_size=7),
         fs.text(SEED_ANSWER, chunk_size=6),
     )
-    proc = cb.run("ask", "-s", sid, "读取 README.md 文件")
+    proc = cb.invoke("ask", "-s", sid, "读取 README.md 文件")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == SEED_ANSWER + "\n"
 
@@ -124,7 +118,7 @@ def test_seed_000_tool_round_request_and_what_is_saved(
 
     # turn 3: the tool round is not replayed
     server.add(fs.text("不客气！"))
-    assert cb.run("ask", "-s", sid, "谢谢").returncode == 0
+    assert cb.invoke("ask", "-s", sid, "谢谢").returncode == 0
     third = server.chat_bodies()[3]["messages"][1:]
     assert third == [
         *history,
@@ -151,7 +145,7 @@ def test_streamed_tool_call_shapes_are_assembled(
     round1 = fs.tool_calls(calls, shape=shape, chunk_size=3)  # type: ignore[arg-type]
     round2 = fs.tool_calls([("read_file", {"path": "sub/b.txt"})], shape=shape)  # type: ignore[arg-type]
     server.add(round1, round2, fs.text("both read"))
-    proc = cb.run("ask", "look around")
+    proc = cb.invoke("ask", "look around")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "both read\n"
 
@@ -185,7 +179,7 @@ def test_non_streamed_tool_calls(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = tools_cb(tmp_path, server)
     (cb.work / "a.txt").write_text("alpha\n", encoding="utf-8")
     server.add(fs.tool_calls([("read_file", {"path": "a.txt"})], shape="llamacpp"), fs.text("ok"))
-    proc = cb.run("ask", "--no-stream", "read it")
+    proc = cb.invoke("ask", "--no-stream", "read it")
     assert proc.returncode == 0, proc.stderr
     second = server.chat_bodies()[1]
     assert second["stream"] is False
@@ -215,7 +209,7 @@ def test_bad_json_unknown_tool_and_schema_violation_become_error_results(
         ),
         fs.text("I will fix my calls."),
     )
-    proc = cb.run("ask", "go")
+    proc = cb.invoke("ask", "go")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "I will fix my calls.\n"
     results = [t["content"] for t in tool_messages(server.chat_bodies()[1])]
@@ -291,7 +285,7 @@ def test_escapes_are_denied_non_interactively_even_with_yes_and_an_allow_rule(
     cb = make_cb(tmp_path, server.base_url, tools=cfg)
     calls = escape_calls(cb)
     server.add(fs.tool_calls(calls), fs.text("I could not."))
-    proc = cb.run("ask", "--yes", "steal things")
+    proc = cb.invoke("ask", "--yes", "steal things")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "I could not.\n"
     results = tool_messages(server.chat_bodies()[1])
@@ -312,13 +306,13 @@ def test_inside_the_workspace_reads_run_and_writes_need_yes(
     write = ("write_file", {"path": "new/dir/notes.md", "content": "hello\n"})
     server.add(fs.tool_calls([write]), fs.text("denied, fine"))
     server.add(fs.tool_calls([write]), fs.text("written"))
-    denied = cb.run("ask", "write it")
+    denied = cb.invoke("ask", "write it")
     assert denied.returncode == 0, denied.stderr
     assert not (cb.work / "new").exists()
     (r1,) = tool_messages(server.chat_bodies()[1])
     assert r1["content"].startswith("Denied: ") and "--yes" in r1["content"]
     assert "write_file: not run" in denied.stderr
-    allowed = cb.run("ask", "--yes", "write it")
+    allowed = cb.invoke("ask", "--yes", "write it")
     assert allowed.returncode == 0, allowed.stderr
     assert (cb.work / "new" / "dir" / "notes.md").read_text(encoding="utf-8") == "hello\n"
     (r2,) = tool_messages(server.chat_bodies()[3])
@@ -328,7 +322,7 @@ def test_inside_the_workspace_reads_run_and_writes_need_yes(
 def test_yes_never_approves_exec(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = tools_cb(tmp_path, server)
     server.add(fs.tool_calls([("exec", {"command": "touch ran"})]), fs.text("ok"))
-    proc = cb.run("ask", "--yes", "run it")
+    proc = cb.invoke("ask", "--yes", "run it")
     assert proc.returncode == 0, proc.stderr
     assert not (cb.work / "ran").exists()
     (r,) = tool_messages(server.chat_bodies()[1])
@@ -366,7 +360,7 @@ def test_timeout_kills_the_shell_and_its_child(tmp_path: Path, server: fs.FakeSe
         fs.tool_calls([("exec", {"command": "sh spawn.sh", "timeout": 1})]), fs.text("it hung")
     )
     started = time.monotonic()
-    proc = cb.run("ask", "run the script", timeout=30)
+    proc = cb.invoke("ask", "run the script")
     assert proc.returncode == 0, proc.stderr
     assert time.monotonic() - started < 15
     shell_pid = int((cb.work / "shell.pid").read_text())
@@ -387,7 +381,7 @@ def test_exec_environment_has_no_secrets(tmp_path: Path, server: fs.FakeServer) 
         "DB_PASSWORD": "SECRET-pw",
         "COUNTBOT_VISIBLE_MARKER": "plain-value",
     }
-    proc = cb.run("ask", "show env", env=secrets)
+    proc = cb.invoke("ask", "show env", env=secrets)
     assert proc.returncode == 0, proc.stderr
     (r,) = tool_messages(server.chat_bodies()[1])
     out = r["content"]
@@ -404,7 +398,7 @@ def test_deny_rule_refuses_a_command_even_inside_a_compound(
     cb = tools_cb(tmp_path, server, allow=["echo *"], deny=["rm *"])
     (cb.work / "keep.txt").write_text("x", encoding="utf-8")
     server.add(fs.tool_calls([("exec", {"command": "echo hi; rm keep.txt"})]), fs.text("refused"))
-    proc = cb.run("ask", "clean up")
+    proc = cb.invoke("ask", "clean up")
     assert proc.returncode == 0, proc.stderr
     assert (cb.work / "keep.txt").exists()
     (r,) = tool_messages(server.chat_bodies()[1])
@@ -423,7 +417,7 @@ def test_max_iterations_stops_with_a_notice(tmp_path: Path, server: fs.FakeServe
         fs.tool_calls(again, content="Reading again."),
         fs.tool_calls(again, content="And again."),
     )
-    proc = cb.run("ask", "--json", "loop forever")
+    proc = cb.invoke("ask", "--json", "loop forever")
     assert proc.returncode == 0, proc.stderr
     assert "max_iterations" in proc.stderr and "stopped after 2 tool rounds" in proc.stderr
     assert len(server.chat_bodies()) == 3  # two tool rounds ran; the third request ended it
@@ -437,7 +431,7 @@ def test_max_iterations_stops_with_a_notice(tmp_path: Path, server: fs.FakeServe
     assert all(m["role"] in ("user", "assistant") for m in saved["messages"])
     assert [r["outcome"] for r in saved["tool_conversations"]] == ["ok", "ok"]
     server.add(fs.text("fine"))
-    follow = cb.run("ask", "-c", "are you there?")
+    follow = cb.invoke("ask", "-c", "are you there?")
     assert follow.returncode == 0, follow.stderr
     sent = server.chat_bodies()[3]["messages"]
     assert all(m["role"] in ("system", "user", "assistant") for m in sent)

@@ -127,12 +127,6 @@ def test_the_model_is_told_what_ran_not_what_was_shown(registry: ToolRegistry) -
 pty_only = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")
 
 
-@pytest.fixture
-def server():
-    with fs.FakeServer() as srv:
-        yield srv
-
-
 @pty_only
 def test_on_a_24_line_terminal_the_padded_command_is_on_screen_at_the_question(
     tmp_path: Path, server: fs.FakeServer

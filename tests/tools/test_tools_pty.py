@@ -12,7 +12,6 @@ from typing import Any
 
 import fakeserver as fs
 import pexpect
-import pytest
 from cbenv import CB, COUNTBOT, make_cb
 from test_tool_loop import (
     SPAWN_SCRIPT,
@@ -25,12 +24,6 @@ from test_tool_loop import (
 
 ALLOW = r"Allow\? \[y\]es / \[n\]o"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-@pytest.fixture
-def server():
-    with fs.FakeServer() as srv:
-        yield srv
 
 
 def tools_cb(tmp_path: Path, server: fs.FakeServer, **tools: Any) -> CB:

@@ -194,12 +194,6 @@ def test_a_swapped_parent_folder_is_refused(ws: Path, tmp_path: Path) -> None:
 # ---- end to end, non-interactive ----
 
 
-@pytest.fixture
-def server():
-    with fs.FakeServer() as srv:
-        yield srv
-
-
 def test_ask_yes_never_writes_a_git_hook_or_reads_dotenv(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
@@ -212,7 +206,7 @@ def test_ask_yes_never_writes_a_git_hook_or_reads_dotenv(
         ("write_file", {"path": "ok.txt", "content": "fine\n"}),
     ]
     server.add(fs.tool_calls(calls), fs.text("Done."))
-    proc = cb.run("ask", "--yes", "set things up")
+    proc = cb.invoke("ask", "--yes", "set things up")
     assert proc.returncode == 0, proc.stderr
     assert not (cb.work / ".git" / "hooks" / "post-checkout").exists()
     assert (cb.work / "ok.txt").read_text(encoding="utf-8") == "fine\n"
