@@ -158,7 +158,12 @@ def _tool_registry(settings: Settings, extra: list[Any]) -> Any:
             if p is not None
         ),
     )
-    return ToolRegistry([*default_tools(ctx), *extra], ctx)
+    registry = ToolRegistry([*default_tools(ctx), *extra], ctx)
+    if settings.mcp.servers:  # their tools join on the first turn that offers tools
+        from countbot_cli.tools.mcp import add_mcp_tools
+
+        add_mcp_tools(registry, settings.mcp.servers, lambda m: _notice(sys.stderr, m))
+    return registry
 
 
 # ---- ask ----

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from countbot_cli.cli.groups import config_app, memory_app, sessions_app
+from countbot_cli.cli.mcp import mcp_app
 from countbot_cli.cli.options import (
     ConfigOpt,
     JsonOpt,
@@ -53,6 +54,7 @@ app = typer.Typer(
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(memory_app, name="memory")
 app.add_typer(config_app, name="config")
+app.add_typer(mcp_app, name="mcp")
 
 SessionOpt = Annotated[
     str | None, typer.Option("--session", "-s", help="Continue session ID (prefix or 'latest').")

@@ -147,4 +147,23 @@ tools:
 
 # Where sessions are stored, one JSON file each.
 sessions_dir: sessions
+
+# MCP servers whose tools the model may call (needs: pip install 'countbot-cli[mcp]').
+# Their tools appear as mcp__NAME__TOOL. Each call asks first, also with --yes, unless the
+# tool is in the server's allow list; without a terminal such a call is denied. Servers start
+# on the first turn that offers tools and stop, with their process groups, when countbot
+# exits. A project's ./config.yaml runs its servers only once you trusted it. `countbot mcp
+# list` starts them and lists their state and tools.
+# mcp:
+#   servers:
+#     time:                          # a stdio server: a program and its arguments
+#       command: uvx
+#       args: [mcp-server-time]
+#       env: {TZ: Europe/Paris}      # added to a minimal environment (HOME, PATH, USER, ...)
+#       cwd: .                       # where it runs (relative to this file's folder)
+#       allow: [get_current_time]    # these tools run without asking
+#       timeout: 30                  # seconds for starting and for each call
+#     docs:                          # a streamable HTTP server
+#       url: https://mcp.example.com/mcp
+#       headers: {Authorization: "Bearer ..."}
 """

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -31,6 +31,7 @@ from countbot_cli.config.file import (
     top_level_keys,
     user_home,
 )
+from countbot_cli.config.mcp import McpSettings, parse_mcp
 from countbot_cli.config.presets import LOCAL_MODEL_FILE
 from countbot_cli.config.providers import PROVIDER_KEYS as PROVIDER_KEYS
 from countbot_cli.config.providers import ProviderConfig, resolve_providers
@@ -48,6 +49,7 @@ TOP_KEYS = (
     "memory",
     "tools",
     "sessions_dir",
+    "mcp",
 )
 PERSONA_KEYS = ("ai_name", "user_name", "personality", "language", "max_history_messages")
 MEMORY_KEYS = ("file", "overflow_summary", "auto_memory", "auto_messages", "auto_chars", "inject")
@@ -115,6 +117,7 @@ class Settings:
     ignored_config: Path | None = None  # a ./config.yaml left out: not trusted (yet)
     ignored_why: str = ""  # "untrusted" | "changed" (trusted once, edited since)
     trust_store: Path | None = None  # the list of trusted project files (trust.store_path)
+    mcp: McpSettings = field(default_factory=McpSettings)  # MCP servers (config.mcp)
 
 
 # ---- where things are ----
@@ -344,6 +347,7 @@ def _build(
     persona = _persona(root.section("persona"))
     memory = _memory(root.section("memory"), home, env)
     tools = _tools(root.section("tools"), home, env, cwd)
+    mcp = parse_mcp(root.section("mcp"), home, env)
     temperature = root.number("temperature", 0.0, 2.0)
     max_tokens = root.integer("max_tokens", minimum=1)
     max_iterations = _or(root.integer("max_iterations", minimum=1), 10)
@@ -373,6 +377,7 @@ def _build(
         persona=persona,
         memory=memory,
         tools=tools,
+        mcp=mcp,
     )
 
 

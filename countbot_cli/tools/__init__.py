@@ -30,7 +30,7 @@ import dataclasses
 import json
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,14 +132,30 @@ class ToolRegistry:
         self.ctx = ctx
         # sorted by name, so the tools part of the prompt is stable (good for prompt caching)
         self._specs = {s.name: s for s in sorted(specs, key=lambda s: s.name)}
+        self._sources: list[Callable[[], Iterable[ToolSpec]]] = []
+
+    def add_source(self, source: Callable[[], Iterable[ToolSpec]]) -> None:
+        """Tools known only once asked for (MCP servers start then): `source()` runs the first
+        time the tools are needed; until it returns it is asked again (e.g. after Ctrl-C)."""
+        self._sources.append(source)
+
+    def _load_sources(self) -> None:
+        while self._sources:
+            added = list(self._sources[0]())
+            self._sources.pop(0)
+            merged = {**{s.name: s for s in added}, **self._specs}  # built-ins keep their names
+            self._specs = dict(sorted(merged.items()))
 
     def schemas(self) -> list[dict[str, Any]]:
+        self._load_sources()
         return [s.schema() for s in self._specs.values()]
 
     def names(self) -> list[str]:
+        self._load_sources()
         return list(self._specs)
 
     def get(self, name: str) -> ToolSpec | None:
+        self._load_sources()
         return self._specs.get(name)
 
     def prepare(
@@ -149,7 +165,7 @@ class ToolRegistry:
         allow_rules: Sequence[str] = (),
         deny_rules: Sequence[str] = (),
     ) -> PreparedCall:
-        spec = self._specs.get(call.name)
+        spec = self.get(call.name)
         if spec is None:
             known = ", ".join(self.names()) or "none"
             return PreparedCall(call, None, None, f"unknown tool '{call.name}'; available: {known}")

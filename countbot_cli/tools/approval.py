@@ -4,8 +4,10 @@ The policy answers without asking when it can (reads inside the workspace, `--ye
 auto` for writes and edits inside the workspace, a tool allowed for the session) and otherwise
 asks the injected `Confirmer` — the terminal prompt in interactive runs, none in non-interactive
 ones, where anything that needs approval is denied with a notice. `exec` is never approved for
-the session and never by `--yes`; neither `--yes` nor `/tools auto` approves the `memory` tool (a
-prompt injection must not plant lasting instructions in MEMORY.md); a path outside the workspace,
+the session and never by `--yes`; an MCP server's tool (kind "mcp") is never approved by
+`--yes` or `/tools auto` either, only by the server's `allow` list, `a` or asking; neither
+`--yes` nor `/tools auto` approves the `memory` tool (a prompt injection must not plant
+lasting instructions in MEMORY.md); a path outside the workspace,
 or a sensitive one (dotfiles, key files, countbot's own files, inside or outside the workspace,
 and for writes a file with several hard links: `tools.paths`), is only ever approved by asking
 about that exact call. `/tools off` denies everything that needs approval, session grants and
@@ -64,9 +66,9 @@ class ApprovalPolicy:
         kind = spec.kind if spec else ""
         only_this_call = bool(prepared.outside_paths or prepared.sensitive)
         if not prepared.needs_approval:
-            how = HOW_RULE if kind == "exec" else HOW_NOT_NEEDED
+            how = HOW_RULE if kind in ("exec", "mcp") else HOW_NOT_NEEDED
             return Decision(True, how)
-        if not only_this_call and kind in ("write", "memory") and self.mode != "off":
+        if not only_this_call and kind in ("write", "memory", "mcp") and self.mode != "off":
             if self.yes_writes and kind == "write":
                 return Decision(True, HOW_YES_FLAG)
             if self.mode == "auto" and kind == "write":
@@ -112,6 +114,11 @@ class ApprovalPolicy:
             return (
                 "shell commands need the user's approval; this run is non-interactive "
                 "(an allow rule in the config can permit specific commands)"
+            )
+        if kind == "mcp":
+            return (
+                "MCP server tools need the user's approval, also with --yes; this run is "
+                "non-interactive (the server's `allow` list in the config can permit a tool)"
             )
         return (
             "this change needs the user's approval; this run is non-interactive "

@@ -19,7 +19,8 @@ KIND_READ = "read"
 KIND_WRITE = "write"
 KIND_EXEC = "exec"
 KIND_MEMORY = "memory"
-KINDS = (KIND_READ, KIND_WRITE, KIND_EXEC, KIND_MEMORY)
+KIND_MCP = "mcp"  # a tool of an MCP server (tools.mcp): asks like exec, `a` allowed
+KINDS = (KIND_READ, KIND_WRITE, KIND_EXEC, KIND_MEMORY, KIND_MCP)
 
 
 class ToolError(Exception):
@@ -75,7 +76,7 @@ class ToolSpec:
     description: str
     parameters: dict[str, Any]  # JSON schema of the arguments object
     run: RunFn
-    kind: str  # "read" | "write" | "exec" | "memory"
+    kind: str  # "read" | "write" | "exec" | "memory" | "mcp"
     path_args: tuple[str, ...] = ()  # arguments holding paths (confined by the registry)
     preview: PreviewFn | None = None
     reasons: ReasonsFn | None = None

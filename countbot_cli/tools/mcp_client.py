@@ -1,0 +1,347 @@
+"""MCP servers run from synchronous code: one background thread, one event loop, the SDK.
+
+The official `mcp` SDK is async (anyio). `McpHub` owns a daemon thread running an asyncio
+loop; each server is one task there that opens the transport (stdio: the SDK starts the
+program in a new session, so its whole process group is stopped with it; or streamable HTTP),
+initializes the `ClientSession`, lists its tools and then waits to be stopped. Calls are
+submitted to the loop from the tool runner's thread and waited for with a timeout; setting the
+`cancel` event (Ctrl-C) cancels the call's task, which the SDK reports to the server.
+
+Nothing here raises for a server's failure: `start` records `state` and `error`; `call`
+returns a `CallOutcome` with `error` set. `mcp` is imported only inside the loop's tasks and
+`start`, so importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from countbot_cli.config.mcp import McpServer
+
+STATE_NEW = "not started"
+STATE_RUNNING = "running"
+STATE_FAILED = "failed to start"
+STATE_CRASHED = "stopped responding"
+STATE_STOPPED = "stopped"
+STOP_WAIT = 8.0  # the SDK's stop: close stdin, 2 s, SIGTERM to the group, 2 s, SIGKILL
+STDERR_TAIL = 300  # characters of a failed server's stderr shown in its error
+
+
+@dataclass
+class ListedTool:
+    name: str
+    description: str
+    schema: dict[str, Any]
+
+
+@dataclass
+class CallOutcome:
+    """A finished call: the SDK's CallToolResult, or why there is none."""
+
+    result: Any = None
+    error: str | None = None
+    timed_out: bool = False
+    interrupted: bool = False
+
+
+@dataclass
+class ServerConn:
+    config: McpServer
+    state: str = STATE_NEW
+    error: str = ""
+    tools: list[ListedTool] = field(default_factory=list)
+    session: Any = None
+    stop_event: asyncio.Event | None = None
+    task: concurrent.futures.Future[None] | None = None
+    stderr: IO[str] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def stderr_tail(self) -> str:
+        """The last words the server wrote to stderr (why it failed, usually)."""
+        if self.stderr is None:
+            return ""
+        with contextlib.suppress(OSError, ValueError):
+            self.stderr.seek(0)
+            text = self.stderr.read()[-4000:]
+            lines = [line.strip() for line in text.splitlines() if line.strip()]
+            return lines[-1][-STDERR_TAIL:] if lines else ""
+        return ""
+
+
+class McpHub:
+    """The configured servers of one countbot process, started together on first use."""
+
+    def __init__(self, servers: tuple[McpServer, ...]) -> None:
+        self.conns = {s.name: ServerConn(s) for s in servers}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.started = False
+
+    # ---- life cycle ----
+
+    def start(self, cancel: threading.Event | None = None) -> list[ServerConn]:
+        """Start every server not started yet, in parallel; each waits at most its timeout.
+        Returns the servers that failed now. KeyboardInterrupt leaves them failed."""
+        with self._lock:
+            if self.started:
+                return []
+            self.started = True
+            loop = self._ensure_loop()
+        pending = []
+        for conn in self.conns.values():
+            conn.stop_event = None
+            ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+            conn.task = asyncio.run_coroutine_threadsafe(self._serve(conn, ready), loop)
+            pending.append((conn, ready))
+        failed = []
+        for conn, ready in pending:
+            error = _wait(ready, conn.config.timeout + 1.0, cancel)
+            if error is not None:
+                conn.state, conn.error = STATE_FAILED, conn.error or error
+                self._stop_one(conn)
+                failed.append(conn)
+        return failed
+
+    def close(self) -> None:
+        """Stop every server (and its process group), then the loop. Safe to call twice."""
+        loop = self._loop
+        if loop is None:
+            return
+        for conn in self.conns.values():
+            self._stop_one(conn)
+        deadline = time.monotonic() + STOP_WAIT
+        for conn in self.conns.values():
+            if conn.task is not None:
+                with contextlib.suppress(Exception, concurrent.futures.CancelledError):
+                    conn.task.result(max(0.0, deadline - time.monotonic()))
+            if conn.state == STATE_RUNNING:
+                conn.state = STATE_STOPPED
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(1.0)
+        self._loop = None
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(
+                target=self._loop.run_forever, name="mcp-loop", daemon=True
+            )
+            self._thread.start()
+            atexit.register(self.close)  # servers never outlive countbot
+        return self._loop
+
+    def _stop_one(self, conn: ServerConn) -> None:
+        loop, event = self._loop, conn.stop_event
+        if loop is None:
+            return
+        if conn.state == STATE_RUNNING and event is not None:
+            loop.call_soon_threadsafe(event.set)
+        elif conn.task is not None:
+            conn.task.cancel()  # still starting: cancelling unwinds the transport too
+
+    async def _serve(self, conn: ServerConn, ready: concurrent.futures.Future[None]) -> None:
+        """One server's whole life, inside its transport's and session's contexts."""
+        conn.stop_event = asyncio.Event()
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    read, write = await stack.enter_async_context(_transport(conn))
+                    conn.session = await _open_session(stack, read, write, conn.config.timeout)
+                    conn.tools = await _list_tools(conn.session, conn.config.timeout)
+                except BaseException as exc:  # said at once; the transport stops after
+                    conn.error = conn.error or _with_stderr(conn, _start_failure(exc))
+                    ready.set_exception(RuntimeError(conn.error))
+                    raise
+                conn.state = STATE_RUNNING
+                ready.set_result(None)
+                await conn.stop_event.wait()
+        except BaseException as exc:  # noqa: BLE001 - every failure is the server's state
+            if conn.state == STATE_RUNNING and not conn.stop_event.is_set():
+                conn.state, conn.error = STATE_CRASHED, _with_stderr(conn, _describe(exc))
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+        finally:
+            conn.session = None
+            if conn.state == STATE_RUNNING:
+                conn.state = STATE_STOPPED
+
+    # ---- calls ----
+
+    def call(
+        self,
+        server: str,
+        tool: str,
+        args: dict[str, Any],
+        cancel: threading.Event | None = None,
+    ) -> CallOutcome:
+        """Call one tool and wait for it: at most the server's timeout, less on `cancel`."""
+        conn = self.conns[server]
+        loop, session = self._loop, conn.session
+        if loop is None or session is None or conn.state != STATE_RUNNING:
+            return CallOutcome(error=f"the server is {conn.state}: {conn.error or 'no session'}")
+        timeout = conn.config.timeout
+        fut = asyncio.run_coroutine_threadsafe(_call(session, tool, args, timeout), loop)
+        deadline = time.monotonic() + timeout + 1.0
+        while not fut.done():
+            if cancel is not None and cancel.is_set():
+                fut.cancel()
+                return CallOutcome(error="interrupted by the user", interrupted=True)
+            if time.monotonic() > deadline:
+                fut.cancel()
+                return _timed_out(timeout)
+            concurrent.futures.wait([fut], 0.05)
+        if fut.cancelled():
+            return CallOutcome(error="the call was cancelled", interrupted=True)
+        exc = fut.exception()
+        if exc is None:
+            return CallOutcome(result=fut.result())
+        if isinstance(exc, TimeoutError):
+            return _timed_out(timeout)
+        if _is_protocol_error(exc):  # the server answered with an error: it is still there
+            return CallOutcome(error=f"the server refused the call: {exc}")
+        conn.state, conn.error = STATE_CRASHED, _describe(exc)
+        return CallOutcome(error=f"the server stopped responding ({conn.error})")
+
+
+def _is_protocol_error(exc: BaseException) -> bool:
+    """An MCP error answer, other than the SDK's own "Connection closed"."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
+    return isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED
+
+
+def _timed_out(timeout: float) -> CallOutcome:
+    return CallOutcome(error=f"no answer within {timeout:g} s (timed out)", timed_out=True)
+
+
+def _wait(
+    fut: concurrent.futures.Future[None], timeout: float, cancel: threading.Event | None
+) -> str | None:
+    """None once `fut` succeeded, else why not (its error, a timeout, Ctrl-C)."""
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                fut.result(0.05)
+                return None
+            except concurrent.futures.TimeoutError:
+                if cancel is not None and cancel.is_set():
+                    return "interrupted by the user"
+                if time.monotonic() > deadline:
+                    return f"no answer within {timeout - 1.0:g} s (timed out)"
+    except KeyboardInterrupt:
+        return "interrupted by the user"
+    except Exception as exc:
+        return str(exc) or type(exc).__name__
+
+
+@contextlib.asynccontextmanager
+async def _transport(conn: ServerConn) -> Any:
+    """The SDK's stdio or streamable-HTTP transport for `conn` (stderr kept for errors)."""
+    cfg = conn.config
+    if cfg.url:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        client = create_mcp_http_client(headers=dict(cfg.headers))
+        async with client, streamable_http_client(cfg.url, http_client=client) as streams:
+            yield streams
+        return
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(
+        command=cfg.command or "",
+        args=list(cfg.args),
+        env=dict(cfg.env) or None,
+        cwd=cfg.cwd,
+    )
+    conn.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+    async with stdio_client(params, errlog=conn.stderr) as streams:
+        yield streams
+
+
+async def _open_session(
+    stack: contextlib.AsyncExitStack, read: Any, write: Any, timeout: float
+) -> Any:
+    import anyio
+    from mcp import ClientSession
+    from mcp_types import Implementation
+
+    from countbot_cli import __version__
+
+    info = Implementation(name="countbot", version=__version__)
+    session = await stack.enter_async_context(ClientSession(read, write, client_info=info))
+    with anyio.fail_after(timeout):
+        await session.initialize()
+    return session
+
+
+async def _list_tools(session: Any, timeout: float) -> list[ListedTool]:
+    """Every tool, all pages, in the server's order."""
+    import anyio
+    from mcp_types import PaginatedRequestParams
+
+    tools: list[ListedTool] = []
+    cursor = None
+    with anyio.fail_after(timeout):
+        for _ in range(100):  # a server paging forever is not worth waiting for
+            params = PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_tools(params=params)
+            tools.extend(
+                ListedTool(t.name, t.description or "", dict(t.input_schema or {}))
+                for t in page.tools
+            )
+            cursor = page.next_cursor
+            if not cursor:
+                break
+    return tools
+
+
+async def _call(session: Any, tool: str, args: dict[str, Any], timeout: float) -> Any:
+    import anyio
+
+    with anyio.fail_after(timeout):
+        return await session.call_tool(tool, args)
+
+
+def _with_stderr(conn: ServerConn, why: str) -> str:
+    tail = conn.stderr_tail()
+    return f"{why} (its stderr: {tail})" if tail else why
+
+
+def _start_failure(exc: BaseException) -> str:
+    """Why a server did not start, in the words a user needs."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    if "Connection closed" in str(exc):
+        return "it exited before answering"
+    return _describe(exc)
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for a server's failure (exception groups unwrapped to their first cause)."""
+    while getattr(exc, "exceptions", None):  # an ExceptionGroup from a task group
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    if isinstance(exc, TimeoutError):
+        return "no answer in time (timed out)"
+    if isinstance(exc, FileNotFoundError):
+        return f"cannot run it: {exc.strerror or exc} ({exc.filename})"
+    if isinstance(exc, asyncio.CancelledError):
+        return "stopped"
+    text = str(exc).strip().splitlines()
+    detail = text[0] if text else ""
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
