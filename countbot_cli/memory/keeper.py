@@ -46,6 +46,7 @@ from countbot_cli.memory.digest import (
     overflow_batches,
     summary_line,
 )
+from countbot_cli.memory.quality import Screen
 from countbot_cli.memory.search import query_words, word_pattern, words_matched
 from countbot_cli.memory.summariser import Postponed, Summariser, SummaryError
 from countbot_cli.messages import Message
@@ -117,6 +118,7 @@ class MemoryKeeper:
         self._counter = counter
         self.today = today
         self.summariser = summariser or Summariser(settings, provider)
+        self.screen = Screen()  # junk replies are not stored (memory/quality.py)
         self._budget: WindowBudget | None = None
 
     @property
@@ -218,6 +220,7 @@ class MemoryKeeper:
                 break
             written.archived += len(batch.messages)
             if line is not None:
+        self.screen.report(written)
                 written.append(line)
         return written
 
@@ -242,8 +245,10 @@ class MemoryKeeper:
         def apply(s: Session) -> None:
             if [m.id for m in s.messages[: len(ids)]] != ids:
                 raise _Stale
-            if reply is not None and not is_no_memory(reply):
-                entry = self.memory.add(reply, SOURCE_OVERFLOW, date=self.today())
+            instructions = overflow_summary_prompt("", self._language())
+            if reply is not None and self.screen.keep(reply, instructions, self._stored()):
+                origin = {"session": session_id, "messages": ids}
+                entry = self.memory.add(reply, SOURCE_OVERFLOW, date=self.today(), origin=origin)
                 if entry is not None:
                     box.append(entry.line)
             s.archived.extend(s.messages[: len(ids)])
@@ -282,9 +287,17 @@ class MemoryKeeper:
                 reply = self.summariser.summarise(prompt, "automatic memory")
             except Postponed:
                 return []
-        return self._commit_auto(session_id, everything[-1], reply)
+        used = [m.id for m in new if (line := summary_line(m)) is not None and line in text]
+        lines = self._commit_auto(session_id, everything[-1], reply, used)
+        self.screen.report(lines)
+        return lines
 
-    def _commit_auto(self, session_id: str, last: Message, reply: str | None) -> list[str]:
+    def _stored(self) -> list[str]:
+        return [e.content for e in self.memory.entries()]
+
+    def _commit_auto(
+        self, session_id: str, last: Message, reply: str | None, ids: list[str]
+    ) -> list[str]:
         assert self.store is not None
         box: list[str] = []
 
@@ -296,8 +309,10 @@ class MemoryKeeper:
             )
             if pos is None or pos + 1 <= auto_cursor(s, everything):
                 raise _Stale  # the message is gone, or another process got there first
-            if reply is not None and not is_no_memory(reply):
-                entry = self.memory.add(reply, SOURCE_AUTO, date=self.today())
+            instructions = conversation_memory_prompt("", self._language())
+            if reply is not None and self.screen.keep(reply, instructions, self._stored()):
+                origin = {"session": session_id, "messages": ids}
+                entry = self.memory.add(reply, SOURCE_AUTO, date=self.today(), origin=origin)
                 if entry is not None:
                     box.append(entry.line)
             s.cursors[CURSOR_AUTO] = pos + 1

@@ -33,11 +33,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date as Date
 from pathlib import Path
+from typing import Any
 
 from countbot_cli import fileio
 from countbot_cli.errors import StorageError, UsageError
 from countbot_cli.memory import search as _mi
 from countbot_cli.memory.search import Entry
+from countbot_cli.memory.sources import append as _append_sources
+from countbot_cli.memory.sources import line_key
 from countbot_cli.textsafe import sanitize_line
 
 __all__ = ["DEFAULT_HEADER", "SOURCES", "Entry", "MemoryStats", "MemoryStore", "normalize_content"]
@@ -175,14 +178,25 @@ class MemoryStore:
     # ------------------------------------------------------------------ writing
 
     def add(
-        self, content: str, source: str = "user", date: Date | str | None = None
+        self,
+        content: str,
+        source: str = "user",
+        date: Date | str | None = None,
+        *,
+        origin: dict[str, Any] | None = None,
     ) -> Entry | None:
-        """Append one entry; None when an identical entry is already stored."""
-        added = self.add_many([content], source, date=date)
+        """Append one entry; None when an identical entry is already stored. `origin`
+        (`session`, `messages`): where it came from, kept in the sidecar (memory/sources.py)."""
+        added = self.add_many([content], source, date=date, origin=origin)
         return added[0] if added else None
 
     def add_many(
-        self, contents: Iterable[str], source: str, *, date: Date | str | None = None
+        self,
+        contents: Iterable[str],
+        source: str,
+        *,
+        date: Date | str | None = None,
+        origin: dict[str, Any] | None = None,
     ) -> list[Entry]:
         """Append several entries in one locked write; duplicates (stored or repeated) are skipped.
 
@@ -205,8 +219,12 @@ class MemoryStore:
             new = snap.appended([(day, src, t) for t in fresh], header=DEFAULT_HEADER)
             self._write(new.render())
             self._snap = new.with_key(self._stat_key())
-        total = len(new.contents)
-        return [new.entry(i) for i in range(total - len(fresh), total)]
+            total = len(new.contents)
+            added = [new.entry(i) for i in range(total - len(fresh), total)]
+            if origin is not None:  # under the same lock as the lines it describes
+                records = [{"key": line_key(e.line), "source": src, **origin} for e in added]
+                _append_sources(self._target(), records)
+        return added
 
     def delete(self, line_numbers: Iterable[int]) -> int:
         """Delete the entries on these lines; returns how many. See `pop_lines`."""

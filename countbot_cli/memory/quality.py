@@ -1,0 +1,120 @@
+"""Which summary replies may become a MEMORY.md line: junk is never stored (issue 12).
+
+A memory line is injected into later prompts of every session, so a reply is stored only if
+it passes every check (`rejection` names the first one it fails):
+
+- not "nothing to keep" in any wording or language: the sentinel 无需记录 and replies that mean
+  it ("Nothing worth keeping.", "No durable facts.", "N/A", "无", "没有值得记录的内容" ...), nor
+  a refusal ("I'm sorry, I can't ...", "抱歉，我无法 ...");
+- not an echo of a system prompt ("You are a helpful AI assistant named SmolLM ...": small
+  local models recite their chat template's default) or of the summariser's instructions (half
+  of its word trigrams, or CJK 4-grams, found in the instruction text);
+- at most `MAX_CHARS` characters (a summary is one line of facts, not an essay);
+- not a duplicate of a stored line (same words, ignoring case, spacing and punctuation).
+
+The keeper treats a rejected reply like the sentinel: the batch is archived (overflow) or the
+cursor moves (automatic memory), nothing is written, and the user is told once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from countbot_cli.memory.summariser import SummaryError
+from countbot_cli.prompts import is_sentinel
+
+MAX_CHARS = 600
+_ECHO_SHARE = 0.5
+_PUNCT = re.compile(r"[\W_]+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+# whole replies (punctuation, case and spacing ignored) that mean "nothing to keep"
+_NOTHING = re.compile(
+    r"^(?:"
+    r"n a|na|nil|null|no|empty|"
+    r"(?:there is |there s |i have |i found |i see )?(?:nothing|none)(?: \w+){0,8}|"
+    r"no (?:(?:durable|new|important|notable|relevant|significant|lasting|useful|key|"
+    r"memorable|additional|personal|long term) )?"
+    r"(?:facts?|information|info|memories|memory|details?|points?|preferences|content|"
+    r"updates?)(?: \w+){0,6}|"
+    r"无|没有|暂无|无内容|无信息|无事实|无记录|不需要|无需|不需要记录|没有需要记录的?|"
+    r"(?:没有|无|暂无)(?:任何|值得|需要|可以|重要|新的?|长期)\w{0,12}"
+    r")$"
+)
+_REFUSAL = re.compile(
+    r"^(?:i m sorry|i am sorry|sorry|i cannot|i can t|i can not|i m unable|i am unable|"
+    r"as an ai|unfortunately i|抱歉|对不起|很抱歉|我无法|我不能|作为一个?(?:ai|人工智能))"
+)
+_SYSTEM_ECHO = re.compile(
+    r"^(?:you are|you re|your name is|you will|you must|you should|i am an? (?:ai|helpful|"
+    r"language model|assistant)|i m an? (?:ai|helpful|language model|assistant)|system|"
+    r"你是|您是|你叫|我是一个?(?:ai|人工智能|助手))"
+    r"|\b(?:ai assistant named|trained by hugging face|helpful ai assistant)\b"
+)
+
+
+def words_of(text: str) -> str:
+    """Lower case, every run of punctuation and spacing one space (for comparisons)."""
+    return " ".join(_PUNCT.sub(" ", text.casefold()).split())
+
+
+def rejection(reply: str, *, instructions: str, existing: Iterable[str]) -> str | None:
+    """Why `reply` must not be stored (a short phrase for the notice), or None to store it."""
+    plain = words_of(reply)
+    if not plain or is_sentinel(reply) or _NOTHING.match(plain):
+        return "it said there was nothing to keep"
+    if _REFUSAL.match(plain):
+        return "it was a refusal"
+    if _SYSTEM_ECHO.search(plain) or _echoes(plain, words_of(instructions)):
+        return "it repeated the instructions or a system prompt"
+    if len(reply) > MAX_CHARS:
+        return f"it was longer than {MAX_CHARS} characters"
+    if any(words_of(line) == plain for line in existing):
+        return "it repeated a stored line"
+    return None
+
+
+def _grams(text: str, cjk: bool) -> set[str]:
+    if cjk:
+        chars = text.replace(" ", "")
+        return {chars[i : i + 4] for i in range(len(chars) - 3)}
+    words = text.split()
+    return {" ".join(words[i : i + 3]) for i in range(len(words) - 2)}
+
+
+def _echoes(plain: str, instructions: str) -> bool:
+    cjk = bool(_CJK.search(plain))  # the reply's script decides how both are cut
+    mine = _grams(plain, cjk)
+    if len(mine) < 3:
+        return False
+    theirs = _grams(instructions, cjk)
+    return len(mine & theirs) >= _ECHO_SHARE * len(mine)
+
+
+class SummaryRejected(SummaryError):
+    """Summary replies were not stored (junk); their messages were skipped like a sentinel's."""
+
+
+class Screen:
+    """The checks of one keeper: `keep` says whether to store a reply and remembers why not;
+    `report` raises SummaryRejected once for what was rejected since the last report."""
+
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def keep(self, reply: str | None, instructions: str, existing: Iterable[str]) -> bool:
+        if reply is None:
+            return False
+        why = rejection(reply, instructions=instructions, existing=existing)
+        if why is not None and not is_sentinel(reply):  # the sentinel is the normal "no"
+            self.reasons.append(why)
+        return why is None
+
+    def report(self, written: list[str]) -> None:
+        if not self.reasons:
+            return
+        why, self.reasons = self.reasons[0], []
+        exc = SummaryRejected(f"the model's summary was not stored ({why}); skipped")
+        exc.written = written
+        raise exc
