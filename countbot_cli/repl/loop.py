@@ -35,6 +35,8 @@ from typing import IO, TYPE_CHECKING, Any
 from countbot_cli.errors import CountbotError, Terminated
 from countbot_cli.repl.toolbar import ContextMeter
 from countbot_cli.textsafe import sanitize, sanitize_line
+from countbot_cli.ui.terminal import QuietKeys, isatty
+from countbot_cli.ui.transcript import render_recent
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
@@ -47,7 +49,6 @@ if TYPE_CHECKING:
     from countbot_cli.conversation.session import Session
     from countbot_cli.conversation.store import SessionStore
     from countbot_cli.memory.store import MemoryStore
-    from countbot_cli.repl.view import QuietKeys
     from countbot_cli.tools.approval import Confirmer
 
 HISTORY_FILE = ".countbot_history"
@@ -184,11 +185,11 @@ class Repl:
     # ---- turns ----
 
     def send(self, text: str, *, replaces: str | None = None) -> TurnResult | None:
-        from countbot_cli.repl.view import QuietKeys, ReplView
+        from countbot_cli.repl.view import ReplView
 
         self._join_preload()
         model = self.engine.provider.model
-        spin = self._spinner if self._spinner is not None else _isatty(self.side.file)
+        spin = self._spinner if self._spinner is not None else isatty(self.side.file)
         view = ReplView(
             self.console, self.side, waiting=f"waiting for {sanitize_line(model)}", spinner=spin
         )
@@ -228,8 +229,6 @@ class Repl:
     def _run_upkeep(self, view: Any, session_id: str) -> None:
         """The engine's memory upkeep (it may ask the model for a summary), after the answer
         and its usage line, under a spinner; Ctrl-C skips it until the next turn."""
-        from countbot_cli.repl.view import QuietKeys
-
         if not self._upkeep:
             return
         with QuietKeys(sys.stdin if self._input is None else None), view.status("updating memory"):
@@ -276,8 +275,6 @@ class Repl:
         self.meter.reset()
 
     def show_recent(self) -> None:
-        from countbot_cli.repl.view import render_recent
-
         render_recent(self.console, self.session, RECENT_EXCHANGES)
 
     # ---- model, tools, memory ----
@@ -384,7 +381,7 @@ class Repl:
         from countbot_cli.repl.view import write_banner
 
         out = self._raw_out()
-        color = self._console is None and _isatty(out) and not os.environ.get("NO_COLOR")
+        color = self._console is None and isatty(out) and not os.environ.get("NO_COLOR")
         write_banner(out, self.engine.provider, color=color)
 
     # ---- the prompt ----
@@ -472,10 +469,3 @@ def _take_upkeep(engine: Engine) -> list[Callable[[str], None]]:
     if hooks:
         engine.upkeep = []
     return hooks
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False

@@ -6,8 +6,8 @@ is printed, so it never ends up in the answer. After the answer, `summary` print
 usage and the elapsed time, dimmed. Tool calls are shown as short dim notices; the full output of
 the last one is kept for `/last-tool`.
 
-Also here: how a resumed session's last exchanges are shown (`render_recent`), and the terminal
-mode while a turn streams (`QuietKeys`: typed-ahead keys are not echoed into the answer).
+The lines themselves (usage, tool previews) are written by ui/transcript.py; the terminal mode
+while a turn streams is ui/terminal.py's `QuietKeys`.
 """
 
 from __future__ import annotations
@@ -20,16 +20,18 @@ from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any
 
 from countbot_cli.textsafe import sanitize, sanitize_line
+from countbot_cli.ui.stream import StallRedraw, StreamView
+from countbot_cli.ui.terminal import columns
+from countbot_cli.ui.transcript import interrupted_what, short_args, tool_preview, usage_line
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from countbot_cli.conversation.engine import TurnResult
-    from countbot_cli.conversation.session import Session
+    from countbot_cli.provider import ProviderStats
     from countbot_cli.tools import PreparedCall, ToolResult
     from countbot_cli.tools.approval import Confirmer, Decision
 
-TOOL_PREVIEW_LINES = 4
 _FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _ASCII_FRAMES = "-\\|/"
 
@@ -128,8 +130,6 @@ class ReplView:
         spinner: bool = False,
         stream_view: Any = None,
     ) -> None:
-        from countbot_cli.ui.stream import StallRedraw, StreamView
-
         self.console = console
         self.side = side
         self.stream: Any = stream_view or StreamView(console, side=side)
@@ -195,7 +195,9 @@ class ReplView:
         with self.frames.lock:
             self.stream.abort(note)
 
-    def summary(self, result: TurnResult, elapsed: float, stats: Any = None) -> None:
+    def summary(
+        self, result: TurnResult, elapsed: float, stats: ProviderStats | None = None
+    ) -> None:
         """The dim line after an answer: tokens and time (with the local model's load time and
         speed when `stats` has them); or the error of a failed turn."""
         self._quiet()
@@ -254,160 +256,13 @@ class ReplView:
             self._spinner.stop()
 
 
-def interrupted_what(result: TurnResult) -> str:
-    """What an interrupted turn left: stopped in a tool call (at its approval prompt or while
-    it ran), a partial answer, or nothing."""
-    calls = result.tool_calls
-    if calls and calls[-1].get("outcome") == "interrupted":
-        return "interrupted during a tool call"
-    return "the partial answer is kept" if result.answer else "nothing arrived"
-
-
-def usage_line(result: TurnResult, elapsed: float, stats: Any = None) -> str:
-    u = result.usage
-    parts = []
-    if stats is not None:  # the local model: load time, first token, tokens per second
-        parts.append(sanitize_line(stats.describe()))
-    elif u.prompt_tokens or u.completion_tokens:
-        parts.append(f"{u.prompt_tokens:,} in · {u.completion_tokens:,} out tokens")
-    parts.append(f"{elapsed:.1f} s")
-    if result.tool_calls:
-        n = len(result.tool_calls)
-        parts.append(f"{n} tool call{'s' if n != 1 else ''}")
-    return " · ".join(parts)
-
-
-def tool_preview(result: ToolResult) -> list[str]:
-    """A few dim lines for a finished tool call; the whole output stays in /last-tool."""
-    if result.interrupted:
-        state = "✗ interrupted"
-    elif result.timed_out:
-        state = "✗ timed out"
-    elif not result.ok:
-        state = "✗ " + sanitize_line(result.error or "failed")
-    else:
-        state = "✓"
-    lines = sanitize(result.content).splitlines()
-    shown = [f"  {line}" for line in lines[:TOOL_PREVIEW_LINES]]
-    head = f"  {state} · {len(lines)} line{'s' if len(lines) != 1 else ''}"
-    if len(lines) > TOOL_PREVIEW_LINES:
-        shown.append(f"  … {len(lines) - TOOL_PREVIEW_LINES} more (/last-tool shows all)")
-    return [head, *shown] if result.ok else [head]
-
-
 def write_banner(out: IO[str], provider: Any, *, color: bool) -> None:
     """The REPL's first line: provider/model and as many key hints as fit the terminal."""
     text = f"countbot · {sanitize_line(provider.name)}/{sanitize_line(provider.model)}"
-    width = _columns(out)
+    width = columns(out)
     for hint in (" · /help for commands · Alt-Enter for a new line · Ctrl-D quits", " · /help"):
         if len(text) + len(hint) <= width:
             text += hint
             break
     out.write(f"\x1b[2m{text}\x1b[0m\n" if color else text + "\n")
     out.flush()
-
-
-def _columns(stream: Any) -> int:
-    try:
-        return os.get_terminal_size(stream.fileno()).columns
-    except (AttributeError, ValueError, OSError):
-        return 100
-
-
-def short_args(args: dict[str, Any] | None, limit: int = 80) -> str:
-    if not args:
-        return ""
-    text = sanitize_line(", ".join(f"{k}={v!r}" for k, v in args.items()))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def render_recent(console: Console, session: Session, exchanges: int = 3) -> None:
-    """A resumed session's title and its last few exchanges, rendered (SPEC §2)."""
-    from rich.text import Text
-
-    from countbot_cli.conversation.session import plural
-    from countbot_cli.ui.stream import render_markdown
-
-    s = session
-    total = len(s.messages) + len(s.archived)
-    title = sanitize_line(s.title) or "(untitled)"
-    console.print(Text(f"Resumed “{title}” · {plural(total, 'message')} · {s.id}", style="bold"))
-    users = [i for i, m in enumerate(s.messages) if m.role == "user"]
-    start = users[-exchanges] if len(users) >= exchanges else 0
-    earlier = start + len(s.archived)
-    if earlier:
-        note = (
-            f"… {plural(earlier, 'earlier message')} (/export or `countbot sessions show {s.id}` "
-            "shows all)"
-        )
-        console.print(Text(note, style="dim"))
-    for m in s.messages[start:]:
-        if m.role == "user":
-            console.print(Text("> " + sanitize(m.content), style="bold cyan"))
-        elif m.role == "assistant":
-            render_markdown(console, m.content)
-        if m.status:
-            console.print(Text(f"({sanitize_line(m.status)})", style="dim"))
-    console.print()
-
-
-class QuietKeys:
-    """While an answer streams, keys typed ahead are not echoed into it (^C neither); they stay
-    buffered for the next prompt, where a typed-ahead Enter submits. Ctrl-C still raises SIGINT
-    (ISIG is kept). Does nothing unless `stream` is a POSIX terminal.
-
-    `with QuietKeys(sys.stdin): ...` around the turn; `with keys.normal(): ...` around anything
-    in the turn that reads from the terminal itself (the approval prompt)."""
-
-    def __init__(self, stream: Any) -> None:
-        self._fd = _tty_fd(stream)
-        self._saved: list[Any] | None = None
-        self._quiet: list[Any] | None = None
-
-    def __enter__(self) -> QuietKeys:
-        if self._fd is None:
-            return self
-        import termios
-
-        try:
-            self._saved = termios.tcgetattr(self._fd)
-            quiet = termios.tcgetattr(self._fd)
-            quiet[0] &= ~termios.ICRNL  # Enter typed ahead stays "\r": it submits at the prompt
-            quiet[3] &= ~(termios.ECHO | getattr(termios, "ECHOCTL", 0))
-            termios.tcsetattr(self._fd, termios.TCSANOW, quiet)
-            self._quiet = quiet
-        except (termios.error, OSError):
-            self._saved = None
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._set(self._saved)
-        self._saved = self._quiet = None
-
-    @contextmanager
-    def normal(self) -> Iterator[None]:
-        """The terminal's usual mode for a while (echo on, Enter ends a line)."""
-        self._set(self._saved)
-        try:
-            yield
-        finally:
-            self._set(self._quiet)
-
-    def _set(self, attrs: list[Any] | None) -> None:
-        if self._fd is None or attrs is None:
-            return
-        import termios
-
-        try:
-            termios.tcsetattr(self._fd, termios.TCSANOW, attrs)
-        except (termios.error, OSError):
-            pass
-
-
-def _tty_fd(stream: Any) -> int | None:
-    if os.name != "posix" or stream is None:
-        return None
-    try:
-        return int(stream.fileno()) if stream.isatty() else None
-    except (AttributeError, ValueError, OSError):
-        return None

@@ -6,10 +6,12 @@ stdout carries the answer and nothing else; status, notices, tool lines and erro
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from countbot_cli.errors import OutputClosed
 from countbot_cli.textsafe import StreamSanitizer, sanitize
+from countbot_cli.ui.terminal import isatty
+from countbot_cli.ui.transcript import short_args
 
 if TYPE_CHECKING:
     from countbot_cli.tools import PreparedCall, ToolResult
@@ -21,7 +23,7 @@ class _StderrNotices:
 
     def __init__(self, err: TextIO, *, waiting: str | None) -> None:
         self.err = err
-        self.tty = _isatty(err)
+        self.tty = isatty(err)
         self._status_shown = False
         if waiting and self.tty:
             err.write(f"\x1b[2m{sanitize(waiting)}\x1b[0m")  # names the model
@@ -69,7 +71,7 @@ class PlainView:
 
     def tool_start(self, prepared: PreparedCall) -> None:
         self.pause()
-        self.notice(f"→ {prepared.call.name} {_short_args(prepared.args)}")
+        self.notice(f"→ {prepared.call.name} {short_args(prepared.args)}")
 
     def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
         state = "ok" if result.ok else (result.error or "failed")
@@ -177,17 +179,3 @@ class _AnswerOut:
     def _gone(self, exc: BrokenPipeError) -> None:
         self.reader_gone = True
         raise OutputClosed(exc.errno, "the reader of the answer closed the pipe") from exc
-
-
-def _short_args(args: dict[str, Any] | None, limit: int = 80) -> str:
-    if not args:
-        return ""
-    text = ", ".join(f"{k}={v!r}" for k, v in args.items())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
