@@ -28,6 +28,7 @@ class CommonOptions:
     provider: str | None = None
     model: str | None = None
     system: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # -o KEY VALUE (config/options.py)
 
 
 @dataclass
@@ -65,7 +66,9 @@ def load_settings(
     )
     if note := untrusted_notice(settings):
         _notice(err or sys.stderr, note)
-    return settings
+    from countbot_cli.config.options import apply_options
+
+    return apply_options(settings, opts.options)
 
 
 def make_store(settings: Settings, err: TextIO | None = None) -> SessionStore:

@@ -31,6 +31,7 @@ class ChatOptions:
     cont: bool = False
     yes: bool = False
     no_tools: bool = False
+    options: dict[str, object] | None = None  # -o KEY VALUE (config/options.py)
 
 
 def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
@@ -48,7 +49,11 @@ def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
             hint='in pipes and scripts use `countbot ask "…"`',
         )
     common = app.CommonOptions(
-        config=opts.config, provider=opts.provider, model=opts.model, system=opts.system
+        config=opts.config,
+        provider=opts.provider,
+        model=opts.model,
+        system=opts.system,
+        options=dict(opts.options or {}),
     )
     settings = app.load_settings(common)
     store = app.make_store(settings)

@@ -125,6 +125,12 @@ def _for(
     if pending is not None:
         if "--session" in pending.opts:
             yield from _sessions(config)
+        elif "--role" in pending.opts:
+            yield from _roles()
+        elif "--option" in pending.opts:
+            from countbot_cli.config.options import KNOWN
+
+            yield from ((key, "") for key in KNOWN)
         return
     if current.startswith("-"):
         for param in cmd.params:
@@ -147,3 +153,14 @@ def _sessions(config: str | None) -> Iterator[tuple[str, str]]:
     settings = load_settings(config_path=config, require_provider=False)
     for head in SessionStore(settings.sessions_dir).list():
         yield str(head["id"]), " ".join(str(head.get("title") or "").split())[:60]
+
+
+def _roles() -> Iterator[tuple[str, str]]:
+    from countbot_cli.config.roles import parse_role, role_names, roles_dir
+
+    for name in role_names():
+        try:
+            first = parse_role(name, roles_dir() / f"{name}.md").first_line[:60]
+        except Exception:  # a broken role is still a name to complete
+            first = ""
+        yield name, first

@@ -67,6 +67,22 @@ YesOpt = Annotated[
     ),
 ]
 NoToolsOpt = Annotated[bool, typer.Option("--no-tools", help="Do not offer tools to the model.")]
+RoleOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--role", "-r", help="Add roles/NAME.md's text to the system prompt (see `roles`)."
+    ),
+]
+OptionOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--option",
+        "-o",
+        metavar="KEY VALUE",
+        help="A model option for this call (repeatable): temperature, top_p, max_tokens, seed, "
+        "reasoning_effort, or any other request field.",
+    ),
+]
 
 
 @app.callback(invoke_without_command=True)
@@ -81,6 +97,8 @@ def main_options(
     system: SystemOpt = None,
     yes: YesOpt = False,
     no_tools: NoToolsOpt = False,
+    role: RoleOpt = None,
+    option: OptionOpt = None,
 ) -> None:
     """With no command: the interactive chat (the same as `countbot chat`)."""
     if version:
@@ -89,7 +107,7 @@ def main_options(
         typer.echo(f"countbot {__version__}")
         raise typer.Exit(0)
     global_opts["config"] = config
-    chat_flags = session or cont or model or provider or system or yes or no_tools
+    chat_flags = session or cont or model or provider or system or yes or no_tools or role or option
     if ctx.invoked_subcommand is None:
         _run_chat(
             config,
@@ -100,20 +118,41 @@ def main_options(
             system=system,
             yes=yes,
             no_tools=no_tools,
+            role=role,
+            option=option,
         )
     elif chat_flags:
         sys.stderr.write(
-            "countbot: error: -s/-c/-m/-p/--system/--yes/--no-tools before a command only apply "
+            "countbot: error: -s/-c/-m/-p/-r/-o/--system/--yes/--no-tools before a command only "
+            "apply "
             f"to the chat; put them after `{ctx.invoked_subcommand}`\n"
         )
         raise typer.Exit(2)
 
 
-def _run_chat(config: str | None, *, resume: str | None = None, **flags: Any) -> None:
-    from countbot_cli.cli.chat import ChatOptions, run_chat
+def _run_chat(
+    config: str | None,
+    *,
+    resume: str | None = None,
+    role: str | None = None,
+    option: list[str] | None = None,
+    **flags: Any,
+) -> None:
+    def go() -> int:
+        from countbot_cli.cli.chat import ChatOptions, run_chat
+        from countbot_cli.cli.roles import choose
 
-    opts = ChatOptions(config=config_or_global(config), **flags)
-    guarded(lambda: run_chat(opts, resume=resume))
+        chosen = choose(role, flags.pop("system", None), flags.pop("model", None), option)
+        opts = ChatOptions(
+            config=config_or_global(config),
+            system=chosen.system,
+            model=chosen.model,
+            options=chosen.options,
+            **flags,
+        )
+        return run_chat(opts, resume=resume)
+
+    guarded(go)
 
 
 @app.command(
@@ -127,6 +166,8 @@ def chat(
     system: SystemOpt = None,
     yes: YesOpt = False,
     no_tools: NoToolsOpt = False,
+    role: RoleOpt = None,
+    option: OptionOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     _run_chat(
@@ -138,6 +179,8 @@ def chat(
         system=system,
         yes=yes,
         no_tools=no_tools,
+        role=role,
+        option=option,
     )
 
 
@@ -192,28 +235,36 @@ def ask(
     ] = False,
     yes: YesOpt = False,
     no_tools: NoToolsOpt = False,
+    role: RoleOpt = None,
+    option: OptionOpt = None,
     config: ConfigOpt = None,
 ) -> None:
-    from countbot_cli.app import AskOptions, run_ask
+    def go() -> int:
+        from countbot_cli.app import AskOptions, run_ask
+        from countbot_cli.cli.roles import choose
 
-    opts = AskOptions(
-        config=config_or_global(config),
-        provider=provider,
-        model=model,
-        system=system,
-        prompt=list(prompt or []),
-        session=session,
-        cont=cont,
-        no_save=no_save,
-        files=list(file or []),
-        attach=list(attach or []),
-        no_stream=no_stream,
-        json_out=json_out,
-        plain=plain,
-        yes=yes,
-        no_tools=no_tools,
-    )
-    guarded(lambda: run_ask(opts))
+        chosen = choose(role, system, model, option)
+        opts = AskOptions(
+            config=config_or_global(config),
+            provider=provider,
+            model=chosen.model,
+            system=chosen.system,
+            options=chosen.options,
+            prompt=list(prompt or []),
+            session=session,
+            cont=cont,
+            no_save=no_save,
+            files=list(file or []),
+            attach=list(attach or []),
+            no_stream=no_stream,
+            json_out=json_out,
+            plain=plain,
+            yes=yes,
+            no_tools=no_tools,
+        )
+        return run_ask(opts)
+
+    guarded(go)
 
 
 @app.command(help="List the provider's models (GET {api_base}/models).")
@@ -251,6 +302,13 @@ def sessions_resume(
     )
 
 
+@app.command(help="List the roles (<config folder>/roles/NAME.md): name and first line.")
+def roles() -> None:
+    from countbot_cli.cli.roles import roles_list
+
+    guarded(lambda: roles_list(sys.stdout, sys.stderr))
+
+
 @app.command(
     help="Print a shell completion script (commands, options, session ids, roles). "
     'bash: eval "$(countbot completion bash)" in ~/.bashrc; zsh: the same in ~/.zshrc; '
@@ -272,7 +330,7 @@ def command_names() -> list[str]:
 
 
 def run(argv: list[str]) -> None:
-    from countbot_cli.cli.routing import route
+    from countbot_cli.cli.routing import join_option_pairs, route
 
     if argv[:1] == ["__complete"]:  # the shell asking for candidates (cli/complete.py)
         import typer.main
@@ -281,7 +339,7 @@ def run(argv: list[str]) -> None:
 
         raise SystemExit(run_complete(typer.main.get_command(app), argv[1:]))
     _terminate_like_ctrl_c()
-    argv = route(argv, command_names(), stdin_tty=_stdin_is_tty())
+    argv = join_option_pairs(route(argv, command_names(), stdin_tty=_stdin_is_tty()))
     app(args=argv, prog_name="countbot")
 
 

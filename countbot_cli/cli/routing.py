@@ -10,6 +10,10 @@ The rule, applied to the words after `countbot` before typer parses them:
   `git diff | countbot` answers like `git diff | countbot ask`);
 - `-h/--help` and `-V/--version` before any word are left to the root command.
 
+`-o KEY VALUE` (two words; typer has no repeatable two-value option) reaches typer as one word
+`KEY=VALUE`: `join_option_pairs` does that for the root, `ask` and `chat`, and nowhere else
+(`sessions export -o FILE` keeps its meaning).
+
 Imports nothing: it runs before typer builds the command line.
 """
 
@@ -61,3 +65,29 @@ def _values_taken(word: str) -> int:
         if takes:
             return takes if pos == len(word) - 1 else takes - 1
     return 0
+
+
+PAIR_COMMANDS = frozenset({"ask", "chat"})
+
+
+def join_option_pairs(argv: list[str]) -> list[str]:
+    """`-o KEY VALUE` as `-o KEY=VALUE` where `-o` is the per-call option: before any command,
+    and in `ask` and `chat` (up to `--`)."""
+    out: list[str] = []
+    i, in_command = 0, False
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return out + argv[i:]
+        if word in ("-o", "--option") and i + 2 < len(argv) and "=" not in argv[i + 1]:
+            out += [word, f"{argv[i + 1]}={argv[i + 2]}"]
+            i += 3
+            continue
+        taken = 0 if in_command or not word.startswith("-") else _values_taken(word)
+        if not in_command and not word.startswith("-"):
+            if word not in PAIR_COMMANDS:
+                return out + argv[i:]
+            in_command = True
+        out += argv[i : i + 1 + taken]
+        i += 1 + taken
+    return out

@@ -88,6 +88,8 @@ class ProviderConfig:
     preset: str | None = None
     api_key_env: str | None = None  # the variable that should hold the key, for hints
     implicit: bool = False  # not in the config file: from the environment or the embedded model
+    # per-call options for the request body (-o KEY VALUE, a role's front matter): options.py
+    extra_body: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def masked_api_key(self) -> str:

@@ -49,6 +49,8 @@ class ProviderSettings(Protocol):
     def context_window(self) -> int | None: ...  # None: the model table decides
     @property
     def api_key_env(self) -> str | None: ...  # the variable that should hold the key (hints)
+    @property
+    def extra_body(self) -> Mapping[str, object]: ...  # per-call options (-o) for the body
 
 
 class ProviderStats(Protocol):

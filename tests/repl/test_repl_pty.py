@@ -116,10 +116,13 @@ def test_chat_in_a_pty_streams_interrupts_saves_and_quits(tmp_path: Path) -> Non
 
 def test_cli_chat_needs_a_terminal_and_chat_flags_need_no_command(tmp_path: Path) -> None:
     cb = make_cb(tmp_path, "http://127.0.0.1:9/v1")
-    for args in ([], ["chat"], ["sessions", "resume", "abc"]):
+    for args in (["chat"], ["sessions", "resume", "abc"]):
         proc = cb.run(*args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert "the interactive chat needs a terminal" in proc.stderr
+    # `countbot` alone with stdin piped is `countbot ask` (cli/routing.py): here, nothing to ask
+    proc = cb.run()
+    assert proc.returncode == 2 and "nothing to ask" in proc.stderr
     proc = cb.run("-m", "x", "sessions", "list")
     assert proc.returncode == 2 and "only apply to the chat" in proc.stderr
     proc = cb.run("--help")

@@ -1,0 +1,57 @@
+"""`-r/--role NAME` and `-o KEY VALUE` turned into what the commands already take: the role's
+text joins `--system`, its model stands in for a missing `-m`, its options sit under `-o`'s.
+And the `countbot roles` listing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+
+@dataclass
+class Chosen:
+    system: str | None
+    model: str | None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def choose(
+    role: str | None, system: str | None, model: str | None, words: list[str] | None
+) -> Chosen:
+    """Resolve `-r`, `--system`, `-m` and `-o` (UsageError/ConfigError, exit 2, when wrong).
+    `words` are `-o`'s values, `KEY=VALUE` each (routing.join_option_pairs joined them)."""
+    from countbot_cli.config.options import parse_pairs
+    from countbot_cli.errors import UsageError
+
+    pairs = []
+    for word in words or []:
+        key, eq, value = word.partition("=")
+        if not eq:
+            raise UsageError(
+                f"-o {key}: needs a value", hint="-o KEY VALUE, e.g. -o temperature 0.2"
+            )
+        pairs.append((key, value))
+    given = parse_pairs(pairs)
+    if role is None:
+        return Chosen(system, model, given)
+    from countbot_cli.config.roles import load_role
+
+    r = load_role(role)
+    text = "\n\n".join(t for t in (r.text, system) if t)
+    return Chosen(text or None, model or r.model, {**r.options, **given})
+
+
+def roles_list(out: TextIO, err: TextIO) -> int:
+    from countbot_cli.config.roles import parse_role, role_names, roles_dir
+    from countbot_cli.textsafe import sanitize_line
+
+    folder = roles_dir()
+    names = role_names()
+    if not names:
+        err.write(f"countbot: no roles yet: write markdown files into {folder}/NAME.md\n")
+        return 0
+    width = max(len(n) for n in names)
+    for name in names:
+        first = parse_role(name, folder / f"{name}.md").first_line
+        out.write(f"{name:<{width}}  {sanitize_line(first)[:100]}\n")
+    return 0

@@ -1,0 +1,113 @@
+"""Roles: `<config folder>/roles/NAME.md`, markdown whose text is added to the system prompt.
+
+A role may start with a small front-matter block setting the model and per-call options::
+
+    ---
+    model: gpt-4o-mini
+    temperature: 0.2
+    ---
+    You are a terse reviewer of shell scripts.
+
+The block is YAML read by config/file.py's bounded loader (size, nesting and alias limits), and
+each option is checked by config/options.py. Roles come only from the user's own config folder
+(`$XDG_CONFIG_HOME/countbot/roles`), never from a project folder: a role's text steers the model
+as much as the system prompt does, and a cloned repository must not choose it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from countbot_cli.config import options as opts
+from countbot_cli.config.file import decode, parse_yaml, read_config
+from countbot_cli.config.settings import default_home
+from countbot_cli.errors import ConfigError, UsageError
+
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    file: Path
+    text: str  # the markdown after the front matter, stripped
+    model: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def first_line(self) -> str:
+        for line in self.text.splitlines():
+            if line.strip():
+                return " ".join(line.split())
+        return ""
+
+
+def roles_dir(env: Mapping[str, str] | None = None) -> Path:
+    return default_home(os.environ if env is None else env) / "roles"
+
+
+def role_names(env: Mapping[str, str] | None = None) -> list[str]:
+    folder = roles_dir(env)
+    try:
+        names = [p.stem for p in folder.iterdir() if p.suffix == ".md" and p.is_file()]
+    except OSError:
+        return []
+    return sorted(n for n in names if NAME_RE.fullmatch(n))
+
+
+def load_role(name: str, env: Mapping[str, str] | None = None) -> Role:
+    """The role called `name`; UsageError (exit 2) naming the roles folder when there is none,
+    ConfigError naming the file and line when its front matter is wrong."""
+    folder = roles_dir(env)
+    if not NAME_RE.fullmatch(name) or not (folder / f"{name}.md").is_file():
+        known = role_names(env)
+        have = f"the roles are: {', '.join(known)}" if known else "there are none yet"
+        raise UsageError(
+            f"no role {name!r} in {folder} ({have})",
+            hint=f"create {folder / (name + '.md')} (markdown; `countbot roles` lists them)",
+        )
+    return parse_role(name, folder / f"{name}.md")
+
+
+def parse_role(name: str, file: Path) -> Role:
+    text = decode(read_config(file), str(file))
+    match = FRONT.match(text)
+    if match is None:
+        return Role(name=name, file=file, text=text.strip())
+    model, options = _front_matter(match.group(1), file)
+    return Role(
+        name=name, file=file, text=text[match.end() :].strip(), model=model, options=options
+    )
+
+
+def _front_matter(block: str, file: Path) -> tuple[str | None, dict[str, Any]]:
+    node = parse_yaml("\n" + block, str(file))  # the block starts on the file's second line
+    if node is None or node.value is None:
+        return None, {}
+    if not isinstance(node.value, dict):
+        raise ConfigError(
+            "the front matter must be `key: value` lines (model, temperature, …)",
+            file=str(file),
+            line=node.line,
+        )
+    model, found = None, {}
+    for key, entry in node.value.items():
+        line = entry.line
+        if key == "model":
+            if not isinstance(entry.value, str) or not entry.value.strip():
+                raise ConfigError("model must be a model name", file=str(file), line=line)
+            model = entry.value.strip()
+            continue
+        if isinstance(entry.value, list | dict):
+            raise ConfigError(f"{key}: a single value is expected", file=str(file), line=line)
+        try:
+            found[str(key)] = opts.check(str(key), entry.value)
+        except opts.OptionError as e:
+            raise ConfigError(str(e), file=str(file), line=line) from None
+    return model, found

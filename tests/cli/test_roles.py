@@ -1,0 +1,147 @@
+"""Roles: `<config folder>/roles/NAME.md` added to the system prompt with `-r NAME`, its front
+matter setting the model and options; `countbot roles` lists them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import fakeserver as fs
+import pexpect
+import pytest
+from cbenv import CB, COUNTBOT, make_cb
+
+REVIEWER = """---
+model: role-model
+temperature: 0.2
+seed: 7
+---
+You are a terse reviewer of shell scripts.
+
+Point at the line, then say why.
+"""
+
+
+def _role(cb: CB, name: str, text: str) -> Path:
+    folder = cb.user_home / "roles"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.md"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_role_adds_its_text_model_and_options_to_the_request(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    _role(cb, "reviewer", REVIEWER)
+    server.default = fs.text("line 3: unquoted $1")
+    proc = cb.run("ask", "-r", "reviewer", "review: rm $1")
+    assert (proc.returncode, proc.stdout) == (0, "line 3: unquoted $1\n"), proc.stderr
+    body = server.chat_bodies()[-1]
+    system = body["messages"][0]
+    assert system["role"] == "system"
+    assert "You are a terse reviewer of shell scripts.\n\nPoint at the line" in system["content"]
+    assert "model: role-model" not in system["content"]  # the front matter is not text
+    assert (body["model"], body["temperature"], body["seed"]) == ("role-model", 0.2, 7)
+    # -m, -o and --system on the command line win over (or join) the role's
+    proc = cb.run(
+        "--role", "reviewer", "-m", "cli-model", "-o", "temperature", "0.9", "--system", "Be kind.",
+        "again",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    body = server.chat_bodies()[-1]
+    assert (body["model"], body["temperature"], body["seed"]) == ("cli-model", 0.9, 7)
+    content = body["messages"][0]["content"]
+    assert content.index("terse reviewer") < content.index("Be kind.")
+
+
+def test_unknown_role_is_a_usage_error_naming_the_roles_folder(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    folder = cb.user_home / "roles"
+    proc = cb.run("ask", "-r", "poet", "hi")
+    assert proc.returncode == 2
+    assert f"no role 'poet' in {folder} (there are none yet)" in proc.stderr
+    _role(cb, "reviewer", REVIEWER)
+    # a project folder's roles are never used: only the user's own config folder
+    (cb.work / "roles").mkdir()
+    (cb.work / "roles" / "poet.md").write_text("Answer in verse.\n", encoding="utf-8")
+    proc = cb.run("-r", "poet", "hi")
+    assert proc.returncode == 2
+    assert f"no role 'poet' in {folder} (the roles are: reviewer)" in proc.stderr
+    assert cb.run("-r", "../config", "hi").returncode == 2  # a name, never a path
+    assert server.chat_bodies() == []
+
+
+def test_bad_front_matter_names_file_line_and_key(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    path = _role(cb, "hot", "---\nmodel: m\ntemperature: hot\n---\nBe hot.\n")
+    proc = cb.run("ask", "-r", "hot", "hi")
+    assert proc.returncode == 2
+    assert f"{path}:3" in proc.stderr and "temperature takes a number from 0 to 2" in proc.stderr
+    _role(cb, "deep", "---\n" + "a: " * 100 + "x\n---\nBe deep.\n")
+    proc = cb.run("ask", "-r", "deep", "hi")
+    assert proc.returncode == 2 and "deep.md" in proc.stderr
+    _role(cb, "quoted", "---\nmodel: [1, 2]\n---\ntext\n")
+    proc = cb.run("ask", "-r", "quoted", "hi")
+    assert proc.returncode == 2 and "model must be a model name" in proc.stderr
+    assert server.chat_bodies() == []
+
+
+def test_roles_lists_names_and_first_lines(tmp_path: Path) -> None:
+    cb = make_cb(tmp_path, None)
+    empty = cb.run("roles")
+    assert empty.returncode == 0 and empty.stdout == ""
+    assert f"no roles yet: write markdown files into {cb.user_home / 'roles'}" in empty.stderr
+    _role(cb, "reviewer", REVIEWER)
+    _role(cb, "poet", "\n\nAnswer   in verse.\x1b[31m\nAlways.\n")
+    (cb.user_home / "roles" / "notes.txt").write_text("not a role", encoding="utf-8")
+    proc = cb.run("roles")
+    assert proc.returncode == 0, proc.stderr
+    # the first non-empty line of the text (after any front matter), escapes removed
+    assert proc.stdout.splitlines() == [
+        "poet      Answer in verse.",
+        "reviewer  You are a terse reviewer of shell scripts.",
+    ]
+
+
+def test_bash_completes_role_names(tmp_path: Path) -> None:
+    from test_completion import bash_complete
+
+    cb = make_cb(tmp_path, None)
+    _role(cb, "reviewer", REVIEWER)
+    _role(cb, "poet", "Verse.\n")
+    _role(cb, "pirate", "Arr.\n")
+    assert sorted(bash_complete(cb, ["ask", "-r", "p"])[0]) == ["pirate", "poet"]
+    assert bash_complete(cb, ["--role", "rev"])[0] == ["reviewer"]
+    assert "temperature" in bash_complete(cb, ["ask", "-o", ""])[0]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")
+def test_the_chat_starts_with_a_role(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    _role(cb, "reviewer", REVIEWER)
+    server.default = fs.text("role answer")
+    child = pexpect.spawn(
+        COUNTBOT, ["-r", "reviewer", "-o", "top_p", "0.5"], env=cb.env, cwd=str(cb.work),
+        dimensions=(40, 100), encoding="utf-8", timeout=15,
+    )  # fmt: skip
+    try:
+        _expect(child, "no tools")
+        child.send("hello\r")
+        _expect(child, "role answer")
+        _expect(child, "no tools")
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    body = server.chat_bodies()[-1]
+    assert "terse reviewer" in body["messages"][0]["content"]
+    assert (body["model"], body["temperature"], body["top_p"]) == ("role-model", 0.2, 0.5)
+
+
+def _expect(child: pexpect.spawn, text: str) -> None:
+    while child.expect_exact(["\x1b[6n", text]) == 0:
+        child.send("\x1b[1;1R")
