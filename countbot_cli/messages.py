@@ -62,10 +62,20 @@ class Message:
     status: str | None = None  # None | STATUS_FAILED | STATUS_INTERRUPTED
     created_at: str = field(default_factory=utc_now)
     id: str = field(default_factory=lambda: new_id("m_"))
+    # what -a attached: one record each (kind, source, sha256, ...), stored with the message
+    attachments: list[dict[str, Any]] | None = None
+    # attached images as data URLs: sent with this turn only, never stored
+    images: list[str] | None = field(default=None, repr=False, compare=False)
 
     def to_api(self) -> dict[str, Any]:
-        """The dict sent to the provider. Assistant tool-call messages carry content "" (not null)."""
+        """The dict sent to the provider. Assistant tool-call messages carry content "" (not null).
+        With images, `content` is a list of parts: the text, then one `image_url` each."""
         d: dict[str, Any] = {"role": self.role, "content": self.content or ""}
+        if self.images:
+            text = [{"type": "text", "text": self.content}] if self.content else []
+            d["content"] = text + [
+                {"type": "image_url", "image_url": {"url": url}} for url in self.images
+            ]
         if self.tool_calls:
             d["tool_calls"] = [tc.to_api() for tc in self.tool_calls]
         if self.role == "tool":
@@ -90,6 +100,8 @@ class Message:
             d["name"] = self.name
         if self.status is not None:
             d["status"] = self.status
+        if self.attachments:
+            d["attachments"] = self.attachments
         return d
 
     @classmethod
@@ -108,7 +120,15 @@ class Message:
             status=d.get("status"),
             created_at=str(d.get("created_at") or utc_now()),
             id=str(d.get("id") or new_id("m_")),
+            attachments=_records(d.get("attachments")),
         )
+
+
+def _records(items: Any) -> list[dict[str, Any]] | None:
+    """Stored attachment records: a list of objects, anything else dropped."""
+    if not isinstance(items, list):
+        return None
+    return [dict(r) for r in items if isinstance(r, dict)] or None
 
 
 @dataclass

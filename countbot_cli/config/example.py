@@ -65,6 +65,8 @@ providers:
     # context_window: 128000  # tokens the model accepts; history is trimmed to fit.
     #                         # Default: the preset's figure for its default model,
     #                         # otherwise countbot's own conservative default.
+    # vision: true            # does the model take images (-a photo.png)? Default: countbot's
+    #                         # table of known models; an unknown model is let through
     # headers:                # extra HTTP headers sent with every request
     #   OpenAI-Organization: org-...
     # stream_tools: true      # false: requests that carry tools are sent without streaming,
@@ -147,6 +149,14 @@ tools:
 
 # Where sessions are stored, one JSON file each.
 sessions_dir: sessions
+
+# -a/--attach PATH|URL (images, PDFs and web pages need: pip install 'countbot-cli[attach]')
+attachments:
+  max_image_pixels: 2000000 # larger images are scaled down to about this many pixels
+  max_pdf_pages: 50         # pages of a PDF whose text is sent
+  max_url_bytes: 5000000    # most bytes read from an http(s) URL
+  url_timeout: 20           # seconds for a whole fetch, redirects included
+  max_redirects: 4
 
 # MCP servers whose tools the model may call (needs: pip install 'countbot-cli[mcp]').
 # Their tools appear as mcp__NAME__TOOL. Each call asks first, also with --yes, unless the

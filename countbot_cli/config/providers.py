@@ -39,6 +39,7 @@ PROVIDER_KEYS = (
     "read_timeout",
     "max_retries",
     "model_path",
+    "vision",
 )
 PROVIDER_TYPES = ("openai", "local")
 KEY_CMD_TIMEOUT = 15.0
@@ -90,6 +91,7 @@ class ProviderConfig:
     implicit: bool = False  # not in the config file: from the environment or the embedded model
     # per-call options for the request body (-o KEY VALUE, a role's front matter): options.py
     extra_body: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+    vision: bool | None = None  # takes images? None: the model table decides (-a image)
 
     @property
     def masked_api_key(self) -> str:
@@ -134,6 +136,7 @@ class _Values:
     read_timeout: float | None = None
     max_retries: int | None = None
     model_path: str | None = None
+    vision: bool | None = None
 
 
 @dataclass
@@ -193,6 +196,7 @@ def _parse_entry(providers: Section, name: str, env: Mapping[str, str], home: Pa
         read_timeout=sec.number("read_timeout", 0.1),
         max_retries=sec.integer("max_retries", 0),
         model_path=str(model_path) if model_path else None,
+        vision=sec.flag("vision"),
     )
     return _Entry(name, sec, True, preset, kind, values)
 
@@ -390,6 +394,7 @@ def _make(
         model_path=model_path,
         preset=preset.name if preset else None,
         api_key_env=entry.key_env(),
+        vision=v.vision,
     )
 
 

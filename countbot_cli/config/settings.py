@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from countbot_cli.config import trust
+from countbot_cli.config.attach import AttachSettings, parse_attach
 from countbot_cli.config.file import (
     Section,
     load_yaml,
@@ -49,6 +50,7 @@ TOP_KEYS = (
     "memory",
     "tools",
     "sessions_dir",
+    "attachments",
     "mcp",
 )
 PERSONA_KEYS = ("ai_name", "user_name", "personality", "language", "max_history_messages")
@@ -117,6 +119,7 @@ class Settings:
     ignored_config: Path | None = None  # a ./config.yaml left out: not trusted (yet)
     ignored_why: str = ""  # "untrusted" | "changed" (trusted once, edited since)
     trust_store: Path | None = None  # the list of trusted project files (trust.store_path)
+    attach: AttachSettings = AttachSettings()  # limits of -a/--attach (config.attachments)
     mcp: McpSettings = field(default_factory=McpSettings)  # MCP servers (config.mcp)
 
 
@@ -347,6 +350,7 @@ def _build(
     persona = _persona(root.section("persona"))
     memory = _memory(root.section("memory"), home, env)
     tools = _tools(root.section("tools"), home, env, cwd)
+    attach = parse_attach(root.section("attachments"))
     mcp = parse_mcp(root.section("mcp"), home, env)
     temperature = root.number("temperature", 0.0, 2.0)
     max_tokens = root.integer("max_tokens", minimum=1)
@@ -377,6 +381,7 @@ def _build(
         persona=persona,
         memory=memory,
         tools=tools,
+        attach=attach,
         mcp=mcp,
     )
 

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from countbot_cli.conversation.images import TOKENS_PER_IMAGE_MAX
 from countbot_cli.conversation.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, context_window_for
 from countbot_cli.conversation.trim import trim_messages
 from countbot_cli.jsonsafe import loads_bounded
@@ -52,10 +53,21 @@ def reply_reserve(max_tokens: int | None, window: int) -> int:
 
 
 def _bytes_bound(text: Any) -> int:
-    """An upper bound of the tokens of `text`: a token is at least one byte of UTF-8."""
+    """An upper bound of the tokens of `text`: a token is at least one byte of UTF-8; an
+    image part costs at most TOKENS_PER_IMAGE_MAX."""
+    if isinstance(text, list):
+        return sum(_part_bound(part) for part in text)
     if not isinstance(text, str):
         return len(json.dumps(text, ensure_ascii=False)) * 4 if text else 0
     return len(text) if text.isascii() else len(text) * 4
+
+
+def _part_bound(part: Any) -> int:
+    if isinstance(part, dict) and part.get("type") == "image_url":
+        return TOKENS_PER_IMAGE_MAX
+    if isinstance(part, dict) and isinstance(part.get("text"), str):
+        return _bytes_bound(part["text"]) + 4
+    return _bytes_bound(json.dumps(part, ensure_ascii=False))
 
 
 def _message_bound(m: Message) -> int:

@@ -50,6 +50,7 @@ from countbot_cli.tools.approval import ApprovalPolicy
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
+    from countbot_cli.conversation.attachments import Attached
     from countbot_cli.conversation.store import SessionStore
     from countbot_cli.provider import Provider
     from countbot_cli.tools import ToolRegistry
@@ -162,10 +163,14 @@ class Engine:
         is_new: bool = False,
         replaces: str | None = None,
         system: str | None = None,
+        attached: Attached | None = None,
     ) -> TurnResult:
         """Run one turn and save it. Never raises for provider errors or Ctrl-C: the result says.
-        `system`: extra instructions when the session has none of its own (--system)."""
+        `system`: extra instructions when the session has none of its own (--system).
+        `attached`: what -a attached (images sent, records saved with the message)."""
         user = Message(role="user", content=user_text)
+        if attached:
+            user.images, user.attachments = attached.images or None, attached.records
         history = session
         if replaces:  # the failed attempt being retried is not sent again
             history = replace(session, messages=_without_failed(session.messages, replaces))

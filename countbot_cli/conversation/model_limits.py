@@ -94,3 +94,38 @@ def context_window_for(model: str, configured: int | None = None) -> int:
         if name.startswith(prefix):
             return CONTEXT_WINDOWS[prefix]
     return DEFAULT_CONTEXT_WINDOW
+
+
+# ---- images ----
+
+# Whether a model family takes image input, by the longest matching prefix (True: it does,
+# False: text only). Names with a vision marker take images whatever their family. A model in
+# neither list is unknown: countbot lets it through and the provider answers (`vision:` on the
+# provider entry settles it either way).
+IMAGE_INPUT: dict[str, bool] = {
+    # OpenAI: the gpt-4o/4.1/4.5/5 families and o1/o3/o4-mini take images
+    **dict.fromkeys(("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "gpt-4-turbo"), True),
+    **dict.fromkeys(("o1", "o3", "o4-mini", "claude", "gemini", "pixtral", "llava"), True),
+    # text only
+    **dict.fromkeys(("gpt-4", "gpt-3.5", "gpt-35", "o1-mini", "o1-preview", "o3-mini"), False),
+    **dict.fromkeys(
+        ("gpt-oss", "codex-", "deepseek", "qwen-max", "qwen-plus", "qwen-turbo"), False
+    ),
+    **dict.fromkeys(("moonshot-v1", "kimi-k2", "glm-4", "llama3", "llama-3", "smollm"), False),
+}
+_VISION_MARKERS = ("vision", "-vl", "vl-", "llava", "pixtral", "glm-4v", "glm-4.5v", "minicpm-v")
+_IMAGE_PREFIXES = sorted(IMAGE_INPUT, key=len, reverse=True)
+
+
+def takes_images(model: str, configured: bool | None = None) -> bool | None:
+    """The provider's `vision:` setting when set, else what the table knows of the model
+    (True / False), else None: unknown."""
+    if configured is not None:
+        return configured
+    name = normalize_model(model)
+    if any(marker in name for marker in _VISION_MARKERS):
+        return True
+    for prefix in _IMAGE_PREFIXES:
+        if name.startswith(prefix):
+            return IMAGE_INPUT[prefix]
+    return None

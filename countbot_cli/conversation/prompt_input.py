@@ -1,4 +1,4 @@
-"""What `countbot ask` sends: the prompt words, piped stdin and `-f` files, each read bounded.
+"""What `countbot ask` sends: the prompt words, piped stdin and attached files, each read bounded.
 
 Each piece of input is capped at `MAX_INPUT_BYTES` and read at most one byte past the cap, so a
 huge pipe or `-f /dev/zero` costs a megabyte, not all memory. `-f` takes regular files only: a
@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
 from countbot_cli.errors import UsageError
 
-MAX_INPUT_BYTES = 1_000_000  # piped stdin, and each -f file
+MAX_INPUT_BYTES = 1_000_000  # piped stdin, and the text of each attachment
 _CHUNK = 1 << 16
 
 _KINDS = (
@@ -28,80 +29,95 @@ _KINDS = (
 )
 
 
-def compose_prompt(prompt: list[str], stdin_text: str | None, files: list[Path]) -> str:
-    """Prompt words, then piped stdin, then each attached file in a fenced block."""
+def compose_prompt(
+    prompt: list[str], stdin_text: str | None, blocks: Sequence[str] = (), *, images: int = 0
+) -> str:
+    """Prompt words, then piped stdin, then each attached text (a fenced block from
+    `fenced`). Only an attached image may stand without any text."""
     parts: list[str] = []
     words = " ".join(prompt).strip()
     if words:
         parts.append(words)
     if stdin_text and stdin_text.strip():
         parts.append(stdin_text.rstrip("\n"))
-    for path in files:
-        parts.append(_fenced(path, read_attachment(path)))
+    parts.extend(blocks)
     text = "\n\n".join(parts)
-    if not text.strip():
+    if not text.strip() and not images:
         raise UsageError(
-            "nothing to ask: give a prompt, pipe text in, or attach a file with -f",
-            hint='e.g. countbot ask "explain this" -f main.py',
+            "nothing to ask: give a prompt, pipe text in, or attach a file with -a",
+            hint='e.g. countbot ask "explain this" -a main.py',
         )
     return text
 
 
-def _fenced(path: Path, text: str) -> str:
+def fenced(label: str, text: str) -> str:
+    """`label`, then `text` in a code fence longer than any fence inside it."""
     fence = "````" if "```" in text else "```"
-    return f"File `{path}`:\n{fence}\n{text.rstrip(chr(10))}\n{fence}"
+    return f"{label}:\n{fence}\n{text.rstrip(chr(10))}\n{fence}"
 
 
-def read_attachment(path: Path, limit: int = MAX_INPUT_BYTES) -> str:
+def read_attachment(path: Path, limit: int = MAX_INPUT_BYTES, flag: str = "-f") -> str:
     """The text of `-f path`: a regular UTF-8 text file of at most `limit` bytes, else a
     UsageError. Never blocks on a FIFO and never reads more than `limit` + 1 bytes."""
+    return decode_text(path, read_file_bytes(path, limit, flag), flag)
+
+
+def decode_text(path: Path | str, data: bytes, flag: str = "-f") -> str:
+    """`data` as UTF-8 text, or a UsageError naming `flag path` for binary or other bytes."""
+    if b"\x00" in data[:8192]:
+        raise UsageError(f"{flag} {path}: looks like a binary file; only text can be attached")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{flag} {path}: not UTF-8 text") from None
+
+
+def read_file_bytes(path: Path, limit: int, flag: str = "-f") -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, else a UsageError naming
+    `flag path`. Never blocks on a FIFO and never reads more than `limit` + 1 bytes."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        raise UsageError(f"-f {path}: no such file") from None
+        raise UsageError(f"{flag} {path}: no such file") from None
     except OSError as exc:
-        raise UsageError(f"-f {path}: cannot read it ({exc.strerror})") from None
-    _check_regular(path, info.st_mode)
-    _check_size(path, info.st_size, limit)
+        raise UsageError(f"{flag} {path}: cannot read it ({exc.strerror})") from None
+    _check_regular(path, info.st_mode, flag)
+    check_size(path, info.st_size, limit, flag)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     try:
         fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise UsageError(f"-f {path}: cannot read it ({exc.strerror})") from None
+        raise UsageError(f"{flag} {path}: cannot read it ({exc.strerror})") from None
     try:
         info = os.fstat(fd)  # the file actually opened: it may have been swapped since stat
-        _check_regular(path, info.st_mode)
-        _check_size(path, info.st_size, limit)
+        _check_regular(path, info.st_mode, flag)
+        check_size(path, info.st_size, limit, flag)
         data = _read_fd(fd, limit + 1)
     except OSError as exc:
-        raise UsageError(f"-f {path}: cannot read it ({exc.strerror})") from None
+        raise UsageError(f"{flag} {path}: cannot read it ({exc.strerror})") from None
     finally:
         os.close(fd)
-    _check_size(path, len(data), limit)
-    if b"\x00" in data[:8192]:
-        raise UsageError(f"-f {path}: looks like a binary file; only text can be attached")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"-f {path}: not UTF-8 text") from None
+    check_size(path, len(data), limit, flag)
+    return data
 
 
-def _check_regular(path: Path, mode: int) -> None:
+def _check_regular(path: Path, mode: int, flag: str) -> None:
     if stat.S_ISREG(mode):
         return
     if stat.S_ISDIR(mode):
-        raise UsageError(f"-f {path}: is a folder, not a file")
+        raise UsageError(f"{flag} {path}: is a folder, not a file")
     kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
     raise UsageError(
-        f"-f {path}: is {kind}; only regular files can be attached",
+        f"{flag} {path}: is {kind}; only regular files can be attached",
         hint="pipe other input in on stdin instead",
     )
 
 
-def _check_size(path: Path, size: int, limit: int) -> None:
+def check_size(path: Path | str, size: int, limit: int, flag: str = "-f") -> None:
+    """A UsageError naming `flag path` when `size` is over `limit` bytes."""
     if size > limit:
         raise UsageError(
-            f"-f {path}: {_over(size, limit)} the {limit:,}-byte limit; nothing was sent"
+            f"{flag} {path}: {_over(size, limit)} the {limit:,}-byte limit; nothing was sent"
         )
 
 

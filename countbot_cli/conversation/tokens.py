@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tiktoken import Encoding
 
+from countbot_cli.conversation.images import data_url_tokens
 from countbot_cli.conversation.model_limits import (
     CL100K,
     CONTEXT_WINDOWS,
@@ -305,7 +306,7 @@ class TokenCounter:
         total = 0
         for part in content if isinstance(content, list) else []:
             text = part.get("text") if isinstance(part, dict) else None
-            total += self._text(text) if isinstance(text, str) else TOKENS_PER_NON_TEXT_PART
+            total += self._text(text) if isinstance(text, str) else _part_tokens(part)
         return total
 
     def _raw_message(self, msg: MessageLike) -> int:
@@ -410,12 +411,22 @@ def _fields(msg: MessageLike) -> tuple[tuple[Any, int], str, Any, Any, list[tupl
     """(cache key, role, content, name, [(tool name, arguments)]) of a Message or an API dict."""
     if not isinstance(msg, dict):
         calls = [(c.name, c.arguments) for c in msg.tool_calls or []]
-        key = (msg.id, hash((msg.role, msg.content, msg.name, tuple(calls))))
-        return key, msg.role, msg.content, msg.name, calls
+        images = tuple(msg.images or ())
+        key = (msg.id, hash((msg.role, msg.content, msg.name, tuple(calls), images)))
+        content = msg.to_api()["content"] if images else msg.content
+        return key, msg.role, content, msg.name, calls
     fns = [c.get("function") or {} for c in msg.get("tool_calls") or [] if isinstance(c, dict)]
     calls = [(str(f.get("name") or ""), str(f.get("arguments") or "")) for f in fns]
     role, content, name = str(msg.get("role") or ""), msg.get("content"), msg.get("name")
     return (msg.get("id"), hash(repr((role, content, name, calls)))), role, content, name, calls
+
+
+def _part_tokens(part: Any) -> int:
+    """A non-text content part: an image by OpenAI's tile rule (its size read from the data
+    URL), anything else at the low-detail floor."""
+    image = part.get("image_url") if isinstance(part, dict) else None
+    url = image.get("url") if isinstance(image, dict) else None
+    return data_url_tokens(url) if isinstance(url, str) else TOKENS_PER_NON_TEXT_PART
 
 
 def _strip_dot(text: Any) -> str:

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
+from countbot_cli.conversation.attachments import describe
 from countbot_cli.conversation.session import Session, plural
 from countbot_cli.messages import STATUS_FAILED, STATUS_INTERRUPTED, Message
 from countbot_cli.textsafe import sanitize, sanitize_line
@@ -53,6 +54,7 @@ def transcript(session: Session) -> list[Item]:
             items.append(("note", "Current history:"))
         items.append(("heading", _label(msg)))
         items.extend(("tool", line) for line in tools.pop(msg.id, []))
+        items.extend(("tool", sanitize_line(describe(r))) for r in msg.attachments or ())
         items.append(("text" if msg.role == "assistant" else "plain", sanitize(msg.content)))
     leftover = [line for lines in tools.values() for line in lines]
     if leftover:
@@ -177,6 +179,7 @@ def to_markdown(session: Session) -> str:
     for msg in session.all_messages():
         lines = [f"## {_role_label(msg)}", ""]
         tool_lines = tools.pop(msg.id, [])
+        tool_lines += [sanitize_line(describe(r)) for r in msg.attachments or ()]
         if tool_lines:
             lines += [f"- {line}" for line in tool_lines] + [""]
         lines.append(sanitize(msg.content).rstrip("\n"))

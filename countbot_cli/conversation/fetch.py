@@ -1,0 +1,161 @@
+"""`-a https://…`: a web page fetched with httpx and turned into readable text.
+
+Bounded every way a server could stretch it: one deadline for the whole fetch (connect, each
+read, every redirect), at most `max_redirects` redirects (each to http or https only), at most
+`max_url_bytes` read (a larger Content-Length is refused before reading), and text content
+types only. HTML becomes markdown with markdownify after scripts, styles, forms, embedded
+objects and (when the page has no <main> or <article>) navigation, headers, footers and
+asides are removed. httpx, BeautifulSoup and markdownify are imported only when a URL is
+attached.
+
+Errors: a bad URL, a refused content type, too large, too many redirects or a 4xx status are
+UsageErrors (exit 2); no connection, a timeout or a 5xx status are FetchErrors (exit 6). In
+every case nothing was sent to the model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from countbot_cli.errors import FetchError, UsageError
+
+TEXT_TYPES = ("text/", "application/xhtml+xml", "application/json", "application/xml")
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+_DROP = ("script", "style", "noscript", "template", "iframe", "object", "embed", "svg", "canvas")
+_DROP_FORMS = ("form", "button", "input", "select", "textarea")
+_CHROME = ("nav", "header", "footer", "aside")
+
+
+@dataclass(frozen=True)
+class Page:
+    url: str  # after redirects
+    content_type: str
+    body: bytes
+    text: str  # readable text (markdown for HTML)
+    title: str
+
+
+def is_url(ref: str) -> bool:
+    return ref.lower().startswith(("http://", "https://"))
+
+
+def fetch_page(url: str, *, max_bytes: int, timeout: float, max_redirects: int) -> Page:
+    """The page at `url` as readable text (see the module for the limits)."""
+    httpx = importlib.import_module("httpx")
+    deadline = time.monotonic() + timeout
+    t = httpx.Timeout(timeout, connect=min(timeout, 10.0))
+    headers = {"Accept": "text/html,text/plain;q=0.9,*/*;q=0.1", "User-Agent": "countbot"}
+    try:
+        with httpx.Client(timeout=t, follow_redirects=False, headers=headers) as client:
+            final, ctype, body = _follow(client, url, max_bytes, max_redirects, deadline)
+    except httpx.TimeoutException:
+        raise FetchError(f"-a {url}: timed out after {timeout:g} s; nothing was sent") from None
+    except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+        raise UsageError(f"-a {url}: not a URL countbot can fetch ({exc})") from None
+    except httpx.TransportError as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise FetchError(f"-a {url}: cannot fetch it ({why}); nothing was sent") from None
+    text, title = _readable(body, ctype)
+    return Page(url=final, content_type=ctype, body=body, text=text, title=title)
+
+
+def _follow(
+    client: Any, url: str, max_bytes: int, max_redirects: int, deadline: float
+) -> tuple[str, str, bytes]:
+    """(final URL, content type, body) after at most `max_redirects` redirects."""
+    current = url
+    for _ in range(max_redirects + 1):
+        with client.stream("GET", current) as resp:
+            if resp.is_redirect:
+                location = resp.headers.get("location", "")
+                current = urljoin(current, location)
+                if urlsplit(current).scheme not in ("http", "https"):
+                    raise UsageError(f"-a {url}: redirected to a non-http URL; nothing was sent")
+                _check_deadline(url, deadline)
+                continue
+            _check_status(url, resp.status_code)
+            ctype = _content_type(url, resp.headers.get("content-type", ""))
+            return current, ctype, _read(resp, url, max_bytes, deadline)
+    raise UsageError(f"-a {url}: more than {max_redirects} redirects; nothing was sent")
+
+
+def _check_status(url: str, status: int) -> None:
+    if status >= 500:
+        raise FetchError(f"-a {url}: the server answered {status}; nothing was sent")
+    if status >= 400:
+        raise UsageError(f"-a {url}: the server answered {status}; nothing was sent")
+    if status >= 300:
+        raise UsageError(f"-a {url}: the server answered {status} without a redirect")
+
+
+def _content_type(url: str, header: str) -> str:
+    ctype = header.split(";", 1)[0].strip().lower() or "application/octet-stream"
+    if not ctype.startswith(TEXT_TYPES) and not ctype.endswith(("+json", "+xml")):
+        raise UsageError(
+            f"-a {url}: serves {ctype}; only text pages can be attached from a URL "
+            "(download an image or PDF and attach the file)"
+        )
+    charset = re.search(r"charset=\"?([\w.:-]+)", header, re.IGNORECASE)
+    return f"{ctype}; charset={charset.group(1)}" if charset else ctype
+
+
+def _read(resp: Any, url: str, max_bytes: int, deadline: float) -> bytes:
+    declared = resp.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise UsageError(
+            f"-a {url}: {int(declared):,} bytes is over the {max_bytes:,}-byte limit; "
+            "nothing was sent"
+        )
+    parts: list[bytes] = []
+    got = 0
+    for chunk in resp.iter_bytes(65536):
+        got += len(chunk)
+        if got > max_bytes:
+            raise UsageError(f"-a {url}: is over the {max_bytes:,}-byte limit; nothing was sent")
+        parts.append(chunk)
+        _check_deadline(url, deadline)
+    return b"".join(parts)
+
+
+def _check_deadline(url: str, deadline: float) -> None:
+    if time.monotonic() > deadline:
+        raise FetchError(f"-a {url}: took too long; nothing was sent")
+
+
+def _readable(body: bytes, ctype: str) -> tuple[str, str]:
+    """(text, title): HTML as markdown, any other text as it is."""
+    charset = ctype.split("charset=", 1)[1] if "charset=" in ctype else "utf-8"
+    try:
+        text = body.decode(charset, errors="replace")
+    except LookupError:  # an unknown charset name
+        text = body.decode("utf-8", errors="replace")
+    if not ctype.startswith(HTML_TYPES):
+        return text, ""
+    return html_to_text(text)
+
+
+def html_to_text(html: str) -> tuple[str, str]:
+    """(markdown, title) of an HTML page: its main content, no scripts, styles or forms."""
+    bs4 = importlib.import_module("bs4")
+    markdownify = importlib.import_module("markdownify")
+    soup = bs4.BeautifulSoup(html, "html.parser")
+    title = " ".join(soup.title.get_text().split()) if soup.title else ""
+    for tag in soup.find_all([*_DROP, *_DROP_FORMS, "head"]):
+        tag.decompose()
+    for comment in soup.find_all(string=lambda s: isinstance(s, bs4.Comment)):
+        comment.extract()
+    for img in soup.find_all("img"):  # the alt text, never a (data:) URL
+        img.replace_with(str(img.get("alt") or ""))
+    root = soup.find("main") or soup.find("article") or soup.find(attrs={"role": "main"})
+    if root is None:
+        root = soup.body or soup
+        for tag in root.find_all(list(_CHROME)):
+            tag.decompose()
+    text = markdownify.MarkdownConverter(heading_style="ATX", bullets="-").convert_soup(root)
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip(), title
