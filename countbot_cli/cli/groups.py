@@ -161,11 +161,31 @@ def _memory(config: str | None) -> Any:
 @memory_app.command("show", help="Print MEMORY.md entries with their line numbers.")
 def memory_show(
     tail: Annotated[int | None, typer.Option("--tail", help="Only the last N entries.")] = None,
+    json_out: JsonOpt = False,
     config: ConfigOpt = None,
 ) -> None:
+    if json_out:
+        from countbot_cli.ui.memory_trace import memory_show_json
+
+        guarded(lambda: memory_show_json(_memory(config), sys.stdout, tail=tail))
+        return
     from countbot_cli.ui.memory import memory_show as _show
 
     guarded(lambda: _show(_memory(config), sys.stdout, tail=tail))
+
+
+@memory_app.command("why", help="Print the conversation messages behind memory line N.")
+def memory_why(line: Annotated[int, typer.Argument(metavar="N")], config: ConfigOpt = None) -> None:
+    from countbot_cli.ui.memory_trace import memory_why as _why
+
+    guarded(lambda: _why(_memory(config), _store(config), line, sys.stdout))
+
+
+@memory_app.command("edit", help="Open MEMORY.md in $EDITOR (other writers wait meanwhile).")
+def memory_edit(config: ConfigOpt = None) -> None:
+    from countbot_cli.ui.memory_trace import memory_edit as _edit
+
+    guarded(lambda: _edit(_memory(config), sys.stdout))
 
 
 @memory_app.command(

@@ -251,6 +251,10 @@ class MemoryStore:
             self._snap = new.with_key(self._stat_key())
         return removed
 
+    def hold_lock(self) -> contextlib.AbstractContextManager[None]:
+        """Hold the MEMORY.md lock (e.g. while the user edits the file); writers wait."""
+        return self._locked()
+
     # ------------------------------------------------------------------ file handling
 
     def _target(self) -> Path:
