@@ -21,13 +21,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from countbot_cli.conversation.session import plural
+from countbot_cli.conversation.tokens import (
+    REPLY_PRIMING,
+    SOURCE_ESTIMATE,
+    TokenCounter,
+    context_window_for,
+)
+from countbot_cli.messages import Message
+from countbot_cli.prompts import system_prompt, with_session_context
 from countbot_cli.textsafe import sanitize_line
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
     from countbot_cli.conversation.engine import Engine, TurnResult
     from countbot_cli.conversation.session import Session
-    from countbot_cli.conversation.tokens import TokenCounter
 
 ESTIMATE_ENCODING = "estimate"  # not an encoding: TokenCounter then counts ~4 characters a token
 
@@ -51,8 +59,6 @@ class Breakdown:
 
     @property
     def total(self) -> int:
-        from countbot_cli.conversation.tokens import REPLY_PRIMING
-
         tools = self.tools if self.tools_sent else 0
         return self.system + self.summary + self.memory + self.history + tools + REPLY_PRIMING
 
@@ -91,23 +97,17 @@ class ContextMeter:
     # ---- counting ----
 
     def window(self, model: str) -> int:
-        from countbot_cli.conversation.tokens import context_window_for
-
         cfg = self.settings.provider
         return context_window_for(model, cfg.context_window if model == cfg.model else None)
 
     def counter(self, model: str) -> TokenCounter:
         """The model's tokenizer (loads it if needed), calibrated on the last reported usage."""
-        from countbot_cli.conversation.tokens import TokenCounter
-
         with self._lock:
             if self._counter is None or self._counter.model != model:
                 self._counter = TokenCounter(model)
             return self._counter
 
     def ready(self, model: str) -> bool:
-        from countbot_cli.conversation.tokens import TokenCounter
-
         return TokenCounter(model).ready
 
     def load(self, model: str) -> None:
@@ -127,8 +127,6 @@ class ContextMeter:
         ).start()
 
     def _estimator_for(self, model: str) -> TokenCounter:
-        from countbot_cli.conversation.tokens import TokenCounter
-
         if self._estimator is None or self._estimator.model != model:
             self._estimator = TokenCounter(model, encoding_name=ESTIMATE_ENCODING)
         return self._estimator
@@ -203,10 +201,6 @@ def _fingerprint(engine: Engine, session: Session, counter: TokenCounter) -> tup
 def _count(
     counter: TokenCounter, engine: Engine, session: Session, window: int, tools_sent: bool | None
 ) -> Breakdown:
-    from countbot_cli.conversation.tokens import SOURCE_ESTIMATE
-    from countbot_cli.messages import Message
-    from countbot_cli.prompts import system_prompt, with_session_context
-
     ctx = engine.context_for(session, Message(role="user", content=""))
     base = system_prompt(engine.prompt_facts(session))
     base_n = counter.count_text(base)
@@ -243,8 +237,6 @@ def _count(
 
 def token_report(meter: ContextMeter, engine: Engine, session: Session) -> str:
     """System prompt, summary, memory, history and tools of the next request, and the total."""
-    from countbot_cli.conversation.session import plural
-
     b = meter.breakdown(engine, session)
     tools_note = f"   {plural(b.tool_defs, 'definition')}" if b.tools else ""
     if b.tools and not b.tools_sent:
