@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from countbot_cli import fileio
 from countbot_cli.conversation.search_text import Terms, best_matches, index_text, parse_query
@@ -37,6 +36,9 @@ from countbot_cli.errors import CountbotError, StorageError, UsageError
 from countbot_cli.fileio import Key
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.messages import Message
+
+if TYPE_CHECKING:
+    import sqlite3  # loaded by the first search, not by every command that builds the tools
 
 _T = TypeVar("_T")
 
@@ -139,6 +141,8 @@ class SessionSearch:
     def _with_index(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         """Open (building or rebuilding as needed), refresh, run `fn`; a damaged index is
         rebuilt once."""
+        import sqlite3
+
         for attempt in (1, 2):
             try:
                 with self._connect() as con:
@@ -159,6 +163,8 @@ class SessionSearch:
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
+        import sqlite3
+
         self.store.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         with contextlib.suppress(FileExistsError):  # private from the start (SQLite uses umask)
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
@@ -292,6 +298,8 @@ def _drop(con: sqlite3.Connection, sid: str) -> None:
 
 
 def _meta(con: sqlite3.Connection) -> int | None:
+    import sqlite3
+
     try:
         row = con.execute("SELECT v FROM meta WHERE k='version'").fetchone()
     except sqlite3.OperationalError as e:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from countbot_cli.conversation.search import Hit, SessionSearch
+from countbot_cli.conversation.store import SessionStore
 from countbot_cli.errors import CountbotError
 from countbot_cli.tools.base import KIND_READ, ToolContext, ToolError, ToolResult, ToolSpec
 
@@ -24,9 +26,6 @@ PER_SESSION = 3
 MESSAGE_CHARS = 1200
 OUTPUT_CHARS = 8000
 CUT = " …[cut]"
-
-if TYPE_CHECKING:
-    from countbot_cli.conversation.search import Hit, SessionSearch
 
 PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -60,10 +59,7 @@ def search_sessions_tool(
     box: list[SessionSearch] = []
 
     def run(args: dict[str, Any], _ctx: ToolContext, _cancel: threading.Event) -> ToolResult:
-        if not box:  # sqlite3 is loaded on the first search, not with every tool set
-            from countbot_cli.conversation.search import SessionSearch
-            from countbot_cli.conversation.store import SessionStore
-
+        if not box:
             box.append(SessionSearch(SessionStore(sessions_dir), on_notice=lambda _m: None))
         query = str(args["query"])
         limit = int(args.get("max_sessions") or DEFAULT_SESSIONS)
