@@ -212,6 +212,8 @@ class SessionSearch:
             docs = [_read(self.store, sid) for sid in stale[start : start + BATCH]]
             with _txn(con):
                 for sid, doc in zip(stale[start : start + BATCH], docs, strict=True):
+                    if doc is not None and fileio.key_of(self.store.path(sid)) != doc.key:
+                        continue  # changed again since read: the next refresh reads it
                     self.reindexed += _store_doc(con, sid, doc)
 
     def _query(
