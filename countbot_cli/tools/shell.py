@@ -6,8 +6,10 @@
 - an environment scrubbed of secrets: names ending in `_KEY`, `TOKEN`, `SECRET`, `PASSWORD`,
   `PASSWD` or `_PWD` (`GITHUB_TOKEN`, `PGPASSWORD`, `MYSQL_PWD`), holding `API_KEY`/`APIKEY`,
   and any variable whose value contains a configured API key (`ToolContext.secret_values`);
-- stdout and stderr read by threads, so a chatty command cannot deadlock, and kept only up to a
-  bound; the result is capped at `max_output_chars` with a note of how much was cut;
+- stdout and stderr read by threads, so a chatty command cannot deadlock, each kept as a bounded
+  head and a bounded tail; over `max_output_chars` the result keeps its head and its tail (where
+  build and test errors are) with the middle elided and counted:
+  `[… 1,234 lines / 56,789 chars elided …]`;
 - on timeout or cancel the whole group gets SIGTERM, a short grace, then SIGKILL. The shell is
   not reaped before the SIGKILL, so its pid (the group id) cannot be reused in between;
 - after a normal exit, background processes that still hold the output pipes are stopped too.
@@ -25,7 +27,6 @@ import signal
 import subprocess
 import threading
 import time
-from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -64,12 +65,14 @@ def scrub_env(env: Mapping[str, str], secret_values: Sequence[str] = ()) -> dict
 
 
 class _Capture:
-    """Reads one pipe to its end in a daemon thread, keeping a bounded head and a short tail."""
+    """Reads one pipe to its end in a daemon thread, keeping a head and a tail of at most
+    `limit` bytes each, and counting the bytes and lines in between."""
 
     def __init__(self, stream: IO[bytes], limit: int) -> None:
         self.head = bytearray()
-        self.tail: deque[bytes] = deque(maxlen=64)
+        self.tail = bytearray()
         self.total = 0
+        self.lines = 0
         self._limit = limit
         self._stream = stream
         self._thread = threading.Thread(target=self._pump, daemon=True)
@@ -79,23 +82,30 @@ class _Capture:
         fd = self._stream.fileno()
         while chunk := os.read(fd, 65536):
             self.total += len(chunk)
+            self.lines += chunk.count(b"\n")
             room = self._limit - len(self.head)
             if room > 0:
                 self.head += chunk[:room]
-            self.tail.append(chunk[-4096:])
+                chunk = chunk[room:]
+            if chunk:
+                self.tail += chunk
+                if len(self.tail) > self._limit:
+                    del self.tail[: len(self.tail) - self._limit]
 
     def join(self, timeout: float | None) -> bool:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    def text(self) -> tuple[str, int]:
-        """(decoded kept output, bytes dropped beyond the bound)."""
-        return _decode(bytes(self.head)), self.total - len(self.head)
+    def text(self) -> tuple[str, int, int]:
+        """(decoded head and tail, bytes dropped between them, lines dropped between them)."""
+        kept = bytes(self.head) + bytes(self.tail)
+        return _decode(kept), self.total - len(kept), self.lines - kept.count(b"\n")
 
     def last_lines(self) -> list[str]:
         if not self.total:
             return []
-        return _decode(b"".join(self.tail)).rstrip("\n").split("\n")[-TAIL_LINES:]
+        end = (bytes(self.head[-8192:]) + bytes(self.tail))[-8192:]
+        return _decode(end).rstrip("\n").split("\n")[-TAIL_LINES:]
 
 
 def _decode(data: bytes) -> str:
@@ -107,7 +117,8 @@ class CommandOutcome:
     stdout: str
     stderr: str
     returncode: int
-    dropped: int = 0  # bytes of output beyond the capture bound
+    dropped: int = 0  # bytes of output between the kept heads and tails
+    dropped_lines: int = 0  # lines in those bytes
     timed_out: bool = False
     interrupted: bool = False
     elapsed: float = 0.0
@@ -184,13 +195,14 @@ def run_command(
     if not escaped:  # else a process outside the group still holds a pipe: leave it be
         proc.stdout.close()
         proc.stderr.close()
-    (stdout, dropped_out), (stderr, dropped_err) = out.text(), err.text()
+    (stdout, drop_out, lines_out), (stderr, drop_err, lines_err) = out.text(), err.text()
     tail = "\n".join(out.last_lines() + (["STDERR:", *err.last_lines()] if err.total else []))
     return CommandOutcome(
         stdout=stdout,
         stderr=stderr,
         returncode=returncode,
-        dropped=dropped_out + dropped_err,
+        dropped=drop_out + drop_err,
+        dropped_lines=lines_out + lines_err,
         timed_out=timed_out,
         interrupted=interrupted,
         elapsed=time.monotonic() - started,
@@ -200,6 +212,7 @@ def run_command(
     )
 
 
+_STRAGGLERS_NOTE = "[background processes still holding the output were stopped]"
 _ESCAPED_NOTE = (
     "[a background process left the command's process group (setsid) and still holds its "
     "output; it was not stopped]"
@@ -225,12 +238,11 @@ def format_outcome(outcome: CommandOutcome, timeout: float, max_chars: int) -> T
     parts = [outcome.stdout.rstrip("\n")] if outcome.stdout.strip() else []
     if outcome.stderr.strip():
         parts.append("STDERR:\n" + outcome.stderr.rstrip("\n"))
-    body = "\n".join(parts) or "(no output)"
-    more = max(len(body) - max_chars, 0) + outcome.dropped
-    if more:
-        body = body[:max_chars] + f"\n[output truncated: {more} more characters]"
+    body = elide_middle(
+        "\n".join(parts) or "(no output)", max_chars, outcome.dropped, outcome.dropped_lines
+    )
     if outcome.stragglers_killed:
-        body += "\n[background processes still holding the output were stopped]"
+        body += "\n" + _STRAGGLERS_NOTE
     if outcome.escaped:
         body += "\n" + _ESCAPED_NOTE
     rc = outcome.returncode
@@ -241,6 +253,48 @@ def format_outcome(outcome: CommandOutcome, timeout: float, max_chars: int) -> T
             error=f"command failed with exit code {rc}",
         )
     return ToolResult(body)
+
+
+def elide_middle(text: str, max_chars: int, dropped: int = 0, dropped_lines: int = 0) -> str:
+    """`text` whole when it fits (and nothing was dropped), else its head (2/5 of `max_chars`)
+    and tail (3/5), cut at line ends when one is near, around one line counting what was left
+    out, `dropped` characters and `dropped_lines` lines never captured included."""
+    if len(text) <= max_chars and not dropped:
+        return text
+    head_end = _near_line_end(text, max_chars * 2 // 5, back=True)
+    tail_start = max(_near_line_end(text, len(text) - (max_chars - head_end), back=False), head_end)
+    middle = text[head_end:tail_start]
+    chars = len(middle) + dropped
+    lines = middle.count("\n") + dropped_lines
+    head, tail = text[:head_end].rstrip("\n"), text[tail_start:].lstrip("\n")
+    note = f"[… {lines:,} lines / {chars:,} chars elided …]"
+    return "\n".join(part for part in (head, note, tail) if part)
+
+
+def _near_line_end(text: str, pos: int, *, back: bool) -> int:
+    """`pos` moved to just after a newline within 200 characters (backwards or forwards)."""
+    pos = min(max(pos, 0), len(text))
+    if back:
+        nl = text.rfind("\n", max(pos - 200, 0), pos)
+        return nl + 1 if nl >= 0 else pos
+    nl = text.find("\n", pos, min(pos + 200, len(text)))
+    return nl + 1 if nl >= 0 else pos
+
+
+def failed_stderr_tail(result: ToolResult, lines: int = 5) -> list[str]:
+    """The last lines of a failed command's stderr, from its result text (this module's format),
+    for the screen; [] for a success or a command that wrote nothing to stderr."""
+    text = result.content
+    if result.ok or not text.startswith("COMMAND FAILED") or "STDERR:\n" not in text:
+        return []
+    stderr = text.rsplit("STDERR:\n", 1)[1].rsplit("\nExit code: ", 1)[0]
+    notes = (_ESCAPED_NOTE, _STRAGGLERS_NOTE)
+    kept = [
+        ln
+        for ln in stderr.split("\n")
+        if ln.strip() and ln not in notes and not ln.startswith("[… ")
+    ]
+    return kept[-lines:]
 
 
 @contextmanager

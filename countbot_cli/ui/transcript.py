@@ -17,6 +17,7 @@ from countbot_cli.conversation.attachments import describe
 from countbot_cli.conversation.session import Session, plural
 from countbot_cli.messages import STATUS_FAILED, STATUS_INTERRUPTED, Message
 from countbot_cli.textsafe import sanitize, sanitize_line
+from countbot_cli.tools.shell import failed_stderr_tail
 from countbot_cli.ui.stream import render_markdown
 
 if TYPE_CHECKING:
@@ -264,4 +265,6 @@ def tool_preview(result: ToolResult) -> list[str]:
     head = f"  {state} · {len(lines)} line{'s' if len(lines) != 1 else ''}"
     if len(lines) > TOOL_PREVIEW_LINES:
         shown.append(f"  … {len(lines) - TOOL_PREVIEW_LINES} more (/last-tool shows all)")
-    return [head, *shown] if result.ok else [head]
+    if not result.ok:  # a failed command: the last lines of its stderr say why
+        return [head, *(f"  {sanitize_line(line)}" for line in failed_stderr_tail(result))]
+    return [head, *shown]

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from countbot_cli.errors import OutputClosed
 from countbot_cli.textsafe import StreamSanitizer, sanitize
+from countbot_cli.tools.shell import failed_stderr_tail
 from countbot_cli.ui.terminal import isatty
 from countbot_cli.ui.transcript import short_args
 
@@ -76,6 +77,8 @@ class PlainView:
     def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
         state = "ok" if result.ok else (result.error or "failed")
         self.notice(f"← {prepared.call.name}: {state}")
+        for line in failed_stderr_tail(result):  # why a command failed, on screen
+            self.notice(f"  {line}")
 
     def pause(self) -> None:
         """Before a tool runs or a prompt is drawn: end the current line of answer text."""

@@ -94,9 +94,38 @@ def test_crlf_and_invalid_utf8_are_normalised(ws: Path) -> None:
     assert res.content == "a\nb\ufffd"
 
 
-def test_output_cap_notes_how_much_was_cut(ws: Path) -> None:
+def test_output_cap_keeps_head_and_tail_and_counts_what_was_elided(ws: Path) -> None:
     res = run_exec(ws, ctx={"max_output_chars": 100}, command="printf '%01000d' 0")
-    assert res.content == "0" * 100 + "\n[output truncated: 900 more characters]"
+    assert res.content == "0" * 40 + "\n[… 0 lines / 900 chars elided …]\n" + "0" * 60
+    # lines: cut at line ends; the error at the end of a long build is what the model sees
+    build = "for i in $(seq 1 500); do echo compiling unit $i; done; echo 'error: main.c:3: boom'"
+    res = run_exec(ws, ctx={"max_output_chars": 400}, command=build)
+    head, note, tail = (
+        res.content.partition("\n[… ")[0],
+        *res.content.split("\n[… ")[1].split(" elided …]\n"),
+    )
+    assert head.startswith("compiling unit 1\ncompiling unit 2\n")
+    assert head.endswith("\n" + head.rsplit("\n", 1)[1]) and "unit" in head.rsplit("\n", 1)[1]
+    assert tail.endswith("compiling unit 500\nerror: main.c:3: boom")
+    kept = head.count("\n") + 1 + tail.count("\n") + 1
+    lines, chars = note.split(" lines / ")
+    assert int(lines) == 501 - kept  # every line is either shown or counted
+    full = "".join(f"compiling unit {i}\n" for i in range(1, 501)) + "error: main.c:3: boom"
+    # the elided lines with their line ends
+    assert int(chars.split()[0].replace(",", "")) == len(full) - len(head) - 1 - len(tail)
+    assert len(res.content) <= 400 + len("[… 000 lines / 0,000 chars elided …]") + 2
+
+
+def test_a_failing_command_keeps_its_last_stderr_lines(ws: Path) -> None:
+    from countbot_cli.tools.shell import failed_stderr_tail
+
+    command = 'seq 1 3000; for i in 1 2 3 4 5 6; do echo "err $i" >&2; done; exit 3'
+    res = run_exec(ws, ctx={"max_output_chars": 500}, command=command)
+    assert not res.ok and res.content.startswith("COMMAND FAILED (exit code 3)\n1\n2\n")
+    assert res.content.endswith("STDERR:\nerr 1\nerr 2\nerr 3\nerr 4\nerr 5\nerr 6\nExit code: 3")
+    assert failed_stderr_tail(res) == ["err 2", "err 3", "err 4", "err 5", "err 6"]
+    assert failed_stderr_tail(run_exec(ws, command="echo fine >&2")) == []
+    assert failed_stderr_tail(run_exec(ws, command="echo out; exit 1")) == []
 
 
 def test_chatty_command_does_not_deadlock(ws: Path) -> None:
@@ -109,9 +138,10 @@ def test_chatty_command_does_not_deadlock(ws: Path) -> None:
         timeout=30,
     )
     assert res.ok
-    assert res.content.startswith("x" * 1000 + "\n[output truncated: ")
-    more = int(res.content.rsplit(": ", 1)[1].split()[0])
-    assert more >= 3_000_000 + 300_000 - 1000 - 16
+    assert res.content.startswith("x" * 400 + "\n[… ")
+    assert res.content.endswith(" elided …]\n" + "y" * 600)
+    chars = int(res.content.split(" lines / ")[1].split()[0].replace(",", ""))
+    assert chars == 3_000_000 + len("\nSTDERR:\n") + 300_000 - 1000  # all but what is shown
     assert time.monotonic() - started < 15
 
 
