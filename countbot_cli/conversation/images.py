@@ -103,9 +103,12 @@ def _scaled(pil: Any, im: Any, fmt: str, max_pixels: int) -> tuple[bytes, tuple[
         frame = frame.convert("RGB")
     elif frame.mode == "P" or (out_fmt == "WEBP" and frame.mode not in ("RGB", "RGBA")):
         frame = frame.convert("RGBA")
-    small = frame.resize(size, pil.Image.Resampling.LANCZOS)
+    small = frame.resize(size, pil.Image.Resampling.LANCZOS, reducing_gap=2.0)
     buf = io.BytesIO()
-    options: dict[str, Any] = {"quality": 85} if out_fmt in ("JPEG", "WEBP") else {}
+    # PNG at zlib level 1: a 2 MP photo encodes in ~0.5 s instead of ~2.8 s, ~20 % larger
+    options: dict[str, Any] = (
+        {"quality": 85} if out_fmt in ("JPEG", "WEBP") else {"compress_level": 1}
+    )
     small.save(buf, format=out_fmt, **options)
     return buf.getvalue(), small.size, MIME_BY_FORMAT[out_fmt]
 
