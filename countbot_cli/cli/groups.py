@@ -127,11 +127,31 @@ def sessions_export(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")
     ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace FILE if it exists.")] = False,
     config: ConfigOpt = None,
 ) -> None:
     from countbot_cli.ui.sessions import sessions_export as _export
 
-    guarded(lambda: _export(_store(config), session_id, fmt=fmt, output=output, out=sys.stdout))
+    guarded(
+        lambda: _export(
+            _store(config),
+            session_id,
+            fmt=fmt,
+            output=output,
+            out=sys.stdout,
+            force=force,
+            confirm=_yes_no if sys.stdin and sys.stdin.isatty() else None,
+            overwrite_hint="pass --force to replace it",
+        )
+    )
+
+
+def _yes_no(question: str) -> bool:
+    """Ask on the terminal; anything but y/yes is no."""
+    try:
+        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
 
 
 @sessions_app.command(

@@ -209,10 +209,15 @@ def sessions_export(
     output: Path | None = None,
     *,
     out: TextIO,
+    force: bool = False,
+    confirm: Callable[[str], bool] | None = None,
+    overwrite_hint: str = "choose another file name",
 ) -> int:
     """Markdown (a title heading, then a role heading a message) or JSON (the stored dict).
 
-    JSON is lossless; markdown drops terminal control characters from the text.
+    JSON is lossless; markdown drops terminal control characters from the text. An existing
+    `output` is replaced only with `force` or when `confirm` (a person at a terminal) says so;
+    with neither it is a UsageError and the file is left as it was.
     """
     if fmt not in ("md", "json"):
         raise UsageError(f"unknown export format '{fmt}'", hint="use md or json")
@@ -221,6 +226,12 @@ def sessions_export(
     if output is None:
         out.write(text)
         return EXIT_OK
+    if not force and (output.is_symlink() or (output.exists() and not output.is_dir())):
+        if confirm is None:
+            raise UsageError(f"{output} already exists; not overwriting it", hint=overwrite_hint)
+        if not confirm(f"{output} already exists. Overwrite it?"):
+            out.write(f"Not exported: {output} is left as it was.\n")
+            return EXIT_OK
     _write_file(output, text)
     out.write(f"Exported {session.id} to {output}\n")
     return EXIT_OK
