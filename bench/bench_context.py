@@ -2,7 +2,7 @@
 
 1. Summary calls per 100 turns at `max_history_messages: 50` [<= 10], against CountBot's design
    (one overflow call per turn once the window is full), and the tokens sent to the summariser
-   per turn, both ways. Real engine (`app.build_engine`), real session store, real HTTP to the
+   per turn, both ways. Real conversation (`app.build_conversation`), real session store, real HTTP to the
    loopback test server; messages of realistic, varied length.
 2. Building the messages array of one turn for a 10,000-message session with warm caches
    [<= 15 ms]: `Engine.context_for` (recall from a 1,000-entry MEMORY.md, system prompt, history
@@ -34,9 +34,9 @@ import yaml  # noqa: E402
 
 from countbot_cli import app  # noqa: E402
 from countbot_cli.config.settings import Settings, load_settings  # noqa: E402
+from countbot_cli.conversation.chat import SilentView  # noqa: E402
 from countbot_cli.conversation.session import new_session  # noqa: E402
 from countbot_cli.conversation.tokens import TokenCounter  # noqa: E402
-from countbot_cli.conversation.view import NullView  # noqa: E402
 from countbot_cli.memory.keeper import summary_line  # noqa: E402
 from countbot_cli.memory.store import MemoryStore  # noqa: E402
 from countbot_cli.messages import Message  # noqa: E402
@@ -106,14 +106,16 @@ def summary_calls(turns: int) -> None:
             memory={"auto_memory": False},
         )
         provider = app.make_provider(settings)
-        store = app.make_store(settings)
-        engine = app.build_engine(settings, provider, store, tools_enabled=False, yes=False)
-        session = new_session(provider="bench", model="gpt-4o")
+        conversation = app.build_conversation(  # turns and memory upkeep as the REPL runs them
+            settings,
+            app.make_store(settings),
+            provider_for=lambda _settings: provider,
+            tools_enabled=False,
+            yes=False,
+        )
         t0 = time.perf_counter()
         for k in range(turns):
-            if k:
-                session = store.load(session.id)
-            engine.run_turn(session, f"turn {k}: {questions[k]}", NullView(), is_new=k == 0)
+            conversation.send(f"turn {k}: {questions[k]}", SilentView())
         elapsed = time.perf_counter() - t0
         provider.close()
     ours_tokens = sum(counter.count_text(p) for p in prompts)

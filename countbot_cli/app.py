@@ -1,4 +1,5 @@
-"""Composition root: builds settings, store, provider, tools and engine, and runs `ask`.
+"""Composition root: builds settings, store, provider, and the conversation (tools, approval
+policy, memory, engine) that `ask` and the REPL hold; and runs `ask`.
 
 The typer layer (cli/) only parses flags and calls in here; tests can call these functions
 directly with injected streams.
@@ -7,20 +8,28 @@ directly with injected streams.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from countbot_cli.conversation.attachments import compose_message
+from countbot_cli.conversation.chat import open_session
 from countbot_cli.conversation.prompt_input import compose_prompt, read_stdin
 from countbot_cli.errors import CountbotError, UsageError
+from countbot_cli.ui.terminal import isatty
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
+    from countbot_cli.conversation.chat import Backend, Conversation
     from countbot_cli.conversation.engine import Engine, TurnResult
     from countbot_cli.conversation.session import Session
     from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.memory.store import MemoryStore
     from countbot_cli.provider import Provider
+    from countbot_cli.tools import ToolRegistry
+    from countbot_cli.tools.approval import ApprovalPolicy, Confirmer
+    from countbot_cli.ui.turnview import PlainView
 
 
 @dataclass
@@ -101,6 +110,64 @@ def _notice(err: TextIO, text: str) -> None:
     err.flush()
 
 
+def with_model(settings: Settings, model: str) -> Settings:
+    """The same settings on another model of the same provider (for /model)."""
+    return replace(settings, provider=replace(settings.provider, model=model))
+
+
+def build_conversation(
+    settings: Settings,
+    store: SessionStore,
+    *,
+    provider_for: Callable[[Settings], Provider],
+    tools_enabled: bool,
+    yes: bool,
+    confirmer: Confirmer | None = None,
+    session: Session | None = None,
+    is_new: bool = True,
+    save: bool = True,
+    streaming: bool = True,
+) -> Conversation:
+    """The conversation `ask` and the REPL hold: its tools, approval policy and memory, and a
+    backend (engine + memory keeper) on the provider `provider_for` makes for a model's
+    settings, again when `/model` switches. save=False: nothing is written (`--no-save`)."""
+    from countbot_cli.conversation.chat import Conversation
+    from countbot_cli.memory.store import MemoryStore
+
+    memory = MemoryStore(settings.memory.file)
+    held: list[Conversation] = []  # search_sessions leaves out the conversation's own session
+    tools = (
+        _tool_registry(settings, memory, lambda: held[0].session.id if held else None)
+        if tools_enabled and settings.tools.enabled
+        else None
+    )
+
+    def backend_for(model: str | None, policy: ApprovalPolicy) -> Backend:
+        s = settings if model is None else with_model(settings, model)
+        engine_store = store if save else None
+        return build_backend(
+            s,
+            provider_for(s),
+            engine_store,
+            tools=tools,
+            policy=policy,
+            memory=memory,
+            streaming=streaming,
+        )
+
+    convo = Conversation(
+        settings=settings,
+        store=store,
+        backends=backend_for,
+        policy=_policy(settings, yes=yes, confirmer=confirmer),
+        session=session,
+        is_new=is_new,
+        save=save,
+    )
+    held.append(convo)
+    return convo
+
+
 def build_engine(
     settings: Settings,
     provider: Provider,
@@ -108,39 +175,62 @@ def build_engine(
     *,
     tools_enabled: bool,
     yes: bool,
-    confirmer: Any = None,
 ) -> Engine:
+    """The engine `build_conversation` builds on `provider`, alone (benches, provider tests)."""
+    from countbot_cli.memory.store import MemoryStore
+
+    memory = MemoryStore(settings.memory.file)
+    tools = _tool_registry(settings, memory) if tools_enabled and settings.tools.enabled else None
+    policy = _policy(settings, yes=yes, confirmer=None)
+    return build_backend(
+        settings, provider, store, tools=tools, policy=policy, memory=memory
+    ).engine
+
+
+def build_backend(
+    settings: Settings,
+    provider: Provider,
+    store: SessionStore | None,
+    *,
+    tools: ToolRegistry | None,
+    policy: ApprovalPolicy,
+    memory: MemoryStore,
+    streaming: bool = True,
+) -> Backend:
+    """An engine and its memory keeper on `provider` (store None: the engine saves nothing)."""
     from countbot_cli.conversation.budget import make_budget
+    from countbot_cli.conversation.chat import Backend
     from countbot_cli.conversation.engine import Engine
     from countbot_cli.conversation.tokens import TokenCounter
     from countbot_cli.memory.keeper import MemoryKeeper
-    from countbot_cli.memory.store import MemoryStore
-    from countbot_cli.tools.approval import ApprovalPolicy
 
     counter = TokenCounter(provider.model)
-    memory = MemoryStore(settings.memory.file)
-    registry = None
-    if tools_enabled and settings.tools.enabled:
-        from countbot_cli.memory.tool import memory_tool
-
-        registry = _tool_registry(settings, extra=[memory_tool(memory)])
-    policy = ApprovalPolicy(mode=settings.tools.approval, yes_writes=yes, confirmer=confirmer)
     keeper = MemoryKeeper(settings, provider, store, memory, counter=counter)
     engine = Engine(
         settings=settings,
         provider=provider,
         store=store,
-        tools=registry,
+        tools=tools,
         policy=policy,
         budget=make_budget(settings, counter),
         recall=keeper.recall if settings.memory.inject != "off" else None,
-        upkeep=keeper.upkeep_hooks() if store is not None else (),
-        memory_keeper=keeper,
+        streaming=streaming,
     )
-    return engine
+    return Backend(engine, keeper)
 
 
-def _tool_registry(settings: Settings, extra: list[Any]) -> Any:
+def _policy(settings: Settings, *, yes: bool, confirmer: Confirmer | None) -> ApprovalPolicy:
+    from countbot_cli.tools.approval import ApprovalPolicy
+
+    return ApprovalPolicy(mode=settings.tools.approval, yes_writes=yes, confirmer=confirmer)
+
+
+def _tool_registry(
+    settings: Settings, memory: MemoryStore, current: Callable[[], str | None] = lambda: None
+) -> ToolRegistry:
+    """`current()`: the session the tools serve (search_sessions leaves it out)."""
+    from countbot_cli.conversation.search_tool import search_sessions_tool
+    from countbot_cli.memory.tool import memory_tool
     from countbot_cli.tools import ToolContext, ToolRegistry, default_tools
 
     t = settings.tools
@@ -163,7 +253,8 @@ def _tool_registry(settings: Settings, extra: list[Any]) -> Any:
             if p is not None
         ),
     )
-    registry = ToolRegistry([*default_tools(ctx), *extra], ctx)
+    search = search_sessions_tool(settings.sessions_dir, current)
+    registry = ToolRegistry([*default_tools(ctx), memory_tool(memory), search], ctx)
     if settings.mcp.servers:  # their tools join on the first turn that offers tools
         from countbot_cli.tools.mcp import add_mcp_tools
 
@@ -172,20 +263,6 @@ def _tool_registry(settings: Settings, extra: list[Any]) -> Any:
 
 
 # ---- ask ----
-
-
-def open_session(
-    store: SessionStore, settings: Settings, *, ref: str | None, cont: bool
-) -> tuple[Session, bool]:
-    """The session to continue (-s/-c) or a new one. Returns (session, is_new)."""
-    from countbot_cli.conversation.session import new_session
-
-    if ref or cont:
-        if cont and not ref and not store.list():
-            return new_session(provider=settings.provider.name, model=settings.provider.model), True
-        sid = store.resolve(ref or "latest")
-        return store.load(sid), False
-    return new_session(provider=settings.provider.name, model=settings.provider.model), True
 
 
 def run_ask(
@@ -211,73 +288,47 @@ def run_ask(
     if not refs:  # "nothing to ask" is said before the config is read
         compose_prompt(opts.prompt, stdin_text)
     settings = load_settings(opts, err=err)
+    if not (opts.session or opts.cont):  # a one-off ask leaves no automatic-memory line
+        settings = replace(settings, memory=replace(settings.memory, auto_memory=False))
     text, attached = compose_message(opts.prompt, stdin_text, refs, settings)
     store = make_store(settings, err)
     session, is_new = open_session(store, settings, ref=opts.session, cont=opts.cont)
     provider = make_provider(settings, err)
-    tty_out = _isatty(out)
+    tty_out = isatty(out)
     plain = opts.plain or not tty_out or opts.json_out
     view = _make_view(opts, out, err, plain=plain, model=provider.model)
-    engine = build_engine(
+    conversation = build_conversation(
         settings,
-        provider,
-        None if opts.no_save else store,
+        store,
+        provider_for=lambda _settings: provider,
         tools_enabled=not opts.no_tools,
         yes=opts.yes,
+        confirmer=_ask_confirmer(stdin, err, view),
+        session=session,
+        is_new=is_new,
+        save=not opts.no_save,
+        streaming=not opts.no_stream,
     )
-    engine.policy.confirmer = _ask_confirmer(stdin, err, view, engine)
-    engine.streaming = not opts.no_stream
-    # memory upkeep runs after the answer is settled on screen, under a status line
-    hooks, engine.upkeep = engine.upkeep, []
     try:
-        result = engine.run_turn(
-            session, text, view, save=not opts.no_save, is_new=is_new, attached=attached
-        )
-        if result.status == "interrupted":
-            view.abort("interrupted")
-        else:
-            view.finish()
-        if result.session_id is not None and hooks:
-            _upkeep(hooks, result.session_id, err)
+        # the answer is settled on screen, then memory upkeep runs under a status line
+        result = conversation.send(text, view, attached=attached)
     finally:
         provider.close()
     return _report(opts, result, provider, out, err)
 
 
-def _upkeep(hooks: list[Any], session_id: str, err: TextIO) -> None:
-    """Memory upkeep after an answer: never breaks the turn, Ctrl-C skips it until next time."""
-    tty = _isatty(err)
-    if tty:
-        err.write("\x1b[2m… updating memory\x1b[0m")
-        err.flush()
-    note: str | None = None
-    try:
-        for hook in hooks:
-            hook(session_id)
-    except KeyboardInterrupt:
-        note = "memory upkeep interrupted; it runs again after the next turn"
-    except Exception as exc:  # upkeep never breaks the turn
-        why = exc.user_message() if isinstance(exc, CountbotError) else str(exc)
-        note = f"memory upkeep failed: {why}"
-    finally:
-        if tty:
-            err.write("\r\x1b[2K")
-    if note:
-        _notice(err, note)
-
-
-def _ask_confirmer(stdin: TextIO, err: TextIO, view: Any, engine: Engine) -> Any:
+def _ask_confirmer(stdin: TextIO, err: TextIO, view: PlainView) -> Confirmer | None:
     """The approval prompt when a person is there to answer it: stdin and stderr (where the
     prompt is drawn) are terminals. Otherwise None: calls that need approval are denied with a
     one-line notice (SPEC §6, non-interactive)."""
-    if not (_isatty(stdin) and _isatty(err)):
+    if not (isatty(stdin) and isatty(err)):
         return None
     from countbot_cli.ui.confirm import TerminalConfirmer
 
-    return TerminalConfirmer(stdin, err, before_prompt=view.pause, reprepare=engine.reprepare)
+    return TerminalConfirmer(stdin, err, before_prompt=view.pause)
 
 
-def _make_view(opts: AskOptions, out: TextIO, err: TextIO, *, plain: bool, model: str) -> Any:
+def _make_view(opts: AskOptions, out: TextIO, err: TextIO, *, plain: bool, model: str) -> PlainView:
     from countbot_cli.ui.turnview import JsonView, MarkdownView, PlainView
 
     waiting = f"… waiting for {model}"
@@ -313,9 +364,9 @@ def _report(
     if result.error is not None and result.status == "failed":
         print_error(result.error, err)
     stats = provider.last_stats
-    if stats is not None and _isatty(err) and not opts.json_out:
+    if stats is not None and isatty(err) and not opts.json_out:
         err.write(f"\x1b[2m{stats.describe()}\x1b[0m\n")
-    if result.session_id and _isatty(err) and not opts.json_out:
+    if result.session_id and isatty(err) and not opts.json_out:
         u = result.usage
         usage = f" · {u.prompt_tokens}+{u.completion_tokens} tokens" if u.total_tokens else ""
         sid = result.session_id
@@ -338,10 +389,3 @@ def print_error(error: CountbotError, err: TextIO) -> None:
         traceback.print_exception(error.__cause__ or error, file=err)
     err.write(f"countbot: error: {sanitize(error.user_message())}\n")
     err.flush()
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False

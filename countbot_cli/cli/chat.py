@@ -1,24 +1,21 @@
 """Composition of the interactive chat: `countbot`, `countbot chat`, `countbot sessions resume ID`.
 
-The REPL's part of the composition root: settings, store, session and an engine factory (a new
-engine when `/model` switches) built with app.py's functions, then `Repl.run()`. The REPL itself
-(repl/) never imports app.py.
+The REPL's part of the composition root: settings, store, session and the conversation (a new
+engine when `/model` switches) built with app.py's functions, the approval prompt paused around
+the turn on screen, then `Repl.run()`. The REPL itself (repl/) never imports app.py.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO, cast
 
 from countbot_cli.errors import UsageError
 from countbot_cli.ui.terminal import isatty
 
 if TYPE_CHECKING:
-    from countbot_cli.config.settings import Settings
-    from countbot_cli.conversation.engine import Engine
-    from countbot_cli.repl.loop import Repl
-    from countbot_cli.tools.approval import Confirmer
+    from countbot_cli.repl.view import TurnOnScreen
 
 
 @dataclass
@@ -39,7 +36,10 @@ def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
     import prompt_toolkit  # noqa: F401  (first: the prompt is what the user waits for)
 
     from countbot_cli import app
+    from countbot_cli.conversation.chat import open_session
     from countbot_cli.repl.loop import Repl
+    from countbot_cli.repl.view import PausingConfirmer, TurnOnScreen
+    from countbot_cli.ui.confirm import TerminalConfirmer
 
     if opts.session and opts.cont:
         raise UsageError("use either -s/--session ID or -c/--continue, not both")
@@ -57,48 +57,31 @@ def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
     )
     settings = app.load_settings(common)
     store = app.make_store(settings)
-    session, is_new = app.open_session(store, settings, ref=resume or opts.session, cont=opts.cont)
-    side = _SideStream()
-
-    def engine_for(model: str | None, confirmer: Confirmer | None) -> Engine:
-        s = settings if model is None else with_model(settings, model)
-        return app.build_engine(
-            s,
-            app.make_provider(s, cast(TextIO, side)),
-            store,
-            tools_enabled=not opts.no_tools,
-            yes=opts.yes,
-            confirmer=confirmer,
-        )
-
-    from countbot_cli.ui.confirm import TerminalConfirmer
-
-    repl = Repl(
-        settings=settings,
-        store=store,
-        engine_factory=engine_for,
+    session, is_new = open_session(store, settings, ref=resume or opts.session, cont=opts.cont)
+    screen = TurnOnScreen()  # the turn in progress: the approval prompt and notices draw around it
+    side = cast(TextIO, _SideStream(screen))
+    conversation = app.build_conversation(
+        settings,
+        store,
+        provider_for=lambda s: app.make_provider(s, side),
+        tools_enabled=not opts.no_tools,
+        yes=opts.yes,
+        confirmer=PausingConfirmer(TerminalConfirmer(sys.stdin, sys.stderr), screen),
         session=session,
         is_new=is_new,
-        confirmer=TerminalConfirmer(sys.stdin, sys.stderr),
     )
-    side.repl = repl
-    return repl.run()
-
-
-def with_model(settings: Settings, model: str) -> Settings:
-    """The same settings on another model of the same provider (for /model)."""
-    return replace(settings, provider=replace(settings.provider, model=model))
+    return Repl(conversation=conversation, screen=screen).run()
 
 
 class _SideStream:
     """stderr for the provider's notices (retries): written through the turn's view, if any, so
     the spinner's line is erased first."""
 
-    def __init__(self) -> None:
-        self.repl: Repl | None = None
+    def __init__(self, screen: TurnOnScreen) -> None:
+        self.screen = screen
 
     def write(self, text: str) -> int:
-        view = self.repl.view if self.repl is not None else None
+        view = self.screen.view
         if view is not None:
             view.side_note(text)
         else:

@@ -122,18 +122,22 @@ class ToolRunner:
         exact call). KeyboardInterrupt (Ctrl-C at a prompt) propagates.
         """
         edited: dict[str, Any] | None = None
-        decision = self.policy.decide(prepared)
+        decision = self.policy.decide(prepared, self.reprepare)
         while decision.approved and decision.args is not None:
             edited = decision.args
-            again = self._reprepare(call, edited)
+            again = self.reprepare(prepared, edited)
             new_outside = [p for p in again.outside_paths if p not in prepared.outside_paths]
             prepared = again
             if again.error or not new_outside or not again.needs_approval:
                 break
-            decision = self.policy.decide(again)
+            decision = self.policy.decide(again, self.reprepare)
         return decision, prepared, edited
 
-    def _reprepare(self, call: ToolCall, args: dict[str, Any]) -> PreparedCall:
+    def reprepare(self, prepared: PreparedCall, args: dict[str, Any]) -> PreparedCall:
+        """`prepared` with the arguments the user edited, checked as every call of a round is
+        (the one place an edited call is prepared; the approval prompt gets it through the
+        policy, to show the edited call before it runs)."""
+        call = prepared.call
         edited = ToolCall(
             id=call.id, name=call.name, arguments=json.dumps(args, ensure_ascii=False)
         )

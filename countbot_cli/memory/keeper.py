@@ -63,7 +63,6 @@ from countbot_cli.prompts import (
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
     from countbot_cli.conversation.budget import WindowBudget
-    from countbot_cli.conversation.engine import Engine
     from countbot_cli.conversation.session import Session
     from countbot_cli.conversation.store import SessionStore
     from countbot_cli.memory.store import MemoryStore
@@ -118,8 +117,8 @@ class MemoryKeeper:
         self._counter = counter
         self.today = today
         self.summariser = summariser or Summariser(settings, provider)
-        self.screen = Screen()  # junk replies are not stored (memory/quality.py)
         self._budget: WindowBudget | None = None
+        self.screen = Screen()  # junk replies are not stored (memory/quality.py)
 
     @property
     def counter(self) -> TokenCounter:
@@ -220,8 +219,8 @@ class MemoryKeeper:
                 break
             written.archived += len(batch.messages)
             if line is not None:
-        self.screen.report(written)
                 written.append(line)
+        self.screen.report(written)
         return written
 
     def _input_budget(self, template: str) -> tuple[TextCost | None, int | None]:
@@ -330,7 +329,7 @@ class MemoryKeeper:
             return []
         return box
 
-    # ---- the hook for the engine ----
+    # ---- the hook for the conversation (conversation.chat runs it after each saved turn) ----
 
     def upkeep_hooks(self) -> list[Callable[[str], None]]:
         mem = self.settings.memory
@@ -456,12 +455,6 @@ def auto_cursor(session: Session, everything: Sequence[Message]) -> int:
     return min(pos, len(everything))
 
 
-def keeper_of(engine: Engine) -> MemoryKeeper | None:
-    """The MemoryKeeper `app.build_engine` attached to `engine` (None without one)."""
-    keeper = engine.memory_keeper
-    return keeper if isinstance(keeper, MemoryKeeper) else None
-
-
 __all__ = [
     "NO_MEMORY_SENTINEL",
     "SESSION_CONTEXT_HEADER",
@@ -473,7 +466,6 @@ __all__ = [
     "batch_threshold",
     "format_newest",
     "is_no_memory",
-    "keeper_of",
     "message_key",
     "overflow_batches",
     "query_words",

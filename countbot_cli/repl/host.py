@@ -1,7 +1,8 @@
 """`ReplHost`: what the slash commands and the prompt may use of the running REPL.
 
 `loop.Repl` provides it; declaring it here keeps `slash` and `prompt` from importing the loop
-that imports them.
+that imports them. The conversation's state and operations are `conversation` (a
+`conversation.chat.Conversation`); the REPL itself only runs turns on screen and draws.
 """
 
 from __future__ import annotations
@@ -10,32 +11,27 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from countbot_cli.conversation.engine import Engine, TurnResult
-    from countbot_cli.conversation.session import Session
-    from countbot_cli.conversation.store import SessionStore
-    from countbot_cli.memory.store import MemoryStore
+    from countbot_cli.conversation.chat import Conversation
+    from countbot_cli.conversation.engine import TurnResult
     from countbot_cli.repl.toolbar import ContextMeter
+    from countbot_cli.repl.view import ReplView
+
+# a Conversation operation that runs a turn on the REPL's view (send, retry)
+TurnOp = Callable[["ReplView"], "TurnResult | None"]
 
 
 class ReplHost(Protocol):
     """What the slash commands and the prompt use of the running REPL (`loop.Repl`)."""
 
-    session: Session
-    is_new: bool
-    store: SessionStore
-    engine: Engine
+    conversation: Conversation
     meter: ContextMeter
     last_tool: tuple[str, str] | None
 
-    def send(self, text: str, *, replaces: str | None = None) -> TurnResult | None: ...
-    def start_new(self, title: str) -> None: ...
-    def resume(self, sid: str) -> None: ...
-    def reload(self) -> None: ...
-    def switch_model(self, name: str) -> None: ...
+    def send(self, text: str) -> TurnResult | None: ...
+    def turn(self, op: TurnOp) -> TurnResult | None: ...
+    def show_recent(self) -> None: ...
     def model_names(self, *, refresh: bool = False, quiet: bool = True) -> list[str]: ...
     def prefetch_models(self) -> None: ...
-    def memory(self) -> MemoryStore: ...
-    def compact_hook(self) -> Callable[[str], list[str]] | None: ...
     def request_exit(self) -> None: ...
     def write(self, text: str) -> None: ...
     def info(self, text: str) -> None: ...

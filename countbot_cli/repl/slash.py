@@ -1,8 +1,9 @@
 """The REPL's slash commands (SPEC §2): one table of name, arguments, help, handler, completer.
 
 A handler gets the running REPL (as `ReplHost`, what a handler may use of it) and the argument
-text. It prints through the REPL and raises
-errors from errors.py for bad input (the REPL prints them and goes on). Nothing typed here is
+text. It changes the conversation through its operations (`repl.conversation`, a
+`conversation.chat.Conversation`), prints through the REPL and raises errors from errors.py for
+bad input (the REPL prints them and goes on). Nothing typed here is
 ever sent to the model: an unknown command says so and names the nearest ones.
 """
 
@@ -18,18 +19,16 @@ from typing import TYPE_CHECKING
 
 from countbot_cli.conversation.session import plural
 from countbot_cli.errors import CountbotError, UsageError
+from countbot_cli.memory.store import MemoryStore
 from countbot_cli.textsafe import sanitize, sanitize_line
 
 if TYPE_CHECKING:
-    from countbot_cli.conversation.session import Session
-    from countbot_cli.messages import Message
     from countbot_cli.repl.host import ReplHost
 
 Handler = Callable[["ReplHost", str], None]
 ArgCompleter = Callable[["ReplHost", str], Iterable[tuple[str, str]]]  # arg text -> (value, meta)
 
 COMMAND_RE = re.compile(r"/([A-Za-z][\w-]*)(?:\s+|$)")
-TOOL_MODES = ("ask", "auto", "off")
 KEYS_HELP = (
     "Enter sends · Alt-Enter, Esc Enter or Ctrl-J: new line · Ctrl-R: search history · "
     "Tab: complete · Ctrl-X Ctrl-E: edit in $EDITOR · Ctrl-C: stop the answer or clear the line · "
@@ -100,10 +99,10 @@ def cmd_help(repl: ReplHost, arg: str) -> None:
 
 
 def cmd_new(repl: ReplHost, arg: str) -> None:
-    granted = sorted(repl.engine.policy.session_allowed)
-    repl.start_new(arg)
+    revoked = repl.conversation.new(arg)
+    repl.meter.reset()
     repl.info("New conversation" + (f" “{sanitize_line(arg)}”" if arg else "") + ".")
-    _note_revoked(repl, granted)
+    _note_revoked(repl, revoked)
 
 
 def cmd_sessions(repl: ReplHost, arg: str) -> None:
@@ -111,19 +110,21 @@ def cmd_sessions(repl: ReplHost, arg: str) -> None:
 
     if arg and not (arg.isdigit() and int(arg) > 0):
         raise UsageError("usage: /sessions [N] (show the N most recent; 20 by default)")
+    c = repl.conversation
     out = io.StringIO()
-    sessions_list(repl.store, out, limit=int(arg) if arg else 20)
+    sessions_list(c.store, out, limit=int(arg) if arg else 20)
     repl.write(out.getvalue())
-    current = "not saved yet" if repl.is_new else repl.session.id
+    current = "not saved yet" if c.is_new else c.session.id
     repl.info(f"current: {current} · /resume ID switches")
 
 
 def cmd_resume(repl: ReplHost, arg: str) -> None:
     if not arg:
         raise UsageError("usage: /resume ID (a unique prefix or 'latest'; /sessions lists them)")
-    granted = sorted(repl.engine.policy.session_allowed)
-    repl.resume(repl.store.resolve(arg))
-    _note_revoked(repl, granted)
+    revoked = repl.conversation.resume(arg)
+    repl.meter.reset()
+    repl.show_recent()
+    _note_revoked(repl, revoked)
 
 
 def _note_revoked(repl: ReplHost, names: list[str]) -> None:
@@ -132,22 +133,18 @@ def _note_revoked(repl: ReplHost, names: list[str]) -> None:
 
 
 def cmd_rename(repl: ReplHost, arg: str) -> None:
-    title = " ".join(arg.split())
-    if not title:
+    if not arg.split():
         raise UsageError("usage: /rename TITLE")
-    if repl.is_new:
-        repl.session.title = title
-    else:
-        repl.store.rename(repl.session.id, title)
-        repl.reload()
+    title = repl.conversation.rename(arg)
     repl.info(f"Renamed to “{sanitize_line(title)}”.")
 
 
 def cmd_delete(repl: ReplHost, arg: str) -> None:
-    if not arg and repl.is_new:
+    c = repl.conversation
+    if not arg and c.is_new:
         raise UsageError("this conversation is not saved yet: there is nothing to delete")
-    sid = repl.store.resolve(arg) if arg else repl.session.id
-    head = next((h for h in repl.store.list() if h["id"] == sid), None)
+    sid = c.store.resolve(arg) if arg else c.session.id
+    head = next((h for h in c.store.list() if h["id"] == sid), None)
     title = sanitize_line(head["title"]) if head else ""
     count = head["message_count"] if head else 0
     if not repl.confirm(
@@ -155,60 +152,29 @@ def cmd_delete(repl: ReplHost, arg: str) -> None:
     ):
         repl.info("Nothing deleted.")
         return
-    repl.store.delete(sid)
+    current = c.delete(sid)
     repl.info(f"Deleted {sid}.")
-    if sid == repl.session.id and not repl.is_new:
-        repl.start_new("")
+    if current:
+        repl.meter.reset()
         repl.info("New conversation.")
 
 
 def cmd_retry(repl: ReplHost, arg: str) -> None:
-    """Ask the last question again. A failed or interrupted attempt is replaced by the engine
-    (`replaces=`) and left out of the request; a good answer is removed first."""
-    msgs = repl.session.messages
-    idx = last_user_index(msgs)
-    if repl.is_new or idx is None:
+    """Ask the last question again (the conversation replaces the earlier attempt)."""
+    last = repl.conversation.last_question()
+    if last is None:
         repl.info("Nothing to retry.")
         return
-    user, after = msgs[idx], msgs[idx + 1 :]
-    if user.status is not None or any(m.status is not None for m in after):
+    if last[1]:
         repl.info("Asking again (the failed or interrupted attempt is replaced).")
-        repl.send(user.content, replaces=user.id)
-        return
-    undo_last(repl)
-    repl.info("Asking again (the previous answer is replaced).")
-    repl.send(user.content)
-
-
-def undo_last(repl: ReplHost) -> list[Message]:
-    """Remove the last exchange (the last user message and all after it) from the session file."""
-    if repl.is_new or last_user_index(repl.session.messages) is None:
-        return []
-
-    def apply(s: Session) -> list[Message]:
-        idx = last_user_index(s.messages)
-        if idx is None:
-            return []
-        removed, s.messages = s.messages[idx:], s.messages[:idx]
-        gone = {m.id for m in removed}
-        s.tool_conversations = [r for r in s.tool_conversations if r.get("message_id") not in gone]
-        return removed
-
-    removed = repl.store.update(repl.session.id, apply)
-    repl.reload()
-    repl.meter.invalidate()
-    return removed
-
-
-def last_user_index(messages: list[Message]) -> int | None:
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].role == "user":
-            return i
-    return None
+    else:
+        repl.info("Asking again (the previous answer is replaced).")
+    repl.turn(repl.conversation.retry)
 
 
 def cmd_undo(repl: ReplHost, arg: str) -> None:
-    removed = undo_last(repl)
+    removed = repl.conversation.undo()
+    repl.meter.invalidate()
     if not removed:
         repl.info("Nothing to undo.")
         return
@@ -221,17 +187,18 @@ def cmd_undo(repl: ReplHost, arg: str) -> None:
 def cmd_export(repl: ReplHost, arg: str) -> None:
     from countbot_cli.ui.sessions import sessions_export
 
-    if repl.is_new:
+    c = repl.conversation
+    if c.is_new:
         raise UsageError("this conversation is not saved yet: there is nothing to export")
-    path = Path(arg).expanduser() if arg else Path(f"countbot-{repl.session.id}.md")
+    path = Path(arg).expanduser() if arg else Path(f"countbot-{c.session.id}.md")
     if path.is_dir():
-        path = path / f"countbot-{repl.session.id}.md"
+        path = path / f"countbot-{c.session.id}.md"
     if path.exists() and not repl.confirm(f"{path} exists. Overwrite it?"):
         repl.info("Nothing exported.")
         return
     fmt = "json" if path.suffix.lower() == ".json" else "md"
     out = io.StringIO()
-    sessions_export(repl.store, repl.session.id, fmt=fmt, output=path, out=out)
+    sessions_export(c.store, c.session.id, fmt=fmt, output=path, out=out)
     repl.info(out.getvalue().strip())
 
 
@@ -258,7 +225,7 @@ def cmd_exit(repl: ReplHost, arg: str) -> None:
 def cmd_model(repl: ReplHost, arg: str) -> None:
     if not arg:
         names = repl.model_names(refresh=True, quiet=False)
-        current = repl.engine.provider.model
+        current = repl.conversation.provider.model
         for name in names:
             repl.write(f"{'*' if name == current else ' '} {sanitize_line(name)}\n")
         repl.info(f"current: {sanitize_line(current)} · /model NAME switches")
@@ -266,7 +233,8 @@ def cmd_model(repl: ReplHost, arg: str) -> None:
     if len(arg.split()) != 1:
         raise UsageError("usage: /model NAME (a model name has no spaces)")
     known = repl.model_names()
-    repl.switch_model(arg)
+    repl.conversation.switch_model(arg)
+    repl.meter.reset()  # the last usage was reported for the other model
     note = "" if not known or arg in known else " (not in the provider's model list)"
     repl.info(f"Model: {sanitize_line(arg)}{note}.")
 
@@ -274,8 +242,9 @@ def cmd_model(repl: ReplHost, arg: str) -> None:
 def cmd_system(repl: ReplHost, arg: str) -> None:
     """The conversation's extra instructions, kept in its session file (they win over --system);
     `clear` removes them, and --system's text too for the rest of this conversation."""
+    c = repl.conversation
     if not arg:
-        current = repl.session.system or repl.engine.system_override
+        current = c.system
         repl.info(
             f"Extra instructions: {sanitize(current)}"
             if current
@@ -283,13 +252,8 @@ def cmd_system(repl: ReplHost, arg: str) -> None:
         )
         return
     text = "" if arg.lower() == "clear" else arg
-    if repl.is_new:  # saved with the first turn
-        repl.session.system = text
-    else:
-        repl.store.update(repl.session.id, lambda s: setattr(s, "system", text))
-        repl.reload()
+    c.set_system(text)  # saved with the first turn while the conversation is new
     if not text:
-        repl.engine.system_override = None
         repl.info("Extra instructions cleared.")
     else:
         repl.info("Extra instructions set for this conversation (kept when it is resumed).")
@@ -298,25 +262,22 @@ def cmd_system(repl: ReplHost, arg: str) -> None:
 
 def cmd_summary(repl: ReplHost, arg: str) -> None:
     if not arg:
-        text = repl.session.summary
+        text = repl.conversation.session.summary
         repl.info(f"Summary: {sanitize(text)}" if text else "No summary (/summary TEXT sets one).")
         return
     text = "" if arg.lower() == "clear" else arg
-    if repl.is_new:
-        repl.session.summary = text
-    else:
-        repl.store.set_summary(repl.session.id, text)
-        repl.reload()
+    repl.conversation.set_summary(text)
     repl.info("Summary cleared." if not text else "Summary saved.")
     repl.meter.invalidate()
 
 
 def cmd_tools(repl: ReplHost, arg: str) -> None:
-    policy = repl.engine.policy
+    c = repl.conversation
+    policy = c.policy
     if not arg:
-        if repl.engine.tool_schemas():
+        if c.engine.tool_schemas():
             offered = "offered to the model"
-        elif repl.engine.tools is not None:
+        elif c.engine.tools is not None:
             offered = "not offered: this model cannot take tools"
         else:
             offered = "not offered (--no-tools or config)"
@@ -327,11 +288,7 @@ def cmd_tools(repl: ReplHost, arg: str) -> None:
                 f"Allowed for this session without asking: {', '.join(granted)} (/tools ask revokes)"
             )
         return
-    mode = arg.lower()
-    if mode not in TOOL_MODES:
-        raise UsageError(f"unknown tool mode '{sanitize_line(arg)}'", hint="use ask, auto or off")
-    policy.mode = mode
-    revoked = policy.revoke_session() if mode != "auto" else []
+    mode, revoked = c.set_tool_mode(arg)
     what = {
         "ask": "changes need your approval",
         "auto": "file writes and edits run without asking; shell commands still ask",
@@ -350,7 +307,7 @@ def cmd_memory(repl: ReplHost, arg: str) -> None:
     sub, _, rest = arg.partition(" ")
     rest = rest.strip()
     out = io.StringIO()
-    store = repl.memory()
+    store = MemoryStore(repl.conversation.settings.memory.file)
     if not sub:
         memory_show(store, out, tail=10)
     elif sub == "search" and rest:
@@ -371,20 +328,15 @@ def cmd_memory(repl: ReplHost, arg: str) -> None:
 def cmd_tokens(repl: ReplHost, arg: str) -> None:
     from countbot_cli.repl.toolbar import token_report
 
-    repl.write(token_report(repl.meter, repl.engine, repl.session))
+    repl.write(token_report(repl.meter, repl.conversation))
 
 
 def cmd_compact(repl: ReplHost, arg: str) -> None:
-    hook = repl.compact_hook()
-    if hook is None or repl.is_new:
-        repl.info("Nothing to compact.")
-        return
     try:
-        lines = hook(repl.session.id)
+        lines = repl.conversation.compact()
     except CountbotError as exc:
         repl.info(f"Could not compact: {exc.user_message()}; the messages stay in the history.")
         return
-    repl.reload()
     repl.meter.invalidate()
     if not lines:
         repl.info("Nothing to compact.")
@@ -401,14 +353,14 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _sessions(repl: ReplHost, arg: str) -> Iterator[tuple[str, str]]:
-    for head in repl.store.list()[:200]:
+    for head in repl.conversation.store.list()[:200]:
         when = str(head.get("updated_at") or "")[:16].replace("T", " ")
         n = plural(head.get("message_count", 0), "msg")
         yield head["id"], f"{sanitize_line(head['title'])[:40]} · {n} · {when}"
 
 
 def _models(repl: ReplHost, arg: str) -> Iterator[tuple[str, str]]:
-    current = repl.engine.provider.model
+    current = repl.conversation.provider.model
     for name in repl.model_names():
         yield name, "current" if name == current else ""
 

@@ -34,8 +34,8 @@ from countbot_cli.textsafe import sanitize_line
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
+    from countbot_cli.conversation.chat import Conversation
     from countbot_cli.conversation.engine import Engine, TurnResult
-    from countbot_cli.conversation.session import Session
 
 ESTIMATE_ENCODING = "estimate"  # not an encoding: TokenCounter then counts ~4 characters a token
 
@@ -131,23 +131,23 @@ class ContextMeter:
             self._estimator = TokenCounter(model, encoding_name=ESTIMATE_ENCODING)
         return self._estimator
 
-    def breakdown(self, engine: Engine, session: Session, *, wait: bool = True) -> Breakdown:
+    def breakdown(self, conversation: Conversation, *, wait: bool = True) -> Breakdown:
         """The next request, counted. wait=False never blocks on loading the tokenizer: it
         counts with the estimate meanwhile (and starts the load when `autoload` is set)."""
-        model = engine.provider.model
+        model = conversation.provider.model
         if wait or self.ready(model):
             counter = self.counter(model)
         else:
             if self.autoload:
                 self.load_in_background(model)
             counter = self._estimator_for(model)
-        key = _fingerprint(engine, session, counter)
+        key = _fingerprint(conversation, counter)
         cached = self._cache
         if cached is not None and cached[0] == key:
             return cached[1]
-        self._calibrate(counter, engine)
-        result = _count(counter, engine, session, self.window(model), self._tools_sent)
-        self._cache = (_fingerprint(engine, session, counter), result)
+        self._calibrate(counter, conversation.engine)
+        result = _count(counter, conversation, self.window(model), self._tools_sent)
+        self._cache = (_fingerprint(conversation, counter), result)
         return result
 
     def _calibrate(self, counter: TokenCounter, engine: Engine) -> None:
@@ -171,21 +171,21 @@ class ContextMeter:
         last = self.last
         return last.usage.prompt_tokens if last is not None and not last.tool_calls else 0
 
-    def summary(self, engine: Engine, session: Session) -> str:
+    def summary(self, conversation: Conversation) -> str:
         """`~1.2k/128k (1%)` for the toolbar: the total `/tokens` shows."""
-        b = self.breakdown(engine, session, wait=False)
+        b = self.breakdown(conversation, wait=False)
         pct = f" ({100 * b.total / b.window:.0f}%)" if b.window else ""
         return f"{'~' if b.estimated else ''}{short_count(b.total)}/{short_count(b.window)}{pct}"
 
 
-def _fingerprint(engine: Engine, session: Session, counter: TokenCounter) -> tuple[Any, ...]:
+def _fingerprint(conversation: Conversation, counter: TokenCounter) -> tuple[Any, ...]:
+    engine, session = conversation.engine, conversation.session
     msgs = session.messages
     last = msgs[-1] if msgs else None
     return (
         id(engine),
         engine.provider.model,
-        engine.system_override,
-        session.system,
+        conversation.system,
         bool(engine.tool_schemas()),
         session.id,
         session.summary,
@@ -199,10 +199,15 @@ def _fingerprint(engine: Engine, session: Session, counter: TokenCounter) -> tup
 
 
 def _count(
-    counter: TokenCounter, engine: Engine, session: Session, window: int, tools_sent: bool | None
+    counter: TokenCounter, conversation: Conversation, window: int, tools_sent: bool | None
 ) -> Breakdown:
-    ctx = engine.context_for(session, Message(role="user", content=""))
-    base = system_prompt(engine.prompt_facts(session))
+    engine, session, system = (
+        conversation.engine,
+        conversation.session,
+        conversation.system_override,
+    )
+    ctx = engine.context_for(session, Message(role="user", content=""), system=system)
+    base = system_prompt(engine.prompt_facts(session, system=system))
     base_n = counter.count_text(base)
     with_summary = counter.count_text(with_session_context(base, session.summary))
     summary = max(0, with_summary - base_n)
@@ -235,9 +240,9 @@ def _count(
     )
 
 
-def token_report(meter: ContextMeter, engine: Engine, session: Session) -> str:
+def token_report(meter: ContextMeter, conversation: Conversation) -> str:
     """System prompt, summary, memory, history and tools of the next request, and the total."""
-    b = meter.breakdown(engine, session)
+    b = meter.breakdown(conversation)
     tools_note = f"   {plural(b.tool_defs, 'definition')}" if b.tools else ""
     if b.tools and not b.tools_sent:
         tools_note += ", not counted: not sent (judging by the reported prompt size)"
@@ -276,16 +281,17 @@ def short_count(n: int) -> str:
     return f"{n // 1000}k"
 
 
-def toolbar_text(engine: Engine, session: Session, meter: ContextMeter, *, is_new: bool) -> str:
+def toolbar_text(conversation: Conversation, meter: ContextMeter) -> str:
     """The REPL's bottom toolbar: provider/model · title · context used/window (percent) · the
     tool mode and the tools allowed for the session (`tools ask +write_file`)."""
-    p = engine.provider
-    title = sanitize_line(session.title) or ("new conversation" if is_new else "(untitled)")
+    c = conversation
+    p = c.provider
+    title = sanitize_line(c.session.title) or ("new conversation" if c.is_new else "(untitled)")
     if len(title) > 40:
         title = title[:39] + "…"
-    ctx = meter.summary(engine, session)
+    ctx = meter.summary(c)
     tools = "no tools"
-    if engine.tool_schemas():
-        granted = sorted(engine.policy.session_allowed)
-        tools = f"tools {engine.policy.mode}" + (f" +{','.join(granted)}" if granted else "")
+    if c.engine.tool_schemas():
+        granted = sorted(c.policy.session_allowed)
+        tools = f"tools {c.policy.mode}" + (f" +{','.join(granted)}" if granted else "")
     return f" {sanitize_line(p.name)}/{sanitize_line(p.model)} · {title} · {ctx} · {tools} "

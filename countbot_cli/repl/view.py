@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 from countbot_cli.textsafe import sanitize, sanitize_line
@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from countbot_cli.conversation.engine import TurnResult
     from countbot_cli.provider import ProviderStats
     from countbot_cli.tools import PreparedCall, ToolResult
-    from countbot_cli.tools.approval import Confirmer, Decision
+    from countbot_cli.tools.approval import Confirmer, Decision, Reprepare
+    from countbot_cli.ui.terminal import QuietKeys
 
 _FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _ASCII_FRAMES = "-\\|/"
@@ -89,29 +90,31 @@ class Spinner:
             pass
 
 
+@dataclass
+class TurnOnScreen:
+    """The REPL's turn in progress, for what draws in the middle of it (the approval prompt,
+    a provider's notices): its view and the terminal mode. None between turns."""
+
+    view: ReplView | None = None
+    keys: QuietKeys | None = None
+
+
 class PausingConfirmer:
     """Settles the streamed text, stops the spinner and puts the terminal in its usual mode
-    before the approval prompt is shown (`repl` is the running Repl: its view and keys)."""
+    before the approval prompt is shown."""
 
-    def __init__(self, inner: Confirmer, repl: Any) -> None:
+    def __init__(self, inner: Confirmer, screen: TurnOnScreen) -> None:
         self.inner = inner
-        self.repl = repl
-        if getattr(inner, "reprepare", False) is None:  # an edited call is shown and asked again
-            setattr(inner, "reprepare", self.reprepare)  # noqa: B010 (not in the Confirmer protocol)
+        self.screen = screen
 
-    def reprepare(self, prepared: PreparedCall, args: dict[str, Any]) -> PreparedCall:
-        """The call with edited arguments, prepared by the engine's tools as the tool loop will."""
-        again: PreparedCall = self.repl.engine.reprepare(prepared, args)
-        return again
-
-    def confirm(self, prepared: PreparedCall) -> Decision:
-        if self.repl.view is not None:
-            self.repl.view.pause()
-        keys = self.repl.keys
+    def confirm(self, prepared: PreparedCall, reprepare: Reprepare | None = None) -> Decision:
+        if self.screen.view is not None:
+            self.screen.view.pause()
+        keys = self.screen.keys
         if keys is None:
-            return self.inner.confirm(prepared)
+            return self.inner.confirm(prepared, reprepare)
         with keys.normal():
-            return self.inner.confirm(prepared)
+            return self.inner.confirm(prepared, reprepare)
 
 
 class ReplView:
@@ -129,6 +132,7 @@ class ReplView:
         waiting: str,
         spinner: bool = False,
         stream_view: Any = None,
+        stats: Callable[[], ProviderStats | None] | None = None,
     ) -> None:
         self.console = console
         self.side = side
@@ -139,6 +143,8 @@ class ReplView:
         self.frames = StallRedraw(self.stream)
         self.last_tool: tuple[str, str] | None = None  # (name and arguments, full output)
         self.tool_calls = 0
+        self._stats = stats
+        self._started = time.monotonic()
         self._start_spinner(waiting)
 
     # ---- TurnView ----
@@ -224,16 +230,29 @@ class ReplView:
         if spinning and spinner is not None:
             spinner.start()
 
-    @contextmanager
-    def status(self, label: str) -> Iterator[None]:
-        """A spinner with `label` on the side stream while the block runs (after the answer)."""
-        self._start_spinner(label)
-        try:
-            yield
-        finally:
-            self._quiet()
+    # ---- after the turn (conversation.chat.ConversationView) ----
 
-    def stop_status(self) -> None:
+    def turn_ended(self, result: TurnResult) -> None:
+        """The answer settled (or marked interrupted), then the dim usage line."""
+        if result.status == "interrupted":
+            self.abort("interrupted")
+        else:
+            self.finish()
+        stats = self._stats() if self._stats is not None else None
+        self.summary(result, time.monotonic() - self._started, stats)
+
+    def upkeep_started(self) -> None:
+        """Memory upkeep runs (it may ask the model for a summary): a spinner on the side."""
+        self._start_spinner("updating memory")
+
+    def upkeep_note(self, text: str, *, failed: bool) -> None:
+        from rich.text import Text
+
+        self._quiet()
+        style = "yellow" if failed else "dim"
+        self.console.print(Text(sanitize(text), style=style), soft_wrap=True)
+
+    def upkeep_ended(self) -> None:
         self._quiet()
 
     # ---- internals ----

@@ -16,6 +16,7 @@ about that exact call. `/tools off` denies everything that needs approval, sessi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -44,10 +45,18 @@ class Decision:
     always: bool = False  # the user answered "a": allow this tool for the session
 
 
-class Confirmer(Protocol):
-    """Asks a person about one call. Returns approved/denied (+reason), always, or edited args."""
+# (the call as the model sent it, edited arguments) -> the edited call, prepared as the tool
+# round will run it (conversation/tool_round.py owns it and lends it to the Confirmer)
+Reprepare = Callable[["PreparedCall", dict[str, Any]], "PreparedCall"]
 
-    def confirm(self, prepared: PreparedCall) -> Decision: ...
+
+class Confirmer(Protocol):
+    """Asks a person about one call. Returns approved/denied (+reason), always, or edited args.
+
+    `reprepare` (when the caller has one) prepares edited arguments, so the edited call can be
+    shown as it will run and asked about again."""
+
+    def confirm(self, prepared: PreparedCall, reprepare: Reprepare | None = None) -> Decision: ...
 
 
 @dataclass
@@ -61,7 +70,7 @@ class ApprovalPolicy:
     def interactive(self) -> bool:
         return self.confirmer is not None and self.mode != "off"
 
-    def decide(self, prepared: PreparedCall) -> Decision:
+    def decide(self, prepared: PreparedCall, reprepare: Reprepare | None = None) -> Decision:
         spec = prepared.spec
         kind = spec.kind if spec else ""
         only_this_call = bool(prepared.outside_paths or prepared.sensitive)
@@ -77,7 +86,7 @@ class ApprovalPolicy:
                 return Decision(True, HOW_SESSION)
         if not self.interactive or self.confirmer is None:
             return Decision(False, HOW_DENIED_POLICY, reason=self._why_denied(prepared))
-        decision = self.confirmer.confirm(prepared)
+        decision = self.confirmer.confirm(prepared, reprepare)
         allowed = decision.approved and decision.always and kind != "exec"
         if allowed and spec is not None and not only_this_call:
             self.session_allowed.add(spec.name)

@@ -11,8 +11,8 @@ folder of `exec`, a warning naming every path outside the workspace — and asks
   to the model; Enter, end of input or anything else also denies;
 - `e` edits the arguments as JSON in `$VISUAL`/`$EDITOR` (a temporary file) or inline and checks
   them against the tool's schema (invalid JSON asks again); the edited call is prepared again
-  (`reprepare`), its diff or command shown, and asked about again (y/n/e, no `a`) before it
-  runs. Without `reprepare` the edited call runs at once.
+  (with the `reprepare` the tool round passes), its diff or command shown, and asked about again
+  (y/n/e, no `a`) before it runs. Without `reprepare` the edited call runs at once.
 
 Keys typed before the question appears are discarded, so a stray "y" typed while the answer
 streamed cannot approve anything.
@@ -49,6 +49,7 @@ from countbot_cli.tools.approval import (
     HOW_USER_EDITED,
     HOW_USER_ONCE,
     Decision,
+    Reprepare,
 )
 
 if TYPE_CHECKING:
@@ -69,8 +70,6 @@ NO_REVERSE = "\x1b[27m"
 MAX_ARG_CHARS = 300  # one argument's value shown in the summary of a call without a preview
 
 EditorRunner = Callable[[list[str], str], int]  # (argv, file path) -> exit status
-# (the call as the model sent it, edited arguments) -> the edited call, prepared
-Reprepare = Callable[["PreparedCall", dict[str, Any]], "PreparedCall"]
 
 
 def check_arguments(text: str, prepared: PreparedCall) -> tuple[dict[str, Any] | None, str | None]:
@@ -114,8 +113,7 @@ class TerminalConfirmer:
 
     before_prompt: called before anything is drawn, so a live answer region or a status line is
     settled first. editor: the command for `e` (default `$VISUAL`, then `$EDITOR`; "" means
-    inline editing). run_editor: how the editor is started (tests may replace it). reprepare:
-    prepares an edited call, so it is shown and asked about again (the REPL sets it).
+    inline editing). run_editor: how the editor is started (tests may replace it).
     """
 
     def __init__(
@@ -127,7 +125,6 @@ class TerminalConfirmer:
         editor: str | None = None,
         before_prompt: Callable[[], None] | None = None,
         run_editor: EditorRunner | None = None,
-        reprepare: Reprepare | None = None,
     ) -> None:
         self.inp = inp
         self.out = out
@@ -137,12 +134,11 @@ class TerminalConfirmer:
         self.editor = editor.strip()
         self.before_prompt = before_prompt
         self.run_editor = run_editor or self._run_editor
-        self.reprepare = reprepare
         self._approved_edit: tuple[str, str] | None = None  # (call id, arguments) just approved
 
     # ---- the protocol ----
 
-    def confirm(self, prepared: PreparedCall) -> Decision:
+    def confirm(self, prepared: PreparedCall, reprepare: Reprepare | None = None) -> Decision:
         if self._is_approved_edit(prepared):  # asked again about the edit just shown and approved
             return Decision(True, HOW_USER_EDITED)
         if self.before_prompt is not None:
@@ -165,10 +161,10 @@ class TerminalConfirmer:
                 args = self._edit(current)
                 if args is None:
                     continue
-                if self.reprepare is None:
+                if reprepare is None:
                     self._write(self._paint(DIM, "  running with: " + _json(args)) + "\n")
                     return Decision(True, HOW_USER_EDITED, args=args)
-                again = self.reprepare(prepared, args)
+                again = reprepare(prepared, args)
                 if again.error:
                     self._say(f"the edited call cannot run: {visible(again.error)}")
                     continue

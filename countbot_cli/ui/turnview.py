@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, TextIO
 from countbot_cli.errors import OutputClosed
 from countbot_cli.textsafe import StreamSanitizer, sanitize
 from countbot_cli.tools.shell import failed_stderr_tail
+from countbot_cli.ui.stream import StallRedraw, StreamView, make_console
 from countbot_cli.ui.terminal import isatty
 from countbot_cli.ui.transcript import short_args
 
 if TYPE_CHECKING:
+    from countbot_cli.conversation.engine import TurnResult
     from countbot_cli.tools import PreparedCall, ToolResult
     from countbot_cli.tools.approval import Decision
 
@@ -26,9 +28,15 @@ class _StderrNotices:
         self.err = err
         self.tty = isatty(err)
         self._status_shown = False
-        if waiting and self.tty:
-            err.write(f"\x1b[2m{sanitize(waiting)}\x1b[0m")  # names the model
-            err.flush()
+        if waiting:
+            self.status(waiting)  # names the model
+
+    def status(self, text: str) -> None:
+        """A dim status line (on a terminal only) until the next output clears it."""
+        if self.tty:
+            self.clear_status()
+            self.err.write(f"\x1b[2m{sanitize(text)}\x1b[0m")
+            self.err.flush()
             self._status_shown = True
 
     def clear_status(self) -> None:
@@ -95,6 +103,25 @@ class PlainView:
     def abort(self, note: str) -> None:
         self.finish()
 
+    # ---- after the turn (conversation.chat.ConversationView) ----
+
+    def turn_ended(self, result: TurnResult) -> None:
+        if result.status == "interrupted":
+            self.abort("interrupted")
+        else:
+            self.finish()
+
+    def upkeep_started(self) -> None:
+        self.notices.status("… updating memory")
+
+    def upkeep_note(self, text: str, *, failed: bool) -> None:
+        self.notices.clear_status()
+        self.notices.err.write(f"countbot: {sanitize(text)}\n")
+        self.notices.err.flush()
+
+    def upkeep_ended(self) -> None:
+        self.notices.clear_status()
+
 
 class JsonView(PlainView):
     """Collects nothing on stdout (the caller prints one JSON object); notices to stderr."""
@@ -115,8 +142,6 @@ class MarkdownView(PlainView):
 
     def __init__(self, out: TextIO, err: TextIO, *, waiting: str | None = None) -> None:
         super().__init__(out, err, waiting=waiting)
-        from countbot_cli.ui.stream import StallRedraw, StreamView, make_console
-
         self.console = make_console(file=out)
         self.stream = StreamView(self.console)
         self.frames = StallRedraw(self.stream)

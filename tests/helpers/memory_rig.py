@@ -1,6 +1,7 @@
-"""The rig the memory tests share (no tests here): the real engine from `app.build_engine`, a
-real SessionStore and MEMORY.md, real HTTP to the scriptable loopback server, whose responder
-answers chat turns with `answer K` and records and answers summary requests."""
+"""The rig the memory tests share (no tests here): the real conversation from
+`app.build_conversation` (engine, memory keeper, and the after-turn upkeep runner the REPL and
+`ask` use), a real SessionStore and MEMORY.md, real HTTP to the scriptable loopback server, whose
+responder answers chat turns with `answer K` and records and answers summary requests."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ from cbenv import make_cb
 
 from countbot_cli import app
 from countbot_cli.config.settings import Settings, load_settings
+from countbot_cli.conversation.chat import Conversation, SilentView
 from countbot_cli.conversation.engine import Engine, TurnResult
-from countbot_cli.conversation.session import Session, new_session
+from countbot_cli.conversation.session import Session
 from countbot_cli.conversation.store import SessionStore
-from countbot_cli.conversation.view import NullView
-from countbot_cli.memory.keeper import MemoryKeeper, keeper_of
+from countbot_cli.memory.keeper import MemoryKeeper
 from countbot_cli.prompts import conversation_memory_prompt
 
 AUTO_MARKS = tuple(conversation_memory_prompt("", lang).split("\n")[0] for lang in ("en", "zh"))
@@ -68,7 +69,9 @@ class Summariser:
         return [p for k, p, _ in self.calls if k == kind]
 
 
-class View(NullView):
+class View(SilentView):
+    """Records notices: the turn's and the memory upkeep's."""
+
     def __init__(self) -> None:
         self.notices: list[str] = []
 
@@ -79,32 +82,43 @@ class View(NullView):
 @dataclass
 class Rig:
     settings: Settings
-    engine: Engine
-    store: SessionStore
+    conversation: Conversation
     server: fs.FakeServer
     summariser: Summariser
     memory_file: Path
-    session: Session | None = None
     view: View = field(default_factory=View)
 
     def turn(self, text: str, *, ok: bool = True, replaces: str | None = None) -> TurnResult:
-        if self.session is None:
-            self.session = new_session(provider="test", model="test-model")
-            is_new = True
-        else:
-            self.session = self.store.load(self.session.id)
-            is_new = False
-        result = self.engine.run_turn(
-            self.session, text, self.view, is_new=is_new, replaces=replaces
-        )
+        """One turn as the REPL and `ask` run it: saved, then the memory upkeep."""
+        self.conversation.reload()  # a test may have changed the file
+        result = self.conversation.send(text, self.view, replaces=replaces)
         if ok:
             assert result.status == "ok", result.error
         return result
 
     @property
+    def engine(self) -> Engine:
+        return self.conversation.engine
+
+    @property
+    def store(self) -> SessionStore:
+        return self.conversation.store
+
+    @property
+    def session(self) -> Session | None:
+        """The conversation's session once it is saved (None before the first turn)."""
+        c = self.conversation
+        return None if c.is_new else c.session
+
+    @session.setter
+    def session(self, session: Session) -> None:
+        """Go on in `session`, a saved one (tests prepare long sessions in the store)."""
+        self.conversation.resume(session.id)
+
+    @property
     def keeper(self) -> MemoryKeeper:
-        keeper = keeper_of(self.engine)
-        assert keeper is not None
+        keeper = self.conversation.backend.keeper
+        assert isinstance(keeper, MemoryKeeper)
         return keeper
 
     @property
@@ -142,9 +156,14 @@ class RigFactory:
         settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)
         provider_obj = app.make_provider(settings)
         self.made.append((server, provider_obj))
-        store = app.make_store(settings)
-        engine = app.build_engine(settings, provider_obj, store, tools_enabled=False, yes=False)
-        return Rig(settings, engine, store, server, summariser, cb.memory_file)
+        conversation = app.build_conversation(
+            settings,
+            app.make_store(settings),
+            provider_for=lambda _settings: provider_obj,
+            tools_enabled=False,
+            yes=False,
+        )
+        return Rig(settings, conversation, server, summariser, cb.memory_file)
 
     def close(self) -> None:
         for server, provider in self.made:

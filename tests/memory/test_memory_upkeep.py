@@ -28,7 +28,7 @@ from memory_rig import (
 from countbot_cli.conversation.session import new_session
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.interrupts import sigint_deferred
-from countbot_cli.memory.keeper import SummaryError, keeper_of
+from countbot_cli.memory.keeper import SummaryError
 from countbot_cli.messages import Message
 from countbot_cli.prompts import NO_MEMORY_SENTINEL
 
@@ -161,18 +161,15 @@ def test_compact_summarises_below_the_batch_threshold(rig_factory: Any) -> None:
     for k in range(1, 4):
         rig.turn(q(k))
     assert rig.summariser.calls == []  # 2 overflow messages: below the batch of 4
-    keeper = keeper_of(rig.engine)
-    assert keeper is not None
-    assert rig.session is not None
-    written = keeper.compact(rig.session.id)
-    assert len(written) == 1 and ENTRY_RE.match(written[0])
+    written = rig.conversation.compact()  # what /compact runs
+    assert written is not None and len(written) == 1 and ENTRY_RE.match(written[0])
     assert dialogue_lines(rig.summariser.calls[0][1]) == ["USER: question 1", "ASSISTANT: answer 1"]
-    assert keeper.compact(rig.session.id) == []  # nothing left outside the window
+    assert rig.conversation.compact() == []  # nothing left outside the window
     assert len(rig.summariser.calls) == 1
     rig.summariser.replies = [fs.status(500)]
     rig.turn(q(4))
     with pytest.raises(SummaryError):
-        keeper.compact(rig.session.id)
+        rig.conversation.compact()
     assert [m["content"] for m in rig.saved()["archived"]] == [q(1), a(1)]
 
 
@@ -194,9 +191,7 @@ def test_failed_turns_are_archived_but_not_summarised(rig_factory: Any) -> None:
     rig = rig_factory(persona={"max_history_messages": 2}, memory={"auto_memory": False})
     rig.turn(q(1))
     rig.server.add(fs.status(400))  # turn 2 fails: its message is kept, marked failed
-    assert rig.session is not None
-    session = rig.store.load(rig.session.id)
-    result = rig.engine.run_turn(session, q(2), rig.view)
+    result = rig.turn(q(2), ok=False)
     assert result.status == "failed"
     for k in range(3, 6):
         rig.turn(q(k))

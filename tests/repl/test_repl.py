@@ -31,12 +31,15 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from countbot_cli import app
-from countbot_cli.cli.chat import with_model
 from countbot_cli.config.settings import Settings, load_settings
-from countbot_cli.conversation.session import new_session
+from countbot_cli.conversation.chat import Conversation
+from countbot_cli.conversation.engine import Engine
+from countbot_cli.conversation.session import Session, new_session
 from countbot_cli.messages import Message
 from countbot_cli.repl.loop import Repl
 from countbot_cli.repl.prompt import SlashCompleter
+from countbot_cli.repl.view import PausingConfirmer, TurnOnScreen
+from countbot_cli.tools.approval import Confirmer
 
 Step = str | Callable[["Harness"], None]
 
@@ -63,32 +66,48 @@ class Harness:
             file=self.err, width=100, color_system=None, highlight=False, emoji=False
         )
         self.history = tmp_path / "history"
-        self.engines: list[Any] = []
         self.repl: Repl | None = None
         self.output = DummyOutput()
 
-    def engine_factory(self, model: str | None, confirmer: Any) -> Any:
-        s = self.settings if model is None else with_model(self.settings, model)
-        engine = app.build_engine(
-            s,
-            app.make_provider(s, io.StringIO()),
+    def conversation(
+        self,
+        screen: TurnOnScreen,
+        *,
+        confirmer: Confirmer | None = None,
+        session: Session | None = None,
+        is_new: bool = True,
+    ) -> Conversation:
+        """The conversation as cli/chat.py builds it (the approval prompt paused around the turn
+        on screen), with the providers' notices in a buffer."""
+        return app.build_conversation(
+            self.settings,
             self.store,
+            provider_for=lambda s: app.make_provider(s, io.StringIO()),
             tools_enabled=True,
             yes=False,
-            confirmer=confirmer,
+            confirmer=PausingConfirmer(confirmer, screen) if confirmer is not None else None,
+            session=session,
+            is_new=is_new,
         )
-        self.engines.append(engine)
-        return engine
 
-    def make(self, **kw: Any) -> Repl:
+    def make(
+        self,
+        *,
+        confirmer: Confirmer | None = None,
+        session: Session | None = None,
+        is_new: bool = True,
+        **kw: Any,
+    ) -> Repl:
         kw.setdefault("history_path", self.history)
         kw.setdefault("preload", False)
         kw.setdefault("console", self.console)
         kw.setdefault("side", self.side)
         kw.setdefault("output", self.output)
-        return Repl(
-            settings=self.settings, store=self.store, engine_factory=self.engine_factory, **kw
+        screen = TurnOnScreen()
+        conversation = self.conversation(
+            screen, confirmer=confirmer, session=session, is_new=is_new
         )
+        return Repl(conversation=conversation, screen=screen, **kw)
 
     def run(
         self, steps: Sequence[Step], *, timeout: float = 30, end: str | None = "\x04", **kw: Any
@@ -181,12 +200,6 @@ USAGE = {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290}
 
 def paragraphs(n: int, word: str = "para") -> str:
     return "".join(f"{word} {i}\n\n" for i in range(n))
-
-
-@pytest.fixture
-def server():
-    with fs.FakeServer() as srv:
-        yield srv
 
 
 def test_turn_renders_markdown_prints_usage_and_saves_only_after_the_first_turn(
@@ -426,7 +439,7 @@ def test_the_approval_prompt_comes_after_the_text_settles(
     seen: list[str] = []
 
     class Confirmer:
-        def confirm(self, prepared: Any) -> Decision:
+        def confirm(self, prepared: Any, reprepare: Any = None) -> Decision:
             seen.append(h.text())
             return Decision(True, HOW_USER_ONCE)
 
@@ -444,30 +457,16 @@ def test_the_approval_prompt_comes_after_the_text_settles(
     assert "running write_file" in h.err.getvalue()  # a spinner while the tool runs
 
 
-class _BrokenEngine:
-    """A fake engine whose turn raises a bug (no server needed)."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-        self.provider = real.provider
-        self.policy = real.policy
-        self.tools = None
-        self.system_override = None
-
-    def run_turn(self, *a: Any, **kw: Any) -> Any:
-        raise RuntimeError("boom")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-
 def test_an_unexpected_error_in_a_turn_does_not_end_the_chat(
     tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("COUNTBOT_DEBUG", raising=False)
     h = Harness(tmp_path, server)
-    real_factory = h.engine_factory
-    h.engine_factory = lambda model, confirmer: _BrokenEngine(real_factory(model, confirmer))  # type: ignore[method-assign]
+
+    def broken(*a: Any, **kw: Any) -> Any:  # a turn that raises a bug (no server needed)
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(Engine, "run_turn", broken)
     repl = h.run(["hello\r", "/help\r"])
     assert "unexpected error: RuntimeError: boom" in h.text()
     assert "Keys:" in h.text() and repl.prompts_shown == 3

@@ -21,12 +21,6 @@ from countbot_cli.tools.diffs import unified_diff
 from countbot_cli.ui.confirm import TerminalConfirmer
 
 
-@pytest.fixture
-def server():
-    with fs.FakeServer() as srv:
-        yield srv
-
-
 def prompt(answers: str) -> tuple[TerminalConfirmer, io.StringIO]:
     """The real approval prompt, reading `answers` (one per line), writing to a buffer."""
     out = io.StringIO()
@@ -78,7 +72,7 @@ def test_always_grants_are_listed_shown_in_the_toolbar_and_revoked_by_tools_ask(
     assert (h.cb.work / "b.txt").read_text(encoding="utf-8") == "two"
     assert not (h.cb.work / "c.txt").exists()
     assert [a for _, a in tool_results(h)] == ["user-always", "session", "denied-by-user"]
-    assert repl.engine.policy.session_allowed == set()
+    assert repl.conversation.policy.session_allowed == set()
 
 
 @pytest.mark.parametrize("command", ["/new", "/resume latest"])
@@ -93,7 +87,7 @@ def test_new_and_resume_revoke_the_grants(
     assert "Session approvals revoked: write_file" in h.text()
     assert asked.getvalue().count("Allow? [y]es") == 2  # asked again after the switch
     assert not (h.cb.work / "b.txt").exists()
-    assert repl.engine.policy.session_allowed == set()
+    assert repl.conversation.policy.session_allowed == set()
 
 
 def test_tools_off_overrides_a_session_grant(tmp_path: Path) -> None:

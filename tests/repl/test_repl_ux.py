@@ -23,12 +23,6 @@ from countbot_cli.messages import Message
 from countbot_cli.ui.stream import StreamView, make_console, render_markdown
 
 
-@pytest.fixture
-def server():
-    with fs.FakeServer() as srv:
-        yield srv
-
-
 def systems_sent(server: fs.FakeServer) -> list[str]:
     return [b["messages"][0]["content"] for b in server.chat_bodies()]
 
@@ -130,7 +124,7 @@ def test_leaving_a_saved_chat_says_how_to_resume_it(tmp_path: Path, server: fs.F
     h = Harness(tmp_path, server)
     server.add(fs.text("hello"))
     repl = h.run(["hi\r"])  # then Ctrl-D
-    sid = repl.session.id
+    sid = repl.conversation.session.id
     last = h.text().rstrip().splitlines()[-1]
     how = f"countbot -s {sid} (or countbot sessions resume {sid})"
     assert last == f"Session {sid} saved · resume it with: {how}"
@@ -140,7 +134,7 @@ def test_leaving_a_saved_chat_says_how_to_resume_it(tmp_path: Path, server: fs.F
     h3 = Harness(tmp_path / "three", server)
     server.add(fs.text("again"))
     repl3 = h3.run(["hi\r", "/exit\r"], end=None)
-    assert f"countbot -s {repl3.session.id}" in h3.text()
+    assert f"countbot -s {repl3.conversation.session.id}" in h3.text()
 
 
 @pytest.mark.parametrize("how", ["key", "signal"])

@@ -23,12 +23,6 @@ from countbot_cli.repl.slash import COMMANDS, nearest, parse
 from countbot_cli.repl.toolbar import short_count
 
 
-@pytest.fixture
-def server():
-    with fs.FakeServer() as srv:
-        yield srv
-
-
 def saved(h: Harness, title: str = "Saved talk", exchanges: int = 1) -> str:
     s = new_session(provider="test", model="test-model", title=title)
     for i in range(exchanges):
@@ -79,7 +73,7 @@ def test_new_starts_an_unsaved_conversation_with_its_title(
     assert set(heads) == {"first talk", "Tea notes"}
     assert heads["Tea notes"]["message_count"] == 2
     assert users_sent(server) == [["first talk"], ["second talk"]]  # no history carried over
-    assert repl.session.title == "Tea notes"
+    assert repl.conversation.session.title == "Tea notes"
 
 
 def test_sessions_and_resume(tmp_path: Path, server: fs.FakeServer) -> None:
@@ -441,11 +435,11 @@ def test_tools_modes(tmp_path: Path, server: fs.FakeServer) -> None:
     out = h.text()
     assert "Tools: offered to the model · approval mode ask" in out
     assert "Tool mode: auto" in out and "unknown tool mode 'bogus'" in out
-    assert repl.engine.policy.mode == "auto"
+    assert repl.conversation.policy.mode == "auto"
     assert "tools auto" in repl.toolbar()
     h2 = Harness(tmp_path / "b", server)
     repl2 = h2.run(["/tools off\r", "/tools\r"])
-    assert repl2.engine.policy.mode == "off"
+    assert repl2.conversation.policy.mode == "off"
     assert "not offered" in h2.text()
 
 

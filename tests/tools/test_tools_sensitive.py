@@ -52,7 +52,7 @@ def prep(reg: ToolRegistry, name: str, args: dict[str, Any]) -> PreparedCall:
 class Never:
     """A confirmer that must not be reached."""
 
-    def confirm(self, prepared: PreparedCall) -> Decision:
+    def confirm(self, prepared: PreparedCall, reprepare: object = None) -> Decision:
         raise AssertionError(f"asked about {prepared.call.name}")
 
 
@@ -60,7 +60,7 @@ class Always:
     def __init__(self) -> None:
         self.asked = 0
 
-    def confirm(self, prepared: PreparedCall) -> Decision:
+    def confirm(self, prepared: PreparedCall, reprepare: object = None) -> Decision:
         self.asked += 1
         return Decision(True, HOW_USER_ALWAYS, always=True)
 

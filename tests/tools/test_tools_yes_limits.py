@@ -137,7 +137,7 @@ def test_memory_write_is_approved_only_by_a_person(tmp_path: Path) -> None:
         assert not decision.approved and decision.how == HOW_DENIED_POLICY
 
     class Yes:
-        def confirm(self, prepared: PreparedCall) -> Decision:
+        def confirm(self, prepared: PreparedCall, reprepare: object = None) -> Decision:
             return Decision(True, HOW_USER_ONCE)
 
     assert ApprovalPolicy(yes_writes=True, confirmer=Yes()).decide(write).how == HOW_USER_ONCE

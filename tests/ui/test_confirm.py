@@ -180,7 +180,7 @@ class Counting:
         self.inner = inner
         self.asked = 0
 
-    def confirm(self, prepared: PreparedCall) -> Decision:
+    def confirm(self, prepared: PreparedCall, reprepare: object = None) -> Decision:
         self.asked += 1
         return self.inner.confirm(prepared)
 

@@ -1,0 +1,389 @@
+"""`Conversation`: one conversation as the user has it, and every operation on it.
+
+The REPL and `ask` each hold one; the slash commands call its operations instead of reaching
+into the engine, the store or the session. It owns:
+
+- the session and its "new or saved" rule: a new conversation is written to disk by its first
+  turn (`is_new` until then; `/rename`, `/system` and `/summary` change the value meanwhile);
+- the session store (`resume`, `rename`, `undo`, `fork`, ...);
+- the approval policy: the tool mode and the tools allowed for the session (`[a]lways`), which
+  `new` and `resume` revoke;
+- the --system text as this conversation holds it (`/system clear` drops it until `new`);
+- the engine and the memory keeper on the current model (`switch_model` makes a new pair);
+- the after-turn memory upkeep: the one runner, after every saved turn of the REPL, of `ask`
+  and of the tests. The view says how it is shown (the REPL's spinner, ask's status line on
+  stderr, nothing in tests); Ctrl-C skips it until the next turn, a failure is a notice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol
+
+from countbot_cli.conversation.session import Session, new_session, plural
+from countbot_cli.conversation.view import NullView, TurnView
+from countbot_cli.errors import CountbotError, Terminated, UsageError
+from countbot_cli.messages import Usage
+from countbot_cli.textsafe import sanitize_line
+from countbot_cli.tools.approval import ApprovalPolicy
+
+if TYPE_CHECKING:
+    from countbot_cli.config.settings import Settings
+    from countbot_cli.conversation.attachments import Attached
+    from countbot_cli.conversation.engine import Engine, TurnResult
+    from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.messages import Message
+    from countbot_cli.provider import Provider
+
+UPKEEP_INTERRUPTED = "memory upkeep interrupted; it runs again after the next turn"
+TOOL_MODES = ("ask", "auto", "off")
+
+
+class MemoryKeeping(Protocol):
+    """What a conversation uses of the memory keeper (memory/keeper.py, a higher layer)."""
+
+    def upkeep_hooks(self) -> list[Callable[[str], None]]: ...
+    def compact(self, session_id: str) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The engine and the memory keeper on one provider; `/model` makes a new pair."""
+
+    engine: Engine
+    keeper: MemoryKeeping | None = None
+
+
+# (a model, None for the configured one; the conversation's approval policy) -> its Backend
+BackendFactory = Callable[[str | None, ApprovalPolicy], Backend]
+
+
+class ConversationView(TurnView, Protocol):
+    """A TurnView that also shows the end of a turn and the memory upkeep after it."""
+
+    def turn_ended(self, result: TurnResult) -> None:
+        """The turn is saved: settle the answer on screen (upkeep comes after it)."""
+        ...
+
+    def upkeep_started(self) -> None: ...
+    def upkeep_note(self, text: str, *, failed: bool) -> None:
+        """Upkeep was interrupted (failed=False) or failed: a notice, the status cleared first."""
+        ...
+
+    def upkeep_ended(self) -> None: ...
+
+
+class SilentView(NullView):
+    """Shows nothing; upkeep's notes go to `notice` (tests record them there)."""
+
+    def turn_ended(self, result: TurnResult) -> None:
+        pass
+
+    def upkeep_started(self) -> None:
+        pass
+
+    def upkeep_note(self, text: str, *, failed: bool) -> None:
+        self.notice(text)
+
+    def upkeep_ended(self) -> None:
+        pass
+
+
+def open_session(
+    store: SessionStore, settings: Settings, *, ref: str | None, cont: bool
+) -> tuple[Session, bool]:
+    """The session to continue (-s/-c) or a new one. Returns (session, is_new)."""
+    if ref or (cont and store.list()):  # -c with nothing saved yet starts a new one
+        return store.load(store.resolve(ref or "latest")), False
+    return new_session(provider=settings.provider.name, model=settings.provider.model), True
+
+
+class Conversation:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: SessionStore,
+        backends: BackendFactory,
+        policy: ApprovalPolicy | None = None,
+        session: Session | None = None,
+        is_new: bool = True,
+        save: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.policy = policy or ApprovalPolicy()
+        self._backends = backends
+        self.backend = backends(None, self.policy)
+        self.system_override: str | None = settings.system
+        self.session = session or self._blank("")
+        self.is_new = is_new or session is None
+        self.save = save  # False: `ask --no-save`, nothing is written
+
+    @property
+    def engine(self) -> Engine:
+        return self.backend.engine
+
+    @property
+    def provider(self) -> Provider:
+        return self.backend.engine.provider
+
+    # ---- turns ----
+
+    def send(
+        self,
+        text: str,
+        view: ConversationView,
+        *,
+        replaces: str | None = None,
+        attached: Attached | None = None,
+    ) -> TurnResult:
+        """One turn, saved; then the view settles it; then the memory upkeep. Ctrl-C held
+        during the save arrives after it (KeyboardInterrupt): the conversation is saved then."""
+        try:
+            result = self.engine.run_turn(
+                self.session,
+                text,
+                view,
+                save=self.save,
+                is_new=self.is_new,
+                replaces=replaces,
+                system=self.system_override,
+                attached=attached,
+            )
+        except KeyboardInterrupt as exc:
+            if self.save and not isinstance(exc, Terminated):
+                self.is_new = False
+                self.reload()
+            raise
+        if self.save:
+            self.is_new = False
+        view.turn_ended(result)
+        if result.session_id is not None and self._upkeep(result.session_id, view):
+            self.reload()  # upkeep may have archived messages in the file
+        return result
+
+    def _upkeep(self, session_id: str, view: ConversationView) -> bool:
+        """The memory upkeep after a saved turn (it may ask the model for a summary); False
+        when there is none. It never breaks the turn: Ctrl-C skips it until the next turn; a
+        failure is a notice."""
+        hooks = self.backend.keeper.upkeep_hooks() if self.backend.keeper is not None else []
+        if not hooks:
+            return False
+        view.upkeep_started()
+        try:
+            for hook in hooks:
+                try:
+                    hook(session_id)
+                except KeyboardInterrupt:
+                    view.upkeep_note(UPKEEP_INTERRUPTED, failed=False)
+                    break
+                except CountbotError as exc:
+                    view.upkeep_note(f"memory upkeep failed: {exc.user_message()}", failed=True)
+                except Exception as exc:  # upkeep never ends the conversation
+                    why = f"{type(exc).__name__}: {exc}"
+                    view.upkeep_note(f"memory upkeep failed: {why}", failed=True)
+        finally:
+            view.upkeep_ended()
+        return True
+
+    def last_question(self) -> tuple[Message, bool] | None:
+        """What /retry would ask again: (the last user message, True when its attempt failed
+        or was interrupted), or None when there is nothing to retry."""
+        msgs = self.session.messages
+        idx = last_user_index(msgs)
+        if self.is_new or idx is None:
+            return None
+        user, after = msgs[idx], msgs[idx + 1 :]
+        return user, user.status is not None or any(m.status is not None for m in after)
+
+    def retry(self, view: ConversationView) -> TurnResult | None:
+        """Ask the last question again. A failed or interrupted attempt is replaced by the
+        engine (`replaces=`) and left out of the request; a good answer is removed first."""
+        last = self.last_question()
+        if last is None:
+            return None
+        user, failed = last
+        if failed:
+            return self.send(user.content, view, replaces=user.id)
+        self.undo()
+        return self.send(user.content, view)
+
+    def undo(self) -> list[Message]:
+        """Remove the last exchange (the last user message and all after it) from the file."""
+        if self.is_new or last_user_index(self.session.messages) is None:
+            return []
+
+        def apply(s: Session) -> list[Message]:
+            idx = last_user_index(s.messages)
+            if idx is None:
+                return []
+            removed, s.messages = s.messages[idx:], s.messages[:idx]
+            gone = {m.id for m in removed}
+            s.tool_conversations = [
+                r for r in s.tool_conversations if r.get("message_id") not in gone
+            ]
+            return removed
+
+        removed: list[Message] = self.store.update(self.session.id, apply)
+        self.reload()
+        return removed
+
+    # ---- which session ----
+
+    def new(self, title: str = "") -> list[str]:
+        """Start a new conversation (saved by its first turn); the revoked session grants."""
+        self.session = self._blank(title)
+        self.is_new = True
+        return self._reset()
+
+    def resume(self, ref: str) -> list[str]:
+        """Switch to a saved conversation (an id prefix or 'latest'); the revoked grants."""
+        self.session = self.store.load(self.store.resolve(ref))
+        self.is_new = False
+        return self._reset()
+
+    def fork(self, upto: int, title: str = "") -> Session:
+        """Copy this conversation up to its message `upto` (the first `upto` live messages,
+        earlier archived ones and the summary included) into a new saved session, and go on
+        in it. Tool records of the messages left out are not copied."""
+        if not 0 <= upto <= len(self.session.messages):
+            have = plural(len(self.session.messages), "message")
+            raise UsageError(f"no message {upto} to fork at (this conversation has {have})")
+        src = self.session if self.is_new else self.store.load(self.session.id)
+        kept = src.messages[:upto]
+        ids = {m.id for m in kept}
+        fresh = new_session(provider=src.provider, model=src.model)
+        fork = replace(
+            src,
+            id=fresh.id,
+            created_at=fresh.created_at,
+            updated_at=fresh.updated_at,
+            title=" ".join(title.split()) or (f"{src.title} (fork)" if src.title else ""),
+            messages=list(kept),
+            archived=list(src.archived),
+            tool_conversations=[r for r in src.tool_conversations if r.get("message_id") in ids],
+            cursors=dict(src.cursors),
+            usage=Usage(),
+        )
+        self.store.create(fork)
+        self.session = fork
+        self.is_new = False
+        return fork
+
+    def reload(self) -> None:
+        """The session as saved (after something else changed the file)."""
+        if not self.is_new:
+            self.session = self.store.load(self.session.id)
+
+    def delete(self, sid: str) -> bool:
+        """Delete a saved session; True when it was this one (then a new one starts)."""
+        self.store.delete(sid)
+        if sid == self.session.id and not self.is_new:
+            self.new("")
+            return True
+        return False
+
+    def _blank(self, title: str) -> Session:
+        return new_session(
+            provider=self.settings.provider.name,
+            model=self.provider.model,
+            title=" ".join(title.split()),
+        )
+
+    def _reset(self) -> list[str]:
+        """What belongs to one conversation only: the system override and the grants."""
+        self.system_override = self.settings.system
+        return self.policy.revoke_session()  # [a]lways approvals last for one conversation
+
+    # ---- what the session says ----
+
+    def rename(self, title: str) -> str:
+        """A new title (spaces collapsed), saved at once or with the first turn."""
+        title = " ".join(title.split())
+
+        def apply(s: Session) -> None:
+            s.title = title
+
+        self._change(apply, save=lambda: self.store.rename(self.session.id, title))
+        return title
+
+    def set_system(self, text: str) -> None:
+        """The conversation's own extra instructions (kept in its file); "" removes them, and
+        the --system text too for the rest of this conversation."""
+
+        def apply(s: Session) -> None:
+            s.system = text
+
+        self._change(apply, save=lambda: self.store.update(self.session.id, apply))
+        if not text:
+            self.system_override = None
+
+    @property
+    def system(self) -> str | None:
+        """The extra instructions the next request carries."""
+        return self.session.system or self.system_override
+
+    def set_summary(self, text: str) -> None:
+        """The session summary the system prompt carries; "" clears it."""
+
+        def apply(s: Session) -> None:
+            s.summary = text
+
+        self._change(apply, save=lambda: self.store.set_summary(self.session.id, text))
+
+    def _change(self, apply: Callable[[Session], None], *, save: Callable[[], object]) -> None:
+        """Change the session: in memory while it is new (its first turn saves it), else in
+        its file (`save`) and then reloaded."""
+        if self.is_new:
+            apply(self.session)
+            return
+        save()
+        self.reload()
+
+    def compact(self) -> list[str] | None:
+        """Summarise the messages outside the history window now (/compact): the lines
+        written, or None when there is nothing to compact with (no keeper, or not saved)."""
+        keeper = self.backend.keeper
+        if keeper is None or self.is_new:
+            return None
+        lines = keeper.compact(self.session.id)
+        self.reload()
+        return lines
+
+    # ---- model and tools ----
+
+    def switch_model(self, name: str) -> None:
+        """Go on with another model of the same provider: a new engine and keeper, the same
+        policy, session and system override."""
+        old = self.backend
+        self.backend = self._backends(name, self.policy)
+        try:
+            old.engine.provider.close()
+        except Exception:  # closing an idle client must not stop the switch
+            pass
+
+    def set_tool_mode(self, mode: str) -> tuple[str, list[str]]:
+        """ask | auto | off (any case): (the mode set, the session grants revoked: ask and off
+        revoke them)."""
+        name = mode.lower()
+        if name not in TOOL_MODES:
+            raise UsageError(
+                f"unknown tool mode '{sanitize_line(mode)}'", hint="use ask, auto or off"
+            )
+        self.policy.mode = name
+        return name, (self.policy.revoke_session() if name != "auto" else [])
+
+    def close(self) -> None:
+        try:
+            self.provider.close()
+        except Exception:
+            pass
+
+
+def last_user_index(messages: list[Message]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            return i
+    return None
