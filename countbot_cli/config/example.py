@@ -172,7 +172,8 @@ attachments:
 #       env: {TZ: Europe/Paris}      # added to a minimal environment (HOME, PATH, USER, ...)
 #       cwd: .                       # where it runs (relative to this file's folder)
 #       allow: [get_current_time]    # these tools run without asking
-#       timeout: 30                  # seconds for starting and for each call
+#       timeout: 60                  # seconds a call may take
+#       start_timeout: 30            # seconds to start and list its tools
 #     docs:                          # a streamable HTTP server
 #       url: https://mcp.example.com/mcp
 #       headers: {Authorization: "Bearer ..."}

@@ -8,7 +8,8 @@
           env: {TZ: UTC}
           cwd: ~/work
           allow: [get_current_time]  # these tools run without asking; the rest ask each time
-          timeout: 30              # seconds for the start and for each call
+          timeout: 60              # seconds each call may take
+          start_timeout: 30        # seconds to start and list its tools
         docs:
           url: https://example.com/mcp   # streamable HTTP, with optional headers
           headers: {Authorization: Bearer …}
@@ -30,8 +31,19 @@ from countbot_cli.config.file import Section
 from countbot_cli.config.providers import mask_header
 
 MCP_KEYS = ("servers",)
-SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers", "allow", "timeout")
-DEFAULT_TIMEOUT = 30.0
+SERVER_KEYS = (
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "allow",
+    "timeout",
+    "start_timeout",
+)
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_START_TIMEOUT = 30.0
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
 
 
@@ -47,7 +59,8 @@ class McpServer:
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), repr=False)
     allow: tuple[str, ...] = ()
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float = DEFAULT_TIMEOUT  # seconds a call may take
+    start_timeout: float = DEFAULT_START_TIMEOUT  # seconds to start, initialize, list tools
 
     @property
     def transport(self) -> str:
@@ -113,6 +126,7 @@ def _server(parent: Section, name: str, home: Path, env: Mapping[str, str]) -> M
         headers=MappingProxyType(sec.text_map("headers") or {}),
         allow=sec.texts("allow") or (),
         timeout=_or(sec.number("timeout", 0.1, 3600.0), DEFAULT_TIMEOUT),
+        start_timeout=_or(sec.number("start_timeout", 0.1, 3600.0), DEFAULT_START_TIMEOUT),
     )
 
 

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from countbot_cli import __version__
 from countbot_cli.config.mcp import McpServer
 
 STATE_NEW = "not started"
@@ -99,6 +100,7 @@ class McpHub:
                 return []
             self.started = True
             loop = self._ensure_loop()
+        _import_sdk()  # here, so its import time does not count against a server's start
         pending = []
         for conn in self.conns.values():
             conn.stop_event = None
@@ -107,7 +109,7 @@ class McpHub:
             pending.append((conn, ready))
         failed = []
         for conn, ready in pending:
-            error = _wait(ready, conn.config.timeout + 1.0, cancel)
+            error = _wait(ready, conn.config.start_timeout + 1.0, cancel)
             if error is not None:
                 conn.state, conn.error = STATE_FAILED, conn.error or error
                 self._stop_one(conn)
@@ -155,12 +157,13 @@ class McpHub:
     async def _serve(self, conn: ServerConn, ready: concurrent.futures.Future[None]) -> None:
         """One server's whole life, inside its transport's and session's contexts."""
         conn.stop_event = asyncio.Event()
+        start = conn.config.start_timeout
         try:
             async with contextlib.AsyncExitStack() as stack:
                 try:
                     read, write = await stack.enter_async_context(_transport(conn))
-                    conn.session = await _open_session(stack, read, write, conn.config.timeout)
-                    conn.tools = await _list_tools(conn.session, conn.config.timeout)
+                    conn.session = await _open_session(stack, read, write, start)
+                    conn.tools = await _list_tools(conn.session, start)
                 except BaseException as exc:  # said at once; the transport stops after
                     conn.error = conn.error or _with_stderr(conn, _start_failure(exc))
                     ready.set_exception(RuntimeError(conn.error))
@@ -224,6 +227,12 @@ def _is_protocol_error(exc: BaseException) -> bool:
     return isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED
 
 
+def _import_sdk() -> None:
+    import mcp.client.session  # noqa: F401
+    import mcp.client.stdio  # noqa: F401
+    import mcp.client.streamable_http  # noqa: F401
+
+
 def _timed_out(timeout: float) -> CallOutcome:
     return CallOutcome(error=f"no answer within {timeout:g} s (timed out)", timed_out=True)
 
@@ -280,8 +289,6 @@ async def _open_session(
     import anyio
     from mcp import ClientSession
     from mcp_types import Implementation
-
-    from countbot_cli import __version__
 
     info = Implementation(name="countbot", version=__version__)
     session = await stack.enter_async_context(ClientSession(read, write, client_info=info))

@@ -1,0 +1,270 @@
+"""MCP servers' tools end to end: the installed `countbot` against a real MCP server nobody here
+wrote (`mcp-server-time` from PyPI, over stdio, offline) and the loopback model server.
+
+The server is started through `sh -c 'echo $$ > PIDFILE; exec mcp-server-time …'`, so the test
+knows its pid (to kill or freeze it, and to check that countbot stopped it) while countbot
+talks to the real program.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import fakeserver as fs
+import pexpect
+from cbenv import CB, COUNTBOT, make_cb
+
+TIME_BIN = str(Path(sys.executable).parent / "mcp-server-time")
+CALL = ("mcp__time__get_current_time", {"timezone": "Asia/Tokyo"})
+ANSI = __import__("re").compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def time_server(pidfile: Path, **extra: Any) -> dict[str, Any]:
+    script = f'echo $$ > "{pidfile}"; exec "{TIME_BIN}" --local-timezone UTC'
+    return {"command": "sh", "args": ["-c", script], **extra}
+
+
+def mcp_cb(tmp_path: Path, server: fs.FakeServer, **servers: dict[str, Any]) -> CB:
+    return make_cb(tmp_path, server.base_url, tools={"enabled": True}, mcp={"servers": servers})
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def pid_of(pidfile: Path, timeout: float = 5.0) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pidfile.exists() and pidfile.read_text().strip():
+            return int(pidfile.read_text())
+        time.sleep(0.02)
+    raise AssertionError("the MCP server never started")
+
+
+def tool_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in body["messages"] if m["role"] == "tool"]
+
+
+def tool_names(body: dict[str, Any]) -> list[str]:
+    return [t["function"]["name"] for t in body.get("tools") or []]
+
+
+def test_mcp_list_starts_lists_and_stops_the_server(tmp_path: Path, server: fs.FakeServer) -> None:
+    pidfile = tmp_path / "time.pid"
+    cb = mcp_cb(tmp_path, server, time=time_server(pidfile, allow=["get_current_time"]))
+    proc = cb.run("mcp", "list")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[:5] == [
+        f'time  running  (stdio: sh -c echo $$ > "{pidfile}"; exec "{TIME_BIN}" --local-timezone UTC)',
+        "  mcp__time__get_current_time(timezone*: string)  [allowed without asking]",
+        "      Get current time in a specific timezone",
+        "  mcp__time__convert_time(source_timezone*: string, time*: string, target_timezone*: string)",
+        "      Convert time between timezones",
+    ]
+    assert not alive(pid_of(pidfile))
+    listed = json.loads(cb.run("mcp", "list", "--json").stdout)
+    (entry,) = listed
+    assert (entry["name"], entry["state"], entry["error"]) == ("time", "running", None)
+    tools = {t["name"]: t for t in entry["tools"]}
+    schema = tools["mcp__time__get_current_time"]["input_schema"]
+    assert schema["type"] == "object" and schema["required"] == ["timezone"]
+    assert schema["properties"]["timezone"]["type"] == "string"
+    assert tools["mcp__time__convert_time"]["input_schema"]["required"] == [
+        "source_timezone",
+        "time",
+        "target_timezone",
+    ]
+    assert [t["allowed"] for t in entry["tools"]] == [True, False]
+
+
+def test_a_call_allowed_by_config_reaches_the_server_and_its_answer_the_model(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    pidfile = tmp_path / "time.pid"
+    cb = mcp_cb(tmp_path, server, time=time_server(pidfile, allow=["get_current_time"]))
+    server.add(fs.tool_calls([CALL], content="Checking."), fs.text("It is evening in Tokyo."))
+    proc = cb.run("ask", "what time is it in Tokyo?")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.endswith("It is evening in Tokyo.\n")
+    first, second = server.chat_bodies()
+    names = tool_names(first)
+    assert names == sorted(names) and "read_file" in names
+    assert {"mcp__time__convert_time", "mcp__time__get_current_time"} <= set(names)
+    (offered,) = [t for t in first["tools"] if t["function"]["name"] == CALL[0]]
+    assert offered["function"]["parameters"]["required"] == ["timezone"]
+    assert offered["function"]["description"].startswith("[MCP server 'time'] Get current time")
+    (answer,) = tool_messages(second)
+    result = json.loads(answer["content"])
+    assert result["timezone"] == "Asia/Tokyo" and result["datetime"].endswith("+09:00")
+    record = cb.only_session()["tool_conversations"][0]
+    assert (record["tool"], record["approval"], record["outcome"]) == (CALL[0], "allow-rule", "ok")
+    assert not alive(pid_of(pidfile))  # stopped with countbot
+
+
+def test_a_call_not_allowed_is_denied_without_a_terminal_even_with_yes(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    pidfile = tmp_path / "time.pid"
+    cb = mcp_cb(tmp_path, server, time=time_server(pidfile))
+    server.add(fs.tool_calls([CALL]), fs.text("I could not check."))
+    proc = cb.run("ask", "--yes", "what time is it in Tokyo?")
+    assert proc.returncode == 0, proc.stderr
+    (answer,) = tool_messages(server.chat_bodies()[1])
+    assert answer["content"].startswith(
+        "Denied: MCP server tools need the user's approval, also with --yes"
+    )
+    notes = [line for line in proc.stderr.splitlines() if CALL[0] in line]
+    assert len(notes) == 1 and "not run" in notes[0], proc.stderr
+    assert cb.only_session()["tool_conversations"][0]["approval"] == "denied"
+
+
+def _spawn(cb: CB, *args: str) -> pexpect.spawn:
+    return pexpect.spawn(
+        COUNTBOT,
+        ["ask", *args],
+        cwd=str(cb.work),
+        env=cb.env,
+        encoding="utf-8",
+        timeout=30,
+        dimensions=(40, 120),
+    )
+
+
+def test_a_call_asked_on_a_terminal_runs_on_y_and_not_on_n(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    pidfile = tmp_path / "time.pid"
+    cb = mcp_cb(tmp_path, server, time=time_server(pidfile))
+    for answer, expected in (
+        ("y", '"timezone": "Asia/Tokyo"'),
+        ("n it is night", "their reason: it is night"),
+    ):
+        server.add(fs.tool_calls([CALL]), fs.text("Answered."))
+        child = _spawn(cb, "--no-save", "what time is it in Tokyo?")
+        child.expect(r"Allow\? \[y\]es / \[n\]o")
+        shown = ANSI.sub("", child.before)
+        child.expect(r"\(default: no\) ")
+        shown += ANSI.sub("", child.before)
+        assert "calls 'get_current_time' on the MCP server 'time' (sh -c" in shown
+        assert "[a]lways for this tool" in shown
+        child.sendline(answer)
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0
+        (result,) = tool_messages(server.chat_bodies()[-1])
+        assert expected in result["content"], result
+        assert not alive(pid_of(pidfile))
+        pidfile.unlink()
+
+
+def test_a_server_exiting_at_start_costs_one_line_and_the_turn_goes_on(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    broken = {"command": "sh", "args": ["-c", "echo 'no database here' >&2; exit 3"]}
+    cb = mcp_cb(tmp_path, server, broken=broken)
+    server.add(fs.text("Hello."))
+    proc = cb.run("ask", "hi")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Hello.\n"
+    lines = [line for line in proc.stderr.splitlines() if "broken" in line]
+    assert lines == [
+        "countbot: MCP server 'broken' failed to start: it exited before answering "
+        "(its stderr: no database here)"
+    ]
+    names = tool_names(server.chat_bodies()[0])
+    assert "read_file" in names and not [n for n in names if n.startswith("mcp__")]
+
+
+def test_a_server_killed_mid_session_gives_the_model_an_error_and_the_turn_goes_on(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    pidfile = tmp_path / "time.pid"
+    cb = mcp_cb(tmp_path, server, time=time_server(pidfile, allow=["get_current_time"]))
+
+    def kill_then_call(body: dict[str, Any]) -> fs.Reply:
+        os.kill(pid_of(pidfile), signal.SIGKILL)
+        server.responder = None
+        return fs.tool_calls([CALL])
+
+    server.responder = kill_then_call
+    server.default = fs.text("The clock is gone.")
+    proc = cb.run("ask", "what time is it in Tokyo?")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.endswith("The clock is gone.\n")
+    (answer,) = tool_messages(server.chat_bodies()[1])
+    assert answer["content"].startswith(
+        "Error: MCP server 'time': the server stopped responding"
+    ), answer
+    notes = [line for line in proc.stderr.splitlines() if CALL[0] in line]
+    assert len(notes) == 2 and "stopped responding" in notes[1], proc.stderr  # → call, ← error
+
+
+def test_a_hanging_server_times_out_into_an_error_result_and_is_stopped_at_exit(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    pidfile = tmp_path / "time.pid"
+    cb = mcp_cb(tmp_path, server, time=time_server(pidfile, allow=["get_current_time"], timeout=2))
+
+    def freeze_then_call(body: dict[str, Any]) -> fs.Reply:
+        os.kill(pid_of(pidfile), signal.SIGSTOP)
+        server.responder = None
+        return fs.tool_calls([CALL])
+
+    server.responder = freeze_then_call
+    server.default = fs.text("No answer from the clock.")
+    started = time.monotonic()
+    proc = cb.run("ask", "what time is it in Tokyo?")
+    took = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    (answer,) = tool_messages(server.chat_bodies()[1])
+    assert answer["content"] == ("Error: MCP server 'time': no answer within 2 s (timed out)"), (
+        answer
+    )
+    assert proc.stdout.endswith("No answer from the clock.\n")
+    assert took < 20, took
+    assert not alive(pid_of(pidfile))  # even a frozen server's group is killed at exit
+
+
+def test_an_untrusted_project_config_never_starts_its_servers(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    import yaml
+
+    cb = make_cb(tmp_path, None)
+    cb.user_home.mkdir(parents=True, exist_ok=True)
+    user = {"default_provider": "test", "providers": {"test": _provider(server)}}
+    (cb.user_home / "config.yaml").write_text(yaml.safe_dump(user), encoding="utf-8")
+    marker = tmp_path / "server-ran"
+    project = {
+        **user,
+        "tools": {"enabled": True},
+        "mcp": {"servers": {"evil": {"command": "sh", "args": ["-c", f'touch "{marker}"']}}},
+    }
+    cb.config_file.write_text(yaml.safe_dump(project), encoding="utf-8")
+    server.default = fs.text("ok")
+    proc = cb.run("ask", "hi")
+    assert proc.returncode == 0, proc.stderr
+    assert "ignored ./config.yaml" in proc.stderr
+    assert not marker.exists()
+    cb.trust_config()  # the same file, once trusted, does start it
+    proc = cb.run("ask", "hi")
+    assert proc.returncode == 0, proc.stderr
+    assert marker.exists()
+    assert "MCP server 'evil' failed to start" in proc.stderr
+
+
+def _provider(server: fs.FakeServer) -> dict[str, Any]:
+    from cbenv import provider_config
+
+    provider: dict[str, Any] = provider_config(server.base_url)["providers"]["test"]
+    return provider
