@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ class Cfg:
     read_timeout: float = 120.0
     max_retries: int = 2
     api_key_env: str | None = None
+    extra_body: Mapping[str, object] = field(default_factory=dict)
 
 
 def ask(text: str, **kw: Any) -> ChatRequest:

@@ -61,6 +61,7 @@ class Cfg:
     model_path: str | None = None
     context_window: int | None = None
     api_key_env: str | None = None
+    extra_body: Mapping[str, object] = field(default_factory=dict)
 
 
 Reply = Callable[[httpx.Request], httpx.Response]

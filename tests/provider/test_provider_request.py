@@ -49,6 +49,9 @@ class Cfg:
     read_timeout: float = 120.0
     max_retries: int = 2
     model_path: str | None = None
+    context_window: int | None = None
+    api_key_env: str | None = None
+    extra_body: Mapping[str, object] = field(default_factory=dict)
 
 
 TOOL = {"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}
