@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from countbot_cli.config.options import apply_options
 from countbot_cli.conversation.attachments import compose_message
 from countbot_cli.conversation.chat import open_session
 from countbot_cli.conversation.prompt_input import compose_prompt, read_stdin
@@ -77,8 +78,6 @@ def load_settings(
     )
     if note := untrusted_notice(settings):
         _notice(err or sys.stderr, note)
-    from countbot_cli.config.options import apply_options
-
     return apply_options(settings, opts.options)
 
 

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli.errors import UsageError
+from countbot_cli.jsonsafe import loads_bounded
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
@@ -54,8 +55,6 @@ def parse_text(key: str, text: str) -> Any:
         return check(key, text)
     if len(text) > MAX_VALUE_CHARS:
         raise OptionError(f"{key}: the value is over {MAX_VALUE_CHARS:,} characters")
-    from countbot_cli.jsonsafe import loads_bounded
-
     try:
         return loads_bounded(text)
     except ValueError:
