@@ -268,3 +268,28 @@ def _provider(server: fs.FakeServer) -> dict[str, Any]:
 
     provider: dict[str, Any] = provider_config(server.base_url)["providers"]["test"]
     return provider
+
+
+def test_ctrl_c_during_a_call_cancels_it(tmp_path: Path, server: fs.FakeServer) -> None:
+    pidfile = tmp_path / "time.pid"
+    cb = mcp_cb(tmp_path, server, time=time_server(pidfile, allow=["get_current_time"]))
+
+    def freeze_then_call(body: dict[str, Any]) -> fs.Reply:
+        os.kill(pid_of(pidfile), signal.SIGSTOP)
+        server.responder = None
+        return fs.tool_calls([CALL])
+
+    server.responder = freeze_then_call
+    child = _spawn(cb, "what time is it in Tokyo?")
+    child.expect(CALL[0])  # the call has started: it waits on the frozen server
+    time.sleep(0.5)
+    started = time.monotonic()
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    assert time.monotonic() - started < 15
+    record = cb.only_session()["tool_conversations"][0]
+    assert record["outcome"] == "interrupted", record
+    assert len(server.chat_bodies()) == 1  # the model was not asked again
+    assert not alive(pid_of(pidfile))
