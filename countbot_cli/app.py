@@ -7,30 +7,41 @@ directly with injected streams.
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from countbot_cli.config.options import apply_options
+from countbot_cli.config.settings import Settings, untrusted_notice
+from countbot_cli.config.settings import load_settings as settings_from
 from countbot_cli.conversation.attachments import compose_message
-from countbot_cli.conversation.chat import open_session
+from countbot_cli.conversation.budget import make_budget
+from countbot_cli.conversation.chat import Backend, Conversation, open_session
+from countbot_cli.conversation.engine import Engine
 from countbot_cli.conversation.prompt_input import compose_prompt, read_stdin
-from countbot_cli.errors import CountbotError, UsageError
+from countbot_cli.conversation.search_tool import search_sessions_tool
+from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.tokens import TokenCounter
+from countbot_cli.errors import CountbotError, UnexpectedError, UsageError
+from countbot_cli.memory.keeper import MemoryKeeper
+from countbot_cli.memory.store import MemoryStore
+from countbot_cli.memory.tool import memory_tool
+from countbot_cli.provider import Provider
+from countbot_cli.provider import make_provider as provider_of
+from countbot_cli.textsafe import json_text, sanitize
+from countbot_cli.tools import ToolContext, ToolRegistry, default_tools
+from countbot_cli.tools.approval import ApprovalPolicy, Confirmer
+from countbot_cli.ui.confirm import TerminalConfirmer
 from countbot_cli.ui.terminal import isatty
+from countbot_cli.ui.turnview import JsonView, MarkdownView, PlainView
 
 if TYPE_CHECKING:
-    from countbot_cli.config.settings import Settings
-    from countbot_cli.conversation.chat import Backend, Conversation
-    from countbot_cli.conversation.engine import Engine, TurnResult
+    from countbot_cli.conversation.engine import TurnResult
     from countbot_cli.conversation.session import Session
-    from countbot_cli.conversation.store import SessionStore
-    from countbot_cli.memory.store import MemoryStore
-    from countbot_cli.provider import Provider
-    from countbot_cli.tools import ToolRegistry
-    from countbot_cli.tools.approval import ApprovalPolicy, Confirmer
-    from countbot_cli.ui.turnview import PlainView
 
 
 @dataclass
@@ -65,10 +76,7 @@ def load_settings(
     err: TextIO | None = None,
 ) -> Settings:
     """The settings, saying once on stderr when an untrusted ./config.yaml was left out."""
-    from countbot_cli.config.settings import load_settings as _load
-    from countbot_cli.config.settings import untrusted_notice
-
-    settings = _load(
+    settings = settings_from(
         config_path=opts.config,
         provider=opts.provider,
         model=opts.model,
@@ -82,15 +90,11 @@ def load_settings(
 
 
 def make_store(settings: Settings, err: TextIO | None = None) -> SessionStore:
-    from countbot_cli.conversation.store import SessionStore
-
     stream = err or sys.stderr
     return SessionStore(settings.sessions_dir, on_notice=lambda m: _notice(stream, m))
 
 
 def make_provider(settings: Settings, err: TextIO | None = None) -> Provider:
-    from countbot_cli.provider import make_provider as _make
-
     stream = err or sys.stderr
     p = settings.provider
     if p.type == "local" and p.implicit:
@@ -99,12 +103,10 @@ def make_provider(settings: Settings, err: TextIO | None = None) -> Provider:
             f"no provider configured: using the embedded local model {p.model} "
             "(offline; `countbot config init` sets up another)",
         )
-    return _make(p, on_notice=lambda m: _notice(stream, m))
+    return provider_of(p, on_notice=lambda m: _notice(stream, m))
 
 
 def _notice(err: TextIO, text: str) -> None:
-    from countbot_cli.textsafe import sanitize
-
     err.write(f"countbot: {sanitize(text)}\n")
     err.flush()
 
@@ -130,9 +132,6 @@ def build_conversation(
     """The conversation `ask` and the REPL hold: its tools, approval policy and memory, and a
     backend (engine + memory keeper) on the provider `provider_for` makes for a model's
     settings, again when `/model` switches. save=False: nothing is written (`--no-save`)."""
-    from countbot_cli.conversation.chat import Conversation
-    from countbot_cli.memory.store import MemoryStore
-
     memory = MemoryStore(settings.memory.file)
     held: list[Conversation] = []  # search_sessions leaves out the conversation's own session
     tools = (
@@ -176,8 +175,6 @@ def build_engine(
     yes: bool,
 ) -> Engine:
     """The engine `build_conversation` builds on `provider`, alone (benches, provider tests)."""
-    from countbot_cli.memory.store import MemoryStore
-
     memory = MemoryStore(settings.memory.file)
     tools = _tool_registry(settings, memory) if tools_enabled and settings.tools.enabled else None
     policy = _policy(settings, yes=yes, confirmer=None)
@@ -197,12 +194,6 @@ def build_backend(
     streaming: bool = True,
 ) -> Backend:
     """An engine and its memory keeper on `provider` (store None: the engine saves nothing)."""
-    from countbot_cli.conversation.budget import make_budget
-    from countbot_cli.conversation.chat import Backend
-    from countbot_cli.conversation.engine import Engine
-    from countbot_cli.conversation.tokens import TokenCounter
-    from countbot_cli.memory.keeper import MemoryKeeper
-
     counter = TokenCounter(provider.model)
     keeper = MemoryKeeper(settings, provider, store, memory, counter=counter)
     engine = Engine(
@@ -219,8 +210,6 @@ def build_backend(
 
 
 def _policy(settings: Settings, *, yes: bool, confirmer: Confirmer | None) -> ApprovalPolicy:
-    from countbot_cli.tools.approval import ApprovalPolicy
-
     return ApprovalPolicy(mode=settings.tools.approval, yes_writes=yes, confirmer=confirmer)
 
 
@@ -228,10 +217,6 @@ def _tool_registry(
     settings: Settings, memory: MemoryStore, current: Callable[[], str | None] = lambda: None
 ) -> ToolRegistry:
     """`current()`: the session the tools serve (search_sessions leaves it out)."""
-    from countbot_cli.conversation.search_tool import search_sessions_tool
-    from countbot_cli.memory.tool import memory_tool
-    from countbot_cli.tools import ToolContext, ToolRegistry, default_tools
-
     t = settings.tools
     ctx = ToolContext(
         workspace=t.workspace,
@@ -322,14 +307,10 @@ def _ask_confirmer(stdin: TextIO, err: TextIO, view: PlainView) -> Confirmer | N
     one-line notice (SPEC §6, non-interactive)."""
     if not (isatty(stdin) and isatty(err)):
         return None
-    from countbot_cli.ui.confirm import TerminalConfirmer
-
     return TerminalConfirmer(stdin, err, before_prompt=view.pause)
 
 
 def _make_view(opts: AskOptions, out: TextIO, err: TextIO, *, plain: bool, model: str) -> PlainView:
-    from countbot_cli.ui.turnview import JsonView, MarkdownView, PlainView
-
     waiting = f"… waiting for {model}"
     if opts.json_out:
         return JsonView(err)
@@ -356,8 +337,6 @@ def _report(
                 "message": result.error.user_message(),
                 "exit_code": result.error.exit_code,
             }
-        from countbot_cli.textsafe import json_text
-
         out.write(json_text(obj, indent=None) + "\n")
         out.flush()
     if result.error is not None and result.status == "failed":
@@ -377,14 +356,8 @@ def _report(
 
 
 def print_error(error: CountbotError, err: TextIO) -> None:
-    import os
-
-    from countbot_cli.errors import UnexpectedError
-    from countbot_cli.textsafe import sanitize
-
     if isinstance(error, UnexpectedError) and os.environ.get("COUNTBOT_DEBUG"):
-        import traceback  # the turn was saved; now show the bug the error line names
-
+        # the turn was saved; now show the bug the error line names
         traceback.print_exception(error.__cause__ or error, file=err)
     err.write(f"countbot: error: {sanitize(error.user_message())}\n")
     err.flush()

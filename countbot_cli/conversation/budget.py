@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from countbot_cli import fileio
 from countbot_cli.conversation.images import TOKENS_PER_IMAGE_MAX
 from countbot_cli.conversation.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, context_window_for
 from countbot_cli.conversation.trim import trim_messages
@@ -97,8 +98,6 @@ class RatioFile:
         return self._read().get(model)
 
     def save(self, model: str, ratio: float) -> None:
-        from countbot_cli import fileio
-
         data = self._read()
         data[model] = round(ratio, 4)
         with contextlib.suppress(OSError):

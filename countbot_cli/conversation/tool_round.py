@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.messages import Message, ToolCall, utc_now
+from countbot_cli.tools import ToolResult
 from countbot_cli.tools.approval import ApprovalPolicy, Decision
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import ToolSettings
     from countbot_cli.conversation.view import TurnView
-    from countbot_cli.tools import PreparedCall, ToolRegistry, ToolResult
+    from countbot_cli.tools import PreparedCall, ToolRegistry
 
 TOOL_RESULT_RECORD_CHARS = 4000
 TOOL_STOP_WAIT = 10.0  # seconds a cancelled tool gets to stop before the turn gives up on it
@@ -175,8 +176,6 @@ class ToolRunner:
             cancel.set()
             _wait_through_interrupts(done, TOOL_STOP_WAIT)
         ms = int((time.monotonic() - t0) * 1000)
-        from countbot_cli.tools import ToolResult
-
         if box:
             res = box[0]
             if stopped and not res.interrupted:

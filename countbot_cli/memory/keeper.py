@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
+from countbot_cli.conversation.budget import make_budget
 from countbot_cli.conversation.context import history_window, sendable
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.errors import UsageError
@@ -177,8 +178,6 @@ class MemoryKeeper:
         if not window:
             return window
         if self._budget is None:
-            from countbot_cli.conversation.budget import make_budget
-
             self._budget = make_budget(self.settings, self.counter)
         p = self.settings.persona
         facts = PromptFacts(

@@ -36,9 +36,12 @@ from typing import IO, TYPE_CHECKING, Any
 from countbot_cli.errors import CountbotError, Terminated
 from countbot_cli.repl import slash
 from countbot_cli.repl.host import TurnOp
+from countbot_cli.repl.prompt import make_prompt, trim_history
 from countbot_cli.repl.toolbar import ContextMeter, toolbar_text
 from countbot_cli.repl.view import ReplView, TurnOnScreen, write_banner
 from countbot_cli.textsafe import sanitize, sanitize_line
+from countbot_cli.ui import stream
+from countbot_cli.ui.stream import make_console
 from countbot_cli.ui.terminal import QuietKeys, isatty
 from countbot_cli.ui.transcript import render_recent
 
@@ -224,16 +227,12 @@ class Repl:
     @property
     def console(self) -> Console:
         if self._console is None:
-            from countbot_cli.ui.stream import make_console
-
             self._console = make_console()
         return self._console
 
     @property
     def side(self) -> Console:
         if self._side is None:
-            from countbot_cli.ui.stream import make_console
-
             self._side = make_console(stderr=True)
         return self._side
 
@@ -283,8 +282,6 @@ class Repl:
     def _prompt_session(self) -> PromptSession[str]:
         if self._prompt is not None:
             return self._prompt
-        from countbot_cli.repl.prompt import make_prompt
-
         self._prompt = make_prompt(self, self._history_path, self._input, self._output)
         return self._prompt
 
@@ -318,9 +315,7 @@ class Repl:
 
         def work() -> None:
             try:
-                from countbot_cli.ui import stream as render
-
-                render.preload()
+                stream.preload()
                 import httpx  # noqa: F401
             except Exception:  # preloading only saves time; the real import reports problems
                 pass
@@ -347,6 +342,4 @@ class Repl:
 
     def _close(self) -> None:
         self.conversation.close()
-        from countbot_cli.repl.prompt import trim_history
-
         trim_history(self._history_path)

@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING
 from countbot_cli.conversation.session import plural
 from countbot_cli.errors import CountbotError, UsageError
 from countbot_cli.memory.store import MemoryStore
+from countbot_cli.repl.toolbar import token_report
 from countbot_cli.textsafe import sanitize, sanitize_line
+from countbot_cli.ui.memory import memory_add, memory_search, memory_show
+from countbot_cli.ui.sessions import sessions_export, sessions_list
 
 if TYPE_CHECKING:
     from countbot_cli.repl.host import ReplHost
@@ -106,8 +109,6 @@ def cmd_new(repl: ReplHost, arg: str) -> None:
 
 
 def cmd_sessions(repl: ReplHost, arg: str) -> None:
-    from countbot_cli.ui.sessions import sessions_list
-
     if arg and not (arg.isdigit() and int(arg) > 0):
         raise UsageError("usage: /sessions [N] (show the N most recent; 20 by default)")
     c = repl.conversation
@@ -185,8 +186,6 @@ def cmd_undo(repl: ReplHost, arg: str) -> None:
 
 
 def cmd_export(repl: ReplHost, arg: str) -> None:
-    from countbot_cli.ui.sessions import sessions_export
-
     c = repl.conversation
     if c.is_new:
         raise UsageError("this conversation is not saved yet: there is nothing to export")
@@ -198,7 +197,7 @@ def cmd_export(repl: ReplHost, arg: str) -> None:
         return
     fmt = "json" if path.suffix.lower() == ".json" else "md"
     out = io.StringIO()
-    sessions_export(c.store, c.session.id, fmt=fmt, output=path, out=out)
+    sessions_export(c.store, c.session.id, fmt=fmt, output=path, out=out, force=True)  # asked above
     repl.info(out.getvalue().strip())
 
 
@@ -302,8 +301,6 @@ def cmd_tools(repl: ReplHost, arg: str) -> None:
 
 
 def cmd_memory(repl: ReplHost, arg: str) -> None:
-    from countbot_cli.ui.memory import memory_add, memory_search, memory_show
-
     sub, _, rest = arg.partition(" ")
     rest = rest.strip()
     out = io.StringIO()
@@ -326,8 +323,6 @@ def cmd_memory(repl: ReplHost, arg: str) -> None:
 
 
 def cmd_tokens(repl: ReplHost, arg: str) -> None:
-    from countbot_cli.repl.toolbar import token_report
-
     repl.write(token_report(repl.meter, repl.conversation))
 
 
