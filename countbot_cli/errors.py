@@ -57,6 +57,7 @@ class CountbotError(Exception):
 
     exit_code: int = EXIT_ERROR
     retryable: bool = False
+    partial_text: str = ""  # answer text that arrived before a provider's stream broke
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from countbot_cli.conversation.context import Budget, TurnContext, build_context
+from countbot_cli.conversation.budget import WindowBudget
+from countbot_cli.conversation.context import TurnContext, build_context
 from countbot_cli.conversation.session import Session, new_session, title_from
 from countbot_cli.conversation.tool_round import ToolRunner
 from countbot_cli.conversation.view import TurnView
@@ -86,7 +87,7 @@ class Engine:
         store: SessionStore | None,
         tools: ToolRegistry | None = None,
         policy: ApprovalPolicy | None = None,
-        budget: Budget | None = None,
+        budget: WindowBudget | None = None,
         recall: Callable[[str], list[str]] | None = None,
         today: Callable[[], date] = date.today,
         streaming: bool = True,
@@ -220,9 +221,8 @@ class Engine:
         result.status = "failed"
         result.error = err
         rnd = self._current
-        partial = getattr(err, "partial_text", None)
-        if partial and not rnd.text:
-            rnd.text = partial
+        if err.partial_text and not rnd.text:
+            rnd.text = err.partial_text
         return rnd
 
     def _run_rounds(
@@ -237,9 +237,8 @@ class Engine:
         for n in range(max_rounds + 1):
             self._current = rnd = _Round()
             fin = self._stream_round(convo, tools, view, rnd)
-            observe = getattr(self.budget, "observe", None)
-            if observe is not None and fin.usage is not None:  # calibrate the token budget
-                observe(convo, tools, fin.usage.prompt_tokens)
+            if self.budget is not None and fin.usage is not None:  # calibrate the token budget
+                self.budget.observe(convo, tools, fin.usage.prompt_tokens)
             result.usage.add(fin.usage)
             result.finish_reason = fin.finish_reason
             if fin.model:
