@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from countbot_cli.conversation.fetch import fetch_page, is_url
 from countbot_cli.conversation.images import ATTACH_EXTRA_HINT, prepare_image, sniff
 from countbot_cli.conversation.model_limits import takes_images
-from countbot_cli.conversation.session import plural
 from countbot_cli.conversation.prompt_input import (
     MAX_INPUT_BYTES,
     check_size,
@@ -36,6 +35,7 @@ from countbot_cli.conversation.prompt_input import (
     fenced,
     read_file_bytes,
 )
+from countbot_cli.conversation.session import plural
 from countbot_cli.errors import UsageError
 
 if TYPE_CHECKING:
