@@ -11,6 +11,7 @@ import pytest
 
 from countbot_cli.config.settings import ToolSettings
 from countbot_cli.conversation.tool_round import ToolRunner
+from countbot_cli.conversation.view import NullView
 from countbot_cli.messages import ToolCall
 from countbot_cli.tools import (
     PreparedCall,
@@ -29,24 +30,16 @@ CALLS = [
 ]
 
 
-class View:
+class View(NullView):
+    """Ctrl-C (KeyboardInterrupt) when call `on_call` starts or ends (`fail_in`)."""
+
     def __init__(self, fail_in: str = "", on_call: str = "c1") -> None:
         self.fail_in = fail_in
         self.on_call = on_call
-        self.notices: list[str] = []
 
     def _maybe(self, where: str, prepared: PreparedCall) -> None:
         if where == self.fail_in and prepared.call.id == self.on_call:
             raise KeyboardInterrupt
-
-    def text(self, delta: str) -> None:
-        pass
-
-    def reasoning(self, delta: str) -> None:
-        pass
-
-    def notice(self, text: str) -> None:
-        self.notices.append(text)
 
     def tool_start(self, prepared: PreparedCall) -> None:
         self._maybe("start", prepared)

@@ -14,33 +14,14 @@ from typing import Any
 
 from countbot_cli.config.settings import ToolSettings
 from countbot_cli.conversation.tool_round import ToolRunner
+from countbot_cli.conversation.view import NullView
 from countbot_cli.messages import ToolCall
-from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, ToolResult, default_tools
-from countbot_cli.tools.approval import ApprovalPolicy, Decision
+from countbot_cli.tools import ToolContext, ToolRegistry, default_tools
+from countbot_cli.tools.approval import ApprovalPolicy
 
 SECRET = "OUTSIDE-SECRET-7f3a9c"
 ROUNDS = 300
 TIME_LIMIT = 20.0  # seconds; the loop stops early rather than run long on a slow machine
-
-
-class View:
-    def __init__(self) -> None:
-        self.notices: list[str] = []
-
-    def text(self, delta: str) -> None:
-        pass
-
-    def reasoning(self, delta: str) -> None:
-        pass
-
-    def notice(self, text: str) -> None:
-        self.notices.append(text)
-
-    def tool_start(self, prepared: PreparedCall) -> None:
-        pass
-
-    def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
-        pass
 
 
 def _swap(ws: Path, outside: Path, stop: threading.Event, swaps: list[int]) -> None:
@@ -87,7 +68,7 @@ def test_a_folder_swapped_for_a_symlink_never_leads_a_call_outside(tmp_path: Pat
     registry = ToolRegistry(default_tools(ctx), ctx)
     settings = ToolSettings(workspace=ws, allow=("cat secret.txt",))
     runner = ToolRunner(registry, ApprovalPolicy(yes_writes=True), settings)  # --yes, no terminal
-    view, results = View(), []
+    view, results = NullView(), []
     stop, swaps = threading.Event(), [0]
     swapper = threading.Thread(target=_swap, args=(ws, outside, stop, swaps), daemon=True)
     swapper.start()
