@@ -36,7 +36,7 @@ from countbot_cli.messages import (
 )
 
 if TYPE_CHECKING:
-    from countbot_cli.provider import Provider, ProviderStats
+    from countbot_cli.provider.base import Provider, ProviderStats
 
 
 def tool_call(name: str, arguments: Mapping[str, Any] | str, call_id: str = "") -> ToolCall:

@@ -38,7 +38,7 @@ from countbot_cli.messages import ChatRequest, Finished, StreamEvent, Usage
 from countbot_cli.provider.assemble import Assembler, completion_events
 
 if TYPE_CHECKING:
-    from countbot_cli.provider import ProviderSettings
+    from countbot_cli.provider.base import ProviderSettings
 
 LOCAL_HINT = "pip install 'countbot-cli[local]'"
 REPEAT_PENALTY = 1.1  # llama.cpp server's default; tiny models loop without it
@@ -245,6 +245,7 @@ class LocalProvider:
         loaded, load_s = self._model()
         start = time.perf_counter()
         with loaded.busy() as llm:
+            before = _evaluated(llm)
             try:
                 resp = llm.create_chat_completion(**self._kwargs(req, llm, False))
             except (ValueError, RuntimeError, TypeError) as exc:
@@ -252,7 +253,8 @@ class LocalProvider:
         elapsed = time.perf_counter() - start
         event = completion_events(json.dumps(resp).encode("utf-8"))[-1]
         assert isinstance(event, Finished)
-        usage = event.usage or Usage()
+        usage = event.usage = event.usage or Usage()
+        usage.cached_tokens = _reused(before, llm, usage.prompt_tokens)
         self.last_stats = LocalStats(
             load_s, None, elapsed, usage.prompt_tokens, usage.completion_tokens
         )
@@ -304,6 +306,7 @@ class LocalProvider:
         loaded, load_s = self._model()
         with loaded.busy() as llm:
             acc = Assembler()
+            before = _evaluated(llm)
             start = time.perf_counter()
             first: float | None = None
             chunks: Iterator[dict[str, Any]] | None = None
@@ -322,6 +325,7 @@ class LocalProvider:
             finished = acc.finish(True)
             end = time.perf_counter()
             finished.usage = finished.usage or self._count(llm, finished)
+            finished.usage.cached_tokens = _reused(before, llm, finished.usage.prompt_tokens)
             self.last_stats = LocalStats(
                 load_seconds=load_s,
                 first_token_seconds=None if first is None else first - start,
@@ -339,3 +343,27 @@ class LocalProvider:
         completion = len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
         prompt = max(int(getattr(llm, "n_tokens", 0)) - completion, 0)
         return Usage(prompt, completion, prompt + completion)
+
+
+def _evaluated(llm: Any) -> list[int]:
+    """The tokens already in the model's KV cache (what an earlier call evaluated)."""
+    n = int(getattr(llm, "n_tokens", 0) or 0)
+    ids = getattr(llm, "input_ids", None)
+    return [] if ids is None or n <= 0 else [int(t) for t in ids[:n]]
+
+
+def _reused(before: list[int], llm: Any, prompt_tokens: int) -> int:
+    """Prompt tokens llama-cpp-python took from its KV cache instead of evaluating: the prefix
+    this prompt shares with the tokens evaluated before the call (it evaluates the last shared
+    token again when the whole prompt was cached, to have its logits)."""
+    ids = getattr(llm, "input_ids", None)
+    if not before or ids is None or prompt_tokens <= 0:
+        return 0
+    prompt = ids[: min(prompt_tokens, int(getattr(llm, "n_tokens", 0) or 0))]
+    shared = 0
+    for a, b in zip(before, prompt):
+        if a != int(b):
+            break
+        shared += 1
+    return min(shared, prompt_tokens - 1)
+

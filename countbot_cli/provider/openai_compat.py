@@ -36,7 +36,7 @@ from countbot_cli.provider.sse import MAX_LINE, LineTooLong
 if TYPE_CHECKING:
     import httpx
 
-    from countbot_cli.provider import ProviderSettings, ProviderStats
+    from countbot_cli.provider.base import ProviderSettings, ProviderStats
 
 __all__ = [
     "OpenAICompatProvider",
