@@ -42,7 +42,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
+from countbot_cli.jsonsafe import JSONLimitError, loads_bounded
 from countbot_cli.textsafe import SGR, cells, compact, layout, visible
+from countbot_cli.tools import schema as jsonschema
 from countbot_cli.tools.approval import (
     HOW_DENIED_USER,
     HOW_USER_ALWAYS,
@@ -74,9 +76,6 @@ EditorRunner = Callable[[list[str], str], int]  # (argv, file path) -> exit stat
 
 def check_arguments(text: str, prepared: PreparedCall) -> tuple[dict[str, Any] | None, str | None]:
     """(arguments, None) if `text` is a JSON object that passes the tool's schema, else (None, why)."""
-    from countbot_cli.jsonsafe import JSONLimitError, loads_bounded
-    from countbot_cli.tools import schema as jsonschema
-
     try:
         value = loads_bounded(text)
     except JSONLimitError as e:
