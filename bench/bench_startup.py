@@ -107,7 +107,10 @@ def main() -> None:
     try:
         work = tmp / "work"
         work.mkdir()
-        (work / "config.yaml").write_text(
+        # the user's own config (a ./config.yaml would need `countbot config trust` first)
+        user_config = tmp / "xdg" / "countbot" / "config.yaml"
+        user_config.parent.mkdir(parents=True)
+        user_config.write_text(
             "default_provider: bench\nproviders:\n  bench:\n    type: openai\n"
             f"    api_base: {base}\n    api_key: sk-bench\n    model: test-model\n"
             "tools:\n  enabled: false\nmemory:\n  overflow_summary: false\n  auto_memory: false\n",
