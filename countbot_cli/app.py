@@ -26,7 +26,14 @@ from countbot_cli.conversation.prompt_input import compose_prompt, read_stdin
 from countbot_cli.conversation.search_tool import search_sessions_tool
 from countbot_cli.conversation.store import SessionStore
 from countbot_cli.conversation.tokens import TokenCounter
-from countbot_cli.errors import CountbotError, UnexpectedError, UsageError
+from countbot_cli.errors import (
+    EXIT_EMPTY_ANSWER,
+    EXIT_INTERRUPTED,
+    EXIT_MAX_ITERATIONS,
+    CountbotError,
+    UnexpectedError,
+    UsageError,
+)
 from countbot_cli.memory.keeper import MemoryKeeper
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.memory.tool import memory_tool
@@ -35,6 +42,7 @@ from countbot_cli.provider import make_provider as provider_of
 from countbot_cli.textsafe import json_text, sanitize
 from countbot_cli.tools import ToolContext, ToolRegistry, default_tools
 from countbot_cli.tools.approval import ApprovalPolicy, Confirmer
+from countbot_cli.ui.codeblocks import extracted
 from countbot_cli.ui.confirm import TerminalConfirmer
 from countbot_cli.ui.terminal import isatty
 from countbot_cli.ui.turnview import JsonView, MarkdownView, PlainView
@@ -66,6 +74,7 @@ class AskOptions(CommonOptions):
     plain: bool = False
     yes: bool = False
     no_tools: bool = False
+    extract: str | None = None  # -x "first" / --extract-all "all": print only the code
 
 
 def load_settings(
@@ -262,6 +271,8 @@ def run_ask(
         raise UsageError("-s/--session needs a session id (a prefix, or 'latest')")
     if opts.session and opts.cont:
         raise UsageError("use either -s/--session ID or -c/--continue, not both")
+    if opts.extract and opts.json_out:
+        raise UsageError("-x/--extract prints code only; it cannot be used with --json")
     if opts.no_save and (opts.session or opts.cont):
         raise UsageError(
             "--no-save starts a throwaway conversation; it cannot be used with -s or -c"
@@ -312,7 +323,7 @@ def _ask_confirmer(stdin: TextIO, err: TextIO, view: PlainView) -> Confirmer | N
 
 def _make_view(opts: AskOptions, out: TextIO, err: TextIO, *, plain: bool, model: str) -> PlainView:
     waiting = f"… waiting for {model}"
-    if opts.json_out:
+    if opts.json_out or opts.extract:
         return JsonView(err)
     if plain:
         return PlainView(out, err, waiting=waiting)
@@ -350,9 +361,28 @@ def _report(
         sid = result.session_id
         err.write(f"\x1b[2msession {sid}{usage} · continue with -s {sid[:8]}\x1b[0m\n")
         err.flush()
+    return _exit_code(opts, result, out, err)
+
+
+def _exit_code(opts: AskOptions, result: TurnResult, out: TextIO, err: TextIO) -> int:
+    """-x's code on stdout; an empty answer (7) or the tool-round limit (8) said on stderr."""
     if result.status == "interrupted":
-        return 130
-    return result.error.exit_code if result.error is not None else 0
+        return EXIT_INTERRUPTED
+    if result.error is not None:
+        return result.error.exit_code
+    if result.finish_reason == "max_iterations":  # the engine's notice said so on stderr
+        return EXIT_MAX_ITERATIONS
+    if not result.answer.strip():
+        _notice(err, "the answer was empty")
+        return EXIT_EMPTY_ANSWER
+    if opts.extract:
+        code = extracted(result.answer, every=opts.extract == "all")
+        if not code:
+            _notice(err, "the answer has no fenced code block (-x printed nothing)")
+            return EXIT_EMPTY_ANSWER
+        out.write(sanitize(code))
+        out.flush()
+    return 0
 
 
 def print_error(error: CountbotError, err: TextIO) -> None:

@@ -233,6 +233,21 @@ def ask(
             help="Raw text, no markdown rendering (automatic when stdout is not a terminal).",
         ),
     ] = False,
+    extract: Annotated[
+        bool,
+        typer.Option(
+            "--extract",
+            "-x",
+            help="Print only the code of the answer: its first fenced code block, raw "
+            "(none: nothing printed, exit 7).",
+        ),
+    ] = False,
+    extract_all: Annotated[
+        bool,
+        typer.Option(
+            "--extract-all", help="Like -x, with every fenced code block (a blank line between)."
+        ),
+    ] = False,
     yes: YesOpt = False,
     no_tools: NoToolsOpt = False,
     role: RoleOpt = None,
@@ -261,6 +276,7 @@ def ask(
             plain=plain,
             yes=yes,
             no_tools=no_tools,
+            extract="all" if extract_all else "first" if extract else None,
         )
         return run_ask(opts)
 

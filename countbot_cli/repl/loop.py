@@ -243,6 +243,12 @@ class Repl:
         if text:
             self.console.print(Text(text.rstrip("\n")), soft_wrap=True)
 
+    def raw_write(self, data: str) -> None:
+        """`data` straight to the terminal, unrendered: a control sequence (OSC 52)."""
+        out = self._raw_out()
+        out.write(data)
+        out.flush()
+
     def info(self, text: str) -> None:
         from rich.text import Text
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from countbot_cli.conversation.session import plural
 from countbot_cli.errors import CountbotError, UsageError
 from countbot_cli.memory.store import MemoryStore
+from countbot_cli.repl.copy_answer import cmd_copy
 from countbot_cli.repl.toolbar import token_report
 from countbot_cli.textsafe import sanitize, sanitize_line
 from countbot_cli.ui.memory import memory_add, memory_search, memory_show
@@ -413,6 +414,7 @@ COMMANDS: tuple[Command, ...] = (
         ),
     ),
     Command("last-tool", "", "the full output of the last tool call", cmd_last_tool),
+    Command("copy", "[N]", "copy the last answer, or its N-th code block", cmd_copy),
     Command("clear", "", "clear the screen", cmd_clear),
     Command("exit", "", "quit (Ctrl-D too)", cmd_exit, aliases=("quit",)),
 )
