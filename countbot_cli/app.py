@@ -357,7 +357,11 @@ def _report(
         err.write(f"\x1b[2m{stats.describe()}\x1b[0m\n")
     if result.session_id and isatty(err) and not opts.json_out:
         u = result.usage
-        usage = f" · {u.prompt_tokens}+{u.completion_tokens} tokens" if u.total_tokens else ""
+        cached = f" ({u.cached_tokens} cached)" if u.cached_tokens is not None else ""
+        usage = (
+            f" · {u.prompt_tokens}{cached}+{u.completion_tokens} tokens" if u.total_tokens else ""
+        )
+        usage += f" · cost {u.cost:.4f}" if u.cost is not None else ""
         sid = result.session_id
         err.write(f"\x1b[2msession {sid}{usage} · continue with -s {sid[:8]}\x1b[0m\n")
         err.flush()

@@ -133,9 +133,15 @@ def _records(items: Any) -> list[dict[str, Any]] | None:
 
 @dataclass
 class Usage:
+    """Tokens of one call or a running total. `cached_tokens`: the part of the prompt the
+    provider answered from its prompt cache (or KV cache); None when the provider reports none
+    (then nothing is shown), 0 when it reports that nothing was cached."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    cached_tokens: int | None = None
+    cost: float | None = None  # in the currency of the configured prices; None: no prices
 
     def add(self, other: Usage | None) -> None:
         if other is None:
@@ -143,25 +149,48 @@ class Usage:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.total_tokens += other.total_tokens
+        if other.cached_tokens is not None:
+            self.cached_tokens = (self.cached_tokens or 0) + other.cached_tokens
+        if other.cost is not None:
+            self.cost = (self.cost or 0.0) + other.cost
 
-    def to_dict(self) -> dict[str, int]:
-        return {
+    def to_dict(self) -> dict[str, int | float]:
+        d: dict[str, int | float] = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.total_tokens,
         }
+        if self.cached_tokens is not None:
+            d["cached_tokens"] = self.cached_tokens
+        if self.cost is not None:
+            d["cost"] = round(self.cost, 6)
+        return d
 
     @classmethod
     def from_api(cls, d: Any) -> Usage | None:
+        """A provider's `usage` object. Cached prompt tokens from
+        `prompt_tokens_details.cached_tokens` (OpenAI, vLLM, llama.cpp server) or
+        `prompt_cache_hit_tokens` (DeepSeek, whose prompt is hit + miss)."""
         if not isinstance(d, dict):
             return None
 
-        def num(k: str) -> int:
-            v = d.get(k)
-            return int(v) if isinstance(v, (int, float)) else 0
+        def num(obj: dict[str, Any], k: str) -> int | None:
+            v = obj.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
+                return int(v)
+            return None
 
-        p, c = num("prompt_tokens"), num("completion_tokens")
-        return cls(prompt_tokens=p, completion_tokens=c, total_tokens=num("total_tokens") or p + c)
+        details = d.get("prompt_tokens_details")
+        cached = num(details, "cached_tokens") if isinstance(details, dict) else None
+        hit, miss = num(d, "prompt_cache_hit_tokens"), num(d, "prompt_cache_miss_tokens")
+        if cached is None:
+            cached = hit
+        p = num(d, "prompt_tokens") or (hit or 0) + (miss or 0)
+        c = num(d, "completion_tokens") or 0
+        if cached is not None:
+            cached = min(cached, p)
+        total = num(d, "total_tokens") or p + c
+        return cls(prompt_tokens=p, completion_tokens=c, total_tokens=total, cached_tokens=cached)
 
 
 @dataclass

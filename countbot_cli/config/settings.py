@@ -34,6 +34,7 @@ from countbot_cli.config.file import (
 )
 from countbot_cli.config.mcp import McpSettings, parse_mcp
 from countbot_cli.config.presets import LOCAL_MODEL_FILE
+from countbot_cli.config.prices import Price, parse_prices
 from countbot_cli.config.providers import PROVIDER_KEYS as PROVIDER_KEYS
 from countbot_cli.config.providers import ProviderConfig, resolve_providers
 from countbot_cli.config.providers import mask_header as mask_header
@@ -52,6 +53,7 @@ TOP_KEYS = (
     "sessions_dir",
     "attachments",
     "mcp",
+    "prices",
 )
 PERSONA_KEYS = ("ai_name", "user_name", "personality", "language", "max_history_messages")
 MEMORY_KEYS = ("file", "overflow_summary", "auto_memory", "auto_messages", "auto_chars", "inject")
@@ -121,6 +123,8 @@ class Settings:
     trust_store: Path | None = None  # the list of trusted project files (trust.store_path)
     attach: AttachSettings = AttachSettings()  # limits of -a/--attach (config.attachments)
     mcp: McpSettings = field(default_factory=McpSettings)  # MCP servers (config.mcp)
+    # model -> its prices (config.prices); empty: no cost is shown
+    prices: Mapping[str, Price] = field(default_factory=lambda: MappingProxyType({}))
 
 
 # ---- where things are ----
@@ -352,6 +356,7 @@ def _build(
     tools = _tools(root.section("tools"), home, env, cwd)
     attach = parse_attach(root.section("attachments"))
     mcp = parse_mcp(root.section("mcp"), home, env)
+    prices = parse_prices(root.section("prices"))
     temperature = root.number("temperature", 0.0, 2.0)
     max_tokens = root.integer("max_tokens", minimum=1)
     max_iterations = _or(root.integer("max_iterations", minimum=1), 10)
@@ -383,6 +388,7 @@ def _build(
         tools=tools,
         attach=attach,
         mcp=mcp,
+        prices=prices,
     )
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
+from countbot_cli.config.prices import charge
 from countbot_cli.conversation.budget import WindowBudget
 from countbot_cli.conversation.context import TurnContext, build_context
 from countbot_cli.conversation.session import Session, new_session, title_from
@@ -239,6 +240,11 @@ class Engine:
             fin = self._stream_round(convo, tools, view, rnd)
             if self.budget is not None and fin.usage is not None:  # calibrate the token budget
                 self.budget.observe(convo, tools, fin.usage.prompt_tokens)
+            if fin.usage is not None and self.settings.prices:  # the user set prices
+                models = (self.provider.model, fin.model)
+                charge(
+                    self.settings.prices, fin.usage, models, self.settings.data_dir, self.today()
+                )
             result.usage.add(fin.usage)
             result.finish_reason = fin.finish_reason
             if fin.model:

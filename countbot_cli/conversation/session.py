@@ -202,6 +202,8 @@ def _cursors(value: Any) -> dict[str, int]:
 
 
 def _usage(value: Any) -> Usage:
+    """Stored usage totals; `cached_tokens` and `cost` are absent in older files (and when no
+    provider reported a cache or no prices were set)."""
     if value is None:
         return Usage()
     if not isinstance(value, dict):
@@ -212,7 +214,12 @@ def _usage(value: Any) -> Usage:
         if not isinstance(v, int) or isinstance(v, bool):
             raise ValueError(f"usage '{k}' must be an integer")
         nums[k] = v
-    return Usage(**nums)
+    cached, cost = value.get("cached_tokens"), value.get("cost")
+    if cached is not None and (not isinstance(cached, int) or isinstance(cached, bool)):
+        raise ValueError("usage 'cached_tokens' must be an integer")
+    if cost is not None and (not isinstance(cost, (int, float)) or isinstance(cost, bool)):
+        raise ValueError("usage 'cost' must be a number")
+    return Usage(**nums, cached_tokens=cached, cost=None if cost is None else float(cost))
 
 
 def new_session_id() -> str:

@@ -1,7 +1,8 @@
 """Chat-completion chunks -> stream events and one Finished, tolerant of many servers' quirks.
 
 - chunks with empty, null or missing `choices` (usage chunks, Azure's filter chunk) are fine;
-  `usage` is read from the top level or from the choice (Moonshot);
+  `usage` is read from the top level or from the choice (Moonshot), with its cached prompt
+  tokens (messages.Usage.from_api; llama.cpp's `timings.cache_n` when usage has none);
 - `reasoning_content` (DeepSeek, llama.cpp) and `reasoning` (Ollama, OpenRouter, vLLM) deltas;
 - tool calls keyed by `index`: `id` and `name` are assigned (llama-cpp-python's server and Qwen
   repeat them), `arguments` appended; a chunk on an index whose call is already whole, with a new
@@ -90,12 +91,22 @@ class Assembler:
         if isinstance(obj.get("model"), str) and obj["model"]:
             self.model = obj["model"]
         self.usage = Usage.from_api(obj.get("usage")) or self.usage
+        self._cache_timings(obj.get("timings"))
         choices = obj.get("choices")
         events: list[StreamEvent] = []
         for choice in choices if isinstance(choices, list) else []:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 events.extend(self._choice(choice))
         return events
+
+    def _cache_timings(self, timings: Any) -> None:
+        """llama.cpp's server without `prompt_tokens_details`: `timings.cache_n` is the
+        prompt tokens it took from its KV cache."""
+        if self.usage is None or self.usage.cached_tokens is not None:
+            return
+        n = timings.get("cache_n") if isinstance(timings, dict) else None
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+            self.usage.cached_tokens = min(n, self.usage.prompt_tokens)
 
     def _choice(self, choice: dict[str, Any]) -> list[StreamEvent]:
         self.usage = Usage.from_api(choice.get("usage")) or self.usage

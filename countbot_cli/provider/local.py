@@ -361,9 +361,8 @@ def _reused(before: list[int], llm: Any, prompt_tokens: int) -> int:
         return 0
     prompt = ids[: min(prompt_tokens, int(getattr(llm, "n_tokens", 0) or 0))]
     shared = 0
-    for a, b in zip(before, prompt):
+    for a, b in zip(before, prompt, strict=False):
         if a != int(b):
             break
         shared += 1
     return min(shared, prompt_tokens - 1)
-

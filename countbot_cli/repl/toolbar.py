@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from countbot_cli.config.prices import day_cost
 from countbot_cli.conversation.session import plural
 from countbot_cli.conversation.tokens import (
     REPLY_PRIMING,
@@ -31,6 +32,7 @@ from countbot_cli.conversation.tokens import (
 from countbot_cli.messages import Message
 from countbot_cli.prompts import system_prompt, with_session_context
 from countbot_cli.textsafe import sanitize_line
+from countbot_cli.ui.transcript import cached_note, cost_text
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
@@ -268,8 +270,31 @@ def token_report(meter: ContextMeter, conversation: Conversation) -> str:
     lines.append(f"  {'total'.ljust(width)}  {b.total:>9,}   {pct}")
     reported = meter.last_prompt_tokens()
     if reported:
-        lines.append(f"  the provider reported {reported:,} prompt tokens for the last request")
+        assert meter.last is not None
+        cached = cached_note(meter.last.usage.cached_tokens)
+        lines.append(
+            f"  the provider reported {reported:,} prompt tokens{cached} for the last request"
+        )
+    lines += _spent(conversation)
     return "\n".join(lines) + "\n"
+
+
+def _spent(conversation: Conversation) -> list[str]:
+    """The session's usage so far and, with prices set, its cost and today's."""
+    u = conversation.session.usage
+    if not u.total_tokens:
+        return []
+    line = (
+        f"  this session so far: {u.prompt_tokens:,} in{cached_note(u.cached_tokens)}"
+        f" · {u.completion_tokens:,} out"
+    )
+    if u.cost is not None:
+        line += f" · cost {cost_text(u.cost)}"
+    lines = [line]
+    today = day_cost(conversation.engine.settings.data_dir, conversation.engine.today())
+    if today is not None:
+        lines.append(f"  today, all sessions: cost {cost_text(today)}")
+    return lines
 
 
 def short_count(n: int) -> str:

@@ -74,7 +74,10 @@ def _meta(s: Session) -> str:
         f"updated {s.updated_at}",
     ]
     if u.total_tokens:
-        parts.append(f"tokens {u.prompt_tokens} in / {u.completion_tokens} out")
+        cached = cached_note(u.cached_tokens)
+        parts.append(f"tokens {u.prompt_tokens} in{cached} / {u.completion_tokens} out")
+    if u.cost is not None:
+        parts.append(f"cost {cost_text(u.cost)}")
     return " · ".join(parts)
 
 
@@ -236,18 +239,34 @@ def interrupted_what(result: TurnResult) -> str:
 
 
 def usage_line(result: TurnResult, elapsed: float, stats: ProviderStats | None = None) -> str:
-    """The dim line after an answer: tokens (or the local model's timing), time, tool calls."""
+    """The dim line after an answer: tokens (or the local model's timing), the cached part of
+    the prompt when the provider reports one, the cost when prices are set, time, tool calls."""
     u = result.usage
     parts = []
     if stats is not None:  # the local model: load time, first token, tokens per second
         parts.append(sanitize_line(stats.describe()))
+        if u.cached_tokens is not None:
+            parts.append(f"{u.prompt_tokens:,} in{cached_note(u.cached_tokens)}")
     elif u.prompt_tokens or u.completion_tokens:
-        parts.append(f"{u.prompt_tokens:,} in · {u.completion_tokens:,} out tokens")
+        cached = cached_note(u.cached_tokens)
+        parts.append(f"{u.prompt_tokens:,} in{cached} · {u.completion_tokens:,} out tokens")
+    if u.cost is not None:
+        parts.append(f"cost {cost_text(u.cost)}")
     parts.append(f"{elapsed:.1f} s")
     if result.tool_calls:
         n = len(result.tool_calls)
         parts.append(f"{n} tool call{'s' if n != 1 else ''}")
     return " · ".join(parts)
+
+
+def cached_note(cached: int | None) -> str:
+    """` (1,100 cached)`, or nothing when the provider reported no cache figure."""
+    return "" if cached is None else f" ({cached:,} cached)"
+
+
+def cost_text(cost: float) -> str:
+    """A cost in the prices' own currency: 4 significant decimals below 1, else 2."""
+    return f"{cost:.2f}" if cost >= 1 else f"{cost:.4f}"
 
 
 def tool_preview(result: ToolResult) -> list[str]:

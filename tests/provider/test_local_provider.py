@@ -365,3 +365,26 @@ def test_a_reply_without_max_tokens_is_still_bounded(provider: LocalProvider) ->
     kw = provider._kwargs(ask("Write forever."), llm=None, stream=True)
     assert kw["max_tokens"] == localmod.DEFAULT_MAX_TOKENS
     assert provider._kwargs(ask("x", max_tokens=7), llm=None, stream=True)["max_tokens"] == 7
+
+
+def test_reused_prompt_tokens_are_reported_as_cached(provider: LocalProvider) -> None:
+    """llama-cpp-python keeps the KV cache of the longest common token prefix: a follow-up that
+    extends the previous request reports most of its prompt as cached; an unrelated first
+    message shares only the template's head."""
+    first = provider.complete(ask("Tell me about cats.", max_tokens=4, temperature=0))
+    assert first.usage is not None and first.usage.cached_tokens is not None
+    follow = ask("Tell me about cats.", max_tokens=4, temperature=0)
+    follow.messages += [
+        {"role": "assistant", "content": first.content},
+        {"role": "user", "content": "And dogs?"},
+    ]
+    events = list(provider.stream(follow))
+    fin = events[-1]
+    assert isinstance(fin, Finished) and fin.usage is not None
+    cached = fin.usage.cached_tokens
+    assert cached is not None and first.usage.prompt_tokens <= cached < fin.usage.prompt_tokens
+    other = provider.complete(
+        ChatRequest(model="", messages=[{"role": "user", "content": "Zebras?"}], max_tokens=2)
+    )
+    assert other.usage is not None and other.usage.cached_tokens is not None
+    assert other.usage.cached_tokens < 10

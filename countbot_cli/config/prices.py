@@ -1,0 +1,130 @@
+"""The `prices:` section of the config: what a model's tokens cost, set by the user (issue 11).
+
+```yaml
+prices:
+  gpt-4o-mini: {input: 0.15, cached_input: 0.075, output: 0.60}   # per million tokens
+```
+No price table is shipped (prices change); with none set for a model no cost is shown. The
+figures are in whatever currency the user writes them in. A price that is missing, zero,
+negative or not a number is a ConfigError naming file, line and key. `cached_input` defaults
+to `input`.
+
+`charge` gives one call's usage its cost and adds it to today's total in
+`<data_dir>/costs.json` (one number a day, best effort: it is only a tally).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from types import MappingProxyType
+
+from countbot_cli import fileio
+from countbot_cli.config.file import Section
+from countbot_cli.jsonsafe import loads_bounded
+from countbot_cli.messages import Usage
+
+PRICE_KEYS = ("input", "cached_input", "output")
+COSTS_FILE = "costs.json"
+PER = 1_000_000
+
+
+@dataclass(frozen=True)
+class Price:
+    """Per million tokens: prompt tokens, prompt tokens read from the cache, answer tokens."""
+
+    input: float
+    output: float
+    cached_input: float | None = None
+
+    def cost(self, u: Usage) -> float:
+        cached = min(u.cached_tokens or 0, u.prompt_tokens)
+        cached_price = self.input if self.cached_input is None else self.cached_input
+        fresh = u.prompt_tokens - cached
+        return (
+            fresh * self.input + cached * cached_price + u.completion_tokens * self.output
+        ) / PER
+
+
+def parse_prices(sec: Section) -> Mapping[str, Price]:
+    """Model name -> Price, each figure checked (above zero, a number)."""
+    out: dict[str, Price] = {}
+    for model in sec.names():
+        entry = sec.section(model)
+        entry.check_keys(PRICE_KEYS)
+        figures = {k: _positive(entry, k) for k in PRICE_KEYS}
+        for key in ("input", "output"):
+            if figures[key] is None:
+                hint = "e.g. {input: 0.15, cached_input: 0.075, output: 0.60} per million tokens"
+                raise entry.error(key, "missing: a price needs input and output", hint)
+        inp, outp = figures["input"], figures["output"]
+        assert inp is not None and outp is not None
+        out[model] = Price(input=inp, output=outp, cached_input=figures["cached_input"])
+    return MappingProxyType(out)
+
+
+def _positive(sec: Section, key: str) -> float | None:
+    value = sec.number(key, 0.0)
+    if value is not None and value <= 0:
+        raise sec.error(key, f"must be more than 0, got {value:g}", "leave it out for no cost")
+    return value
+
+
+def price_for(prices: Mapping[str, Price], *models: str | None) -> Price | None:
+    """The first of `models` (the one asked for, then the one that answered) with a price."""
+    for model in models:
+        if model and model in prices:
+            return prices[model]
+    return None
+
+
+def charge(
+    prices: Mapping[str, Price],
+    usage: Usage,
+    models: tuple[str | None, ...],
+    data_dir: Path | None,
+    today: date | None = None,
+) -> None:
+    """Give `usage` its cost (when the model has a price) and add it to the day's total."""
+    price = price_for(prices, *models)
+    if price is None:
+        return
+    usage.cost = price.cost(usage)
+    if data_dir is not None:
+        DayCosts(data_dir / COSTS_FILE).add(usage.cost, today or date.today())
+
+
+class DayCosts:
+    """`{"2026-11-30": 0.0123, ...}`: what the priced calls of each day cost, all sessions."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> dict[str, float]:
+        try:
+            data = loads_bounded(self.path.read_bytes())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {str(k): float(v) for k, v in data.items() if isinstance(v, (int, float))}
+
+    def get(self, day: date) -> float | None:
+        return self.read().get(day.isoformat())
+
+    def add(self, cost: float, day: date) -> None:
+        data = self.read()
+        data[day.isoformat()] = round(data.get(day.isoformat(), 0.0) + cost, 8)
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            blob = json.dumps(data, sort_keys=True, indent=1) + "\n"
+            fileio.atomic_write(self.path, blob.encode("utf-8"), durable=False)
+
+
+def day_cost(data_dir: Path, day: date | None = None) -> float | None:
+    """What today's (or `day`'s) priced calls cost; None when nothing was priced that day."""
+    return DayCosts(data_dir / COSTS_FILE).get(day or date.today())
