@@ -45,7 +45,7 @@ from countbot_cli.tools.approval import ApprovalPolicy, Confirmer
 from countbot_cli.ui.codeblocks import extracted
 from countbot_cli.ui.confirm import TerminalConfirmer
 from countbot_cli.ui.terminal import isatty
-from countbot_cli.ui.turnview import JsonView, MarkdownView, PlainView
+from countbot_cli.ui.turnview import JsonlView, JsonView, MarkdownView, PlainView
 
 if TYPE_CHECKING:
     from countbot_cli.conversation.engine import TurnResult
@@ -75,6 +75,7 @@ class AskOptions(CommonOptions):
     yes: bool = False
     no_tools: bool = False
     extract: str | None = None  # -x "first" / --extract-all "all": print only the code
+    jsonl: bool = False  # --jsonl: one JSON object a line as the turn happens
 
 
 def load_settings(
@@ -271,8 +272,8 @@ def run_ask(
         raise UsageError("-s/--session needs a session id (a prefix, or 'latest')")
     if opts.session and opts.cont:
         raise UsageError("use either -s/--session ID or -c/--continue, not both")
-    if opts.extract and opts.json_out:
-        raise UsageError("-x/--extract prints code only; it cannot be used with --json")
+    if sum(map(bool, (opts.extract, opts.json_out, opts.jsonl))) > 1:
+        raise UsageError("use only one of -x/--extract, --json and --jsonl")
     if opts.no_save and (opts.session or opts.cont):
         raise UsageError(
             "--no-save starts a throwaway conversation; it cannot be used with -s or -c"
@@ -290,7 +291,7 @@ def run_ask(
     session, is_new = open_session(store, settings, ref=opts.session, cont=opts.cont)
     provider = make_provider(settings, err)
     tty_out = isatty(out)
-    plain = opts.plain or not tty_out or opts.json_out
+    plain = opts.plain or not tty_out or opts.json_out or opts.jsonl
     view = _make_view(opts, out, err, plain=plain, model=provider.model)
     conversation = build_conversation(
         settings,
@@ -309,7 +310,10 @@ def run_ask(
         result = conversation.send(text, view, attached=attached)
     finally:
         provider.close()
-    return _report(opts, result, provider, out, err)
+    code = _report(opts, result, provider, out, err)
+    if isinstance(view, JsonlView):
+        view.end(result, code)
+    return code
 
 
 def _ask_confirmer(stdin: TextIO, err: TextIO, view: PlainView) -> Confirmer | None:
@@ -323,6 +327,8 @@ def _ask_confirmer(stdin: TextIO, err: TextIO, view: PlainView) -> Confirmer | N
 
 def _make_view(opts: AskOptions, out: TextIO, err: TextIO, *, plain: bool, model: str) -> PlainView:
     waiting = f"… waiting for {model}"
+    if opts.jsonl:
+        return JsonlView(out, err)
     if opts.json_out or opts.extract:
         return JsonView(err)
     if plain:

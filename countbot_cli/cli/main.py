@@ -233,6 +233,14 @@ def ask(
             help="Raw text, no markdown rendering (automatic when stdout is not a terminal).",
         ),
     ] = False,
+    jsonl: Annotated[
+        bool,
+        typer.Option(
+            "--jsonl",
+            help="Print one JSON object a line as the turn happens (text, reasoning, tool_call, "
+            "tool_result, notice, usage, error; last: end with the answer, status, exit_code).",
+        ),
+    ] = False,
     extract: Annotated[
         bool,
         typer.Option(
@@ -277,6 +285,7 @@ def ask(
             yes=yes,
             no_tools=no_tools,
             extract="all" if extract_all else "first" if extract else None,
+            jsonl=jsonl,
         )
         return run_ask(opts)
 

@@ -78,6 +78,7 @@ class ToolRunner:
             convo.append(_tool_message(call, content))
             records.append(_record(call, prepared.args, content, outcome, 0, how))
             view.notice(f"{call.name or '?'}: {prepared.error}")
+            view.tool_denied(call, how, prepared.error)
             return False
         edited: dict[str, Any] | None = None
         interrupted = False
@@ -94,6 +95,7 @@ class ToolRunner:
             records.append(_record(call, prepared.args, content, outcome, 0, decision.how))
             if not interrupted:
                 view.notice(f"{call.name}: not run ({why})")
+            view.tool_denied(call, decision.how, why)
             return interrupted
         view.tool_start(prepared)
         tres, ms, stopped = self._execute(prepared)

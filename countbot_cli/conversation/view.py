@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from countbot_cli.messages import ToolCall
     from countbot_cli.tools import PreparedCall, ToolResult
     from countbot_cli.tools.approval import Decision
 
@@ -20,6 +21,8 @@ class TurnView(Protocol):
     def notice(self, text: str) -> None: ...
     def tool_start(self, prepared: PreparedCall) -> None: ...
     def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None: ...
+    # a call that did not run: refused by the user or a rule, invalid, or interrupted at the prompt
+    def tool_denied(self, call: ToolCall, how: str, reason: str) -> None: ...
 
 
 class NullView:
@@ -36,4 +39,7 @@ class NullView:
         pass
 
     def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
+        pass
+
+    def tool_denied(self, call: ToolCall, how: str, reason: str) -> None:
         pass

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from countbot_cli.conversation.engine import TurnResult
+    from countbot_cli.messages import ToolCall
     from countbot_cli.provider import ProviderStats
     from countbot_cli.tools import PreparedCall, ToolResult
     from countbot_cli.tools.approval import Confirmer, Decision, Reprepare
@@ -180,6 +181,9 @@ class ReplView:
             for line in tool_preview(result):
                 self.stream.notice(line)
         self._start_spinner(self._waiting)  # the model is asked again: its next round
+
+    def tool_denied(self, call: ToolCall, how: str, reason: str) -> None:
+        pass  # the notice before it said so
 
     # ---- turn life cycle ----
 

@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from countbot_cli.errors import OutputClosed
-from countbot_cli.textsafe import StreamSanitizer, sanitize
+from countbot_cli.textsafe import StreamSanitizer, json_text, sanitize
 from countbot_cli.tools.shell import failed_stderr_tail
 from countbot_cli.ui.stream import StallRedraw, StreamView, make_console
 from countbot_cli.ui.terminal import isatty
@@ -17,6 +17,7 @@ from countbot_cli.ui.transcript import short_args
 
 if TYPE_CHECKING:
     from countbot_cli.conversation.engine import TurnResult
+    from countbot_cli.messages import ToolCall
     from countbot_cli.tools import PreparedCall, ToolResult
     from countbot_cli.tools.approval import Decision
 
@@ -88,6 +89,9 @@ class PlainView:
         for line in failed_stderr_tail(result):  # why a command failed, on screen
             self.notice(f"  {line}")
 
+    def tool_denied(self, call: ToolCall, how: str, reason: str) -> None:
+        pass  # the notice before it said so
+
     def pause(self) -> None:
         """Before a tool runs or a prompt is drawn: end the current line of answer text."""
         self.notices.clear_status()
@@ -131,6 +135,71 @@ class JsonView(PlainView):
 
     def text(self, delta: str) -> None:
         self.notices.clear_status()
+
+    def finish(self) -> None:
+        self.notices.clear_status()
+
+
+JSONL_OUTPUT_CHARS = 4000  # a tool result's output in a `tool_result` line, at most
+
+
+class JsonlView(PlainView):
+    """`ask --jsonl`: one JSON object a line on stdout as the turn happens (the schema is in the
+    README); notices also on stderr as usual. The caller ends it with `end`."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        super().__init__(out, err)
+
+    def emit(self, kind: str, **fields: object) -> None:
+        self.out.write(json_text({"type": kind, **fields}, indent=None) + "\n")
+        self.out.flush()
+
+    def text(self, delta: str) -> None:
+        if delta:
+            self.emit("text", delta=delta)
+
+    def reasoning(self, delta: str) -> None:
+        if delta:
+            self.emit("reasoning", delta=delta)
+
+    def notice(self, text: str) -> None:
+        super().notice(text)
+        self.emit("notice", text=sanitize(text))
+
+    def tool_start(self, prepared: PreparedCall) -> None:
+        call = prepared.call
+        self.emit("tool_call", id=call.id, name=call.name, arguments=prepared.args, run=True)
+
+    def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
+        content = result.content
+        self.emit(
+            "tool_result",
+            id=prepared.call.id,
+            name=prepared.call.name,
+            approval=decision.how,
+            ok=result.ok,
+            error=result.error,
+            output=content[:JSONL_OUTPUT_CHARS],
+            output_chars=len(content),
+        )
+
+    def tool_denied(self, call: ToolCall, how: str, reason: str) -> None:
+        self.emit("tool_call", id=call.id, name=call.name, run=False, approval=how, reason=reason)
+
+    def end(self, result: TurnResult, exit_code: int) -> None:
+        """The last lines: usage, the error if any, then the whole answer and the exit code."""
+        self.emit("usage", **result.usage.to_dict())
+        if result.error is not None:
+            self.emit("error", message=result.error.user_message(), exit_code=exit_code)
+        self.emit(
+            "end",
+            session_id=result.session_id,
+            model=result.model,
+            answer=result.answer,
+            status=result.status,
+            finish_reason=result.finish_reason,
+            exit_code=exit_code,
+        )
 
     def finish(self) -> None:
         self.notices.clear_status()
