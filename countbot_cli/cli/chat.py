@@ -29,6 +29,7 @@ class ChatOptions:
     yes: bool = False
     no_tools: bool = False
     options: dict[str, object] | None = None  # -o KEY VALUE (config/options.py)
+    attach: list[str] | None = None  # -a PATH|URL: sent with the first message
 
 
 def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
@@ -36,6 +37,7 @@ def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
     import prompt_toolkit  # noqa: F401  (first: the prompt is what the user waits for)
 
     from countbot_cli import app
+    from countbot_cli.conversation.attachments import PendingAttachments
     from countbot_cli.conversation.chat import open_session
     from countbot_cli.repl.loop import Repl
     from countbot_cli.repl.view import PausingConfirmer, TurnOnScreen
@@ -56,6 +58,9 @@ def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
         options=dict(opts.options or {}),
     )
     settings = app.load_settings(common)
+    pending = PendingAttachments()  # each read and checked now: a refusal is exit 2
+    for ref in opts.attach or ():
+        pending.add(ref, settings, settings.provider, flag="-a")
     store = app.make_store(settings)
     session, is_new = open_session(store, settings, ref=resume or opts.session, cont=opts.cont)
     screen = TurnOnScreen()  # the turn in progress: the approval prompt and notices draw around it
@@ -70,7 +75,7 @@ def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
         session=session,
         is_new=is_new,
     )
-    return Repl(conversation=conversation, screen=screen).run()
+    return Repl(conversation=conversation, screen=screen, attachments=pending).run()
 
 
 class _SideStream:

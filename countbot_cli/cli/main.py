@@ -73,6 +73,16 @@ RoleOpt = Annotated[
         "--role", "-r", help="Add roles/NAME.md's text to the system prompt (see `roles`)."
     ),
 ]
+ChatAttachOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--attach",
+        "-a",
+        metavar="PATH|URL",
+        help="Attach a file, image, PDF or http(s) page to the first message (repeatable); "
+        "/attach in the chat attaches more.",
+    ),
+]
 OptionOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -99,6 +109,7 @@ def main_options(
     no_tools: NoToolsOpt = False,
     role: RoleOpt = None,
     option: OptionOpt = None,
+    attach: ChatAttachOpt = None,
 ) -> None:
     """With no command: the interactive chat (the same as `countbot chat`)."""
     if version:
@@ -107,7 +118,9 @@ def main_options(
         typer.echo(f"countbot {__version__}")
         raise typer.Exit(0)
     global_opts["config"] = config
-    chat_flags = session or cont or model or provider or system or yes or no_tools or role or option
+    chat_flags = (
+        session or cont or model or provider or system or yes or no_tools or role or option
+    ) or attach
     if ctx.invoked_subcommand is None:
         _run_chat(
             config,
@@ -120,10 +133,11 @@ def main_options(
             no_tools=no_tools,
             role=role,
             option=option,
+            attach=attach,
         )
     elif chat_flags:
         sys.stderr.write(
-            "countbot: error: -s/-c/-m/-p/-r/-o/--system/--yes/--no-tools before a command only "
+            "countbot: error: -s/-c/-m/-p/-r/-o/-a/--system/--yes/--no-tools before a command only "
             "apply "
             f"to the chat; put them after `{ctx.invoked_subcommand}`\n"
         )
@@ -168,6 +182,7 @@ def chat(
     no_tools: NoToolsOpt = False,
     role: RoleOpt = None,
     option: OptionOpt = None,
+    attach: ChatAttachOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     _run_chat(
@@ -181,6 +196,7 @@ def chat(
         no_tools=no_tools,
         role=role,
         option=option,
+        attach=attach,
     )
 
 

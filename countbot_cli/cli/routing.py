@@ -33,6 +33,8 @@ VALUE_OPTIONS = {
     "--system": 1,
     "--role": 1,
     "-r": 1,
+    "--attach": 1,
+    "-a": 1,
     "--option": 2,
     "-o": 2,
 }

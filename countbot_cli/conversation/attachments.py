@@ -209,3 +209,46 @@ def compose_message(
     check_images_allowed(attached, settings.provider)
     text = compose_prompt(prompt, stdin_text, attached.blocks, images=len(attached.images))
     return text, attached
+
+
+class PendingAttachments:
+    """What the REPL's `-a` and `/attach` hold for the next message: each attachment read and
+    checked when it is added (a refusal adds nothing), sent with the next message, then
+    dropped."""
+
+    def __init__(self) -> None:
+        self.items: list[Attached] = []
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def add(
+        self, ref: str, settings: Settings, provider: ProviderConfig, flag: str = "/attach"
+    ) -> dict[str, Any]:
+        """Read and check `ref` (a path, `~` expanded, or an http(s) URL) for `provider`'s
+        model; its record."""
+        if ref.strip() and not is_url(ref):
+            ref = str(Path(ref).expanduser())
+        attached = load_attachments([(flag, ref)], settings.attach)
+        check_images_allowed(attached, provider)
+        self.items.append(attached)
+        return attached.records[0]
+
+    def records(self) -> list[dict[str, Any]]:
+        return [r for a in self.items for r in a.records]
+
+    def clear(self) -> int:
+        n, self.items = len(self.items), []
+        return n
+
+    def compose(self, text: str, provider: ProviderConfig) -> tuple[str, Attached]:
+        """The message `text` with every pending attachment, checked again for `provider`'s
+        model (it may have changed since `/attach`). The pending list is left as it was."""
+        merged = Attached()
+        for a in self.items:
+            merged.blocks += a.blocks
+            merged.images += a.images
+            merged.records += a.records
+        check_images_allowed(merged, provider)
+        words = [text] if text.strip() else []
+        return compose_prompt(words, None, merged.blocks, images=len(merged.images)), merged

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from countbot_cli.conversation.attachments import PendingAttachments
     from countbot_cli.conversation.chat import Conversation
     from countbot_cli.conversation.engine import TurnResult
     from countbot_cli.repl.toolbar import ContextMeter
@@ -26,6 +27,7 @@ class ReplHost(Protocol):
     conversation: Conversation
     meter: ContextMeter
     last_tool: tuple[str, str] | None
+    attachments: PendingAttachments  # `/attach`: for the next message
 
     def send(self, text: str) -> TurnResult | None: ...
     def turn(self, op: TurnOp) -> TurnResult | None: ...

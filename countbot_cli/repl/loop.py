@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from countbot_cli.conversation.attachments import PendingAttachments
 from countbot_cli.errors import CountbotError, Terminated
 from countbot_cli.repl import slash
 from countbot_cli.repl.host import TurnOp
@@ -71,8 +72,11 @@ class Repl:
         history_path: Path | None = None,
         preload: bool = True,
         spinner: bool | None = None,
+        attachments: PendingAttachments | None = None,
     ) -> None:
         self.conversation = conversation
+        # `-a` and `/attach`: sent with the next message
+        self.attachments = attachments or PendingAttachments()
         self.settings = conversation.settings
         # the turn in progress; shared with the approval prompt and the provider's notices
         self.screen = screen or TurnOnScreen()
@@ -164,7 +168,14 @@ class Repl:
     # ---- turns ----
 
     def send(self, text: str) -> TurnResult | None:
-        return self.turn(lambda view: self.conversation.send(text, view))
+        """Send `text`, with what `-a` and `/attach` hold (checked again for the model now in
+        use: a refusal is a UsageError and nothing is sent; the attachments stay)."""
+        if not self.attachments:
+            return self.turn(lambda view: self.conversation.send(text, view))
+        provider = self.conversation.engine.settings.provider
+        message, attached = self.attachments.compose(text, provider)
+        self.attachments.clear()  # the session keeps their records with the message
+        return self.turn(lambda view: self.conversation.send(message, view, attached=attached))
 
     def turn(self, op: TurnOp) -> TurnResult | None:
         """Run `op` (a Conversation operation that runs a turn: send, retry) on a fresh view:

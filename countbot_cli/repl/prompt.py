@@ -22,6 +22,7 @@ from countbot_cli.repl.slash import COMMANDS, lookup
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
+    from prompt_toolkit.formatted_text import StyleAndTextTuples
     from prompt_toolkit.history import History
     from prompt_toolkit.input import Input
     from prompt_toolkit.key_binding import KeyBindings
@@ -42,7 +43,7 @@ def make_prompt(
     from prompt_toolkit.completion import ThreadedCompleter
 
     return PromptSession(
-        message=[("class:prompt", "> ")],
+        message=lambda: prompt_message(len(repl.attachments)),
         history=open_history(history_path, repl.warn),
         completer=ThreadedCompleter(SlashCompleter(repl)),
         complete_while_typing=True,
@@ -54,6 +55,13 @@ def make_prompt(
         input=input,
         output=output,
     )
+
+
+def prompt_message(attached: int) -> StyleAndTextTuples:
+    """`> `, or `[2 attached] > ` while `/attach` holds something for the next message."""
+    if not attached:
+        return [("class:prompt", "> ")]
+    return [("class:attached", f"[{attached} attached] "), ("class:prompt", "> ")]
 
 
 def key_bindings() -> KeyBindings:
@@ -154,7 +162,7 @@ class SlashCompleter(Completer):
             return
         cmd = found
         arg = arg.lstrip()
-        if cmd.name == "export":
+        if cmd.name in ("export", "attach"):
             yield from self._paths.get_completions(Document(arg), complete_event)
             return
         if cmd.complete is None:

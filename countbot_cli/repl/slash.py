@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from countbot_cli.conversation.session import plural
 from countbot_cli.errors import CountbotError, UsageError
 from countbot_cli.memory.store import MemoryStore
+from countbot_cli.repl.attach import cmd_attach, cmd_mcp
 from countbot_cli.repl.copy_answer import cmd_copy
 from countbot_cli.repl.toolbar import token_report
 from countbot_cli.textsafe import sanitize, sanitize_line
@@ -404,6 +405,13 @@ COMMANDS: tuple[Command, ...] = (
     Command("retry", "", "ask the last question again", cmd_retry),
     Command("undo", "", "remove the last exchange", cmd_undo),
     Command("export", "[FILE]", "write this conversation as markdown (.json: JSON)", cmd_export),
+    Command(
+        "attach",
+        "[PATH|URL|clear]",
+        "attach a file, image, PDF or web page to the next message; alone: list them",
+        cmd_attach,
+    ),
+    Command("mcp", "", "MCP servers: state, tools, which run without asking", cmd_mcp),
     Command(
         "tools",
         "[ask|auto|off]",

@@ -133,6 +133,7 @@ class ToolRegistry:
         # sorted by name, so the tools part of the prompt is stable (good for prompt caching)
         self._specs = {s.name: s for s in sorted(specs, key=lambda s: s.name)}
         self._sources: list[Callable[[], Iterable[ToolSpec]]] = []
+        self.mcp: Any = None  # the MCP servers' tools.mcp.McpTools, when servers are configured
 
     def add_source(self, source: Callable[[], Iterable[ToolSpec]]) -> None:
         """Tools known only once asked for (MCP servers start then): `source()` runs the first

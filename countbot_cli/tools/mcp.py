@@ -212,4 +212,5 @@ def add_mcp_tools(
     """Offer the servers' tools through `registry`, started the first time tools are needed."""
     source = McpTools(servers, on_notice, max_output_chars=registry.ctx.max_output_chars)
     registry.add_source(source.specs)
+    registry.mcp = source  # for `/mcp`
     return source
