@@ -35,12 +35,22 @@ def _swap(ws: Path, outside: Path, stop: threading.Event, swaps: list[int]) -> N
             os.unlink(sub)
             os.rename(parked, sub)
         except OSError:  # a write made ws/sub anew while it was away: move that one aside
+            _restore(ws, sub, parked, swaps)
+
+
+def _restore(ws: Path, sub: Path, parked: Path, swaps: list[int]) -> None:
+    """Put the real folder back at ws/sub; the tools may recreate ws/sub meanwhile, so retry."""
+    for _ in range(1000):
+        try:
             if sub.is_symlink():
                 sub.unlink()
             elif sub.exists() and parked.exists():
                 os.rename(sub, ws / f"stray-{swaps[0]}-{time.monotonic_ns()}")
             if parked.exists():
                 os.rename(parked, sub)
+            return
+        except OSError:
+            continue
 
 
 def _calls(n: int) -> list[ToolCall]:
