@@ -25,6 +25,7 @@ from countbot_cli.cli import trust as cmd_trust
 from countbot_cli.config import trust
 from countbot_cli.config.settings import Settings, default_home, load_settings
 from countbot_cli.errors import EXIT_USAGE, ConfigError, UsageError
+from countbot_cli.memory.store import MemoryStore
 
 USER = "providers:\n  mine:\n    api_base: http://127.0.0.1:9/v1\n    model: m\ntemperature: 0.5\n"
 PROJECT = (
@@ -321,7 +322,7 @@ def test_the_trust_list_is_one_of_countbots_own_files_for_the_tools(tmp_path: Pa
     (work / "conf" / "countbot").mkdir(parents=True)
     s = load_settings(env=env, cwd=work, require_provider=False, find_local_model=lambda: None)
     assert s.trust_store == work / "conf" / "countbot" / "trusted.json"
-    registry = app._tool_registry(s, extra=[])
+    registry = app._tool_registry(s, MemoryStore(s.memory.file))
     args = json.dumps({"path": "conf/countbot/trusted.json", "content": "{}"})
     prepared = registry.prepare(ToolCall("call_1", "write_file", args))
     assert prepared.error is None and prepared.sensitive, prepared
