@@ -1,6 +1,7 @@
 """Attachments in the REPL: `/attach PATH|URL` for the next message, `/attach` listing,
 `/attach clear`, the prompt's `[N attached]`, one-line refusals that attach and send nothing,
-path completion; and `countbot -a PATH` attaching to the first message, in a pseudo-terminal."""
+path completion; and `countbot -a PATH` attaching to the first message, in a pseudo-terminal.
+`/mcp`: the chat's MCP servers (an HTTP one from tests/helpers/mcp_http_server.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pexpect
 import pytest
 from attach_files import write_image
 from cbenv import make_cb
+from mcp_http_server import serving
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 from prompt_toolkit.formatted_text import to_plain_text
@@ -29,7 +31,9 @@ def _b64(path: Path) -> str:
 
 def _prompt_text(h: Harness) -> str:
     assert h.repl is not None
-    return to_plain_text(h.repl._prompt_session().message())  # type: ignore[operator]
+    message = h.repl._prompt_session().message
+    assert callable(message)
+    return to_plain_text(message())
 
 
 def test_slash_attach_sends_a_file_and_an_image_with_the_next_message_only(
@@ -179,3 +183,34 @@ def test_countbot_dash_a_attaches_to_the_first_message_in_a_terminal(tmp_path: P
         child.close()
         assert child.exitstatus == 2
         assert "countbot: error: -a nope.png: no such file" in child.before
+
+
+def test_slash_mcp_lists_the_chats_servers_state_and_tools(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    with serving(tmp_path) as calc:
+        entry = {"url": calc.url, "headers": {"Authorization": "Bearer tok-5e5e5e5e"}}
+        h = Harness(
+            tmp_path, server, tools=True, mcp={"servers": {"calc": {**entry, "allow": ["add"]}}}
+        )
+        repl = h.run(["/mcp\r", "/mcp\r"])
+        tools = repl.conversation.engine.tools
+        assert tools is not None and tools.mcp is not None
+        tools.mcp.close()
+    out = h.text()
+    assert out.count(f"calc  running  (http: {calc.url})") == 2
+    assert "  mcp__calc__add(a*: integer, b*: integer)  [allowed without asking]" in out
+    assert "  mcp__calc__shout(text*: string)\n" in out
+    assert "tok-5e5e" not in out + h.err.getvalue()
+    assert server.chat_bodies() == []  # /mcp asks the model nothing
+    # the chat's own servers, started once: one MCP session for both listings
+    sessions = {r["headers"].get("mcp-session-id") for r in calc.requests()} - {None}
+    assert len(sessions) == 1
+
+
+def test_slash_mcp_without_servers_says_how_to_add_them(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    h.run(["/mcp\r"])
+    assert "no MCP servers configured (add them under `mcp: servers:` in the config)" in h.text()
