@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from countbot_cli.config.instructions import load_instructions
 from countbot_cli.config.options import apply_options
 from countbot_cli.config.settings import Settings, untrusted_notice
 from countbot_cli.config.settings import load_settings as settings_from
@@ -214,9 +215,28 @@ def build_backend(
         policy=policy,
         budget=make_budget(settings, counter),
         recall=keeper.recall if settings.memory.inject != "off" else None,
+        pinned=keeper.pinned,
+        instructions=_instructions(settings),
         streaming=streaming,
     )
     return Backend(engine, keeper)
+
+
+def _instructions(settings: Settings) -> tuple[str, str] | None:
+    """The trusted instructions file of the workspace (config/instructions.py), or None; an
+    untrusted or cut one is named once on stderr."""
+    if settings.trust_store is None:
+        return None
+    found = load_instructions(settings.tools.workspace, settings.trust_store.parent)
+    if found is None:
+        return None
+    if found.notice and found.notice not in _said:
+        _said.add(found.notice)
+        _notice(sys.stderr, found.notice)
+    return (found.name, found.text) if found.text else None
+
+
+_said: set[str] = set()  # notices given in this process (a /model switch builds a new engine)
 
 
 def _policy(settings: Settings, *, yes: bool, confirmer: Confirmer | None) -> ApprovalPolicy:

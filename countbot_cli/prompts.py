@@ -1,8 +1,10 @@
 """Every prompt text countbot sends: the system prompt parts, the memory prompts and sentinels.
 
 The system prompt holds the date, never the minute, so that two calls on the same day send a
-byte-identical prefix that providers can cache; volatile facts (session summary, recalled
-memory) go at its end. Prompts exist in English and Chinese, chosen by `persona.language`.
+byte-identical prefix that providers can cache. The instructions file, pinned memory and the
+session summary follow it; recalled memory goes into the current message, not the system prompt
+(conversation/context.py lays the request out). Prompts exist in English and Chinese, chosen by
+`persona.language`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ NO_MEMORY_SENTINEL = "无需记录"
 
 SESSION_CONTEXT_HEADER = "## Current Session Context"
 LONG_TERM_MEMORY_HEADER = "## Long-term Memory"
+INSTRUCTIONS_HEADER = "## Project instructions ({name})"
+RECALL_HEADER_EN = (
+    "[Long-term memory that may be relevant to the message below; use it only if it helps]"
+)
+RECALL_HEADER_ZH = "[可能与下面这条消息相关的长期记忆；仅在有帮助时使用]"
+RECALL_END = "[end of memory]"
 
 
 @dataclass(frozen=True)
@@ -166,11 +174,29 @@ def with_session_context(prompt: str, summary: str) -> str:
     return f"{prompt}\n\n{SESSION_CONTEXT_HEADER}\n{summary.strip()}"
 
 
-def with_long_term_memory(prompt: str, entries: list[str]) -> str:
+def with_pinned_memory(prompt: str, entries: list[str]) -> str:
+    """Pinned MEMORY.md lines (`countbot memory pin`): part of the stable head."""
     if not entries:
         return prompt
     lines = "\n".join(f"- {e}" for e in entries)
     return f"{prompt}\n\n{LONG_TERM_MEMORY_HEADER}\n{lines}"
+
+
+def with_instructions(prompt: str, name: str, text: str) -> str:
+    """A trusted instructions file (AGENTS.md or COUNTBOT.md): part of the stable head."""
+    if not text.strip():
+        return prompt
+    return f"{prompt}\n\n{INSTRUCTIONS_HEADER.format(name=name)}\n{text.strip()}"
+
+
+def with_recalled_memory(user_text: str, entries: list[str], language: str) -> str:
+    """The current message as sent with recalled memory lines before it (the volatile tail:
+    they change from turn to turn, so they never go into the system prompt)."""
+    if not entries:
+        return user_text
+    header = RECALL_HEADER_ZH if is_chinese(language) else RECALL_HEADER_EN
+    lines = "\n".join(f"- {e}" for e in entries)
+    return f"{header}\n{lines}\n{RECALL_END}\n\n{user_text}"
 
 
 # ---- memory prompts (CountBot's rules, in our own words) ----

@@ -221,6 +221,38 @@ def memory_search(
     guarded(lambda: _search(_memory(config), words, sys.stdout, limit=limit))
 
 
+def _mark(verb: str, line: int, config: str | None) -> None:
+    from countbot_cli.ui.memory import memory_mark
+
+    guarded(lambda: memory_mark(_memory(config), verb, line, sys.stdout))
+
+
+@memory_app.command("pin", help="Send memory line N with every request (in the system prompt).")
+def memory_pin(line: Annotated[int, typer.Argument(metavar="N")], config: ConfigOpt = None) -> None:
+    _mark("pin", line, config)
+
+
+@memory_app.command("unpin", help="Stop sending memory line N with every request.")
+def memory_unpin(
+    line: Annotated[int, typer.Argument(metavar="N")], config: ConfigOpt = None
+) -> None:
+    _mark("unpin", line, config)
+
+
+@memory_app.command("mute", help="Never recall memory line N into a request.")
+def memory_mute(
+    line: Annotated[int, typer.Argument(metavar="N")], config: ConfigOpt = None
+) -> None:
+    _mark("mute", line, config)
+
+
+@memory_app.command("unmute", help="Let memory line N be recalled again.")
+def memory_unmute(
+    line: Annotated[int, typer.Argument(metavar="N")], config: ConfigOpt = None
+) -> None:
+    _mark("unmute", line, config)
+
+
 @memory_app.command("add", help="Add an entry to long-term memory.")
 def memory_add(
     text: Annotated[list[str], typer.Argument(metavar="TEXT")], config: ConfigOpt = None

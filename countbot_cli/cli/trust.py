@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from countbot_cli.config.file import Section, read_config
+from countbot_cli.config.instructions import NAMES as INSTRUCTION_FILES
 from countbot_cli.config.settings import Settings, check_file, default_home
 from countbot_cli.errors import EXIT_OK, UsageError
 from countbot_cli.textsafe import sanitize_line
@@ -41,6 +42,8 @@ def config_trust(
     if not target.is_file():
         what = "is not a file" if target.exists() else "does not exist"
         raise UsageError(f"{target} {what}", hint="usage: countbot config trust [PATH]")
+    if target.name in INSTRUCTION_FILES:
+        return _trust_instructions(target, out, env)
     data = read_config(target)
     settings, root = check_file(target, data, env=env, cwd=target.parent)
     out.write(f"{sanitize_line(str(target))} sets:\n")
@@ -51,6 +54,24 @@ def config_trust(
         f"trusted {sanitize_line(record.path)} (sha256 {record.sha256[:16]}…): countbot applies "
         "it when started in its folder, until the file changes; "
         "`countbot config untrust` forgets it\n"
+    )
+    return EXIT_OK
+
+
+def _trust_instructions(target: Path, out: TextIO, env: Mapping[str, str]) -> int:
+    """An instructions file (config/instructions.py): its size and first lines, then trusted."""
+    from countbot_cli.config import trust
+
+    data = target.read_bytes()
+    lines = data.decode("utf-8", "replace").splitlines()
+    out.write(f"{sanitize_line(str(target))}: {len(data):,} bytes, {len(lines)} lines, sent ")
+    out.write("in the system prompt of every request started in its folder; it begins:\n")
+    for line in lines[:5]:
+        out.write(f"  {sanitize_line(line)}\n")
+    record = trust.trust(target, data, default_home(env))
+    out.write(
+        f"trusted {sanitize_line(record.path)} (sha256 {record.sha256[:16]}…) until the file "
+        "changes; `countbot config untrust` forgets it\n"
     )
     return EXIT_OK
 

@@ -116,7 +116,11 @@ persona:
   personality: ""           # free text for the system prompt; "" = the built-in default
   language: en              # language of answers and summaries: en, zh, ...
   max_history_messages: 50  # earlier messages sent with each request (0 = unlimited);
-  #                         # trimmed further so the request fits the context window
+  #                         # a hard cap. Once full, the oldest half (25 -> 24 messages, an
+  #                         # even number, at least 4) leaves at once and is summarised, so
+  #                         # between two steps each request repeats the previous one as a
+  #                         # prefix (providers' prompt caches); trimmed further, in the
+  #                         # same blocks, so the request fits the context window
 
 memory:
   file: MEMORY.md           # long-term memory, one `YYYY-MM-DD|source|content` entry a line
@@ -124,8 +128,11 @@ memory:
   auto_memory: true         # summarise the conversation into memory as it grows:
   auto_messages: 30         #   first at this many messages ...
   auto_chars: 15000         #   ... or this many characters, then every auto_messages more
-  inject: relevant          # memory in the system prompt: relevant (entries matching the
-  #                         # message) | recent (the newest entries) | "off"
+  inject: relevant          # memory sent with your message (after the history, never in
+  #                         # the system prompt): relevant (entries matching the message)
+  #                         # | recent (the newest entries) | "off". Lines pinned with
+  #                         # `countbot memory pin N` are always in the system prompt;
+  #                         # muted ones (`memory mute N`) are never sent
 
 tools:
   enabled: true             # offer read_file, write_file, edit_file, list_dir, exec, memory

@@ -3,7 +3,10 @@
 System prompt + tools + history + current message + the reply reserve (`max_tokens`, or a
 default) must fit the model's context window with a 10 % margin (Neuron AI's advice, seed
 `003_…`: configure the window 5–10 % below the model's real limit). The history window already
-chosen by `max_history_messages` is trimmed further, newest kept, with LangChain's rules
+chosen by `max_history_messages` is trimmed further in the window's own blocks
+(`context.block_start`: every `step` messages, moved on to a user message): the oldest block
+start whose remainder fits, so between two steps the request keeps its prefix. Only when even
+the newest block does not fit is it trimmed newest-kept with LangChain's rules
 (`trim.trim_messages`: strategy last, start on a user message, an assistant `tool_calls`
 message never separated from its `tool` results).
 
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli import fileio
+from countbot_cli.conversation.context import block_start, window_step
 from countbot_cli.conversation.images import TOKENS_PER_IMAGE_MAX
 from countbot_cli.conversation.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, context_window_for
 from countbot_cli.conversation.trim import trim_messages
@@ -120,8 +124,10 @@ class WindowBudget:
         reserve: int,
         margin: float = MARGIN,
         ratios: RatioFile | None = None,
+        step: int = 1,
     ) -> None:
         self.counter = counter
+        self.step = step  # the window's start moves by this many messages (context.window_step)
         self.context_window = context_window
         self.reserve = reserve
         self.margin = margin
@@ -231,6 +237,9 @@ class WindowBudget:
             start -= 1
         if start == 0:
             return window
+        block = block_start(window, start, self.step)  # the oldest block start that fits
+        if block < len(window):
+            return window[block:]
         return trim_messages(
             window[start:],
             max_tokens=budget,
@@ -249,4 +258,5 @@ def make_budget(settings: Settings, counter: TokenCounter) -> WindowBudget:
         context_window=window,
         reserve=reply_reserve(settings.max_tokens, window),
         ratios=RatioFile(settings.data_dir / RATIOS_FILE),
+        step=window_step(settings.persona.max_history_messages),
     )

@@ -1,29 +1,43 @@
-"""Builds the messages array of one call: `[system] + history window + [current user message]`.
+"""Builds the messages array of one call: a stable head, the history window, a volatile tail.
 
-The history window holds the newest `max_history_messages` earlier messages that may be sent
-(the current message does not count against it, unlike CountBot), starting on a user message.
-Messages of failed turns and user messages whose turn was interrupted before any answer arrived
-are kept in the session but never sent again. An optional token budget trims the window further
-(the context-window piece plugs in through `Budget`).
+Laid out for prompt caching (SPEC §4 "Stable head, volatile tail"): providers bill and answer a
+repeated prefix faster, so what changes only when the user changes it comes first — the system
+prompt (date, never the minute), the instructions file, pinned memory lines, the session
+summary — then the history window, then what changes every turn: the recalled memory lines,
+sent inside the current user message (never saved with it) so every template takes them.
+
+The history window (SPEC §5) holds at most `max_history_messages` earlier messages that may be
+sent (the current message does not count against it), starting on a user message. Its start
+moves in steps of `window_step` messages, counted from the first live message, so between two
+steps each request is the previous one plus the new messages; the block left behind is exactly
+what the overflow summary archives (memory/keeper.py), after which the window starts at the
+first live message again. Messages of failed turns and user messages whose turn was interrupted
+before any answer arrived are kept in the session but never sent again. An optional token
+budget trims the window further, in the same blocks (`budget.WindowBudget`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from countbot_cli.messages import STATUS_FAILED, Message
 from countbot_cli.prompts import (
     PromptFacts,
     system_prompt,
-    with_long_term_memory,
+    with_instructions,
+    with_pinned_memory,
+    with_recalled_memory,
     with_session_context,
 )
 
 # (window, fixed_tokens_hint) -> trimmed window. `fixed` is everything that is not history:
 # the system prompt, the tools and the current message (as API dicts), for token accounting.
 Budget = Callable[[list[Message], list[dict[str, Any]]], list[Message]]
+
+MIN_STEP = 4
+DEFAULT_STEP_WINDOW = 50  # the step of an unlimited window (max_history_messages: 0)
 
 
 @dataclass
@@ -32,13 +46,23 @@ class TurnContext:
     window: list[Message]
     user: Message
     omitted: int  # sendable messages left out of the window
-    memory_entries: list[str] = field(default_factory=list)
+    memory_entries: list[str] = field(default_factory=list)  # recalled: the volatile tail
+    pinned: list[str] = field(default_factory=list)  # pinned memory lines, in the head
+    instructions: str = ""  # the instructions file's name when one is in the head
+    language: str = "en"
+
+    def api_user(self) -> dict[str, Any]:
+        """The current message as sent: the recalled lines first, then the user's words."""
+        if not self.memory_entries:
+            return self.user.to_api()
+        text = with_recalled_memory(self.user.content, self.memory_entries, self.language)
+        return replace(self.user, content=text).to_api()
 
     def api_messages(self) -> list[dict[str, Any]]:
         return (
             [{"role": "system", "content": self.system}]
             + [m.to_api() for m in self.window]
-            + [self.user.to_api()]
+            + [self.api_user()]
         )
 
 
@@ -56,14 +80,40 @@ def sendable(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
-def history_window(messages: Sequence[Message], max_history: int) -> list[Message]:
-    """The newest `max_history` sendable messages (0 = all), starting on a user message."""
-    usable = sendable(messages)
-    window = usable if max_history <= 0 else usable[-max_history:]
-    start = 0
+def window_step(max_history: int) -> int:
+    """How many messages the window's start moves by at once: half the window rounded down to
+    an even number (a user message and its answer), at least MIN_STEP, at most the window."""
+    size = max_history if max_history > 0 else DEFAULT_STEP_WINDOW
+    return max(1, min(size, max(MIN_STEP, (size // 2) & ~1)))
+
+
+def user_start(window: Sequence[Message], start: int) -> int:
+    """The first index at or after `start` holding a user message (len(window) if none): a
+    window never starts on an assistant message, nor inside a tool call and its results."""
     while start < len(window) and window[start].role != "user":
         start += 1
-    return window[start:]
+    return start
+
+
+def block_start(window: Sequence[Message], at_least: int, step: int) -> int:
+    """The oldest place the window may start at or after index `at_least`: a multiple of
+    `step` moved on to a user message (len(window) when there is none)."""
+    step = max(1, step)
+    k = at_least // step
+    s = user_start(window, k * step)
+    return s if s >= at_least else user_start(window, (k + 1) * step)
+
+
+def history_window(messages: Sequence[Message], max_history: int) -> list[Message]:
+    """At most `max_history` sendable messages (0 = all), starting on a user message; the
+    start moves in steps of `window_step(max_history)` from the first live message."""
+    usable = sendable(messages)
+    if max_history <= 0 or len(usable) <= max_history:
+        return usable[user_start(usable, 0) :]
+    step = window_step(max_history)
+    over = len(usable) - max_history
+    start = -(-over // step) * step  # the first step boundary that keeps at most max_history
+    return usable[user_start(usable, start) :]
 
 
 def build_context(
@@ -74,21 +124,30 @@ def build_context(
     user: Message,
     max_history: int,
     memory_entries: Sequence[str] = (),
+    pinned: Sequence[str] = (),
+    instructions: tuple[str, str] | None = None,
     tools: Sequence[dict[str, Any]] = (),
     budget: Budget | None = None,
 ) -> TurnContext:
-    system = with_long_term_memory(
-        with_session_context(system_prompt(facts), summary), list(memory_entries)
-    )
+    """`instructions`: (file name, text) of a trusted instructions file."""
+    head = system_prompt(facts)
+    if instructions is not None:
+        head = with_instructions(head, *instructions)
+    system = with_session_context(with_pinned_memory(head, list(pinned)), summary)
     window = history_window(history, max_history)
     total = len(sendable(history))
-    if budget is not None:
-        fixed = [{"role": "system", "content": system}, user.to_api(), *tools]
-        window = budget(window, fixed)
-    return TurnContext(
+    ctx = TurnContext(
         system=system,
         window=window,
         user=user,
-        omitted=total - len(window),
+        omitted=0,
         memory_entries=list(memory_entries),
+        pinned=list(pinned),
+        instructions=instructions[0] if instructions else "",
+        language=facts.language,
     )
+    if budget is not None:
+        fixed = [{"role": "system", "content": system}, ctx.api_user(), *tools]
+        ctx.window = budget(window, fixed)
+    ctx.omitted = total - len(ctx.window)
+    return ctx

@@ -90,9 +90,13 @@ class Engine:
         policy: ApprovalPolicy | None = None,
         budget: WindowBudget | None = None,
         recall: Callable[[str], list[str]] | None = None,
+        pinned: Callable[[], list[str]] | None = None,
+        instructions: tuple[str, str] | None = None,
         today: Callable[[], date] = date.today,
         streaming: bool = True,
     ) -> None:
+        """`recall`: memory lines for the current message (the volatile tail); `pinned`: the
+        pinned memory lines and `instructions` (file name, text): the stable head."""
         self.settings = settings
         self.provider = provider
         self.store = store
@@ -100,6 +104,8 @@ class Engine:
         self.policy = policy or ApprovalPolicy()
         self.budget = budget
         self.recall = recall
+        self.pinned = pinned
+        self.instructions = instructions
         self.today = today
         self._current = _Round()
         self.streaming = streaming
@@ -131,17 +137,15 @@ class Engine:
             return []
         if self._provider_tools is None:
             self._provider_tools = self.provider.supports_tools
-        return self.tools.schemas() if self._provider_tools else []
+        if not self._provider_tools:
+            return []
+        return sorted(self.tools.schemas(), key=_tool_name)
 
     def context_for(
         self, session: Session, user: Message, *, system: str | None = None
     ) -> TurnContext:
-        memory: list[str] = []
-        if self.recall is not None:
-            try:
-                memory = self.recall(user.content)
-            except Exception:  # memory recall is a nicety; a broken MEMORY.md never blocks a turn
-                memory = []
+        memory = _nicety(self.recall, user.content) if self.recall is not None else []
+        pinned = _nicety(self.pinned) if self.pinned is not None else []
         return build_context(
             facts=self.prompt_facts(session, system=system),
             summary=session.summary,
@@ -149,6 +153,8 @@ class Engine:
             user=user,
             max_history=self.settings.persona.max_history_messages,
             memory_entries=memory,
+            pinned=pinned,
+            instructions=self.instructions,
             tools=self.tool_schemas(),
             budget=self.budget,
         )
@@ -376,6 +382,19 @@ class Engine:
             )
             return
         apply(session)
+
+
+def _nicety(fn: Callable[..., list[str]], *args: str) -> list[str]:
+    """Recalled and pinned memory are niceties: a broken MEMORY.md never blocks a turn."""
+    try:
+        return fn(*args)
+    except Exception:
+        return []
+
+
+def _tool_name(schema: dict[str, Any]) -> str:
+    fn = schema.get("function")
+    return str(fn.get("name", "")) if isinstance(fn, dict) else ""
 
 
 def _without_failed(messages: list[Message], user_id: str) -> list[Message]:

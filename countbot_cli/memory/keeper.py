@@ -3,11 +3,13 @@
 SPEC §5, seed `000_…`, with CountBot's bugs fixed (research/countbot_digest.md §2, §3, §9):
 
 - **Overflow.** Messages older than the next request's history window are *overflow*: the window
-  holds the newest `max_history_messages` sendable messages, starting on a user message, and
-  trimmed further by the token budget (computed here without tool definitions or recalled memory,
-  so it is never smaller than the window the engine sends: nothing still sent is archived). They
-  are summarised in batches, only when at least max(4, window / 2) of them have accumulated
-  (hysteresis), so a full window costs one call every window / 4 turns, not one a turn. A batch
+  (`context.history_window`) holds at most `max_history_messages` sendable messages, its start
+  moving in steps of `context.window_step` (half the window), starting on a user message, and
+  trimmed further by the token budget in the same blocks (computed here without tool
+  definitions, pinned lines or recalled memory, so it is never smaller than the window the
+  engine sends: nothing still sent is archived). The block a step leaves behind is summarised
+  and archived at once, so the window's start is the archive boundary: a full window costs one
+  call every window / 4 turns, and between two steps each request extends the previous. A batch
   is summarised oldest first within a character budget and, on a small context window, a token
   budget (longer batches become several calls). On success one MEMORY.md line (`auto-overflow`)
   is written — nothing when the reply is exactly the sentinel — and the batch moves from
@@ -32,10 +34,11 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli.conversation.budget import make_budget
-from countbot_cli.conversation.context import history_window, sendable
+from countbot_cli.conversation.context import history_window, sendable, window_step
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.errors import UsageError
 from countbot_cli.interrupts import sigint_deferred
+from countbot_cli.memory import marks as memory_marks
 from countbot_cli.memory.digest import (
     AUTO_CHARS,
     OVERFLOW_CHARS,
@@ -94,9 +97,10 @@ class Compacted(list[str]):
     archived: int = 0
 
 
-def batch_threshold(window_size: int) -> int:
-    """Overflow messages needed before a summary call (hysteresis)."""
-    return max(MIN_BATCH, window_size // 2)
+def batch_threshold(max_history: int) -> int:
+    """Overflow messages needed before a summary call (hysteresis): one step of the window
+    (`context.window_step`), which is what leaves the window at once."""
+    return max(MIN_BATCH, window_step(max_history))
 
 
 class MemoryKeeper:
@@ -149,7 +153,8 @@ class MemoryKeeper:
         return self._overflow(session_id, force=False)
 
     def compact(self, session_id: str) -> Compacted:
-        """`/compact`: summarise everything outside the window now. Raises SummaryError."""
+        """`/compact`: summarise and archive all but the last exchange now, so the next
+        request is smaller by what was summarised. Raises SummaryError."""
         if self.store is None:
             raise UsageError("this conversation is not saved: there is nothing to compact")
         return self._overflow(session_id, force=True)
@@ -158,11 +163,16 @@ class MemoryKeeper:
         """The messages of `session` outside the next request's window (oldest first)."""
         return self._split(session)[0]
 
-    def _split(self, session: Session) -> tuple[list[Message], list[Message]]:
+    def _split(
+        self, session: Session, *, everything: bool = False
+    ) -> tuple[list[Message], list[Message]]:
         """(overflow region, window) of `session`'s live messages. The last exchange (the last
-        user message and what follows) is never overflow, so /undo and /retry always find it."""
+        user message and what follows) is never overflow, so /undo and /retry always find it.
+        `everything` (/compact): all but the last exchange is overflow."""
         msgs = session.messages
         window = self._token_window(session, history_window(msgs, self._max_history()))
+        if everything:
+            window = window[_last_user(window) :]
         usable = sendable(msgs)
         first = window[0] if window else None
         if first is None and not usable:  # only failed turns: they stay for /retry
@@ -197,8 +207,8 @@ class MemoryKeeper:
         written = Compacted()
         if self.store is None:
             return written
-        region, window = self._split(self.store.load(session_id))
-        if not region or (not force and len(region) < batch_threshold(len(window))):
+        region, _window = self._split(self.store.load(session_id), everything=force)
+        if not region or (not force and len(region) < batch_threshold(self._max_history())):
             return written
         cost, max_tokens = self._input_budget(overflow_summary_prompt("", self._language()))
         for batch in overflow_batches(region, OVERFLOW_CHARS, cost=cost, max_tokens=max_tokens):
@@ -382,16 +392,24 @@ class MemoryKeeper:
 
     # ---- recall (memory.inject) ----
 
+    def pinned(self) -> list[str]:
+        """The pinned MEMORY.md lines (`memory pin`), for the system prompt's stable head."""
+        return [f"{e.date}: {e.content}" for e in memory_marks.pinned_entries(self.memory)]
+
     def recall(self, user_text: str) -> list[str]:
-        """MEMORY.md entries for the system prompt (`relevant`, `recent` or `off`), at most
-        RECALL_ENTRIES within RECALL_TOKENS; an entry too long for what is left is skipped."""
+        """MEMORY.md entries for the current message (`relevant`, `recent` or `off`), at most
+        RECALL_ENTRIES within RECALL_TOKENS; an entry too long for what is left is skipped.
+        Muted lines are never recalled, pinned ones are in the system prompt already."""
         mode = self.settings.memory.inject
         if mode == "recent":
-            entries = list(reversed(self.memory.tail(RECALL_ENTRIES)))
+            entries = list(reversed(self.memory.tail(RECALL_ENTRIES * 2)))
         elif mode == "relevant":
             entries = self._relevant(user_text)
         else:
             return []
+        marks = memory_marks.load(self.memory.path)
+        if marks.pinned or marks.muted:
+            entries = [e for e in entries if not marks.is_pinned(e) and not marks.is_muted(e)]
         out: list[str] = []
         used = 0
         for e in entries:
@@ -422,6 +440,10 @@ def _turns(session: Session) -> int:
     return sum(m.role == "user" for m in session.archived) + sum(
         m.role == "user" for m in session.messages
     )
+
+
+def _last_user(window: Sequence[Message]) -> int:
+    return next((i for i in range(len(window) - 1, -1, -1) if window[i].role == "user"), 0)
 
 
 def _index(messages: Sequence[Message], m: Message) -> int:

@@ -1,4 +1,4 @@
-"""`countbot memory show|search|add|delete`: what the typer CLI (and `/memory`) calls.
+"""`countbot memory show|search|add|delete|pin|unpin|mute|unmute`: what the typer CLI (and `/memory`) calls.
 
 UI layer: every function writes plain text to an injected stream, returns an exit code and
 raises errors from errors.py for bad input. Rows carry the entry's line number in MEMORY.md, the
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from countbot_cli.errors import EXIT_OK, UsageError
+from countbot_cli.memory.marks import set_mark
 from countbot_cli.memory.store import Entry, MemoryStore, normalize_content
 from countbot_cli.textsafe import sanitize_line
 
@@ -60,6 +61,23 @@ def memory_add(store: MemoryStore, text: str, out: TextIO) -> int:
     same = [e for e in store.entries() if normalize_content(e.content) == wanted]
     where = f" (line {same[0].line_no})" if same else ""
     out.write(f"Already stored{where}: {sanitize_line(wanted)}\n")
+    return EXIT_OK
+
+
+MARK_VERBS = {
+    "pin": ("pinned", True, "Pinned (sent with every request)"),
+    "unpin": ("pinned", False, "Unpinned"),
+    "mute": ("muted", True, "Muted (never recalled)"),
+    "unmute": ("muted", False, "Unmuted"),
+}
+
+
+def memory_mark(store: MemoryStore, verb: str, line: int, out: TextIO) -> int:
+    """`memory pin|unpin|mute|unmute N` (memory/marks.py): echo the line it applies to."""
+    kind, on, done = MARK_VERBS[verb]
+    entry = set_mark(store, line, "pinned" if kind == "pinned" else "muted", on)
+    out.write(f"{done}: line {entry.line_no}\n")
+    out.write(format_rows([entry]))
     return EXIT_OK
 
 

@@ -23,7 +23,7 @@ from countbot_cli.conversation.budget import (
     make_budget,
     reply_reserve,
 )
-from countbot_cli.conversation.context import build_context
+from countbot_cli.conversation.context import build_context, window_step
 from countbot_cli.conversation.session import new_session
 from countbot_cli.conversation.store import SessionStore
 from countbot_cli.conversation.tokens import EncodingLoader, TokenCounter
@@ -211,8 +211,13 @@ def test_ask_trims_an_overflowing_history_end_to_end(tmp_path: Path) -> None:
     assert history == stored[len(stored) - len(history) :]
     counter = TokenCounter("test-model")
     assert counter.count_messages(msgs) + 300 <= 3000 * 0.9
-    two_more = stored[len(stored) - len(history) - 2 :]
-    assert counter.count_messages([msgs[0], *two_more, msgs[-1]]) + 300 > 3000 * 0.9
+    # trimmed in the window's blocks (window_step messages, on a user message): the oldest
+    # block start that fits, so one block more would not fit
+    step = window_step(0)
+    start = len(stored) - len(history)
+    assert start % step in (0, 1)  # a block start, moved on to the user message after it
+    one_more = stored[start - step :]
+    assert counter.count_messages([msgs[0], *one_more, msgs[-1]]) + 300 > 3000 * 0.9
 
 
 def test_ten_thousand_messages_are_fast_when_warm() -> None:

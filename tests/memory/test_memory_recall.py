@@ -33,7 +33,9 @@ def rig_factory(tmp_path: Path) -> Iterator[RigFactory]:
     factory.close()
 
 
-def test_session_summary_and_recalled_memory_in_the_system_prompt(rig_factory: Any) -> None:
+def test_session_summary_in_the_system_prompt_recalled_memory_in_the_message(
+    rig_factory: Any,
+) -> None:
     rig = rig_factory(memory={"inject": "relevant"})
     rig.turn(q(1))
     assert rig.session is not None
@@ -42,11 +44,17 @@ def test_session_summary_and_recalled_memory_in_the_system_prompt(rig_factory: A
     keeper.memory.add("Production Redis runs version 7.2 on port 6380", "user")
     keeper.memory.add("The user likes green tea", "user")
     rig.turn("which redis port do we use?")
-    system = rig.chat_bodies()[-1]["messages"][0]["content"]
-    assert "\n\n## Current Session Context\nA session about the Redis migration." in system
-    assert "Redis runs version 7.2 on port 6380" in system
-    assert "green tea" not in system
-    assert system.index("## Current Session Context") < system.index("## Long-term Memory")
+    sent = rig.chat_bodies()[-1]["messages"]
+    system, current = sent[0]["content"], sent[-1]["content"]
+    assert system.endswith("\n\n## Current Session Context\nA session about the Redis migration.")
+    assert "Redis runs version 7.2" not in system  # the volatile tail stays out of the head
+    assert current.index("Redis runs version 7.2 on port 6380") < current.index(
+        "which redis port do we use?"
+    )
+    assert "green tea" not in current
+    # what is saved is what the user typed
+    saved = [m for m in rig.saved()["messages"] if m["role"] == "user"]
+    assert saved[-1]["content"] == "which redis port do we use?"
 
 
 def test_recall_modes_and_budget(tmp_path: Path) -> None:

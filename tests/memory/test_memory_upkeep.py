@@ -44,20 +44,24 @@ def rig_factory(tmp_path: Path) -> Iterator[RigFactory]:
 
 
 def test_twenty_turns_max_history_6(rig_factory: Any) -> None:
-    rig = rig_factory(persona={"max_history_messages": 6}, memory={"auto_memory": False})
+    rig = rig_factory(
+        persona={"max_history_messages": 6}, memory={"auto_memory": False, "inject": "off"}
+    )
     before = date.today().isoformat()
     for k in range(1, 21):
         rig.turn(q(k))
-        # the request window of turn k: the 6 newest earlier messages, then the question
+        # the request window of turn k: at most 6 earlier messages, its start moving in steps
+        # of 4 (two turns), so turn k is turn k-1's request plus two messages, every other turn
         body = rig.chat_bodies()[-1]
         sent = [(m["role"], m["content"]) for m in body["messages"][1:]]
-        assert sent == [*messages_of(range(max(1, k - 3), k)), ("user", q(k))], k
-        # batches: 4 overflow messages are needed, so a call after turns 5, 7, ..., 19
-        expected_calls = 0 if k < 5 else (k - 5) // 2 + 1
+        first = max(1, k - 3 if k % 2 == 0 else k - 2)
+        assert sent == [*messages_of(range(first, k)), ("user", q(k))], k
+        # the block the window leaves is archived at once: a call after turns 4, 6, ..., 20
+        expected_calls = 0 if k < 4 else (k - 4) // 2 + 1
         assert len(rig.summariser.of("overflow")) == expected_calls, k
     assert rig.view.notices == []
     calls = rig.summariser.calls
-    assert len(calls) == 8
+    assert len(calls) == 9
     for n, (_kind, prompt, body) in enumerate(calls):
         first = 2 * n + 1  # call n summarises turns first and first + 1
         assert dialogue_lines(prompt) == [
@@ -70,17 +74,17 @@ def test_twenty_turns_max_history_6(rig_factory: Any) -> None:
         assert len(body["messages"]) == 1
     # each message summarised once, none skipped
     summarised = [ln for _, p, _ in calls for ln in dialogue_lines(p)]
-    assert len(summarised) == len(set(summarised)) == 32
+    assert len(summarised) == len(set(summarised)) == 36
     entries = rig.entries()
-    assert len(entries) == 8
+    assert len(entries) == 9
     assert all(ENTRY_RE.match(e) for e in entries), entries
     assert all(e.split("|")[0] in (before, date.today().isoformat()) for e in entries)
     assert [e.split("|", 2)[2] for e in entries] == [
-        f"fact {n}: user likes tea；uses Python 3.12" for n in range(1, 9)
+        f"fact {n}: user likes tea；uses Python 3.12" for n in range(1, 10)
     ]
     saved = rig.saved()
-    assert [(m["role"], m["content"]) for m in saved["archived"]] == messages_of(range(1, 17))
-    assert [(m["role"], m["content"]) for m in saved["messages"]] == messages_of(range(17, 21))
+    assert [(m["role"], m["content"]) for m in saved["archived"]] == messages_of(range(1, 19))
+    assert [(m["role"], m["content"]) for m in saved["messages"]] == messages_of(range(19, 21))
     assert saved["cursors"]["overflow"] > 0
 
 
@@ -156,21 +160,36 @@ def test_reply_containing_the_sentinel_is_written(rig_factory: Any) -> None:
     assert [e.split("|", 2)[1:] for e in rig.entries()] == [["auto-overflow", line]]
 
 
-def test_compact_summarises_below_the_batch_threshold(rig_factory: Any) -> None:
-    rig = rig_factory(persona={"max_history_messages": 4}, memory={"auto_memory": False})
-    for k in range(1, 4):
+def test_compact_shrinks_the_next_request(rig_factory: Any) -> None:
+    """/compact at 80 % of the window (nothing outside it) summarises all but the last
+    exchange: the next request is smaller by at least the summarised messages."""
+    rig = rig_factory(persona={"max_history_messages": 10}, memory={"auto_memory": False})
+    for k in range(1, 5):
         rig.turn(q(k))
-    assert rig.summariser.calls == []  # 2 overflow messages: below the batch of 4
+    assert rig.summariser.calls == []  # 8 messages in a window of 10: no overflow
+    before = rig.chat_bodies()[-1]["messages"]
+    assert len(before) == 1 + 6 + 1
     written = rig.conversation.compact()  # what /compact runs
     assert written is not None and len(written) == 1 and ENTRY_RE.match(written[0])
-    assert dialogue_lines(rig.summariser.calls[0][1]) == ["USER: question 1", "ASSISTANT: answer 1"]
-    assert rig.conversation.compact() == []  # nothing left outside the window
+    assert dialogue_lines(rig.summariser.calls[0][1]) == [
+        f"{r.upper()}: {t}" for r, t in messages_of(range(1, 4))
+    ]
+    assert rig.conversation.compact() == []  # only the last exchange is left
     assert len(rig.summariser.calls) == 1
+    rig.turn(q(5))
+    after = rig.chat_bodies()[-1]["messages"]
+    assert [(m["role"], m["content"]) for m in after[1:]] == [
+        *messages_of(range(4, 5)),
+        ("user", q(5)),
+    ]
+    assert len(after) <= len(before) + 2 - 6  # the six summarised messages are gone
     rig.summariser.replies = [fs.status(500)]
-    rig.turn(q(4))
+    rig.turn(q(6))
     with pytest.raises(SummaryError):
         rig.conversation.compact()
-    assert [m["content"] for m in rig.saved()["archived"]] == [q(1), a(1)]
+    assert [m["content"] for m in rig.saved()["archived"]] == [
+        t for _, t in messages_of(range(1, 4))
+    ]
 
 
 def test_overflow_off_and_unlimited_history_make_no_calls(rig_factory: Any) -> None:

@@ -1,0 +1,58 @@
+"""The project's instructions file: `COUNTBOT.md`, else `AGENTS.md`, in the workspace (SPEC §3).
+
+Its text goes into the stable head of the system prompt (conversation/context.py), read once per
+conversation, so it costs no cache miss from turn to turn. A file in the project folder may come
+from a cloned repository, so it follows SPEC §3's trust rule: it is used only when the user has
+trusted these exact bytes (`countbot config trust AGENTS.md`, config/trust.py); otherwise it is
+left out and `notice` says so once. Over MAX_BYTES it is cut, with a note.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from countbot_cli.config import trust
+
+NAMES = ("COUNTBOT.md", "AGENTS.md")  # the first one present wins
+MAX_BYTES = 32_000
+
+
+@dataclass(frozen=True)
+class Instructions:
+    name: str  # the file's name, shown in the prompt's heading
+    text: str  # "" when the file is left out
+    notice: str = ""  # one line for stderr when the file was left out or cut
+
+
+def find(workspace: Path) -> Path | None:
+    for name in NAMES:
+        path = workspace / name
+        if path.is_file():
+            return path
+    return None
+
+
+def load_instructions(workspace: Path, home: Path) -> Instructions | None:
+    """The instructions file of `workspace` (None when there is none); `home` is countbot's
+    own config folder, where the trust records live."""
+    path = find(workspace)
+    if path is None:
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return Instructions(path.name, "", f"ignored {path}: {exc.strerror or exc}")
+    verdict = trust.status(path, data, home)
+    if verdict != "trusted":
+        why = "it changed since you trusted it" if verdict == "changed" else "it is not trusted"
+        return Instructions(
+            path.name,
+            "",
+            f"ignored {path}: {why}; review it, then run: countbot config trust {path.name}",
+        )
+    notice = ""
+    if len(data) > MAX_BYTES:
+        data = data[:MAX_BYTES]
+        notice = f"{path}: only the first {MAX_BYTES:,} bytes are sent"
+    return Instructions(path.name, data.decode("utf-8", "replace"), notice)
