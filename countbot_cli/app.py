@@ -254,7 +254,8 @@ def _tool_registry(
         shell_timeout=t.shell_timeout,
         allow_outside_workspace=t.allow_outside_workspace,
         secret_values=tuple(p.api_key for p in settings.providers.values() if p.api_key)
-        + ((settings.provider.api_key,) if settings.provider.api_key else ()),
+        + ((settings.provider.api_key,) if settings.provider.api_key else ())
+        + settings.mcp.secret_values(),  # MCP servers' env and headers
         # countbot's own files always need approval, even inside the workspace
         protected=tuple(
             p

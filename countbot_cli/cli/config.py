@@ -17,6 +17,7 @@ from typing import Any, Protocol, TextIO
 
 from countbot_cli.config.example import EXAMPLE_CONFIG
 from countbot_cli.config.file import did_you_mean
+from countbot_cli.config.mcp import McpServer
 from countbot_cli.config.providers import NO_PROVIDER_HINT, ProviderConfig
 from countbot_cli.config.settings import Settings, default_config_path
 from countbot_cli.errors import (
@@ -162,7 +163,19 @@ def settings_dict(s: Settings) -> dict[str, Any]:
             "deny": list(t.deny),
         },
         "sessions_dir": str(s.sessions_dir),
+        "mcp": {"servers": {m.name: mcp_server_dict(m) for m in s.mcp.servers}},
     }
+
+
+def mcp_server_dict(m: McpServer) -> dict[str, Any]:
+    """One MCP server as `config show` prints it: `env` and `headers` values masked."""
+    if m.url:
+        d: dict[str, Any] = {"url": m.url, "headers": m.masked_headers()}
+    else:
+        d = {"command": m.command, "args": list(m.args), "env": m.masked_env()}
+        d["cwd"] = str(m.cwd) if m.cwd else None
+    d.update(allow=list(m.allow), timeout=m.timeout, start_timeout=m.start_timeout)
+    return d
 
 
 def config_show(settings: Settings, out: TextIO, env: Mapping[str, str] | None = None) -> int:

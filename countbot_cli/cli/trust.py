@@ -15,6 +15,7 @@ from typing import TextIO
 
 from countbot_cli.config.file import Section, read_config
 from countbot_cli.config.instructions import NAMES as INSTRUCTION_FILES
+from countbot_cli.config.mcp import McpServer
 from countbot_cli.config.settings import Settings, check_file, default_home
 from countbot_cli.errors import EXIT_OK, UsageError
 from countbot_cli.textsafe import sanitize_line
@@ -111,7 +112,22 @@ def summary(settings: Settings, root: Section) -> list[tuple[str, str]]:
         ("memory", str(settings.memory.file)),
         ("sessions", str(settings.sessions_dir)),
     ]
+    rows += [("mcp", _mcp_row(m)) for m in settings.mcp.servers]
     return rows
+
+
+def _mcp_row(m: McpServer) -> str:
+    """What an MCP server entry would run or reach: the command line (and its folder), or the
+    URL; the names of its env and headers (never their values); what runs without asking."""
+    if m.url:
+        how = f"{m.name}: connects to {m.url}"
+        names = f" · headers {', '.join(m.headers)}" if m.headers else ""
+    else:
+        where = f" in {m.cwd}" if m.cwd else ""
+        how = f"{m.name}: runs `{m.describe()}`{where}"
+        names = f" · env {', '.join(m.env)}" if m.env else ""
+    allow = ", ".join(m.allow) if m.allow else "(none)"
+    return f"{how}{names} · tools run without asking: {allow}"
 
 
 def _provider_row(settings: Settings, root: Section, name: str) -> str:

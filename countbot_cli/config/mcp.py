@@ -28,7 +28,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from countbot_cli.config.file import Section
-from countbot_cli.config.providers import mask_header
+from countbot_cli.config.providers import mask_secret
 
 MCP_KEYS = ("servers",)
 SERVER_KEYS = (
@@ -73,15 +73,31 @@ class McpServer:
         return " ".join([self.command or "", *self.args]).strip()
 
     def masked_headers(self) -> dict[str, str]:
-        return {k: mask_header(k, v) for k, v in self.headers.items()}
+        """Every value masked, whatever its name: all of them are treated as secrets."""
+        return {k: mask_secret(v) for k, v in self.headers.items()}
 
     def masked_env(self) -> dict[str, str]:
-        return {k: mask_header(k, v) for k, v in self.env.items()}
+        return {k: mask_secret(v) for k, v in self.env.items()}
 
 
 @dataclass(frozen=True)
 class McpSettings:
     servers: tuple[McpServer, ...] = ()
+
+    def secret_values(self) -> tuple[str, ...]:
+        """What `exec` must never pass on (`ToolContext.secret_values`): every `headers`
+        value (and the credential after a scheme such as `Bearer`) and every `env` value,
+        except paths and lists of paths (`PATH: /opt/bin:/usr/bin` is no secret, and scrubbing
+        it would scrub exec's own PATH)."""
+        out: list[str] = []
+        for server in self.servers:
+            for value in server.headers.values():
+                out.append(value)
+                scheme, _, credential = value.partition(" ")
+                if credential.strip() and scheme.isalpha():
+                    out.append(credential.strip())
+            out.extend(v for v in server.env.values() if not _is_paths(v))
+        return tuple(dict.fromkeys(v for v in out if v.strip()))
 
 
 def parse_mcp(sec: Section, home: Path, env: Mapping[str, str]) -> McpSettings:
@@ -128,6 +144,11 @@ def _server(parent: Section, name: str, home: Path, env: Mapping[str, str]) -> M
         timeout=_or(sec.number("timeout", 0.1, 3600.0), DEFAULT_TIMEOUT),
         start_timeout=_or(sec.number("start_timeout", 0.1, 3600.0), DEFAULT_START_TIMEOUT),
     )
+
+
+def _is_paths(value: str) -> bool:
+    parts = [p for p in value.split(":") if p]
+    return bool(parts) and all(p.startswith(("/", "~", "./", "../")) for p in parts)
 
 
 def _blank_none(value: str | None) -> str | None:
