@@ -199,7 +199,7 @@ def test_terminal_screen_equals_one_shot(name: str) -> None:
     want_raw = one_shot(text, terminal=True)
     rows = want_raw.count("\n") + 40
     want = screen(want_raw, rows)
-    ways = list(chunkings(text, seeds=2))[: 2 if name.startswith("generated") else 3]
+    ways = list(chunkings(text, seeds=2))[: 1 if name.startswith("generated") else 3]
     for how, parts in ways:
         c = console(terminal=True, height=12)  # answers taller than the terminal
         view = stream(parts, c)
@@ -371,7 +371,7 @@ def test_abort_keeps_what_arrived() -> None:
     cut = text.index("```") + 40  # inside a code fence
     for terminal in (False, True):
         c = console(terminal=terminal)
-        view = StreamView(c, clock=Clock())
+        view = StreamView(c, clock=Clock(step=0.01), max_fps=10.0)  # 100 tokens/s
         for part in gen_doc.regex_chunks(text[:cut]):
             view.feed(part)
         view.abort("[interrupted]")
@@ -379,7 +379,8 @@ def test_abort_keeps_what_arrived() -> None:
         want = one_shot(text[:cut], terminal=terminal)
         got = c.file.getvalue()  # type: ignore[attr-defined]
         if terminal:
-            rows = got.count("\n") + 40
+            assert view.frames > 10  # the tail was drawn while it streamed
+            rows = want.count("\n") + 40  # room for the answer and a full live region
             shown, expect = screen(got, rows), screen(want, rows)
             assert shown[: len(expect)] == expect and shown[-1] == "[interrupted]"
             assert shown[len(expect) : -1] in ([""], ["", ""])  # a blank line, maybe padding
