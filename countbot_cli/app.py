@@ -25,6 +25,11 @@ from countbot_cli.conversation.chat import Backend, Conversation, open_session
 from countbot_cli.conversation.engine import Engine
 from countbot_cli.conversation.prompt_input import compose_prompt, read_stdin
 from countbot_cli.conversation.search_tool import search_sessions_tool
+from countbot_cli.conversation.server_window import (
+    assumed_window_notice,
+    with_server_window,
+    with_window,
+)
 from countbot_cli.conversation.store import SessionStore
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.errors import (
@@ -60,6 +65,7 @@ class CommonOptions:
     model: str | None = None
     system: str | None = None
     options: dict[str, Any] = field(default_factory=dict)  # -o KEY VALUE (config/options.py)
+    context_window: int | None = None  # --context-window N (ask, chat)
 
 
 @dataclass
@@ -97,7 +103,10 @@ def load_settings(
     )
     if note := untrusted_notice(settings):
         _notice(err or sys.stderr, note)
-    return apply_options(settings, opts.options)
+    settings = apply_options(settings, opts.options)
+    if opts.context_window is not None:  # --context-window N
+        return with_window(settings, opts.context_window)
+    return settings
 
 
 def make_store(settings: Settings, err: TextIO | None = None) -> SessionStore:
@@ -219,6 +228,7 @@ def build_backend(
         instructions=_instructions(settings),
         streaming=streaming,
     )
+    engine.window_notice = assumed_window_notice(settings, provider)
     return Backend(engine, keeper)
 
 
@@ -310,6 +320,7 @@ def run_ask(
     text, attached = compose_message(opts.prompt, stdin_text, refs, settings)
     store = make_store(settings, err)
     session, is_new = open_session(store, settings, ref=opts.session, cont=opts.cont)
+    settings = with_server_window(settings)  # an unknown model's window: asked, cached
     provider = make_provider(settings, err)
     tty_out = isatty(out)
     plain = opts.plain or not tty_out or opts.json_out or opts.jsonl

@@ -30,6 +30,7 @@ class ChatOptions:
     no_tools: bool = False
     options: dict[str, object] | None = None  # -o KEY VALUE (config/options.py)
     attach: list[str] | None = None  # -a PATH|URL: sent with the first message
+    context_window: int | None = None  # --context-window N
 
 
 def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
@@ -39,6 +40,7 @@ def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
     from countbot_cli import app
     from countbot_cli.conversation.attachments import PendingAttachments
     from countbot_cli.conversation.chat import open_session
+    from countbot_cli.conversation.server_window import with_server_window
     from countbot_cli.repl.loop import Repl
     from countbot_cli.repl.view import PausingConfirmer, TurnOnScreen
     from countbot_cli.ui.confirm import TerminalConfirmer
@@ -56,6 +58,7 @@ def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
         model=opts.model,
         system=opts.system,
         options=dict(opts.options or {}),
+        context_window=opts.context_window,
     )
     settings = app.load_settings(common)
     pending = PendingAttachments()  # each read and checked now: a refusal is exit 2
@@ -63,6 +66,7 @@ def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
         pending.add(ref, settings, settings.provider, flag="-a")
     store = app.make_store(settings)
     session, is_new = open_session(store, settings, ref=resume or opts.session, cont=opts.cont)
+    settings = with_server_window(settings)  # an unknown model's window: asked once, cached
     screen = TurnOnScreen()  # the turn in progress: the approval prompt and notices draw around it
     side = cast(TextIO, _SideStream(screen))
     conversation = app.build_conversation(

@@ -67,6 +67,16 @@ YesOpt = Annotated[
     ),
 ]
 NoToolsOpt = Annotated[bool, typer.Option("--no-tools", help="Do not offer tools to the model.")]
+WindowOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--context-window",
+        min=1,
+        metavar="TOKENS",
+        help="The model's context window, for a model countbot does not know "
+        "(also COUNTBOT_CONTEXT_WINDOW, or context_window in the config).",
+    ),
+]
 RoleOpt = Annotated[
     str | None,
     typer.Option(
@@ -183,10 +193,12 @@ def chat(
     role: RoleOpt = None,
     option: OptionOpt = None,
     attach: ChatAttachOpt = None,
+    context_window: WindowOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     _run_chat(
         config,
+        context_window=context_window,
         session=session,
         cont=cont,
         model=model,
@@ -276,6 +288,7 @@ def ask(
     no_tools: NoToolsOpt = False,
     role: RoleOpt = None,
     option: OptionOpt = None,
+    context_window: WindowOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     def go() -> int:
@@ -302,6 +315,7 @@ def ask(
             no_tools=no_tools,
             extract="all" if extract_all else "first" if extract else None,
             jsonl=jsonl,
+            context_window=context_window,
         )
         return run_ask(opts)
 

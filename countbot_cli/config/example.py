@@ -63,8 +63,12 @@ providers:
     #                                         #   in use, with a 15 s timeout
     model: gpt-4o-mini
     # context_window: 128000  # tokens the model accepts; history is trimmed to fit.
-    #                         # Default: the preset's figure for its default model,
-    #                         # otherwise countbot's own conservative default.
+    #                         # Default: the preset's figure for its default model, then
+    #                         # countbot's table of known models, then what the server says
+    #                         # (llama.cpp /props, vLLM or OpenRouter /models, Ollama
+    #                         # /api/show; asked once, cached), else 8192 (said on stderr
+    #                         # when history is trimmed against it). COUNTBOT_CONTEXT_WINDOW
+    #                         # or --context-window N (ask, chat) override it.
     # vision: true            # does the model take images (-a photo.png)? Default: countbot's
     #                         # table of known models; an unknown model is let through
     # headers:                # extra HTTP headers sent with every request
@@ -164,6 +168,13 @@ attachments:
   max_url_bytes: 5000000    # most bytes read from an http(s) URL
   url_timeout: 20           # seconds for a whole fetch, redirects included
   max_redirects: 4
+
+# What a model's tokens cost, per million, in your currency: with a price the usage line,
+# ask --json, /tokens and `sessions show` add the cost of the turn, the session and the day.
+# countbot ships no prices (they change); a model without one shows no cost. cached_input
+# (prompt tokens the provider read from its cache) defaults to input.
+# prices:
+#   gpt-4o-mini: {input: 0.15, cached_input: 0.075, output: 0.60}
 
 # MCP servers whose tools the model may call (needs: pip install 'countbot-cli[mcp]').
 # Their tools appear as mcp__NAME__TOOL. Each call asks first, also with --yes, unless the

@@ -55,6 +55,7 @@ TOP_KEYS = (
     "mcp",
     "prices",
 )
+WINDOW_VAR = "COUNTBOT_CONTEXT_WINDOW"
 PERSONA_KEYS = ("ai_name", "user_name", "personality", "language", "max_history_messages")
 MEMORY_KEYS = ("file", "overflow_summary", "auto_memory", "auto_messages", "auto_chars", "inject")
 TOOL_KEYS = (
@@ -371,6 +372,7 @@ def _build(
         require_model=require_provider and require_model,
         find_local_model=find_local_model,
     )
+    chosen = _window_from_env(chosen, env)
     return Settings(
         config_file=file,
         home=home,
@@ -390,6 +392,20 @@ def _build(
         mcp=mcp,
         prices=prices,
     )
+
+
+def _window_from_env(chosen: ProviderConfig, env: Mapping[str, str]) -> ProviderConfig:
+    """`COUNTBOT_CONTEXT_WINDOW=N` over the chosen provider's `context_window`."""
+    raw = env.get(WINDOW_VAR, "").strip()
+    if not raw:
+        return chosen
+    n = int(raw) if raw.isdigit() else 0
+    if n < 1:
+        raise ConfigError(
+            f"{WINDOW_VAR}: expected a whole number of tokens above 0, got {raw!r}",
+            hint="e.g. COUNTBOT_CONTEXT_WINDOW=32768, or unset it",
+        )
+    return replace(chosen, context_window=n)
 
 
 def _no_local_model() -> str | None:

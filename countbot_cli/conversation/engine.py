@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from countbot_cli.config.prices import charge
 from countbot_cli.conversation.budget import WindowBudget
-from countbot_cli.conversation.context import TurnContext, build_context
+from countbot_cli.conversation.context import TurnContext, build_context, history_window
 from countbot_cli.conversation.session import Session, new_session, title_from
 from countbot_cli.conversation.tool_round import ToolRunner
 from countbot_cli.conversation.view import TurnView
@@ -110,6 +110,8 @@ class Engine:
         self._current = _Round()
         self.streaming = streaming
         self._provider_tools: bool | None = None  # can the provider's model take tools?
+        # said once, when history is first trimmed to fit a context window only assumed
+        self.window_notice: str | None = None
 
     # ---- building the request ----
 
@@ -159,6 +161,15 @@ class Engine:
             budget=self.budget,
         )
 
+    def _say_assumed_window(self, ctx: TurnContext, session: Session, view: TurnView) -> None:
+        """Once: the token budget left history out against a window countbot only assumed."""
+        if self.window_notice is None or not ctx.omitted:
+            return
+        capped = history_window(session.messages, self.settings.persona.max_history_messages)
+        if len(ctx.window) < len(capped):
+            view.notice(self.window_notice)
+            self.window_notice = None
+
     # ---- one turn ----
 
     def run_turn(
@@ -183,6 +194,7 @@ class Engine:
         if replaces:  # the failed attempt being retried is not sent again
             history = replace(session, messages=_without_failed(session.messages, replaces))
         ctx = self.context_for(history, user, system=system)
+        self._say_assumed_window(ctx, history, view)
         result = TurnResult(
             session_id=session.id if save else None,
             answer="",

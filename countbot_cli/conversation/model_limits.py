@@ -89,11 +89,18 @@ def context_window_for(model: str, configured: int | None = None) -> int:
     CONTEXT_WINDOWS, else DEFAULT_CONTEXT_WINDOW."""
     if configured is not None and configured > 0:
         return configured
+    known = known_window(model)
+    return DEFAULT_CONTEXT_WINDOW if known is None else known
+
+
+def known_window(model: str) -> int | None:
+    """The window of the longest matching prefix of CONTEXT_WINDOWS; None: a model countbot
+    does not know (its server may tell: provider/window.py)."""
     name = normalize_model(model)
     for prefix in _WINDOW_PREFIXES:
         if name.startswith(prefix):
             return CONTEXT_WINDOWS[prefix]
-    return DEFAULT_CONTEXT_WINDOW
+    return None
 
 
 # ---- images ----

@@ -1,0 +1,172 @@
+"""The context window of a model countbot does not know, asked of its server (issue 11 item 7).
+
+Asked only when the model is in no table and no window is configured (`context_window`,
+`COUNTBOT_CONTEXT_WINDOW`, `--context-window`), with a short timeout, and the answer (or that
+there was none) is cached per base URL and model in `<data_dir>/context_windows.json`, so a
+normal turn makes no request for it. Where a server can tell:
+
+- the OpenAI-style model list `GET {api_base}/models`: the model's `max_model_len` (vLLM) or
+  `context_length` / `top_provider.context_length` (OpenRouter and its imitators);
+- llama.cpp's server `GET {root}/props`: `default_generation_settings.n_ctx` or `n_ctx`;
+- Ollama `POST {root}/api/show {"model": …}`: the `*.context_length` of its `model_info`.
+
+`root` is the base URL without a trailing `/v1`. Anything missing, slow, malformed or
+implausible is no answer; the caller then assumes its default and says so once when history
+is trimmed against it. Every JSON body is parsed with jsonsafe's limits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from countbot_cli import fileio
+from countbot_cli.jsonsafe import loads_bounded
+from countbot_cli.provider.openai_compat import _skip_httpx_cli
+
+CACHE_FILE = "context_windows.json"
+PROBE_TIMEOUT = 1.5  # seconds for each request
+UNKNOWN_TTL = 24 * 3600  # a server that could not tell is asked again after a day
+MAX_BODY = 4_000_000
+PLAUSIBLE = range(256, 100_000_001)
+
+Fetch = Callable[[str, str, Any], Any]  # (method, url, json body or None) -> parsed JSON or None
+
+
+def probe_window(
+    api_base: str, model: str, headers: Mapping[str, str], *, timeout: float = PROBE_TIMEOUT
+) -> int | None:
+    """Ask the server at `api_base` for `model`'s context window; None when it cannot tell."""
+    import ssl
+
+    _skip_httpx_cli()  # httpx's own CLI (click, rich) stays unloaded, as for the chat request
+    import httpx
+
+    verify: ssl.SSLContext | bool = True
+    if api_base.lower().startswith("http://"):
+        verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # plain HTTP: no CA bundle to load
+    with httpx.Client(timeout=timeout, headers=dict(headers), verify=verify) as client:
+
+        def fetch(method: str, url: str, body: Any) -> Any:
+            try:
+                resp = client.request(method, url, json=body)
+            except httpx.HTTPError:
+                return None
+            if resp.status_code != 200 or len(resp.content) > MAX_BODY:
+                return None
+            try:
+                return loads_bounded(resp.content)
+            except ValueError:
+                return None
+
+        return window_from(api_base, model, fetch)
+
+
+def window_from(api_base: str, model: str, fetch: Fetch) -> int | None:
+    """The first plausible window of the three places, asked in turn."""
+    base = api_base.rstrip("/")
+    root = base[: -len("/v1")] if base.endswith("/v1") else base
+    asks: list[tuple[str, str, Any, Callable[[Any, str], int | None]]] = [
+        ("GET", f"{base}/models", None, _from_models),
+        ("GET", f"{root}/props", None, _from_props),
+        ("POST", f"{root}/api/show", {"model": model}, _from_ollama),
+    ]
+    for method, url, body, read in asks:
+        n = read(fetch(method, url, body), model)
+        if n is not None:
+            return n
+    return None
+
+
+def _plausible(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value in PLAUSIBLE:
+        return value
+    return None
+
+
+def _from_models(data: Any, model: str) -> int | None:
+    rows = data.get("data") if isinstance(data, dict) else data
+    for row in rows if isinstance(rows, list) else []:
+        if not isinstance(row, dict) or row.get("id") != model:
+            continue
+        top = row.get("top_provider")
+        for value in (
+            row.get("max_model_len"),
+            row.get("context_length"),
+            top.get("context_length") if isinstance(top, dict) else None,
+        ):
+            if (n := _plausible(value)) is not None:
+                return n
+    return None
+
+
+def _from_props(data: Any, model: str) -> int | None:
+    if not isinstance(data, dict):
+        return None
+    settings = data.get("default_generation_settings")
+    inner = settings.get("n_ctx") if isinstance(settings, dict) else None
+    return _plausible(inner) or _plausible(data.get("n_ctx"))
+
+
+def _from_ollama(data: Any, model: str) -> int | None:
+    info = data.get("model_info") if isinstance(data, dict) else None
+    if not isinstance(info, dict):
+        return None
+    for key, value in info.items():
+        if isinstance(key, str) and key.endswith(".context_length"):
+            return _plausible(value)
+    return None
+
+
+class WindowCache:
+    """`{"BASE MODEL": {"n": 32768 or null, "at": unix time}}`: best effort, only a cache."""
+
+    def __init__(self, path: Path, now: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self.now = now
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            data = loads_bounded(self.path.read_bytes())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def get(self, api_base: str, model: str) -> tuple[bool, int | None]:
+        """(found, window): found False when never asked, or an unknown answer has aged."""
+        row = self._read().get(f"{api_base} {model}")
+        if not isinstance(row, dict) or not isinstance(row.get("at"), (int, float)):
+            return False, None
+        n = _plausible(row.get("n"))
+        if n is None and self.now() - row["at"] > UNKNOWN_TTL:
+            return False, None
+        return True, n
+
+    def put(self, api_base: str, model: str, n: int | None) -> None:
+        data = self._read()
+        data[f"{api_base} {model}"] = {"n": n, "at": int(self.now())}
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            blob = json.dumps(data, sort_keys=True, indent=1) + "\n"
+            fileio.atomic_write(self.path, blob.encode("utf-8"), durable=False)
+
+
+def discover_window(
+    api_base: str,
+    model: str,
+    headers: Mapping[str, str],
+    data_dir: Path,
+    probe: Callable[[str, str, Mapping[str, str]], int | None] = probe_window,
+) -> int | None:
+    """The server's window for `model`, from the cache or asked once."""
+    cache = WindowCache(data_dir / CACHE_FILE)
+    found, n = cache.get(api_base, model)
+    if found:
+        return n
+    n = probe(api_base, model, headers)
+    cache.put(api_base, model, n)
+    return n
