@@ -134,7 +134,7 @@ def test_an_image_is_sent_as_an_image_url_part_with_its_own_bytes(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     png = write_image(cb.work / "chart.png", (64, 48))
-    proc = cb.run("ask", "what is this?", "-a", "chart.png")
+    proc = cb.invoke("ask", "what is this?", "-a", "chart.png")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "noted\n"
     assert _user_message(server) == {
@@ -151,7 +151,7 @@ def test_a_pdf_is_sent_as_its_text_page_by_page_up_to_the_page_cap(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url, attachments={"max_pdf_pages": 2})
     write_pdf(cb.work / "minutes.pdf", ["Budget approved", "Next meeting (May)", "Appendix"])
-    proc = cb.run("ask", "summarise", "-a", "minutes.pdf")
+    proc = cb.invoke("ask", "summarise", "-a", "minutes.pdf")
     assert proc.returncode == 0, proc.stderr
     assert _user_message(server) == {
         "role": "user",
@@ -165,7 +165,7 @@ def test_a_web_page_is_sent_as_its_main_text_without_scripts_or_styles(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     url = _url(pages, "/page")
-    proc = cb.run("ask", "when is high tide?", "-a", url)
+    proc = cb.invoke("ask", "when is high tide?", "-a", url)
     assert proc.returncode == 0, proc.stderr
     sent = _user_message(server)
     assert sent == {
@@ -184,7 +184,7 @@ def test_text_pdf_page_and_two_images_together_keep_their_order(
     first = write_image(cb.work / "one.png", (32, 32))
     second = write_image(cb.work / "two.jpg", (40, 30), "JPEG")
     url = _url(pages, "/redirect/2")  # followed to /page
-    proc = cb.run(
+    proc = cb.invoke(
         "ask", "compare", "-f", "notes.txt", "-a", "one.png", "-a", "a.pdf", "-a", url,
         "-a", "two.jpg", input="piped context\n",
     )  # fmt: skip
@@ -207,7 +207,7 @@ def test_an_image_over_the_pixel_budget_is_scaled_down_in_its_own_format(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url, attachments={"max_image_pixels": 1_000_000})
     write_image(cb.work / "photo.jpg", (3000, 2000), "JPEG")
-    proc = cb.run("ask", "describe", "-a", "photo.jpg")
+    proc = cb.invoke("ask", "describe", "-a", "photo.jpg")
     assert proc.returncode == 0, proc.stderr
     part = _user_message(server)["content"][1]
     mime, (w, h) = data_url_image_size(part["image_url"]["url"])
@@ -220,7 +220,7 @@ def test_an_image_over_the_pixel_budget_is_scaled_down_in_its_own_format(
 def test_an_image_alone_is_a_question(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url)
     png = write_image(cb.work / "x.png", (8, 8))
-    assert cb.run("ask", "-a", "x.png").returncode == 0
+    assert cb.invoke("ask", "-a", "x.png").returncode == 0
     assert _user_message(server)["content"] == [
         {"type": "image_url", "image_url": {"url": "data:image/png;base64," + _b64(png)}}
     ]
@@ -235,7 +235,7 @@ def test_the_session_keeps_a_digest_of_an_image_not_its_bytes(
     cb = make_cb(tmp_path, server.base_url)
     png = write_image(cb.work / "chart.png", (300, 200))
     write_pdf(cb.work / "doc.pdf", ["alpha", "beta"])
-    assert cb.run("ask", "look", "-a", "chart.png", "-a", "doc.pdf").returncode == 0
+    assert cb.invoke("ask", "look", "-a", "chart.png", "-a", "doc.pdf").returncode == 0
     raw = cb.session_files()[0].read_text(encoding="utf-8")
     assert _b64(png)[100:200] not in raw
     user = cb.only_session()["messages"][0]
@@ -259,16 +259,16 @@ def test_the_session_keeps_a_digest_of_an_image_not_its_bytes(
             "pages_sent": 2,
         },
     ]
-    show = cb.run("sessions", "show", "latest")
+    show = cb.invoke("sessions", "show", "latest")
     sha = user["attachments"][0]["sha256"][:16]
     size = png.stat().st_size
     assert f"  attached image chart.png · 300x200 · {size:,} bytes · sha256 {sha}…\n" in show.stdout
     assert "attached pdf doc.pdf · 2 pages" in show.stdout
-    export = cb.run("sessions", "export", "latest")
+    export = cb.invoke("sessions", "export", "latest")
     assert f"- attached image chart.png · 300x200 · {png.stat().st_size:,} bytes" in export.stdout
     # the next turn sends the words again, not the image
     server.add(fs.text("again"))
-    assert cb.run("ask", "-c", "and now?").returncode == 0
+    assert cb.invoke("ask", "-c", "and now?").returncode == 0
     history = server.chat_bodies()[1]["messages"]
     assert [m["content"] for m in history if m["role"] == "user"][0].startswith("look\n\nPDF")
     assert "image_url" not in json.dumps(history)
@@ -280,7 +280,7 @@ def test_the_session_keeps_a_digest_of_an_image_not_its_bytes(
 def test_a_binary_file_that_is_no_image_is_refused(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url)
     (cb.work / "blob.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4)
-    line = _refused(cb, server, cb.run("ask", "what?", "-a", "blob.bin"), EXIT_USAGE)
+    line = _refused(cb, server, cb.invoke("ask", "what?", "-a", "blob.bin"), EXIT_USAGE)
     assert "-a blob.bin: a binary file; text, images (png, jpeg, gif, webp) and PDFs" in line
 
 
@@ -288,9 +288,9 @@ def test_a_broken_image_and_a_broken_pdf_are_refused(tmp_path: Path, server: fs.
     cb = make_cb(tmp_path, server.base_url)
     (cb.work / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"garbage" * 10)
     (cb.work / "bad.pdf").write_bytes(b"%PDF-1.4\nnot really\n")
-    line = _refused(cb, server, cb.run("ask", "x", "-a", "bad.png"), EXIT_USAGE)
+    line = _refused(cb, server, cb.invoke("ask", "x", "-a", "bad.png"), EXIT_USAGE)
     assert "-a bad.png: not a readable image" in line
-    line = _refused(cb, server, cb.run("ask", "x", "-a", "bad.pdf"), EXIT_USAGE)
+    line = _refused(cb, server, cb.invoke("ask", "x", "-a", "bad.pdf"), EXIT_USAGE)
     assert "-a bad.pdf: not a readable PDF" in line
 
 
@@ -306,7 +306,7 @@ def test_an_image_for_a_model_that_takes_none_is_refused_before_the_request(
         provider["vision"] = vision
     cb = make_cb(tmp_path, server.base_url, provider=provider)
     write_image(cb.work / "x.png", (8, 8))
-    line = _refused(cb, server, cb.run("ask", "what?", "-a", "x.png"), EXIT_USAGE)
+    line = _refused(cb, server, cb.invoke("ask", "what?", "-a", "x.png"), EXIT_USAGE)
     assert f"{model} does not take images (x.png); nothing was sent" in line
     assert "`vision: true`" in line
 
@@ -316,7 +316,7 @@ def test_vision_true_lets_an_image_through_to_a_model_the_table_calls_text_only(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url, provider={"model": "gpt-4", "vision": True})
     write_image(cb.work / "x.png", (8, 8))
-    assert cb.run("ask", "what?", "-a", "x.png").returncode == 0, "vision: true must win"
+    assert cb.invoke("ask", "what?", "-a", "x.png").returncode == 0, "vision: true must win"
     assert _user_message(server)["content"][1]["type"] == "image_url"
 
 
@@ -325,7 +325,7 @@ def test_a_url_redirecting_five_times_is_refused(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     url = _url(pages, "/redirect/5")
-    line = _refused(cb, server, cb.run("ask", "x", "-a", url), EXIT_USAGE)
+    line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
     assert f"-a {url}: more than 4 redirects; nothing was sent" in line
 
 
@@ -335,7 +335,7 @@ def test_a_url_that_does_not_answer_in_time_is_a_network_error(
     cb = make_cb(tmp_path, server.base_url, attachments={"url_timeout": 1})
     url = _url(pages, "/slow")
     started = time.monotonic()
-    line = _refused(cb, server, cb.run("ask", "x", "-a", url), EXIT_NETWORK)
+    line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_NETWORK)
     assert time.monotonic() - started < 4.5
     assert f"-a {url}: timed out after 1 s; nothing was sent" in line
 
@@ -346,7 +346,7 @@ def test_a_url_serving_50_mb_is_refused_reading_at_most_the_cap(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     url = _url(pages, path)
-    line = _refused(cb, server, cb.run("ask", "x", "-a", url), EXIT_USAGE)
+    line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
     if path == "/huge-declared":
         assert f"-a {url}: 50,000,000 bytes is over the 5,000,000-byte limit" in line
     else:
@@ -359,16 +359,16 @@ def test_a_url_serving_an_image_or_failing_is_refused(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     url = _url(pages, "/image")
-    line = _refused(cb, server, cb.run("ask", "x", "-a", url), EXIT_USAGE)
+    line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
     assert f"-a {url}: serves image/png; only text pages can be attached" in line
     url = _url(pages, "/broken")
-    line = _refused(cb, server, cb.run("ask", "x", "-a", url), EXIT_NETWORK)
+    line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_NETWORK)
     assert f"-a {url}: the server answered 503; nothing was sent" in line
     port = pages.server_address[1]
     pages.shutdown()
     pages.server_close()
     closed = f"http://127.0.0.1:{port}/page"
-    line = _refused(cb, server, cb.run("ask", "x", "-a", closed), EXIT_NETWORK)
+    line = _refused(cb, server, cb.invoke("ask", "x", "-a", closed), EXIT_NETWORK)
     assert f"-a {closed}: cannot fetch it" in line
 
 

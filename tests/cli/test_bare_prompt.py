@@ -23,10 +23,10 @@ def test_bare_prompt_answers_like_ask_and_continues_with_c(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.add(fs.text("A monad is a monoid."), fs.text("Same in Haskell."))
-    first = cb.run("what is a monad?")
+    first = cb.invoke("what is a monad?")
     assert (first.returncode, first.stdout) == (0, "A monad is a monoid.\n"), first.stderr
     assert _last_user(server) == "what is a monad?"
-    second = cb.run("-c", "and in Haskell?")
+    second = cb.invoke("-c", "and in Haskell?")
     assert (second.returncode, second.stdout) == (0, "Same in Haskell.\n"), second.stderr
     saved = cb.only_session()  # -c continued the one session
     assert [m["content"] for m in saved["messages"]] == [
@@ -42,13 +42,13 @@ def test_bare_prompt_takes_the_model_flag_several_words_and_piped_stdin(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.default = fs.text("ok")
-    proc = cb.run("-m", "other-model", "write", "a", "haiku")
+    proc = cb.invoke("-m", "other-model", "write", "a", "haiku")
     assert (proc.returncode, proc.stdout) == (0, "ok\n"), proc.stderr
     body = server.chat_bodies()[-1]
     assert body["model"] == "other-model"
     assert body["messages"][-1]["content"] == "write a haiku"
     # nothing but piped stdin: answered like `… | countbot ask`, not the chat's terminal error
-    piped = cb.run(input="summarise: the sky is blue\n")
+    piped = cb.invoke(input="summarise: the sky is blue\n")
     assert (piped.returncode, piped.stdout) == (0, "ok\n"), piped.stderr
     assert "summarise: the sky is blue" in _last_user(server)
 
@@ -58,20 +58,20 @@ def test_a_command_name_is_the_command_and_anything_else_is_a_prompt(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.default = fs.text("an answer")
-    listing = cb.run("sessions")  # the command: lists (no session yet), asks nothing
+    listing = cb.invoke("sessions")  # the command: lists (no session yet), asks nothing
     assert listing.returncode == 0, listing.stderr
     assert server.chat_bodies() == []
-    words = cb.run("sessions are what?")  # one word that is no command's name: a prompt
+    words = cb.invoke("sessions are what?")  # one word that is no command's name: a prompt
     assert (words.returncode, words.stdout) == (0, "an answer\n"), words.stderr
     assert _last_user(server) == "sessions are what?"
-    forced = cb.run("--", "sessions")  # after --, even a command's name is a prompt
+    forced = cb.invoke("--", "sessions")  # after --, even a command's name is a prompt
     assert (forced.returncode, forced.stdout) == (0, "an answer\n"), forced.stderr
     assert _last_user(server) == "sessions"
     # a word naming no command, even one close to a command, is a prompt too
-    assert cb.run("model").returncode == 0
+    assert cb.invoke("model").returncode == 0
     assert _last_user(server) == "model"
     assert len(server.chat_bodies()) == 3
-    helped = cb.run("--help", input="piped text")
+    helped = cb.invoke("--help", input="piped text")
     assert helped.returncode == 0 and helped.stdout.startswith("Usage: countbot")
     assert len(server.chat_bodies()) == 3
 

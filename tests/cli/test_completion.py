@@ -81,9 +81,9 @@ def test_completion_scripts_and_a_wrong_shell(tmp_path: Path) -> None:
         ("zsh", "compdef _countbot countbot"),
         ("fish", "complete -c countbot"),
     ]:
-        proc = cb.run("completion", shell)
+        proc = cb.invoke("completion", shell)
         assert proc.returncode == 0 and marker in proc.stdout and "__complete" in proc.stdout
-    wrong = cb.run("completion", "tcsh")
+    wrong = cb.invoke("completion", "tcsh")
     assert wrong.returncode == 2
     assert "no completion for 'tcsh': use bash, zsh or fish" in wrong.stderr
 
@@ -91,7 +91,7 @@ def test_completion_scripts_and_a_wrong_shell(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("zsh") is None, reason="needs zsh")
 def test_zsh_script_parses(tmp_path: Path) -> None:
     cb = make_cb(tmp_path, None)
-    script = cb.run("completion", "zsh").stdout
+    script = cb.invoke("completion", "zsh").stdout
     proc = subprocess.run(["zsh", "-n"], input=script, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 
@@ -105,8 +105,8 @@ def test_complete_reads_the_named_config_and_stays_quiet_when_it_is_broken(
     (other / "mine.yaml").write_text("sessions_dir: kept\n", encoding="utf-8")
     store = SessionStore(other / "kept")
     store.create(replace(new_session(provider="p", model="m", title="Mine"), id="cafe00000001"))
-    proc = cb.run("__complete", "--config", "other/mine.yaml", "sessions", "show", "ca")
+    proc = cb.invoke("__complete", "--config", "other/mine.yaml", "sessions", "show", "ca")
     assert (proc.returncode, proc.stdout) == (0, "cafe00000001\tMine\n"), proc.stderr
     (other / "broken.yaml").write_text("providers: [unclosed\n", encoding="utf-8")
-    proc = cb.run("__complete", "--config", "other/broken.yaml", "sessions", "show", "")
+    proc = cb.invoke("__complete", "--config", "other/broken.yaml", "sessions", "show", "")
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")

@@ -28,15 +28,15 @@ def test_existing_file_needs_force_without_a_terminal(tmp_path: Path) -> None:
     sid = _one_session(cb)
     target = cb.work / "notes.md"
     target.write_text("my notes\n", encoding="utf-8")
-    proc = cb.run("sessions", "export", sid, "-o", "notes.md")
+    proc = cb.invoke("sessions", "export", sid, "-o", "notes.md")
     assert proc.returncode == 2
     assert "notes.md already exists; not overwriting it" in proc.stderr
     assert "pass --force to replace it" in proc.stderr
     assert target.read_text(encoding="utf-8") == "my notes\n"
-    forced = cb.run("sessions", "export", sid, "-o", "notes.md", "--force")
+    forced = cb.invoke("sessions", "export", sid, "-o", "notes.md", "--force")
     assert forced.returncode == 0, forced.stderr
     assert "what is a monad?" in target.read_text(encoding="utf-8")
-    fresh = cb.run("sessions", "export", sid, "-o", "new.md")  # a new file needs nothing
+    fresh = cb.invoke("sessions", "export", sid, "-o", "new.md")  # a new file needs nothing
     assert fresh.returncode == 0 and (cb.work / "new.md").exists()
 
 

@@ -15,7 +15,7 @@ from countbot_cli.cli.routing import join_option_pairs
 def test_options_reach_the_request_typed(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url, temperature=1.0)
     server.default = fs.text("ok")
-    proc = cb.run(
+    proc = cb.invoke(
         "ask", "-o", "temperature", "0.2", "-o", "top_p", "0.9", "-o", "seed", "42",
         "-o", "reasoning_effort", "low", "-o", "max_tokens", "64",
         "-o", "logit_bias", '{"50256": -100}', "-o", "user", "me", "-o", "parallel_tool_calls",
@@ -36,11 +36,11 @@ def test_options_reach_the_request_typed(tmp_path: Path, server: fs.FakeServer) 
     assert body["parallel_tool_calls"] is False
     assert body["stream"] is True and body["model"] == "test-model"
     # without -o the config file's temperature is used and nothing else is added
-    assert cb.run("ask", "plain").returncode == 0
+    assert cb.invoke("ask", "plain").returncode == 0
     plain = server.chat_bodies()[-1]
     assert plain["temperature"] == 1.0 and "seed" not in plain and "top_p" not in plain
     # the bare prompt takes them too, and KEY=VALUE is the same as KEY VALUE
-    assert cb.run("-o", "seed", "5", "-o", "top_p=0.5", "bare", "words").returncode == 0
+    assert cb.invoke("-o", "seed", "5", "-o", "top_p=0.5", "bare", "words").returncode == 0
     bare = server.chat_bodies()[-1]
     assert (bare["seed"], bare["top_p"], bare["messages"][-1]["content"]) == (5, 0.5, "bare words")
 
@@ -64,7 +64,7 @@ def test_a_bad_option_is_a_usage_error_naming_the_key(
     tmp_path: Path, server: fs.FakeServer, args: list[str], message: str
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
-    proc = cb.run("ask", "question", *args)
+    proc = cb.invoke("ask", "question", *args)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
     assert server.chat_bodies() == []

@@ -36,7 +36,7 @@ def test_a_role_adds_its_text_model_and_options_to_the_request(
     cb = make_cb(tmp_path, server.base_url)
     _role(cb, "reviewer", REVIEWER)
     server.default = fs.text("line 3: unquoted $1")
-    proc = cb.run("ask", "-r", "reviewer", "review: rm $1")
+    proc = cb.invoke("ask", "-r", "reviewer", "review: rm $1")
     assert (proc.returncode, proc.stdout) == (0, "line 3: unquoted $1\n"), proc.stderr
     body = server.chat_bodies()[-1]
     system = body["messages"][0]
@@ -45,7 +45,7 @@ def test_a_role_adds_its_text_model_and_options_to_the_request(
     assert "model: role-model" not in system["content"]  # the front matter is not text
     assert (body["model"], body["temperature"], body["seed"]) == ("role-model", 0.2, 7)
     # -m, -o and --system on the command line win over (or join) the role's
-    proc = cb.run(
+    proc = cb.invoke(
         "--role", "reviewer", "-m", "cli-model", "-o", "temperature", "0.9", "--system", "Be kind.",
         "again",
     )  # fmt: skip
@@ -61,44 +61,44 @@ def test_unknown_role_is_a_usage_error_naming_the_roles_folder(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     folder = cb.user_home / "roles"
-    proc = cb.run("ask", "-r", "poet", "hi")
+    proc = cb.invoke("ask", "-r", "poet", "hi")
     assert proc.returncode == 2
     assert f"no role 'poet' in {folder} (there are none yet)" in proc.stderr
     _role(cb, "reviewer", REVIEWER)
     # a project folder's roles are never used: only the user's own config folder
     (cb.work / "roles").mkdir()
     (cb.work / "roles" / "poet.md").write_text("Answer in verse.\n", encoding="utf-8")
-    proc = cb.run("-r", "poet", "hi")
+    proc = cb.invoke("-r", "poet", "hi")
     assert proc.returncode == 2
     assert f"no role 'poet' in {folder} (the roles are: reviewer)" in proc.stderr
-    assert cb.run("-r", "../config", "hi").returncode == 2  # a name, never a path
+    assert cb.invoke("-r", "../config", "hi").returncode == 2  # a name, never a path
     assert server.chat_bodies() == []
 
 
 def test_bad_front_matter_names_file_line_and_key(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url)
     path = _role(cb, "hot", "---\nmodel: m\ntemperature: hot\n---\nBe hot.\n")
-    proc = cb.run("ask", "-r", "hot", "hi")
+    proc = cb.invoke("ask", "-r", "hot", "hi")
     assert proc.returncode == 2
     assert f"{path}:3" in proc.stderr and "temperature takes a number from 0 to 2" in proc.stderr
     _role(cb, "deep", "---\n" + "a: " * 100 + "x\n---\nBe deep.\n")
-    proc = cb.run("ask", "-r", "deep", "hi")
+    proc = cb.invoke("ask", "-r", "deep", "hi")
     assert proc.returncode == 2 and "deep.md" in proc.stderr
     _role(cb, "quoted", "---\nmodel: [1, 2]\n---\ntext\n")
-    proc = cb.run("ask", "-r", "quoted", "hi")
+    proc = cb.invoke("ask", "-r", "quoted", "hi")
     assert proc.returncode == 2 and "model must be a model name" in proc.stderr
     assert server.chat_bodies() == []
 
 
 def test_roles_lists_names_and_first_lines(tmp_path: Path) -> None:
     cb = make_cb(tmp_path, None)
-    empty = cb.run("roles")
+    empty = cb.invoke("roles")
     assert empty.returncode == 0 and empty.stdout == ""
     assert f"no roles yet: write markdown files into {cb.user_home / 'roles'}" in empty.stderr
     _role(cb, "reviewer", REVIEWER)
     _role(cb, "poet", "\n\nAnswer   in verse.\x1b[31m\nAlways.\n")
     (cb.user_home / "roles" / "notes.txt").write_text("not a role", encoding="utf-8")
-    proc = cb.run("roles")
+    proc = cb.invoke("roles")
     assert proc.returncode == 0, proc.stderr
     # the first non-empty line of the text (after any front matter), escapes removed
     assert proc.stdout.splitlines() == [

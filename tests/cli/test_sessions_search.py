@@ -34,7 +34,7 @@ def setup(tmp_path: Path) -> tuple[CB, list[str]]:
 
 def test_json_gives_one_object_per_session_with_snippets(tmp_path: Path) -> None:
     cb, made = setup(tmp_path)
-    proc = cb.run("sessions", "search", "--json", "redis")
+    proc = cb.invoke("sessions", "search", "--json", "redis")
     assert proc.returncode == 0, proc.stderr
     assert "building the search index of 4 sessions" in proc.stderr
     assert proc.stderr.count("\n") == 1
@@ -46,29 +46,29 @@ def test_json_gives_one_object_per_session_with_snippets(tmp_path: Path) -> None
         assert h["snippets"] and all("redis" in s["text"].lower() for s in h["snippets"])
     evil = next(h for h in hits if h["id"] == made[1])
     assert "\x1b" not in json.dumps(evil["snippets"], ensure_ascii=False)
-    one = json.loads(cb.run("sessions", "search", "--json", "-n", "1", "redis").stdout)
+    one = json.loads(cb.invoke("sessions", "search", "--json", "-n", "1", "redis").stdout)
     assert [h["id"] for h in one] == [made[0]]
-    cjk = json.loads(cb.run("sessions", "search", "--json", "配置").stdout)
+    cjk = json.loads(cb.invoke("sessions", "search", "--json", "配置").stdout)
     assert [h["id"] for h in cjk] == [made[2]]
     assert cjk[0]["snippets"][0]["text"] == "Redis配置放在哪里？"
 
 
 def test_text_output_is_sanitised_and_notices_are_one_line(tmp_path: Path) -> None:
     cb, made = setup(tmp_path)
-    proc = cb.run("sessions", "search", "redis", "durable")
+    proc = cb.invoke("sessions", "search", "redis", "durable")
     assert proc.returncode == 0
     assert made[0][:8] in proc.stdout and "Redis setup" in proc.stdout
     assert "You: how do I make redis durable?" in proc.stdout
-    proc = cb.run("sessions", "search", "redis")
+    proc = cb.invoke("sessions", "search", "redis")
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
     assert proc.stderr == ""  # warm: nothing to say
     (cb.sessions_dir / INDEX_FILE).write_bytes(b"\0garbage" * 512)
-    proc = cb.run("sessions", "search", "appendonly")
+    proc = cb.invoke("sessions", "search", "appendonly")
     assert proc.returncode == 0
     (line,) = proc.stderr.splitlines()
     assert "search index" in line and "damaged" in line and "rebuilding it" in line
     assert "Redis setup" in proc.stdout
-    nothing = cb.run("sessions", "search", "platypus")
+    nothing = cb.invoke("sessions", "search", "platypus")
     assert nothing.returncode == 0 and "No session matches 'platypus'" in nothing.stdout
-    bad = cb.run("sessions", "search", "!!!")
+    bad = cb.invoke("sessions", "search", "!!!")
     assert bad.returncode == 2 and "nothing to search for" in bad.stderr

@@ -45,7 +45,7 @@ def test_excerpts_reach_the_model_and_the_current_session_is_left_out(
         fs.tool_calls([("search_sessions", {"query": "axolotl", "max_sessions": 8})]),
         fs.text("ok"),
     )
-    proc = cb.run("ask", "-s", "current00004", "what is my cat called?")
+    proc = cb.invoke("ask", "-s", "current00004", "what is my cat called?")
     assert proc.returncode == 0, proc.stderr
     assert "Miso" in proc.stdout
     bodies = server.chat_bodies()
@@ -56,7 +56,7 @@ def test_excerpts_reach_the_model_and_the_current_session_is_left_out(
     assert "current00004" not in result and "rings a bell" not in result
     assert "noise0000002" not in result
 
-    proc = cb.run("ask", "-s", "current00004", "and the axolotl?")
+    proc = cb.invoke("ask", "-s", "current00004", "and the axolotl?")
     assert proc.returncode == 0, proc.stderr
     result = tool_message(server.chat_bodies()[3])
     assert "session bigone000003" in result and "…[cut]" in result
@@ -74,7 +74,7 @@ def test_nothing_found_and_a_new_session_sees_every_past_one(
         fs.tool_calls([("search_sessions", {"query": "京都 hotel"})]),
         fs.text("March."),
     )
-    proc = cb.run("ask", "when is the trip?")
+    proc = cb.invoke("ask", "when is the trip?")
     assert proc.returncode == 0, proc.stderr
     bodies = server.chat_bodies()
     assert "No past conversation matches 'zeppelin'" in tool_message(bodies[1])

@@ -130,14 +130,14 @@ def test_a_one_off_ask_over_15000_characters_makes_exactly_one_request(
     server.add(fs.text("feat: add the thing"), fs.text("unused: no second request"))
     diff = "".join(f"+line {k} of a long diff\n" for k in range(800))
     assert len(diff) > 15_000
-    proc = cb.run("ask", "write a commit message", input=diff)
+    proc = cb.invoke("ask", "write a commit message", input=diff)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "feat: add the thing"
     assert len(server.requests) == 1 and server.pending == 1
     assert not cb.memory_file.exists() or "|auto-" not in cb.memory_file.read_text()
     server.next_reply({})  # drop the unused reply
     server.add(fs.text("fix: thing"), fs.text("User prefers terse commits"))
-    proc = cb.run("ask", "-c", "and a shorter one?")  # continued: automatic memory runs
+    proc = cb.invoke("ask", "-c", "and a shorter one?")  # continued: automatic memory runs
     assert proc.returncode == 0, proc.stderr
     assert len(server.chat_bodies()) == 3 and server.pending == 0, proc.stderr
     assert "|auto-memory|User prefers terse commits" in cb.memory_file.read_text(), proc.stderr

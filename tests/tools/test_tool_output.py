@@ -35,7 +35,7 @@ def test_ask_shows_why_a_command_failed_and_the_model_sees_the_end(
     )
     (cb.work / "fail.sh").write_text(FAIL, encoding="utf-8")
     server.add(fs.tool_calls([("exec", {"command": "sh fail.sh"})]), fs.text("login is broken"))
-    proc = cb.run("ask", "run the tests")
+    proc = cb.invoke("ask", "run the tests")
     assert (proc.returncode, proc.stdout) == (0, "login is broken\n"), proc.stderr
     err = proc.stderr.splitlines()
     at = err.index("countbot: ← exec: command failed with exit code 2")
