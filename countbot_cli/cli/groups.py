@@ -120,6 +120,23 @@ def sessions_rename(
     guarded(lambda: _rename(_store(config), session_id, " ".join(title), out=sys.stdout))
 
 
+@sessions_app.command(
+    "fork", help="Copy a session up to message N into a new session (the original is kept)."
+)
+def sessions_fork(
+    session_id: Annotated[str, typer.Argument(metavar="ID")],
+    at: Annotated[
+        int | None,
+        typer.Option("--at", metavar="N", help="Keep the first N messages (default: all)."),
+    ] = None,
+    title: Annotated[str, typer.Option("--title", help="The new session's title.")] = "",
+    config: ConfigOpt = None,
+) -> None:
+    from countbot_cli.ui.sessions import sessions_fork as _fork
+
+    guarded(lambda: _fork(_store(config), session_id, sys.stdout, at=at, title=title))
+
+
 @sessions_app.command("export", help="Export a session as markdown or JSON.")
 def sessions_export(
     session_id: Annotated[str, typer.Argument(metavar="ID")],

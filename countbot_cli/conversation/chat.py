@@ -11,8 +11,10 @@ into the engine, the store or the session. It owns:
 - the --system text as this conversation holds it (`/system clear` drops it until `new`);
 - the engine and the memory keeper on the current model (`switch_model` makes a new pair);
 - the after-turn memory upkeep: the one runner, after every saved turn of the REPL, of `ask`
-  and of the tests. The view says how it is shown (the REPL's spinner, ask's status line on
-  stderr, nothing in tests); Ctrl-C skips it until the next turn, a failure is a notice.
+  and of the tests. The view says how it is shown (ask's status line on stderr, nothing in
+  tests); Ctrl-C skips it until the next turn, a failure is a notice. The REPL has it run in a
+  worker thread (`upkeep_in_background`, conversation/upkeep_worker.py) so the next prompt
+  does not wait for it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
-from countbot_cli.conversation.session import Session, new_session, plural
+from countbot_cli.conversation.session import Session, new_session, plural, title_from
+from countbot_cli.conversation.upkeep_worker import UpkeepWorker
 from countbot_cli.conversation.view import NullView, TurnView
 from countbot_cli.errors import CountbotError, Terminated, UsageError
 from countbot_cli.messages import Usage
@@ -120,6 +123,9 @@ class Conversation:
         self.session = session or self._blank("")
         self.is_new = is_new or session is None
         self.save = save  # False: `ask --no-save`, nothing is written
+        # the REPL's: the upkeep runs in a worker thread and the prompt comes back at once
+        self.worker: UpkeepWorker | None = None
+        self._runs_seen = 0
 
     @property
     def engine(self) -> Engine:
@@ -141,6 +147,7 @@ class Conversation:
     ) -> TurnResult:
         """One turn, saved; then the view settles it; then the memory upkeep. Ctrl-C held
         during the save arrives after it (KeyboardInterrupt): the conversation is saved then."""
+        self._before_turn()
         try:
             result = self.engine.run_turn(
                 self.session,
@@ -160,9 +167,56 @@ class Conversation:
         if self.save:
             self.is_new = False
         view.turn_ended(result)
-        if result.session_id is not None and self._upkeep(result.session_id, view):
+        if result.session_id is not None and self.worker is not None:
+            self.worker.request(result.session_id)
+        elif result.session_id is not None and self._upkeep(result.session_id, view):
             self.reload()  # upkeep may have archived messages in the file
         return result
+
+    # ---- the upkeep in the background (the REPL) ----
+
+    def upkeep_in_background(self, on_change: Callable[[], None] | None = None) -> None:
+        """From now on the upkeep after a turn runs in a worker thread (upkeep_worker.py says
+        why the session file stays consistent); `on_change` when a run starts or ends."""
+        self.worker = UpkeepWorker(lambda sid, view: self._upkeep(sid, view), on_change)
+
+    @property
+    def upkeep_running(self) -> bool:
+        return self.worker is not None and self.worker.running
+
+    def settle(self) -> list[tuple[str, bool]]:
+        """On the main thread, before an operation or a prompt: take the session as saved if
+        an upkeep run ended since, and return the notes (text, failed) to show."""
+        if self.worker is None:
+            return []
+        self.settle_session()
+        return self.worker.view.take()
+
+    def wait_upkeep(self, timeout: float | None = None) -> bool:
+        """Wait for a running upkeep (before /compact, /fork, quitting); False on timeout."""
+        if self.worker is None:
+            return True
+        done = self.worker.wait(timeout)
+        self.settle_session()
+        return done
+
+    def settle_session(self) -> None:
+        """Reload once after upkeep runs ended (never while one runs: a turn's own copy is
+        good enough for its request, and the file takes both writes)."""
+        w = self.worker
+        if w is not None and not w.running and w.runs != self._runs_seen:
+            self._runs_seen = w.runs
+            self.reload()
+
+    def _before_turn(self) -> None:
+        """A turn may start while the upkeep runs (their writes merge in the file), except on
+        the embedded model, which cannot answer two calls at once: then it waits."""
+        if self.worker is None:
+            return
+        if self.settings.provider.type == "local":
+            self.wait_upkeep()
+        elif not self.worker.running:
+            self.settle_session()
 
     def _upkeep(self, session_id: str, view: ConversationView) -> bool:
         """The memory upkeep after a saved turn (it may ask the model for a summary); False
@@ -199,16 +253,22 @@ class Conversation:
         return user, user.status is not None or any(m.status is not None for m in after)
 
     def retry(self, view: ConversationView) -> TurnResult | None:
-        """Ask the last question again. A failed or interrupted attempt is replaced by the
-        engine (`replaces=`) and left out of the request; a good answer is removed first."""
+        """Ask the last question again (`edit` with its own text)."""
+        last = self.last_question()
+        return None if last is None else self.edit(last[0].content, view)
+
+    def edit(self, text: str, view: ConversationView) -> TurnResult | None:
+        """Ask `text` in place of the last question (/edit, /retry). A failed or interrupted
+        attempt is replaced by the engine (`replaces=`) and left out of the request; a good
+        answer is removed first (`undo`, which gives the title back if it came from it)."""
         last = self.last_question()
         if last is None:
             return None
         user, failed = last
         if failed:
-            return self.send(user.content, view, replaces=user.id)
+            return self.send(text, view, replaces=user.id)
         self.undo()
-        return self.send(user.content, view)
+        return self.send(text, view)
 
     def undo(self) -> list[Message]:
         """Remove the last exchange (the last user message and all after it) from the file."""
@@ -220,6 +280,9 @@ class Conversation:
             if idx is None:
                 return []
             removed, s.messages = s.messages[idx:], s.messages[:idx]
+            first = not any(m.role == "user" for m in s.all_messages())
+            if first and s.title == title_from(removed[0].content):
+                s.title = ""  # the title came from the question undone: the next one names it
             gone = {m.id for m in removed}
             s.tool_conversations = [
                 r for r in s.tool_conversations if r.get("message_id") not in gone
@@ -244,30 +307,12 @@ class Conversation:
         self.is_new = False
         return self._reset()
 
-    def fork(self, upto: int, title: str = "") -> Session:
-        """Copy this conversation up to its message `upto` (the first `upto` live messages,
-        earlier archived ones and the summary included) into a new saved session, and go on
-        in it. Tool records of the messages left out are not copied."""
-        if not 0 <= upto <= len(self.session.messages):
-            have = plural(len(self.session.messages), "message")
-            raise UsageError(f"no message {upto} to fork at (this conversation has {have})")
+    def fork(self, upto: int | None = None, title: str = "") -> Session:
+        """Copy this conversation up to its message `upto` (all of it when None) into a new
+        saved session (`fork_session`), and go on in it."""
+        self.wait_upkeep()
         src = self.session if self.is_new else self.store.load(self.session.id)
-        kept = src.messages[:upto]
-        ids = {m.id for m in kept}
-        fresh = new_session(provider=src.provider, model=src.model)
-        fork = replace(
-            src,
-            id=fresh.id,
-            created_at=fresh.created_at,
-            updated_at=fresh.updated_at,
-            title=" ".join(title.split()) or (f"{src.title} (fork)" if src.title else ""),
-            messages=list(kept),
-            archived=list(src.archived),
-            tool_conversations=[r for r in src.tool_conversations if r.get("message_id") in ids],
-            cursors=dict(src.cursors),
-            usage=Usage(),
-        )
-        self.store.create(fork)
+        fork = fork_session(self.store, src, upto, title)
         self.session = fork
         self.is_new = False
         return fork
@@ -279,6 +324,7 @@ class Conversation:
 
     def delete(self, sid: str) -> bool:
         """Delete a saved session; True when it was this one (then a new one starts)."""
+        self.wait_upkeep()  # its upkeep must not write to a file that is gone
         self.store.delete(sid)
         if sid == self.session.id and not self.is_new:
             self.new("")
@@ -348,6 +394,7 @@ class Conversation:
         keeper = self.backend.keeper
         if keeper is None or self.is_new:
             return None
+        self.wait_upkeep()  # one summariser run at a time
         lines = keeper.compact(self.session.id)
         self.reload()
         return lines
@@ -380,6 +427,37 @@ class Conversation:
             self.provider.close()
         except Exception:
             pass
+
+
+def fork_session(store: SessionStore, src: Session, upto: int | None, title: str = "") -> Session:
+    """A new saved session holding `src` up to its message `upto` (the first `upto` live
+    messages; all when None), earlier archived ones, the summary, the cursors and the system
+    text included. The messages keep their ids, so memory lines written from them trace to
+    them in either session. Tool records of the messages left out are not copied; `src` is
+    left as it was."""
+    total = len(src.messages)
+    upto = total if upto is None else upto
+    if not 0 <= upto <= total:
+        raise UsageError(
+            f"no message {upto} to fork at (this conversation has {plural(total, 'message')})"
+        )
+    kept = src.messages[:upto]
+    ids = {m.id for m in kept}
+    fresh = new_session(provider=src.provider, model=src.model)
+    fork = replace(
+        src,
+        id=fresh.id,
+        created_at=fresh.created_at,
+        updated_at=fresh.updated_at,
+        title=" ".join(title.split()) or (f"{src.title} (fork)" if src.title else ""),
+        messages=list(kept),
+        archived=list(src.archived),
+        tool_conversations=[r for r in src.tool_conversations if r.get("message_id") in ids],
+        cursors=dict(src.cursors),
+        usage=Usage(),
+    )
+    store.create(fork)
+    return fork
 
 
 def last_user_index(messages: list[Message]) -> int | None:

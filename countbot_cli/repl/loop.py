@@ -18,7 +18,9 @@ Start-up: prompt_toolkit is imported first and the prompt drawn at once; rich, t
 renderer and httpx are imported in a daemon thread while the user types (the first turn waits
 for them), then the tokenizer the toolbar counts with. A new conversation is written to disk
 only by its first turn. The memory upkeep (which may ask the model for a summary) runs after
-the answer and its usage line, under a spinner (the view's part of `Conversation.send`). The
+the answer in a worker thread (conversation/upkeep_worker.py): the prompt comes back at once,
+the toolbar shows `⟳ memory` meanwhile, its notes are printed before the next prompt, and
+quitting waits for it to finish saving. The
 slash commands are in slash.py, key bindings, history and completion in prompt.py, the turn's
 view in view.py, the context meter in toolbar.py, and the composition (settings, store,
 conversation) in cli/chat.py.
@@ -42,6 +44,7 @@ from countbot_cli.repl.toolbar import ContextMeter, toolbar_text
 from countbot_cli.repl.view import ReplView, TurnOnScreen, write_banner
 from countbot_cli.textsafe import sanitize, sanitize_line
 from countbot_cli.ui import stream
+from countbot_cli.ui.session_picker import pick_session
 from countbot_cli.ui.stream import make_console
 from countbot_cli.ui.terminal import QuietKeys, isatty
 from countbot_cli.ui.transcript import render_recent
@@ -98,6 +101,8 @@ class Repl:
         self.meter.on_ready = self._redraw_prompt
         self.last_tool: tuple[str, str] | None = None
         self.prompts_shown = 0  # how many times the prompt was shown (tests wait on it)
+        # the memory upkeep runs after the answer without holding the next prompt back
+        conversation.upkeep_in_background(self._redraw_prompt)
 
     # ---- the loop ----
 
@@ -109,6 +114,7 @@ class Repl:
             self.show_recent()
         try:
             while not self._exit:
+                self._upkeep_notes()
                 self.prompts_shown += 1
                 try:
                     text = prompt.prompt()
@@ -164,6 +170,30 @@ class Repl:
 
     def request_exit(self) -> None:
         self._exit = True
+
+    def _upkeep_notes(self) -> None:
+        """What the last upkeep run had to say (shown before the prompt, never across it)."""
+        for text, failed in self.conversation.settle():
+            (self.warn if failed else self.info)(text)
+
+    def edit_text(self, default: str) -> str | None:
+        """The main prompt again, holding `default` to edit (Ctrl-X Ctrl-E opens $EDITOR);
+        None when the user cancels with Ctrl-C or Ctrl-D."""
+        try:
+            return self._prompt_session().prompt(default=default)
+        except (KeyboardInterrupt, EOFError):
+            return None
+
+    def pick_session(self, query: str) -> str | None:
+        """The session picker (ui/session_picker.py) on this REPL's terminal: the id chosen."""
+        c = self.conversation
+        return pick_session(
+            c.store,
+            query,
+            current=None if c.is_new else c.session.id,
+            input=self._input,
+            output=self._output,
+        )
 
     # ---- turns ----
 
@@ -305,7 +335,8 @@ class Repl:
     def toolbar(self) -> str:
         """provider/model · title · context used/window (percent) · tool mode (+ session grants)."""
         try:
-            return toolbar_text(self.conversation, self.meter)
+            mark = " · ⟳ memory" if self.conversation.upkeep_running else ""
+            return toolbar_text(self.conversation, self.meter) + mark
         except Exception:  # a toolbar must never break the prompt
             return " countbot "
 
@@ -358,5 +389,12 @@ class Repl:
             prompt.app.invalidate()
 
     def _close(self) -> None:
+        if self.conversation.upkeep_running:  # its summary and cursors are saved before leaving
+            self.info("finishing the memory upkeep… (Ctrl-C skips it; it runs again next time)")
+            try:
+                self.conversation.wait_upkeep()
+            except KeyboardInterrupt:
+                pass
+        self._upkeep_notes()
         self.conversation.close()
         trim_history(self._history_path)

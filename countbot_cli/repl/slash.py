@@ -21,6 +21,7 @@ from countbot_cli.conversation.session import plural
 from countbot_cli.errors import CountbotError, UsageError
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.repl.attach import cmd_attach, cmd_mcp
+from countbot_cli.repl.branching import cmd_edit, cmd_fork, cmd_resume, cmd_search
 from countbot_cli.repl.copy_answer import cmd_copy
 from countbot_cli.repl.toolbar import token_report
 from countbot_cli.textsafe import sanitize, sanitize_line
@@ -119,15 +120,6 @@ def cmd_sessions(repl: ReplHost, arg: str) -> None:
     repl.write(out.getvalue())
     current = "not saved yet" if c.is_new else c.session.id
     repl.info(f"current: {current} · /resume ID switches")
-
-
-def cmd_resume(repl: ReplHost, arg: str) -> None:
-    if not arg:
-        raise UsageError("usage: /resume ID (a unique prefix or 'latest'; /sessions lists them)")
-    revoked = repl.conversation.resume(arg)
-    repl.meter.reset()
-    repl.show_recent()
-    _note_revoked(repl, revoked)
 
 
 def _note_revoked(repl: ReplHost, names: list[str]) -> None:
@@ -373,7 +365,15 @@ COMMANDS: tuple[Command, ...] = (
     Command("help", "[COMMAND]", "commands and keys", cmd_help),
     Command("new", "[TITLE]", "start a new conversation", cmd_new),
     Command("sessions", "[N]", "list saved conversations", cmd_sessions),
-    Command("resume", "ID", "switch to a saved conversation", cmd_resume, _sessions),
+    Command(
+        "resume",
+        "[ID|WORDS]",
+        "switch to a saved conversation (no id or words: a picker that filters as you type)",
+        cmd_resume,
+        _sessions,
+    ),
+    Command("search", "WORDS", "find conversations by what was said in them", cmd_search),
+    Command("fork", "[N]", "copy this conversation up to message N into a new one", cmd_fork),
     Command("rename", "TITLE", "rename this conversation", cmd_rename),
     Command("delete", "[ID]", "delete a conversation (this one by default)", cmd_delete, _sessions),
     Command("model", "[NAME]", "list the provider's models, or switch", cmd_model, _models),
@@ -404,6 +404,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("compact", "", "summarise old messages out of the history window now", cmd_compact),
     Command("retry", "", "ask the last question again", cmd_retry),
     Command("undo", "", "remove the last exchange", cmd_undo),
+    Command("edit", "[TEXT]", "change the last question and ask it again", cmd_edit),
     Command("export", "[FILE]", "write this conversation as markdown (.json: JSON)", cmd_export),
     Command(
         "attach",

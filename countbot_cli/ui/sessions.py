@@ -1,4 +1,4 @@
-"""`countbot sessions list|show|delete|rename|export|summary`: what the typer CLI calls.
+"""`countbot sessions list|show|delete|rename|fork|export|summary`: what the typer CLI calls.
 
 UI layer: every function writes to an injected stream, returns an exit code and raises errors
 from errors.py for bad input. rich is imported lazily, only to render markdown on a terminal.
@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
+from countbot_cli.conversation.chat import fork_session
 from countbot_cli.conversation.session import plural, short_ids
 from countbot_cli.conversation.store import SessionStore
 from countbot_cli.errors import EXIT_OK, StorageError, UsageError
@@ -170,6 +171,20 @@ def sessions_rename(store: SessionStore, ref: str, title: str, out: TextIO) -> i
     sid = store.resolve(ref)
     store.rename(sid, title)
     out.write(f"Renamed {sid} to “{sanitize_line(title)}”\n")
+    return EXIT_OK
+
+
+def sessions_fork(
+    store: SessionStore, ref: str, out: TextIO, *, at: int | None = None, title: str = ""
+) -> int:
+    """Copy session `ref` up to its message `at` (the first `at` messages of its history; all
+    by default) into a new session; the original is left as it was."""
+    src = store.load(store.resolve(ref))
+    fork = fork_session(store, src, at, title)
+    shown = sanitize_line(fork.title) or UNTITLED
+    kept = plural(len(fork.messages), "message")
+    out.write(f"Forked {src.id} into {fork.id} “{shown}” ({kept})\n")
+    out.write(f"continue it with: countbot -s {fork.id}\n")
     return EXIT_OK
 
 

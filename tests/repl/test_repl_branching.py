@@ -1,0 +1,344 @@
+"""Branching and finding conversations, as a user does it: `sessions fork` and `/fork`, `/edit`,
+`/undo` giving the title back, `/resume`'s picker, `/search`, memory lines traced through
+/undo, /retry and a fork, and the memory upkeep running behind the next prompt."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import fakeserver as fs
+from cbenv import make_cb
+from test_repl import Harness
+
+from countbot_cli.conversation.session import new_session
+from countbot_cli.conversation.store import SessionStore
+from countbot_cli.messages import Message
+
+
+def saved(store: SessionStore, title: str, exchanges: int, word: str = "q") -> str:
+    s = new_session(provider="test", model="test-model", title=title)
+    for i in range(exchanges):
+        s.messages += [
+            Message(role="user", content=f"{title} {word}{i}"),
+            Message(role="assistant", content=f"{title} a{i}"),
+        ]
+    store.create(s)
+    return s.id
+
+
+def contents(store: SessionStore, sid: str) -> list[str]:
+    return [m.content for m in store.load(sid).messages]
+
+
+def sent_users(server: fs.FakeServer) -> list[str]:
+    return [b["messages"][-1]["content"] for b in server.chat_bodies()]
+
+
+def pause_then(keys: str, wait: float = 0.4) -> Any:
+    """A step for a screen that is not the main prompt (the picker, /edit's prompt)."""
+
+    def step(h: Harness) -> None:
+        time.sleep(wait)
+        h.send(keys)
+
+    return step
+
+
+# ---- fork ----
+
+
+def test_sessions_fork_copies_up_to_message_n_and_leaves_the_original(tmp_path: Path) -> None:
+    cb = make_cb(tmp_path, "http://127.0.0.1:9")
+    store = SessionStore(cb.sessions_dir)
+    sid = saved(store, "Trip plan", 3)
+    before = cb.sessions_dir.joinpath(f"{sid}.json").read_bytes()
+    proc = cb.invoke("sessions", "fork", sid[:6], "--at", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert f"Forked {sid} into " in proc.stdout and "“Trip plan (fork)” (3 messages)" in proc.stdout
+    new = next(h["id"] for h in store.list() if h["id"] != sid)
+    assert f"countbot -s {new}" in proc.stdout
+    assert contents(store, new) == ["Trip plan q0", "Trip plan a0", "Trip plan q1"]
+    assert [m.id for m in store.load(new).messages] == [m.id for m in store.load(sid).messages][:3]
+    assert cb.sessions_dir.joinpath(f"{sid}.json").read_bytes() == before  # untouched
+    whole = cb.invoke("sessions", "fork", sid, "--title", "Copy")
+    assert whole.returncode == 0 and "“Copy” (6 messages)" in whole.stdout
+    bad = cb.invoke("sessions", "fork", sid, "--at", "7")
+    assert bad.returncode == 2
+    assert "no message 7 to fork at (this conversation has 6 messages)" in bad.stderr
+    assert cb.invoke("sessions", "fork", "nosuch").returncode == 2
+    assert len(store.list()) == 3  # the failed forks made nothing
+
+
+def test_fork_in_the_repl_goes_on_in_the_copy(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server)
+    sid = saved(h.store, "Menu", 3)
+    server.add(fs.text("in the fork"))
+    repl = h.run(
+        ["/fork 2\r", "what next?\r", "/fork x\r"], session=h.store.load(sid), is_new=False
+    )
+    out = h.text()
+    fork = repl.conversation.session.id
+    assert fork != sid
+    assert f"Forked into session {fork} “Menu (fork)” (2 messages)" in out
+    assert f"The original is unchanged: /resume {sid}" in out
+    assert "usage: /fork [N]" in out
+    assert contents(h.store, fork) == ["Menu q0", "Menu a0", "what next?", "in the fork"]
+    assert len(contents(h.store, sid)) == 6  # the original as it was
+    # the request after the fork carried the fork's history only
+    assert [m["content"] for m in server.chat_bodies()[0]["messages"][1:]] == [
+        "Menu q0",
+        "Menu a0",
+        "what next?",
+    ]
+
+
+# ---- /edit and /undo ----
+
+
+def test_edit_asks_the_changed_question_in_place_of_the_last(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("Paris."), fs.text("Rome."), fs.text("Madrid."))
+    h.run(
+        [
+            "capital of France?\r",
+            "/edit\r",
+            # the prompt holds the old question: delete "France?" and type the new end
+            pause_then("\x08" * len("France?") + "Italy?\r"),
+            "/edit capital of Spain?\r",
+            "/edit\r",
+            pause_then("\x03\r"),  # Ctrl-C clears the line; an empty line cancels
+        ]
+    )
+    msgs = h.session_data()["messages"]
+    assert [m["content"] for m in msgs] == ["capital of Spain?", "Madrid."]
+    assert sent_users(h.server) == ["capital of France?", "capital of Italy?", "capital of Spain?"]
+    # the edited request does not carry the replaced exchange
+    assert len(server.chat_bodies()[1]["messages"]) == 2
+    assert "Edit cancelled; the conversation is unchanged." in h.text()
+    assert h.session_data()["title"] == "capital of Spain?"  # the title follows the question
+
+
+def test_undo_of_the_first_exchange_gives_the_title_back(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("one"), fs.text("two"), fs.text("three"))
+    repl = h.run(["first question\r", "/undo\r", "another start\r", "/undo\r"])
+    # undone first exchange: untitled; the next question named it
+    data = h.session_data()
+    assert data["messages"] == [] and data["title"] == ""
+    assert "(untitled)" in repl.toolbar()
+    h2 = Harness(tmp_path / "b", server)
+    h2.run(["/rename Kept name\r", "a question\r", "/undo\r"])
+    assert h2.session_data()["title"] == "Kept name"  # a title the user gave stays
+    h3 = Harness(tmp_path / "c", server)
+    server.add(fs.text("x"), fs.text("y"))
+    h3.run(["opening line\r", "second line\r", "/undo\r"])
+    assert h3.session_data()["title"] == "opening line"  # not the first exchange: kept
+
+
+# ---- /resume picker and /search ----
+
+
+def test_resume_picker_filters_as_you_type_and_resumes_the_choice(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    tea = saved(h.store, "Tea notes", 1)
+    saved(h.store, "Coffee beans", 1)
+    deep = saved(h.store, "Misc", 1, word="zanzibar ")
+    server.add(fs.text("ok"))
+    repl = h.run(
+        [
+            "/resume\r",
+            pause_then("tea"),  # typed into the picker's line: only "Tea notes" is left
+            pause_then("\r"),
+            "/resume zanzib\r",  # words found in a message (full-text search)
+            pause_then("\r"),
+            "/resume nothing-like-it\r",
+            pause_then("\r"),  # no row: Enter resumes nothing
+        ]
+    )
+    out = h.text()
+    assert "Resumed “Tea notes”" in out
+    assert "Resumed “Misc”" in out
+    assert out.count("Nothing resumed.") == 1
+    assert repl.conversation.session.id == deep
+    assert tea != deep
+
+
+def test_picker_rows_follow_the_filter(tmp_path: Path) -> None:
+    from countbot_cli.ui.session_picker import Picker
+
+    cb = make_cb(tmp_path, "http://127.0.0.1:9")
+    store = SessionStore(cb.sessions_dir)
+    a = saved(store, "Green tea", 1)
+    b = saved(store, "Black tea", 1, word="oolong ")
+    c = saved(store, "Python tips", 1, word="asyncio ")
+    p = Picker(store, current=c)
+    assert {r.id for r in p.filter("")} == {a, b}  # the current session is left out
+    assert [r.id for r in p.filter("green")] == [a]
+    rows = p.filter("oolong")
+    assert [r.id for r in rows] == [b] and "oolong" in rows[0].snippet
+    assert p.filter("GREEN TEA")[0].id == a
+    p.filter("tea")
+    p.move(1)
+    p.move(5)
+    assert p.chosen() == p.rows[-1].id
+    assert p.filter("nope") == [] and p.chosen() is None
+
+
+def test_search_lists_matches_with_id_title_date_and_snippet(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    sid = saved(h.store, "Garden", 2, word="tomato \x1b[2J")
+    saved(h.store, "Other", 1)
+    h.run(["/search tomato\r", "/search\r", "/search kumquat\r"])
+    out = h.text()
+    assert f"{sid[:8]}  Garden · just now" in out
+    assert "You: Garden tomato" in out and "\x1b[2J" not in out
+    assert "Other" not in out.split("/resume ID switches")[0].split("Garden")[1]
+    assert "usage: /search WORDS" in out
+    assert "No session matches 'kumquat'." in out
+
+
+# ---- memory traced through /undo, /retry and a fork ----
+
+
+def test_memory_lines_trace_to_their_messages_through_undo_retry_and_fork(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server, memory={"auto_messages": 2})
+    facts = iter(f"User fact number {i}." for i in range(1, 20))
+
+    def respond(body: dict[str, Any]) -> fs.Reply:
+        msgs = body["messages"]
+        if msgs[0]["role"] == "system":
+            return fs.text("answer to " + msgs[-1]["content"])
+        return fs.text(next(facts))
+
+    server.responder = respond
+    # automatic memory finds where it stopped after an /undo by the time of the messages
+    # (to the second: memory/keeper.py auto_cursor), so a second passes before each new turn
+    later = lambda h: time.sleep(1.1)  # noqa: E731
+    h.run(["alpha\r", "/undo\r", later, "beta\r", later, "/retry\r", "/fork 2\r", "gamma\r"])
+    sessions = {x["title"]: x["id"] for x in h.store.list()}
+    original, fork = sessions["beta"], sessions["beta (fork)"]
+
+    def why(n: int) -> str:
+        proc = h.cb.invoke("memory", "why", str(n))
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    shown = json.loads(h.cb.invoke("memory", "show", "--json").stdout)
+    by_fact = {e["content"]: e for e in shown}
+    # the line from "alpha": its messages were undone; why says so instead of inventing them
+    first = by_fact["User fact number 1."]
+    assert first["sources"][0]["session"] == original
+    assert why(first["line"]).count("no longer in the session (undone or retried)") == 2
+    # "beta" was answered, then retried: the first answer's line names the replaced pair,
+    # the retried answer's line the pair as it stands
+    replaced = by_fact["User fact number 2."]
+    assert replaced["sources"][0]["session"] == original
+    assert why(replaced["line"]).count("no longer in the session (undone or retried)") == 2
+    again = by_fact["User fact number 3."]
+    live = [m.id for m in h.store.load(original).messages]
+    assert again["sources"][0] == {"session": original, "messages": live}
+    text = why(again["line"])
+    assert f"From session {original}" in text and "beta" in text and "answer to beta" in text
+    # in the fork, "gamma" made a line traced to the fork's own messages
+    forked = by_fact["User fact number 4."]
+    assert forked["sources"][0]["session"] == fork
+    text = why(forked["line"])
+    assert f"From session {fork}" in text and "gamma" in text and "answer to gamma" in text
+
+
+# ---- the upkeep behind the prompt ----
+
+
+def test_memory_upkeep_does_not_hold_the_next_prompt_and_nothing_is_lost(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server, memory={"auto_messages": 2})
+    summary_at: list[float] = []
+    chats_at: list[float] = []
+    lock = threading.Lock()
+
+    def respond(body: dict[str, Any]) -> fs.Reply:
+        msgs = body["messages"]
+        with lock:
+            if msgs[0]["role"] == "system":
+                chats_at.append(time.monotonic())
+                return fs.text("answer to " + msgs[-1]["content"])
+            summary_at.append(time.monotonic())
+            if len(summary_at) == 1:  # the first summary is slow
+                return fs.text("User drinks green tea.", first_delay=2.5)
+            return fs.text("User walks to work.")
+
+    server.responder = respond
+    seen: dict[str, Any] = {}
+
+    def prompt_is_back(h: Harness) -> None:
+        assert h.repl is not None
+        deadline = time.monotonic() + 5
+        while h.repl.prompts_shown < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        seen["at"] = time.monotonic()
+        seen["running"] = h.repl.conversation.upkeep_running
+        seen["toolbar"] = h.repl.toolbar()
+
+    h.run(["first question\r", prompt_is_back, "second question\r"])
+    assert len(summary_at) >= 1 and len(chats_at) == 2
+    slow_ends = summary_at[0] + 2.5
+    assert seen["at"] < slow_ends - 1.0  # the prompt came back while the summary was pending
+    assert seen["running"] and "⟳ memory" in seen["toolbar"]
+    assert chats_at[1] < slow_ends  # the next message went out meanwhile
+    data = h.session_data()
+    contents_ = [m["content"] for m in data["messages"] + data.get("archived", [])]
+    assert contents_ == [
+        "first question",
+        "answer to first question",
+        "second question",
+        "answer to second question",
+    ]
+    memory = h.cb.memory_file.read_text(encoding="utf-8")
+    assert "User drinks green tea." in memory  # the slow run's result was saved too
+    assert data["cursors"].get("auto_memory") == 4  # and the later run covered the second exchange
+    assert "User walks to work." in memory
+
+
+def test_ask_c_prints_the_answer_before_its_memory_upkeep(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """`ask -c` keeps the upkeep in the foreground (a thread would be cut off at exit), but
+    only after the answer is on stdout; a one-off ask makes no upkeep call at all."""
+    cb = make_cb(tmp_path, server.base_url, memory={"auto_messages": 2})
+    summary_at: list[float] = []
+
+    def respond(body: dict[str, Any]) -> fs.Reply:
+        if body["messages"][0]["role"] == "system":
+            return fs.text("the answer")
+        summary_at.append(time.monotonic())
+        return fs.text("User asked once.", first_delay=2.0)
+
+    server.responder = respond
+    proc = cb.popen("ask", "-c", "--plain", "a question")
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    read_at = time.monotonic()
+    assert line == "the answer\n"
+    assert proc.poll() is None  # still running: the upkeep comes after the answer
+    proc.communicate(timeout=20)
+    assert proc.returncode == 0
+    assert summary_at and read_at < summary_at[0] + 2.0
+    assert "User asked once." in cb.memory_file.read_text(encoding="utf-8")
+    one_off = cb.invoke("ask", "--plain", "another question")
+    assert one_off.returncode == 0 and len(summary_at) == 1  # no upkeep call for a one-off

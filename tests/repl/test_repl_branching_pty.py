@@ -1,0 +1,47 @@
+"""`/resume`'s session picker on a real terminal (pexpect): drawn under the prompt, filtered
+as you type (titles, then what was said), Enter resumes the marked session."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+from cbenv import make_cb
+from test_repl_pty import TOOLBAR_END, expect, spawn
+
+from countbot_cli.conversation.session import new_session
+from countbot_cli.conversation.store import SessionStore
+from countbot_cli.messages import Message
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")
+
+
+def test_resume_picker_on_a_terminal_filters_and_resumes(tmp_path: Path) -> None:
+    cb = make_cb(tmp_path, "http://127.0.0.1:9/v1")
+    store = SessionStore(cb.sessions_dir)
+    for title, said in (("Tea notes", "oolong"), ("Coffee beans", "arabica"), ("Misc", "zanzibar")):
+        s = new_session(provider="test", model="test-model", title=title)
+        s.messages = [
+            Message(role="user", content=f"tell me about {said} please"),
+            Message(role="assistant", content="sure"),
+        ]
+        store.create(s)
+    child = spawn(cb.env, cb.work)
+    try:
+        expect(child, TOOLBAR_END)
+        child.send("/resume\r")
+        expect(child, "type to filter")
+        expect(child, "Coffee beans")
+        child.send("zanz")
+        expect(child, "tell me about zanzibar please")  # the matching line, under its session
+        child.send("\r")
+        expect(child, "Resumed “Misc”")
+        expect(child, TOOLBAR_END)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    assert len(store.list()) == 3  # resuming wrote nothing
