@@ -1,0 +1,59 @@
+"""/compact in the REPL (issue 11 item 6): at 80 % of the window, where nothing is outside it yet,
+it summarises all but the last exchange, the next request is smaller by at least those messages,
+and the toolbar's context meter shows the smaller request at once."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import fakeserver as fs
+from test_repl import Harness
+
+
+def test_compact_shrinks_the_next_request_and_the_toolbar_shows_it(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server, persona={"max_history_messages": 10})
+
+    def answer(body: dict[str, Any]) -> fs.Reply:
+        prompt = body["messages"][-1]["content"]
+        if "long-term memory" in prompt and "Conversation:" in prompt:
+            return fs.text("user plans a trip to Lisbon；budget 900 EUR", usage=None)
+        return fs.text("a fairly long answer about the trip " * 20 + prompt[-1] + " done")
+
+    server.responder = answer
+    seen: list[tuple[str, int, int]] = []
+
+    def meter(h: Harness) -> None:
+        assert h.repl is not None
+        deadline = time.monotonic() + 10  # the last turn is saved
+        while time.monotonic() < deadline and len(h.repl.conversation.session.messages) % 2:
+            time.sleep(0.01)
+        b = h.repl.meter.breakdown(h.repl.conversation)
+        seen.append((h.repl.toolbar(), b.total, b.messages))
+
+    turns = [f"trip question {k}\r" for k in range(1, 5)]
+    h.run(
+        [
+            *turns,
+            lambda h: h.wait_for("4 done"),
+            meter,
+            "/compact\r",
+            lambda h: h.wait_for("Lisbon"),
+            meter,
+            "one more\r",
+        ]
+    )
+    (bar_before, total_before, msgs_before), (bar_after, total_after, msgs_after) = seen
+    assert "Nothing to compact" not in h.text()
+    assert (msgs_before, msgs_after) == (8, 2)  # 4 exchanges, then only the last one
+    assert total_after < total_before
+    shown = [re.findall(r"~?([\d.]+k?)/", bar) for bar in (bar_before, bar_after)]
+    assert shown[0] and shown[1] and shown[0] != shown[1]  # the toolbar follows
+    chats = [b for b in server.chat_bodies() if b["messages"][0]["role"] == "system"]
+    before, after = chats[3]["messages"], chats[4]["messages"]
+    assert len(after) <= len(before) - 6 + 2  # six messages summarised, one exchange added
+    assert [m["content"] for m in after[1:-1]][0] == "trip question 4"
