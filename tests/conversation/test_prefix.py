@@ -177,3 +177,23 @@ def test_the_token_budget_trims_in_blocks_and_keeps_tool_calls_with_results(step
             results = {m.tool_call_id for m in kept if m.role == "tool"}
             assert results <= calls and calls <= results
             assert budget.costs(kept) <= budget.history_budget(fixed)
+
+
+def test_tools_are_offered_in_a_stable_sorted_order(tmp_path: Path) -> None:
+    from cbenv import make_cb
+
+    from countbot_cli import app
+    from countbot_cli.config.settings import load_settings
+
+    cb = make_cb(tmp_path, "http://127.0.0.1:9/v1", tools={"enabled": True})
+    settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)
+    provider = app.make_provider(settings)
+    engine = app.build_engine(settings, provider, None, tools_enabled=True, yes=False)
+    assert engine.tools is not None
+    # whatever order the registry holds them in (MCP servers answer when they answer)
+    engine.tools._specs = dict(reversed(list(engine.tools._specs.items())))
+    registered = [s["function"]["name"] for s in engine.tools.schemas()]
+    offered = [s["function"]["name"] for s in engine.tool_schemas()]
+    assert registered != sorted(registered)
+    assert offered == sorted(registered)
+    provider.close()
