@@ -103,6 +103,17 @@ class McpTools:
     def close(self) -> None:
         self.hub.close()
 
+    def _restart_if_crashed(self, server: str, cancel: threading.Event) -> None:
+        """A server that stopped responding is started again before its next call, once."""
+        restarted = self.hub.restart(server, cancel)
+        if restarted is True:
+            self.on_notice(f"MCP server '{server}' had stopped responding: restarted it")
+        elif restarted is False:
+            why = self.hub.conns[server].error
+            self.on_notice(
+                f"MCP server '{server}' had stopped responding; restarting failed: {why}"
+            )
+
     def _server_specs(self, conn: ServerConn) -> list[ToolSpec]:
         specs: dict[str, ToolSpec] = {}
         for listed in conn.tools:
@@ -124,6 +135,7 @@ class McpTools:
         where = conn.config.describe()
 
         def run(args: dict[str, Any], ctx: ToolContext, cancel: threading.Event) -> ToolResult:
+            self._restart_if_crashed(server, cancel)
             outcome = self.hub.call(server, tool, args, cancel)
             if outcome.error is not None:
                 return ToolResult.failure(

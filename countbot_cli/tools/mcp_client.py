@@ -63,6 +63,8 @@ class ServerConn:
     stop_event: asyncio.Event | None = None
     task: concurrent.futures.Future[None] | None = None
     stderr: IO[str] | None = None
+    restarted: bool = False  # a crashed server is started again once, no more
+    generation: int = 0  # which start this is: an old one unwinding leaves the new one be
 
     @property
     def name(self) -> str:
@@ -101,20 +103,44 @@ class McpHub:
             self.started = True
             loop = self._ensure_loop()
         _import_sdk()  # here, so its import time does not count against a server's start
-        pending = []
-        for conn in self.conns.values():
-            conn.stop_event = None
-            ready: concurrent.futures.Future[None] = concurrent.futures.Future()
-            conn.task = asyncio.run_coroutine_threadsafe(self._serve(conn, ready), loop)
-            pending.append((conn, ready))
-        failed = []
-        for conn, ready in pending:
-            error = _wait(ready, conn.config.start_timeout + 1.0, cancel)
-            if error is not None:
-                conn.state, conn.error = STATE_FAILED, conn.error or error
-                self._stop_one(conn)
-                failed.append(conn)
-        return failed
+        pending = [(conn, self._launch(conn, loop)) for conn in self.conns.values()]
+        return [conn for conn, ready in pending if not self._started(conn, ready, cancel)]
+
+    def restart(self, server: str, cancel: threading.Event | None = None) -> bool | None:
+        """Start a server that stopped responding again, once in its life: True when it runs
+        again, False when it could not start (`error` says why), None when it is not due (not
+        crashed, or restarted before)."""
+        conn, loop = self.conns[server], self._loop
+        if loop is None or conn.state != STATE_CRASHED or conn.restarted:
+            return None
+        conn.restarted = True
+        if conn.task is not None:  # what is left of the old one (a call saw it die first)
+            conn.task.cancel()
+            with contextlib.suppress(Exception, concurrent.futures.CancelledError):
+                conn.task.result(STOP_WAIT)
+        conn.state, conn.error, conn.tools = STATE_NEW, "", []
+        return self._started(conn, self._launch(conn, loop), cancel)
+
+    def _launch(
+        self, conn: ServerConn, loop: asyncio.AbstractEventLoop
+    ) -> concurrent.futures.Future[None]:
+        conn.stop_event = None
+        conn.generation += 1
+        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        conn.task = asyncio.run_coroutine_threadsafe(self._serve(conn, ready), loop)
+        return ready
+
+    def _started(
+        self,
+        conn: ServerConn,
+        ready: concurrent.futures.Future[None],
+        cancel: threading.Event | None,
+    ) -> bool:
+        error = _wait(ready, conn.config.start_timeout + 1.0, cancel)
+        if error is not None:
+            conn.state, conn.error = STATE_FAILED, conn.error or error
+            self._stop_one(conn)
+        return error is None
 
     def close(self) -> None:
         """Stop every server (and its process group), then the loop. Safe to call twice."""
@@ -156,8 +182,8 @@ class McpHub:
 
     async def _serve(self, conn: ServerConn, ready: concurrent.futures.Future[None]) -> None:
         """One server's whole life, inside its transport's and session's contexts."""
-        conn.stop_event = asyncio.Event()
-        start = conn.config.start_timeout
+        conn.stop_event = stop = asyncio.Event()
+        start, generation = conn.config.start_timeout, conn.generation
         try:
             async with contextlib.AsyncExitStack() as stack:
                 try:
@@ -170,16 +196,18 @@ class McpHub:
                     raise
                 conn.state = STATE_RUNNING
                 ready.set_result(None)
-                await conn.stop_event.wait()
+                await stop.wait()
         except BaseException as exc:  # noqa: BLE001 - every failure is the server's state
-            if conn.state == STATE_RUNNING and not conn.stop_event.is_set():
+            current = conn.generation == generation
+            if current and conn.state == STATE_RUNNING and not stop.is_set():
                 conn.state, conn.error = STATE_CRASHED, _with_stderr(conn, _describe(exc))
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
         finally:
-            conn.session = None
-            if conn.state == STATE_RUNNING:
-                conn.state = STATE_STOPPED
+            if conn.generation == generation:
+                conn.session = None
+                if conn.state == STATE_RUNNING:
+                    conn.state = STATE_STOPPED
 
     # ---- calls ----
 

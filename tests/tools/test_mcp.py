@@ -209,6 +209,44 @@ def test_a_server_killed_mid_session_gives_the_model_an_error_and_the_turn_goes_
     assert len(notes) == 2 and "stopped responding" in notes[1], proc.stderr  # → call, ← error
 
 
+def test_a_crashed_server_is_restarted_once_before_its_next_call_with_one_line(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    pidfile = tmp_path / "time.pid"
+    cb = mcp_cb(tmp_path, server, time=time_server(pidfile, allow=["get_current_time"]))
+    pids: list[int] = []
+
+    def kill_server() -> None:
+        pid = pid_of(pidfile)
+        assert pid not in pids  # a new process each time it was started
+        pids.append(pid)
+        os.kill(pid, signal.SIGKILL)
+
+    def script(body: dict[str, Any]) -> fs.Reply:
+        turn = len(server.chat_bodies())  # this request included
+        if turn in (1, 3):
+            kill_server()
+        if turn == 5:
+            server.responder = None
+        return fs.tool_calls([CALL])
+
+    server.responder = script
+    server.default = fs.text("Done with the clock.")
+    proc = cb.run("ask", "what time is it in Tokyo?")
+    assert proc.returncode == 0, proc.stderr
+    bodies = server.chat_bodies()
+    results = [tool_messages(b)[-1]["content"] for b in bodies[1:5]]
+    assert results[0].startswith("Error: MCP server 'time': the server stopped responding")
+    assert json.loads(results[1])["timezone"] == "Asia/Tokyo"  # the restarted server answered
+    assert results[2].startswith("Error: MCP server 'time': the server stopped responding")
+    assert results[3].startswith("Error: MCP server 'time': the server is stopped responding")
+    restarts = [line for line in proc.stderr.splitlines() if "restart" in line]
+    assert restarts == ["countbot: MCP server 'time' had stopped responding: restarted it"], (
+        proc.stderr
+    )
+    assert len(pids) == 2 and not any(alive(pid) for pid in pids)
+
+
 def test_a_hanging_server_times_out_into_an_error_result_and_is_stopped_at_exit(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
