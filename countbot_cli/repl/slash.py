@@ -22,6 +22,7 @@ from countbot_cli.errors import CountbotError, UsageError
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.repl.attach import cmd_attach, cmd_mcp
 from countbot_cli.repl.branching import cmd_edit, cmd_fork, cmd_resume, cmd_search
+from countbot_cli.repl.context_view import context_report
 from countbot_cli.repl.copy_answer import cmd_copy
 from countbot_cli.repl.toolbar import token_report
 from countbot_cli.textsafe import sanitize, sanitize_line
@@ -320,6 +321,10 @@ def cmd_tokens(repl: ReplHost, arg: str) -> None:
     repl.write(token_report(repl.meter, repl.conversation))
 
 
+def cmd_context(repl: ReplHost, arg: str) -> None:
+    repl.write(context_report(repl.meter, repl.conversation))
+
+
 def cmd_compact(repl: ReplHost, arg: str) -> None:
     try:
         lines = repl.conversation.compact()
@@ -401,6 +406,12 @@ COMMANDS: tuple[Command, ...] = (
         ),
     ),
     Command("tokens", "", "what the next request holds, against the context window", cmd_tokens),
+    Command(
+        "context",
+        "",
+        "what went into the last request: prompt parts, memory, window, tools, cached prefix",
+        cmd_context,
+    ),
     Command("compact", "", "summarise old messages out of the history window now", cmd_compact),
     Command("retry", "", "ask the last question again", cmd_retry),
     Command("undo", "", "remove the last exchange", cmd_undo),

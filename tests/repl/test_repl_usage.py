@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
 import pytest
 from test_repl import Harness
+
+from countbot_cli.conversation.tokens import TokenCounter
 
 OPENAI = {
     "prompt_tokens": 1234,
@@ -58,3 +61,65 @@ def test_prices_show_turn_session_and_day_cost(tmp_path: Path, server: fs.FakeSe
     out = h.text()
     assert f"this session so far: 2,468 in (2,200 cached) · 112 out · cost {2 * turn:.4f}" in out
     assert f"today, all sessions: cost {2 * turn:.4f}" in out
+
+
+def test_context_shows_the_parts_of_the_last_request_and_its_cached_prefix(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server, tools=True)
+    bodies: list[dict[str, Any]] = []
+
+    def reply(body: dict[str, Any]) -> fs.Reply:
+        """Usage as a caching provider reports it: the prompt counted, and everything before
+        the new message (the previous request and its answer) read from the cache."""
+        bodies.append(body)
+        counter = TokenCounter("test-model")
+        tools = counter.count_tools(body.get("tools") or [])
+        prompt = counter.count_messages(body["messages"]) + tools
+        cached = counter.count_messages(body["messages"][:-1]) + tools if len(bodies) > 1 else 0
+        details = {"cached_tokens": cached}
+        usage = {"prompt_tokens": prompt, "completion_tokens": 5, "prompt_tokens_details": details}
+        return fs.text("Tea it is." if len(bodies) == 1 else "Lyon is lovely.", usage=usage)
+
+    server.responder = reply
+    h.run(
+        [
+            "/context\r",
+            "/memory add The user prefers green tea\r",
+            "/memory add The user lives in Lyon\r",
+            "what should I drink this morning\r",
+            "tell me about Lyon please\r",
+            "/context\r",
+        ]
+    )
+    out = h.text()
+    assert "No request yet in this conversation" in out
+    report = out[out.rindex("Last request to") :]
+    assert "system prompt:" in report and "persona and rules" in report
+    recalled = [ln for ln in report.splitlines() if "The user lives in Lyon" in ln]
+    assert recalled and "countbot memory pin " in recalled[0]
+    n = int(recalled[0].rsplit("pin ", 1)[1].rstrip(")"))
+    memory_lines = h.cb.memory_file.read_text(encoding="utf-8").splitlines()
+    assert "The user lives in Lyon" in memory_lines[n - 1]
+    assert "history: 2 messages" in report
+    assert "first: user · “what should I drink this morning”" in report
+    assert "last:  assistant · “Tea it is.”" in report
+    assert "tools: " in report and "read_file" in report
+    assert "your message: “tell me about Lyon please”" in report
+    cached = next(ln for ln in report.splitlines() if "cached:" in ln)
+    assert cached.endswith("about the system prompt and tools, then 2 of the 2 history messages")
+    # what /context says was sent is what the server received
+    sent = bodies[-1]["messages"]
+    assert sent[1]["content"] == "what should I drink this morning"
+    assert "The user lives in Lyon" in json.dumps(sent)
+
+
+def test_context_says_when_the_provider_reports_no_cache(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("one", usage={"prompt_tokens": 50, "completion_tokens": 1}))
+    h.run(["hi\r", "/context\r"])
+    out = h.text()
+    assert "cached: the provider reported no prompt cache" in out
+    assert "history: no earlier messages sent" in out and "recalled memory: none" in out

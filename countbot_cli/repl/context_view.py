@@ -1,0 +1,163 @@
+"""`/context`: what exactly went into the last request (issue 11 item 5).
+
+The parts of the last turn's request as the engine built it (`TurnResult.context`): the system
+prompt (persona and rules, the session summary, pinned memory lines, the instructions file), the
+memory lines recalled for the message (sent with it, after the history), the history window
+(count, tokens, first and last message), the tools, the current message, and how much of the
+request the provider read from its prompt cache, said as whole parts of the request (the cached
+count is the provider's; the parts are counted with the meter's tokenizer). Each memory line
+gets its `countbot memory pin N` / `mute N` hint with its MEMORY.md line number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from countbot_cli.conversation.session import plural
+from countbot_cli.errors import CountbotError
+from countbot_cli.memory.store import MemoryStore
+from countbot_cli.messages import Message
+from countbot_cli.textsafe import sanitize_line
+from countbot_cli.ui.transcript import first_line
+
+if TYPE_CHECKING:
+    from countbot_cli.conversation.chat import Conversation
+    from countbot_cli.conversation.context import TurnContext
+    from countbot_cli.conversation.tokens import TokenCounter
+    from countbot_cli.repl.toolbar import ContextMeter
+
+NOTHING_YET = (
+    "No request yet in this conversation: /context shows the last one after a turn "
+    "(/tokens counts the next).\n"
+)
+
+
+def context_report(meter: ContextMeter, conversation: Conversation) -> str:
+    """The last request, part by part (see the module)."""
+    last = meter.last
+    ctx = last.context if last is not None else None
+    if last is None or ctx is None:
+        return NOTHING_YET
+    counter = meter.counter(conversation.provider.model)
+    memory_file = conversation.engine.settings.memory.file
+    lines = [f"Last request to {sanitize_line(last.model)}"]
+    lines += _system_rows(ctx, conversation.session.summary, counter, memory_file)
+    lines += _recalled_rows(ctx.memory_entries, memory_file)
+    lines += _window_rows(ctx, counter)
+    schemas = conversation.engine.tool_schemas()
+    tools = [_tool_name(t) for t in schemas]
+    tool_tokens = counter.count_tools(schemas) if schemas else 0
+    shown = f"{', '.join(tools)} ({tool_tokens:,} tokens)" if tools else "none offered"
+    lines.append(f"  tools: {shown}")
+    lines.append(f"  your message: {_quote(ctx.user.content)}")
+    if last.tool_calls:
+        lines.append("  cached: this turn made several requests (tool rounds); see the usage line")
+    else:
+        u = last.usage
+        lines.append(_cached_row(ctx, u.prompt_tokens, u.cached_tokens, counter, tool_tokens))
+    return "\n".join(lines) + "\n"
+
+
+def _system_rows(
+    ctx: TurnContext, summary: str, counter: TokenCounter, memory_file: Path
+) -> list[str]:
+    rows = [f"  system prompt: {counter.count_text(ctx.system):,} tokens"]
+    rows.append("    persona and rules")
+    if summary and summary.strip() and summary.strip()[:40] in ctx.system:
+        rows.append(f"    session summary: {_quote(summary)}")
+    if ctx.instructions:
+        rows.append(f"    instructions file: {sanitize_line(ctx.instructions)}")
+    for entry in ctx.pinned:
+        rows.append(f"    pinned memory: {_quote(entry)}{_hint(entry, memory_file, 'mute')}")
+    return rows
+
+
+def _recalled_rows(entries: Sequence[str], memory_file: Path) -> list[str]:
+    if not entries:
+        return ["  recalled memory: none"]
+    rows = [f"  recalled memory ({plural(len(entries), 'line')}, sent with your message):"]
+    rows += [f"    {_quote(e)}{_hint(e, memory_file, 'pin')}" for e in entries]
+    return rows
+
+
+def _window_rows(ctx: TurnContext, counter: TokenCounter) -> list[str]:
+    window = ctx.window
+    if not window:
+        left = f" ({ctx.omitted} older left out)" if ctx.omitted else ""
+        return [f"  history: no earlier messages sent{left}"]
+    tokens = sum(counter.count_message(m.to_api()) for m in window)
+    left = f", {ctx.omitted} older left out" if ctx.omitted else ""
+    return [
+        f"  history: {plural(len(window), 'message')}, {tokens:,} tokens{left}",
+        f"    first: {_said(window[0])}",
+        f"    last:  {_said(window[-1])}",
+    ]
+
+
+def _cached_row(
+    ctx: TurnContext, prompt: int, cached: int | None, counter: TokenCounter, tool_tokens: int
+) -> str:
+    """Which whole parts of the request lay inside the provider's cached prefix (chat templates
+    put the tool definitions at the head, with the system prompt)."""
+    if cached is None:
+        return "  cached: the provider reported no prompt cache"
+    if not cached:
+        return f"  cached: none of the {prompt:,} prompt tokens (the prefix changed or is new)"
+    api = ctx.api_messages()
+    sizes = [counter.count_message(m) for m in api]
+    sizes[0] += tool_tokens
+    scale = prompt / max(1, sum(sizes))  # the provider's count, spread over our parts
+    covered, spent = 0, 0.0
+    for n in sizes:
+        if spent + n * scale > cached * 1.02:  # a token or two of template slack
+            break
+        spent += n * scale
+        covered += 1
+    head = "system prompt" + (" and tools" if tool_tokens else "")
+    what = _parts(covered, len(ctx.window), head)
+    return f"  cached: {cached:,} of {prompt:,} prompt tokens, about {what}"
+
+
+def _parts(covered: int, history: int, head: str) -> str:
+    if covered == 0:
+        return f"part of the {head}"
+    if covered == 1:
+        return f"the {head}"
+    if covered <= 1 + history:
+        return f"the {head}, then {covered - 1} of the {plural(history, 'history message')}"
+    return "the whole request up to your message"
+
+
+def _said(m: Message) -> str:
+    return f"{m.role} · {_quote(m.content)}"
+
+
+def _quote(text: Any) -> str:
+    if not isinstance(text, str):
+        text = " ".join(p.get("text", "") for p in text if isinstance(p, dict)) or "(image)"
+    return f"“{sanitize_line(first_line(text, 70))}”"
+
+
+def _hint(entry: str, memory_file: Path, verb: str) -> str:
+    n = _line_of(entry, memory_file)
+    return f"   (countbot memory {verb} {n})" if n else ""
+
+
+def _line_of(entry: str, memory_file: Path) -> int | None:
+    """The MEMORY.md line of a memory line as the prompt holds it (`DATE: CONTENT`)."""
+    try:
+        entries = MemoryStore(memory_file).entries()
+    except (CountbotError, OSError):
+        return None
+    text = entry.strip()
+    for e in entries:
+        if e.content and text.endswith(e.content) and (not e.date or e.date in text):
+            return e.line_no
+    return None
+
+
+def _tool_name(schema: dict[str, Any]) -> str:
+    fn = schema.get("function")
+    return sanitize_line(str(fn.get("name", "?"))) if isinstance(fn, dict) else "?"
