@@ -311,6 +311,29 @@ def test_one_generation_at_a_time(provider: LocalProvider) -> None:
     assert len(results) == 1 and isinstance(results[0], Finished)
 
 
+def test_reused_prompt_tokens_are_reported_as_cached(provider: LocalProvider) -> None:
+    """llama-cpp-python keeps the KV cache of the longest common token prefix: a follow-up that
+    extends the previous request reports most of its prompt as cached; an unrelated first
+    message shares only the template's head."""
+    first = provider.complete(ask("Tell me about cats.", max_tokens=4, temperature=0))
+    assert first.usage is not None and first.usage.cached_tokens is not None
+    follow = ask("Tell me about cats.", max_tokens=4, temperature=0)
+    follow.messages += [
+        {"role": "assistant", "content": first.content},
+        {"role": "user", "content": "And dogs?"},
+    ]
+    events = list(provider.stream(follow))
+    fin = events[-1]
+    assert isinstance(fin, Finished) and fin.usage is not None
+    cached = fin.usage.cached_tokens
+    assert cached is not None and first.usage.prompt_tokens <= cached < fin.usage.prompt_tokens
+    other = provider.complete(
+        ChatRequest(model="", messages=[{"role": "user", "content": "Zebras?"}], max_tokens=2)
+    )
+    assert other.usage is not None and other.usage.cached_tokens is not None
+    assert other.usage.cached_tokens < 10
+
+
 def test_unload_models_frees_the_cache(gguf: str) -> None:
     # keep this test last: it drops the model the others share (they would reload it)
     prov = LocalProvider(Cfg(model_path=gguf, context_window=256))
@@ -365,26 +388,3 @@ def test_a_reply_without_max_tokens_is_still_bounded(provider: LocalProvider) ->
     kw = provider._kwargs(ask("Write forever."), llm=None, stream=True)
     assert kw["max_tokens"] == localmod.DEFAULT_MAX_TOKENS
     assert provider._kwargs(ask("x", max_tokens=7), llm=None, stream=True)["max_tokens"] == 7
-
-
-def test_reused_prompt_tokens_are_reported_as_cached(provider: LocalProvider) -> None:
-    """llama-cpp-python keeps the KV cache of the longest common token prefix: a follow-up that
-    extends the previous request reports most of its prompt as cached; an unrelated first
-    message shares only the template's head."""
-    first = provider.complete(ask("Tell me about cats.", max_tokens=4, temperature=0))
-    assert first.usage is not None and first.usage.cached_tokens is not None
-    follow = ask("Tell me about cats.", max_tokens=4, temperature=0)
-    follow.messages += [
-        {"role": "assistant", "content": first.content},
-        {"role": "user", "content": "And dogs?"},
-    ]
-    events = list(provider.stream(follow))
-    fin = events[-1]
-    assert isinstance(fin, Finished) and fin.usage is not None
-    cached = fin.usage.cached_tokens
-    assert cached is not None and first.usage.prompt_tokens <= cached < fin.usage.prompt_tokens
-    other = provider.complete(
-        ChatRequest(model="", messages=[{"role": "user", "content": "Zebras?"}], max_tokens=2)
-    )
-    assert other.usage is not None and other.usage.cached_tokens is not None
-    assert other.usage.cached_tokens < 10
