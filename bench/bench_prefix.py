@@ -15,7 +15,11 @@ re-implemented below (`old_history_window`, `old_build_context`, `old_batch_thre
 of the newest 50 messages sliding by one exchange a turn, recalled memory appended to the system
 prompt, summaries batched at half the window.
 
-Run: .venv/bin/python bench/bench_prefix.py [--turns N]
+With `--local`, also the embedded model (SmolLM2-135M in this process, as the REPL runs it), 40
+turns with a window of 10: the median time to the first token of turns 21-40 against turns 2-10
+[<= 2x], both ways (llama-cpp-python reuses the KV cache of the longest common token prefix).
+
+Run: .venv/bin/python bench/bench_prefix.py [--turns N] [--local]
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import argparse
 import contextlib
 import io
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -202,9 +207,91 @@ def run(turns: int) -> tuple[list[dict[str, Any]], int]:
     return bodies, len(summaries)
 
 
+# ---- the embedded model: first-token time once the window is full ----
+
+
+class FirstToken(SilentView):
+    """Records when the first text of a turn arrived."""
+
+    def __init__(self) -> None:
+        self.first: float | None = None
+
+    def text(self, text: str) -> None:
+        if self.first is None and text:
+            self.first = time.perf_counter()
+
+
+def local_first_tokens(turns: int, max_history: int) -> list[float]:
+    """Seconds to the first token of each turn, the embedded SmolLM2 in this process (as the
+    REPL runs it), `max_history_messages` small so the window is full after a few turns."""
+    from countbot_cli.provider.local import bundled_model_path
+
+    gguf = bundled_model_path()
+    if gguf is None:
+        raise SystemExit("the bundled model is not installed (pip install -e '.[local]')")
+    questions, _ = script(turns)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        cfg = {
+            "default_provider": "local",
+            "providers": {
+                "local": {
+                    "type": "local",
+                    "model": "smollm2",
+                    "model_path": gguf,
+                    "context_window": 4096,
+                }
+            },
+            "max_tokens": 48,
+            "temperature": 0,
+            "tools": {"enabled": False},
+            "persona": {"max_history_messages": max_history},
+            "memory": {"inject": "off", "overflow_summary": False, "auto_memory": False},
+        }
+        (root / "config.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
+        env = {"HOME": str(root), "XDG_CONFIG_HOME": str(root / ".config")}
+        settings = load_settings(config_path=root / "config.yaml", env=env, cwd=root)
+        provider = app.make_provider(settings)
+        conversation = app.build_conversation(
+            settings,
+            app.make_store(settings),
+            provider_for=lambda _settings: provider,
+            tools_enabled=False,
+            yes=False,
+        )
+        out = []
+        for k in range(turns):
+            view = FirstToken()
+            t0 = time.perf_counter()
+            conversation.send(questions[k], view)
+            out.append((view.first or time.perf_counter()) - t0)
+        provider.close()
+    return out
+
+
+def local_figures(turns: int, max_history: int) -> None:
+    print(
+        f"embedded model (SmolLM2-135M, in process), {turns} turns, max_history_messages "
+        f"{max_history}: median seconds to the first token"
+    )
+    for label, rules in (
+        ("countbot (steps)", contextlib.nullcontext()),
+        ("old (sliding)", old_rules()),
+    ):
+        with rules:
+            times = local_first_tokens(turns, max_history)
+        early = statistics.median(times[1:10])  # turns 2-10: the window still filling
+        late = statistics.median(times[20:40])  # turns 21-40: the window full
+        print(
+            f"  {label:18} turns 2-10 {early:6.3f} s   turns 21-40 {late:6.3f} s   "
+            f"ratio {late / early:5.1f}   [<= 2]"
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--turns", type=int, default=200)
+    ap.add_argument("--local", action="store_true", help="also the embedded model's figure")
     args = ap.parse_args()
     count = TokenCounter("gpt-4o").count_text
     rows = []
@@ -231,6 +318,8 @@ def main() -> int:
             f" {tokens:>11.0f} {summaries:>10}   ({secs:.1f} s)"
         )
     print("  targets: extend previous >= 90 %, shared prefix >= 85 %")
+    if args.local:
+        local_figures(40, 10)
     return 0
 
 
