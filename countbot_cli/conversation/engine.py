@@ -133,8 +133,9 @@ class Engine:
         )
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        """The tools offered to the model: none when the provider's model cannot take them
-        (the embedded SmolLM2's template has no tools; offering them only costs context)."""
+        """The tools offered to the model, sorted by name (a stable prefix whatever order MCP
+        servers answered in): none when the provider's model cannot take them (the embedded
+        SmolLM2's template has no tools; offering them only costs context)."""
         if self.tools is None:
             return []
         if self._provider_tools is None:
