@@ -38,10 +38,10 @@ def countbot(tmp_path: Path, rec: Recorder, **config: Any) -> CB:
     return make_cb(tmp_path, rec.base_url, provider=provider, **config)
 
 
-def ask(cb: CB, *args: str) -> str:
-    """Run `countbot ask ARGS`; it must succeed. Returns stdout."""
+def ask(cb: CB, *args: str, codes: tuple[int, ...] = (0,)) -> str:
+    """Run `countbot ask ARGS`; it must succeed (exit in `codes`). Returns stdout."""
     proc = cb.run("ask", *args, timeout=TURN_TIMEOUT)
-    assert proc.returncode == 0, f"exit {proc.returncode}\nstderr: {proc.stderr}"
+    assert proc.returncode in codes, f"exit {proc.returncode}\nstderr: {proc.stderr}"
     return proc.stdout
 
 
@@ -159,7 +159,8 @@ def test_tool_call_round_trip_without_streamed_tools(tmp_path: Path, recorder: R
         max_iterations=3,
     )
     (cb.work / "README.md").write_text("# Demo\n\nThe secret word is PINEAPPLE-42.\n")
-    out = ask(cb, "--json", "Use the read_file tool to read README.md")
+    # the small model may keep calling tools until max_iterations: exit 8 then, still a round trip
+    out = ask(cb, "--json", "Use the read_file tool to read README.md", codes=(0, 8))
     chats = recorder.chats()
     assert all(x.status == 200 for x in chats), [(x.status, x.response[:300]) for x in chats]
     first = chats[0].body
@@ -224,7 +225,9 @@ def test_long_chat_with_overflow_summaries(tmp_path: Path, recorder: Recorder) -
     assert len(main) == len(questions)
     for x, q in zip(main, questions, strict=True):
         sent = x.body["messages"]
-        assert sent[-1] == {"role": "user", "content": q}
+        # recalled memory (inject: relevant) rides in front of the question as sent, never saved
+        assert sent[-1]["role"] == "user" and sent[-1]["content"].endswith(q)
+        assert sent[-1]["content"] == q or sent[-1]["content"].startswith("[Long-term memory")
         assert len(sent) - 2 <= 4  # the history window: at most 4 earlier messages
     memory = cb.memory_file
     if memory.exists():

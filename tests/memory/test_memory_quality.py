@@ -133,7 +133,7 @@ def test_a_one_off_ask_over_15000_characters_makes_exactly_one_request(
     proc = cb.invoke("ask", "write a commit message", input=diff)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "feat: add the thing"
-    assert len(server.requests) == 1 and server.pending == 1
+    assert len(server.chat_bodies()) == 1 and server.pending == 1  # the answer, no memory call
     assert not cb.memory_file.exists() or "|auto-" not in cb.memory_file.read_text()
     server.next_reply({})  # drop the unused reply
     server.add(fs.text("fix: thing"), fs.text("User prefers terse commits"))

@@ -418,7 +418,7 @@ def test_max_iterations_stops_with_a_notice(tmp_path: Path, server: fs.FakeServe
         fs.tool_calls(again, content="And again."),
     )
     proc = cb.invoke("ask", "--json", "loop forever")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 8, proc.stderr  # the documented exit code of the tool-round limit
     assert "max_iterations" in proc.stderr and "stopped after 2 tool rounds" in proc.stderr
     assert len(server.chat_bodies()) == 3  # two tool rounds ran; the third request ended it
     obj = json.loads(proc.stdout)
