@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -160,8 +160,11 @@ def build_conversation(
         else None
     )
 
-    def backend_for(model: str | None, policy: ApprovalPolicy) -> Backend:
+    def backend_for(
+        model: str | None, policy: ApprovalPolicy, options: Mapping[str, Any]
+    ) -> Backend:
         s = settings if model is None else with_model(settings, model)
+        s = apply_options(s, options)  # /set and /role's options, on top of -o's
         engine_store = store if save else None
         return build_backend(
             s,

@@ -19,11 +19,12 @@ into the engine, the store or the session. It owns:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from countbot_cli.conversation.session import Session, new_session, plural, title_from
+from countbot_cli.conversation.tuning import Tuning
 from countbot_cli.conversation.upkeep_worker import UpkeepWorker
 from countbot_cli.conversation.view import NullView, TurnView
 from countbot_cli.errors import CountbotError, Terminated, UsageError
@@ -32,6 +33,7 @@ from countbot_cli.textsafe import sanitize_line
 from countbot_cli.tools.approval import ApprovalPolicy
 
 if TYPE_CHECKING:
+    from countbot_cli.config.roles import Role
     from countbot_cli.config.settings import Settings
     from countbot_cli.conversation.attachments import Attached
     from countbot_cli.conversation.engine import Engine, TurnResult
@@ -58,8 +60,9 @@ class Backend:
     keeper: MemoryKeeping | None = None
 
 
-# (a model, None for the configured one; the conversation's approval policy) -> its Backend
-BackendFactory = Callable[[str | None, ApprovalPolicy], Backend]
+# (a model, None for the configured one; the conversation's approval policy; per-call options
+# on top of the settings', from /set and /role) -> its Backend
+BackendFactory = Callable[[str | None, ApprovalPolicy, Mapping[str, Any]], Backend]
 
 
 class ConversationView(TurnView, Protocol):
@@ -118,7 +121,9 @@ class Conversation:
         self.store = store
         self.policy = policy or ApprovalPolicy()
         self._backends = backends
-        self.backend = backends(None, self.policy)
+        self._model: str | None = None  # /model's or the role's; None: the configured one
+        self.tuning = Tuning()  # /set options and /role, for the rest of the chat
+        self.backend = backends(None, self.policy, {})
         self.system_override: str | None = settings.system
         self.session = session or self._blank("")
         self.is_new = is_new or session is None
@@ -156,7 +161,7 @@ class Conversation:
                 save=self.save,
                 is_new=self.is_new,
                 replaces=replaces,
-                system=self.system_override,
+                system=self.tuning.system(self.system_override),
                 attached=attached,
             )
         except KeyboardInterrupt as exc:
@@ -403,9 +408,30 @@ class Conversation:
 
     def switch_model(self, name: str) -> None:
         """Go on with another model of the same provider: a new engine and keeper, the same
-        policy, session and system override."""
+        policy, session, system override and options."""
+        self._model = name
+        self._rebuild()
+
+    def set_option(self, key: str, value: Any | None) -> None:
+        """A per-call option for the rest of the chat (`/set`; checked by the caller); None
+        removes it."""
+        if value is None:
+            self.tuning.options.pop(key, None)
+        else:
+            self.tuning.options[key] = value
+        self._rebuild()
+
+    def set_role(self, role: Role | None) -> None:
+        """The chat's role (`/role`): its text leads the extra instructions, its model (when
+        it names one) and options apply from the next request on."""
+        self.tuning.role = role
+        if role is not None and role.model:
+            self._model = role.model
+        self._rebuild()
+
+    def _rebuild(self) -> None:
         old = self.backend
-        self.backend = self._backends(name, self.policy)
+        self.backend = self._backends(self._model, self.policy, self.tuning.merged())
         try:
             old.engine.provider.close()
         except Exception:  # closing an idle client must not stop the switch

@@ -25,6 +25,7 @@ from countbot_cli.repl.branching import cmd_edit, cmd_fork, cmd_resume, cmd_sear
 from countbot_cli.repl.context_view import context_report
 from countbot_cli.repl.copy_answer import cmd_copy
 from countbot_cli.repl.toolbar import token_report
+from countbot_cli.repl.tuning_cmds import cmd_role, cmd_set, complete_keys, complete_roles
 from countbot_cli.textsafe import sanitize, sanitize_line
 from countbot_cli.ui.memory import memory_add, memory_search, memory_show
 from countbot_cli.ui.sessions import sessions_export, sessions_list
@@ -382,6 +383,20 @@ COMMANDS: tuple[Command, ...] = (
     Command("rename", "TITLE", "rename this conversation", cmd_rename),
     Command("delete", "[ID]", "delete a conversation (this one by default)", cmd_delete, _sessions),
     Command("model", "[NAME]", "list the provider's models, or switch", cmd_model, _models),
+    Command(
+        "set",
+        "[KEY [VALUE]]",
+        "per-call option for the rest of the chat (as -o); KEY alone removes it; alone: list",
+        cmd_set,
+        complete_keys,
+    ),
+    Command(
+        "role",
+        "[NAME|none]",
+        "switch the chat's role (roles/NAME.md); alone: list",
+        cmd_role,
+        complete_roles,
+    ),
     Command(
         "system",
         "[TEXT|clear]",

@@ -5,7 +5,7 @@ so the after-turn upkeep runner is seen from both sides."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +76,9 @@ class Rig:
             settings=self.settings, store=self.store, backends=self.backend, **kw
         )
 
-    def backend(self, model: str | None, policy: ApprovalPolicy) -> Backend:
+    def backend(
+        self, model: str | None, policy: ApprovalPolicy, options: Mapping[str, Any]
+    ) -> Backend:
         provider = ScriptedProvider(model=model or "fake-model")
         self.providers[model] = provider
         engine = Engine(settings=self.settings, provider=provider, store=self.store, policy=policy)

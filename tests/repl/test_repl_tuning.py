@@ -1,0 +1,64 @@
+"""`/set` and `/role` in the REPL, against the loopback FakeServer: what the next request
+carries, what the screen says, and that a bad value sends nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fakeserver as fs
+import pytest
+from test_repl import Harness
+
+
+def test_set_reaches_the_request_and_a_bad_value_sends_nothing(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("one"), fs.text("two"))
+    h.run(
+        [
+            "/set temperature 0.2\r",
+            "/set seed 7\r",
+            "/set temperature 9\r",  # out of range: nothing changes, nothing is sent
+            "/set\r",
+            "first\r",
+            "/set seed\r",
+            "second\r",
+        ]
+    )
+    bodies = server.chat_bodies()
+    assert len(bodies) == 2
+    assert bodies[0]["temperature"] == 0.2 and bodies[0]["seed"] == 7
+    assert bodies[1]["temperature"] == 0.2 and "seed" not in bodies[1]
+    out = h.text()
+    bad = [line for line in out.splitlines() if "temperature takes" in line]
+    assert len(bad) == 1 and "from 0 to 2, not 9.0" in bad[0]
+    assert "  seed = 7\n  temperature = 0.2\n" in out
+    assert "seed removed." in out
+
+
+def test_role_puts_its_text_in_the_system_message_and_lists_roles(
+    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = Harness(tmp_path, server)
+    xdg = tmp_path / "xdg"
+    roles = xdg / "countbot" / "roles"
+    roles.mkdir(parents=True)
+    (roles / "pirate.md").write_text(
+        "---\ntemperature: 0.5\n---\nAnswer like a pirate, arr.\n", "utf-8"
+    )
+    (roles / "terse.md").write_text("Answer in five words.\n", "utf-8")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
+    server.add(fs.text("arr"), fs.text("plain"))
+    h.run(["/role\r", "/role pirate\r", "/role\r", "hi\r", "/role nobody\r", "/role none\r", "x\r"])
+    bodies = server.chat_bodies()
+    assert len(bodies) == 2
+    system = bodies[0]["messages"][0]
+    assert system["role"] == "system" and "Answer like a pirate, arr." in system["content"]
+    assert bodies[0]["temperature"] == 0.5  # the role's front matter
+    assert "pirate" not in bodies[1]["messages"][0]["content"]
+    out = h.text()
+    assert "current: none" in out and "* pirate  Answer like a pirate, arr." in out
+    assert "  terse  Answer in five words." in out
+    unknown = [line for line in out.splitlines() if "no role 'nobody'" in line]
+    assert len(unknown) == 1 and str(roles) in unknown[0] and "pirate, terse" in unknown[0]
