@@ -253,7 +253,12 @@ _said: set[str] = set()  # notices given in this process (a /model switch builds
 
 
 def _policy(settings: Settings, *, yes: bool, confirmer: Confirmer | None) -> ApprovalPolicy:
-    return ApprovalPolicy(mode=settings.tools.approval, yes_writes=yes, confirmer=confirmer)
+    return ApprovalPolicy(
+        mode=settings.tools.approval,
+        yes_writes=yes,
+        confirmer=confirmer,
+        saved_tools=frozenset(settings.tools.saved_tools),
+    )
 
 
 def _tool_registry(

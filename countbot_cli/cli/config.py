@@ -435,3 +435,35 @@ def models(
         mark = ("* " if model_id == cfg.model else "  ") if tty else ""
         out.write(f"{mark}{sanitize_line(model_id)}\n")
     return EXIT_OK
+
+
+def allow_list(out: TextIO, env: Mapping[str, str] | None = None) -> int:
+    """`config allow list`: the rules saved with `A`, one a line, and the file holding them."""
+    from countbot_cli.config import saved_allow
+    from countbot_cli.config.settings import default_home
+    from countbot_cli.textsafe import visible
+
+    path = saved_allow.allow_file(default_home(os.environ if env is None else env))
+    rules = saved_allow.load(path).rules()
+    if not rules:
+        out.write(f"no saved approvals ({path} has none)\n")
+        return 0
+    out.write(f"saved approvals in {path}:\n")
+    for kind, text in rules:
+        out.write(f"  {kind:<8} {visible(text)}\n")
+    return 0
+
+
+def allow_remove(rule: str, out: TextIO, env: Mapping[str, str] | None = None) -> int:
+    """`config allow remove RULE`: forget one saved command or tool (the exact text listed)."""
+    from countbot_cli.config import saved_allow
+    from countbot_cli.config.settings import default_home
+
+    path = saved_allow.allow_file(default_home(os.environ if env is None else env))
+    kind = saved_allow.remove(path, rule)
+    if kind is None:
+        raise UsageError(
+            f"no saved approval {sanitize_line(rule)!r} in {path} (see `countbot config allow list`)"
+        )
+    out.write(f"removed the saved {kind} rule {sanitize_line(rule)!r} from {path}\n")
+    return 0

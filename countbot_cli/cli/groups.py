@@ -328,6 +328,29 @@ def config_trust(
     guarded(lambda: _trust(path, out=sys.stdout))
 
 
+allow_app = typer.Typer(
+    help="Approvals saved with `A` at a prompt (in the user's own config folder).",
+    no_args_is_help=True,
+)
+config_app.add_typer(allow_app, name="allow")
+
+
+@allow_app.command("list", help="Print the saved approvals and the file holding them.")
+def config_allow_list() -> None:
+    from countbot_cli.cli.config import allow_list
+
+    guarded(lambda: allow_list(sys.stdout))
+
+
+@allow_app.command("remove", help="Forget one saved approval (the command or tool as listed).")
+def config_allow_remove(
+    rule: Annotated[str, typer.Argument(metavar="RULE", help="The exact text listed.")],
+) -> None:
+    from countbot_cli.cli.config import allow_remove
+
+    guarded(lambda: allow_remove(rule, sys.stdout))
+
+
 @config_app.command("untrust", help="Stop applying a trusted ./config.yaml (or PATH).")
 def config_untrust(
     path: Annotated[Path | None, typer.Argument(help="The file (default: ./config.yaml).")] = None,

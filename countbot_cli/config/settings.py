@@ -22,7 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from countbot_cli.config import trust
+from countbot_cli.config import saved_allow, trust
 from countbot_cli.config.attach import AttachSettings, parse_attach
 from countbot_cli.config.file import (
     Section,
@@ -101,6 +101,9 @@ class ToolSettings:
     max_output_chars: int = 10000
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
+    # saved with `A` at a prompt, in the user's own folder (config/saved_allow.py)
+    saved_commands: tuple[str, ...] = ()  # exact exec commands
+    saved_tools: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -446,6 +449,7 @@ def _tools(sec: Section, home: Path, env: Mapping[str, str], cwd: Path) -> ToolS
     sec.check_keys(TOOL_KEYS)
     workspace = sec.path("workspace", home, env) or cwd
     d = ToolSettings(workspace=workspace)
+    saved = saved_allow.load(saved_allow.allow_file(default_home(env)))
     return ToolSettings(
         workspace=workspace,
         enabled=_or(sec.flag("enabled"), d.enabled),
@@ -455,4 +459,6 @@ def _tools(sec: Section, home: Path, env: Mapping[str, str], cwd: Path) -> ToolS
         max_output_chars=_or(sec.integer("max_output_chars", 100), d.max_output_chars),
         allow=_or(sec.texts("allow"), d.allow),
         deny=_or(sec.texts("deny"), d.deny),
+        saved_commands=saved.commands,
+        saved_tools=saved.tools,
     )

@@ -70,7 +70,9 @@ class ToolRunner:
     ) -> bool:
         """Answer one call (exactly one `tool` message); True when the user interrupted."""
         s = self.settings
-        prepared = self.registry.prepare(call, allow_rules=s.allow, deny_rules=s.deny)
+        prepared = self.registry.prepare(
+            call, allow_rules=s.allow, deny_rules=s.deny, exact_rules=s.saved_commands
+        )
         if prepared.error:
             content = f"Error: {prepared.error}"
             by_rule = prepared.error.startswith("denied by rule")
@@ -145,7 +147,9 @@ class ToolRunner:
             id=call.id, name=call.name, arguments=json.dumps(args, ensure_ascii=False)
         )
         s = self.settings
-        return self.registry.prepare(edited, allow_rules=s.allow, deny_rules=s.deny)
+        return self.registry.prepare(
+            edited, allow_rules=s.allow, deny_rules=s.deny, exact_rules=s.saved_commands
+        )
 
     def _execute(self, prepared: PreparedCall) -> tuple[ToolResult, int, bool]:
         """Run a tool in a worker thread so Ctrl-C in the main thread can stop it."""

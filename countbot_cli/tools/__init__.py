@@ -165,6 +165,7 @@ class ToolRegistry:
         *,
         allow_rules: Sequence[str] = (),
         deny_rules: Sequence[str] = (),
+        exact_rules: Sequence[str] = (),
     ) -> PreparedCall:
         spec = self.get(call.name)
         if spec is None:
@@ -200,7 +201,7 @@ class ToolRegistry:
                 if why is not None:
                     shown = display_path(path, self.ctx.workspace)
                     prepared.sensitive.append(f"{shown}: {why}")
-        return self._classify(prepared, allow_rules, deny_rules)
+        return self._classify(prepared, allow_rules, deny_rules, exact_rules)
 
     def _resolve_paths(self, spec: ToolSpec, args: dict[str, Any]) -> list[tuple[Path, bool]]:
         """(resolved path, inside the workspace) for every path argument given."""
@@ -211,7 +212,11 @@ class ToolRegistry:
         return out
 
     def _classify(
-        self, prepared: PreparedCall, allow_rules: Sequence[str], deny_rules: Sequence[str]
+        self,
+        prepared: PreparedCall,
+        allow_rules: Sequence[str],
+        deny_rules: Sequence[str],
+        exact_rules: Sequence[str] = (),
     ) -> PreparedCall:
         spec, args = prepared.spec, prepared.args
         assert spec is not None and args is not None
@@ -229,6 +234,8 @@ class ToolRegistry:
                 )
                 return prepared
             prepared.rule = match_allow_rule(command, allow_rules)
+            if prepared.rule is None and command.strip() and command.strip() in exact_rules:
+                prepared.rule = command.strip()  # saved with `A` (config/saved_allow.py)
             if prepared.rule is not None:
                 reasons = []
         outside = prepared.outside_paths

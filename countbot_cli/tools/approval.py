@@ -31,6 +31,8 @@ HOW_AUTO_MODE = "auto-mode"
 HOW_SESSION = "session"
 HOW_USER_ONCE = "user"
 HOW_USER_ALWAYS = "user-always"
+HOW_USER_SAVED = "user-saved"  # `A`: approved and saved as a lasting rule (config/saved_allow.py)
+HOW_SAVED_RULE = "saved-rule"  # a tool saved with `A` in an earlier run
 HOW_USER_EDITED = "user-edited"
 HOW_DENIED_USER = "denied-by-user"
 HOW_DENIED_POLICY = "denied"
@@ -65,6 +67,7 @@ class ApprovalPolicy:
     yes_writes: bool = False  # --yes
     confirmer: Confirmer | None = None  # None: non-interactive
     session_allowed: set[str] = field(default_factory=set)
+    saved_tools: frozenset[str] = frozenset()  # saved with `A` (never exec: see saved_allow)
 
     @property
     def interactive(self) -> bool:
@@ -84,6 +87,8 @@ class ApprovalPolicy:
                 return Decision(True, HOW_AUTO_MODE)
             if spec and spec.name in self.session_allowed:
                 return Decision(True, HOW_SESSION)
+            if spec and spec.name in self.saved_tools and kind != "memory":
+                return Decision(True, HOW_SAVED_RULE)
         if not self.interactive or self.confirmer is None:
             return Decision(False, HOW_DENIED_POLICY, reason=self._why_denied(prepared))
         decision = self.confirmer.confirm(prepared, reprepare)

@@ -7,6 +7,11 @@ folder of `exec`, a warning naming every path outside the workspace — and asks
 
 - `y` runs the call once; `a` also allows the tool for the rest of the session (never offered
   for `exec` or for a call that reaches outside the workspace);
+- `A` (or `a!`) approves it and saves a lasting rule in the user's own config folder
+  (`$XDG_CONFIG_HOME/countbot/allow.yaml`, config/saved_allow.py; never a project's file):
+  for `exec` this exact command text as shown, for another tool the tool (inside the
+  workspace). Not offered for a call outside the workspace or touching a sensitive path, nor
+  for the `memory` tool; the prompt says where the rule was saved;
 - `n` denies it; a reason may follow (`n use pathlib instead`), or is asked for, and goes back
   to the model; Enter, end of input or anything else also denies;
 - `e` edits the arguments as JSON in `$VISUAL`/`$EDITOR` (a temporary file) or inline and checks
@@ -40,8 +45,12 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from countbot_cli.config import saved_allow
+from countbot_cli.config.settings import default_home
+from countbot_cli.errors import ConfigError
 from countbot_cli.jsonsafe import JSONLimitError, loads_bounded
 from countbot_cli.textsafe import SGR, cells, compact, layout, visible
 from countbot_cli.tools import schema as jsonschema
@@ -50,6 +59,7 @@ from countbot_cli.tools.approval import (
     HOW_USER_ALWAYS,
     HOW_USER_EDITED,
     HOW_USER_ONCE,
+    HOW_USER_SAVED,
     Decision,
     Reprepare,
 )
@@ -100,10 +110,25 @@ def offers_always(prepared: PreparedCall) -> bool:
     return kind != "exec" and not prepared.outside_paths and not prepared.sensitive
 
 
-def question(prepared: PreparedCall, *, edited: bool = False) -> str:
+def offers_saving(prepared: PreparedCall) -> bool:
+    """`A` (a lasting rule) is offered for calls inside the workspace touching no sensitive
+    path, never for the memory tool; for exec it saves the exact command."""
+    kind = prepared.spec.kind if prepared.spec else ""
+    if kind == "exec":  # only a command shown exactly as it is (one line, nothing escaped)
+        command = str((prepared.args or {}).get("command", "")).strip()
+        shown_as_is = "\n" not in command and layout(visible(command), 2) == command
+        return bool(command) and shown_as_is and not prepared.outside_paths
+    return kind != "memory" and offers_always(prepared)
+
+
+def question(prepared: PreparedCall, *, edited: bool = False, saving: bool = False) -> str:
     if edited:
         return "Run the edited call? [y]es / [n]o / [e]dit again (default: no) "
     always = " / [a]lways for this tool" if offers_always(prepared) else ""
+    if saving and offers_saving(prepared):
+        kind = prepared.spec.kind if prepared.spec else ""
+        what = "this exact command" if kind == "exec" else "this tool"
+        always += f" / [A]lways {what}, saved"
     return f"Allow? [y]es / [n]o{always} / [e]dit (default: no) "
 
 
@@ -124,6 +149,7 @@ class TerminalConfirmer:
         editor: str | None = None,
         before_prompt: Callable[[], None] | None = None,
         run_editor: EditorRunner | None = None,
+        allow_path: Path | None = None,
     ) -> None:
         self.inp = inp
         self.out = out
@@ -134,6 +160,8 @@ class TerminalConfirmer:
         self.before_prompt = before_prompt
         self.run_editor = run_editor or self._run_editor
         self._approved_edit: tuple[str, str] | None = None  # (call id, arguments) just approved
+        # where `A` saves a lasting rule: always the user's own folder, never a project's
+        self.allow_path = allow_path or saved_allow.allow_file(default_home(os.environ))
 
     # ---- the protocol ----
 
@@ -146,11 +174,13 @@ class TerminalConfirmer:
         self._write(self.describe(prepared))
         current, edited = prepared, None
         while True:
-            line = self._ask(question(current, edited=edited is not None))
+            line = self._ask(question(current, edited=edited is not None, saving=True))
             if line is None:  # end of input: the default
                 self._write("\n")
                 return self._denied(None)
             word, _, rest = line.strip().partition(" ")
+            if word in ("A", "a!") and edited is None and offers_saving(prepared):
+                return self._save(prepared)
             word = word.lower()
             if word in ("y", "yes"):
                 return self._approved(current, edited)
@@ -269,6 +299,29 @@ class TerminalConfirmer:
             return Decision(True, HOW_USER_ONCE)
         self._approved_edit = (current.call.id, _json(edited))
         return Decision(True, HOW_USER_EDITED, args=edited)
+
+    def _save(self, prepared: PreparedCall) -> Decision:
+        """Approve and save the lasting rule; say where (or why it was not saved)."""
+        kind = prepared.spec.kind if prepared.spec else ""
+        name = prepared.call.name
+        try:
+            if kind == "exec":
+                rule = str((prepared.args or {}).get("command", "")).strip()
+                saved_allow.add_command(self.allow_path, rule)
+                what = f"the command {rule!r}"
+            else:
+                rule = name
+                saved_allow.add_tool(self.allow_path, name)
+                what = f"the tool {name}"
+        except ConfigError as e:
+            self._say(f"not saved ({visible(str(e))}); approved this once")
+            return Decision(True, HOW_USER_ONCE)
+        self._say(
+            f"saved: {self._visible(what)} runs without asking from now on; rule in "
+            f"{self._visible(str(self.allow_path))} "
+            f"(countbot config allow remove {self._visible(shlex.quote(rule))})"
+        )
+        return Decision(True, HOW_USER_SAVED, always=kind != "exec")
 
     def _is_approved_edit(self, prepared: PreparedCall) -> bool:
         """The tool loop asks again about an edited call that reaches a new path outside the

@@ -74,7 +74,10 @@ def test_write_shows_the_diff_and_every_option(registry: ToolRegistry) -> None:
     assert "countbot wants to run write_file (writes a file):" in text
     assert "  --- a/a.txt\n  +++ b/a.txt\n" in text
     assert "  -two\n  +TWO\n" in text
-    assert text.endswith("Allow? [y]es / [n]o / [a]lways for this tool / [e]dit (default: no) ")
+    assert text.endswith(
+        "Allow? [y]es / [n]o / [a]lways for this tool / [A]lways this tool, saved / [e]dit "
+        "(default: no) "
+    )
     assert "\x1b" not in text  # color=False
 
 
