@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from countbot_cli.conversation.attachments import PendingAttachments
     from countbot_cli.conversation.chat import Conversation
     from countbot_cli.conversation.engine import TurnResult
+    from countbot_cli.repl.tool_outputs import ToolOutputs
     from countbot_cli.repl.toolbar import ContextMeter
     from countbot_cli.repl.view import ReplView
 
@@ -26,7 +27,7 @@ class ReplHost(Protocol):
 
     conversation: Conversation
     meter: ContextMeter
-    last_tool: tuple[str, str] | None
+    tool_outputs: ToolOutputs  # every tool call's full output (/last-tool)
     attachments: PendingAttachments  # `/attach`: for the next message
 
     def send(self, text: str) -> TurnResult | None: ...

@@ -40,6 +40,7 @@ from countbot_cli.errors import CountbotError, Terminated
 from countbot_cli.repl import slash
 from countbot_cli.repl.host import TurnOp
 from countbot_cli.repl.prompt import make_prompt, trim_history
+from countbot_cli.repl.tool_outputs import ToolOutputs
 from countbot_cli.repl.toolbar import ContextMeter, toolbar_text
 from countbot_cli.repl.view import ReplView, TurnOnScreen, write_banner
 from countbot_cli.textsafe import sanitize, sanitize_line
@@ -99,7 +100,7 @@ class Repl:
         self.meter = ContextMeter(self.settings)
         self.meter.autoload = not preload  # else the preload thread loads the tokenizer
         self.meter.on_ready = self._redraw_prompt
-        self.last_tool: tuple[str, str] | None = None
+        self.tool_outputs = ToolOutputs()  # every tool call's full output, for /last-tool
         self.prompts_shown = 0  # how many times the prompt was shown (tests wait on it)
         # the memory upkeep runs after the answer without holding the next prompt back
         conversation.upkeep_in_background(self._redraw_prompt)
@@ -220,6 +221,7 @@ class Repl:
             waiting=f"waiting for {sanitize_line(model)}",
             spinner=spin,
             stats=lambda: self.conversation.provider.last_stats,
+            keep_tool=self.tool_outputs.keep,
         )
         self.screen.view = view
         try:
@@ -233,8 +235,6 @@ class Repl:
         finally:
             self.screen.keys = None
             self.screen.view = None
-        if view.last_tool is not None:
-            self.last_tool = view.last_tool
         if result is not None:
             self.meter.note(result)
         return result
@@ -397,4 +397,5 @@ class Repl:
                 pass
         self._upkeep_notes()
         self.conversation.close()
+        self.tool_outputs.close()
         trim_history(self._history_path)

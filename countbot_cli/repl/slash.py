@@ -198,10 +198,11 @@ def cmd_export(repl: ReplHost, arg: str) -> None:
 
 
 def cmd_last_tool(repl: ReplHost, arg: str) -> None:
-    if repl.last_tool is None:
+    last = repl.tool_outputs.last()
+    if last is None:
         repl.info("No tool has run in this REPL yet.")
         return
-    call, output = repl.last_tool
+    call, output = last
     repl.info(f"⚙ {call}")
     repl.write(sanitize(output) + "\n")
 

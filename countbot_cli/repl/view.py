@@ -134,8 +134,10 @@ class ReplView:
         spinner: bool = False,
         stream_view: Any = None,
         stats: Callable[[], ProviderStats | None] | None = None,
+        keep_tool: Callable[[str, str], object] | None = None,
     ) -> None:
         self.console = console
+        self._keep_tool = keep_tool  # (call, full output): kept for /last-tool
         self.side = side
         self.stream: Any = stream_view or StreamView(console, side=side)
         self._waiting = waiting
@@ -176,7 +178,10 @@ class ReplView:
 
     def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
         self._quiet()
-        self.last_tool = (f"{prepared.call.name} {short_args(prepared.args, 200)}", result.content)
+        call = f"{prepared.call.name} {short_args(prepared.args, 200)}"
+        self.last_tool = (call, result.full or result.content)
+        if self._keep_tool is not None:
+            self._keep_tool(*self.last_tool)
         with self.frames.lock:
             for line in tool_preview(result):
                 self.stream.notice(line)

@@ -55,10 +55,19 @@ class ToolResult:
     error: str | None = None
     interrupted: bool = False
     timed_out: bool = False
+    full: str | None = None  # the whole output as captured when `content` was cut (/last-tool)
 
     @classmethod
-    def failure(cls, error: str, **flags: bool) -> ToolResult:
-        return cls(content=f"Error: {error}", ok=False, error=error, **flags)
+    def failure(
+        cls, error: str, *, interrupted: bool = False, timed_out: bool = False
+    ) -> ToolResult:
+        return cls(
+            content=f"Error: {error}",
+            ok=False,
+            error=error,
+            interrupted=interrupted,
+            timed_out=timed_out,
+        )
 
 
 RunFn = Callable[[dict[str, Any], ToolContext, threading.Event], ToolResult]

@@ -42,6 +42,9 @@ KILL_GRACE = 0.5  # seconds between SIGTERM and SIGKILL
 DRAIN_WAIT = 1.0  # seconds to wait for the pipes to close after the shell exits
 TAIL_LINES = 12  # lines of output shown after a timeout or an interrupt
 MAX_COMMAND_CHARS = 32_000  # longer belongs in a script (and would flood the approval prompt)
+# captured of each stream (head and tail) beyond what the model gets: the REPL's /last-tool
+# shows the whole output as captured (ToolResult.full)
+KEEP_BYTES = 1 << 20
 _SECRET_ENDINGS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD")  # PGPASSWORD, GITHUB_TOKEN
 _SECRET_SUFFIXES = ("KEY", "PWD")  # only after "_": MONKEY and PWD/OLDPWD are not secrets
 
@@ -238,21 +241,21 @@ def format_outcome(outcome: CommandOutcome, timeout: float, max_chars: int) -> T
     parts = [outcome.stdout.rstrip("\n")] if outcome.stdout.strip() else []
     if outcome.stderr.strip():
         parts.append("STDERR:\n" + outcome.stderr.rstrip("\n"))
-    body = elide_middle(
-        "\n".join(parts) or "(no output)", max_chars, outcome.dropped, outcome.dropped_lines
-    )
-    if outcome.stragglers_killed:
-        body += "\n" + _STRAGGLERS_NOTE
-    if outcome.escaped:
-        body += "\n" + _ESCAPED_NOTE
+    whole = "\n".join(parts) or "(no output)"
+    body = elide_middle(whole, max_chars, outcome.dropped, outcome.dropped_lines)
+    notes = [_STRAGGLERS_NOTE] * outcome.stragglers_killed + [_ESCAPED_NOTE] * outcome.escaped
+    body, whole = "\n".join([body, *notes]), "\n".join([whole, *notes])
+    full = whole if body != whole else None  # the screen's /last-tool shows it all
     rc = outcome.returncode
     if rc != 0:
+        wrap = f"COMMAND FAILED (exit code {rc})\n{{}}\nExit code: {rc}"
         return ToolResult(
-            f"COMMAND FAILED (exit code {rc})\n{body}\nExit code: {rc}",
+            wrap.format(body),
             ok=False,
             error=f"command failed with exit code {rc}",
+            full=wrap.format(full) if full is not None else None,
         )
-    return ToolResult(body)
+    return ToolResult(body, full=full)
 
 
 def elide_middle(text: str, max_chars: int, dropped: int = 0, dropped_lines: int = 0) -> str:
@@ -341,7 +344,7 @@ def run_exec(args: dict[str, Any], ctx: ToolContext, cancel: threading.Event) ->
             cwd,
             timeout,
             cancel,
-            limit_bytes=4 * ctx.max_output_chars + 4,
+            limit_bytes=max(4 * ctx.max_output_chars + 4, KEEP_BYTES),
             secret_values=ctx.secret_values,
         )
     return format_outcome(outcome, timeout, ctx.max_output_chars)
