@@ -335,8 +335,9 @@ class Repl:
     def toolbar(self) -> str:
         """provider/model · title · context used/window (percent) · tool mode (+ session grants)."""
         try:
-            mark = " · ⟳ memory" if self.conversation.upkeep_running else ""
-            return toolbar_text(self.conversation, self.meter) + mark
+            width = self._prompt.app.output.get_size().columns if self._prompt else 80
+            upkeep = self.conversation.upkeep_running
+            return toolbar_text(self.conversation, self.meter, width, upkeep=upkeep)
         except Exception:  # a toolbar must never break the prompt
             return " countbot "
 

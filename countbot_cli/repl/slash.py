@@ -278,6 +278,8 @@ def cmd_tools(repl: ReplHost, arg: str) -> None:
         else:
             offered = "not offered (--no-tools or config)"
         repl.info(f"Tools: {offered} · approval mode {policy.mode} (/tools ask|auto|off)")
+        if policy.yes_writes:
+            repl.info("--yes: file writes and edits run without asking; shell commands still ask")
         granted = sorted(policy.session_allowed)
         if granted:
             repl.info(

@@ -206,7 +206,7 @@ def _count(
     engine, session, system = (
         conversation.engine,
         conversation.session,
-        conversation.system_override,
+        conversation.tuning.system(conversation.system_override),  # with the role's text
     )
     ctx = engine.context_for(session, Message(role="user", content=""), system=system)
     base = system_prompt(engine.prompt_facts(session, system=system))
@@ -306,17 +306,50 @@ def short_count(n: int) -> str:
     return f"{n // 1000}k"
 
 
-def toolbar_text(conversation: Conversation, meter: ContextMeter) -> str:
+def toolbar_text(
+    conversation: Conversation, meter: ContextMeter, width: int = 200, *, upkeep: bool = False
+) -> str:
     """The REPL's bottom toolbar: provider/model · title · context used/window (percent) · the
-    tool mode and the tools allowed for the session (`tools ask +write_file`)."""
+    tool mode, `--yes` and the tools allowed for the session (`tools ask --yes +write_file`) ·
+    the memory upkeep. At most `width` columns: the title goes first, then the upkeep mark,
+    then the tools; the model and the context stay longest (the model is cut last of all)."""
     c = conversation
     p = c.provider
     title = sanitize_line(c.session.title) or ("new conversation" if c.is_new else "(untitled)")
     if len(title) > 40:
         title = title[:39] + "…"
-    ctx = meter.summary(c)
     tools = "no tools"
     if c.engine.tool_schemas():
         granted = sorted(c.policy.session_allowed)
-        tools = f"tools {c.policy.mode}" + (f" +{','.join(granted)}" if granted else "")
-    return f" {sanitize_line(p.name)}/{sanitize_line(p.model)} · {title} · {ctx} · {tools} "
+        yes = " --yes" if c.policy.yes_writes else ""
+        tools = f"tools {c.policy.mode}{yes}" + (f" +{','.join(granted)}" if granted else "")
+    # (drop order: higher goes first; 0 and 1 are never dropped, text) in display order
+    parts = [
+        (0, f"{sanitize_line(p.name)}/{sanitize_line(p.model)}"),
+        (4, title),
+        (1, meter.summary(c)),
+        (2, tools),
+        *([(3, "⟳ memory")] if upkeep else []),
+    ]
+    return fit_parts(parts, max(width, 1))
+
+
+def fit_parts(parts: list[tuple[int, str]], width: int) -> str:
+    """` a · b · c ` within `width` columns: parts dropped by rank (the highest first, never 0
+    or 1), then the rank-0 part cut with an ellipsis, then the whole line."""
+
+    def line(items: list[tuple[int, str]]) -> str:
+        return " " + " · ".join(text for _, text in items) + " "
+
+    items = list(parts)
+    while len(line(items)) > width and any(rank > 1 for rank, _ in items):
+        worst = max(rank for rank, _ in items)
+        items = [item for item in items if item[0] != worst]
+    over = len(line(items)) - width
+    if over > 0:
+        items = [
+            (rank, text[: max(len(text) - over - 1, 1)] + "…" if rank == 0 else text)
+            for rank, text in items
+        ]
+    text = line(items)
+    return text if len(text) <= width else text[: width - 1] + "…"
