@@ -1,7 +1,8 @@
 """The REPL's input side: key bindings, the input history file and Tab completion (SPEC §2).
 
 Enter sends; Alt-Enter, Esc Enter and Ctrl-J insert a newline (not while searching, so Enter
-still ends a Ctrl-R search); a bracketed paste stays one message (prompt-toolkit inserts it).
+still ends a Ctrl-R search), except that Ctrl-J ends a line holding a slash command (an Enter
+typed ahead while the terminal was in its cooked mode arrives as Ctrl-J); a bracketed paste stays one message (prompt-toolkit inserts it).
 Ctrl-C clears a non-empty line and otherwise ends the prompt with KeyboardInterrupt (the REPL
 explains how to quit); in a Ctrl-R search it cancels the search. A SIGINT that arrives as a
 signal rather than as the key (the prompt's terminal is in raw mode) does the same. The history file only grows, so it is cut back to its newest entries at
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 
-from countbot_cli.repl.slash import COMMANDS, lookup
+from countbot_cli.repl.slash import COMMANDS, lookup, parse
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
@@ -65,13 +66,19 @@ def prompt_message(attached: int) -> StyleAndTextTuples:
 
 
 def key_bindings() -> KeyBindings:
-    from prompt_toolkit.filters import is_searching
+    from prompt_toolkit.application.current import get_app
+    from prompt_toolkit.filters import Condition, is_searching
     from prompt_toolkit.key_binding import KeyBindings
 
     kb = KeyBindings()
 
+    # a slash command is one line: there Ctrl-J keeps prompt-toolkit's meaning, Enter. An Enter
+    # typed ahead while the terminal was out of the prompt's raw mode (a slash command's output
+    # printing) reaches the prompt as "\n" (the terminal's ICRNL), that is as Ctrl-J.
+    command = Condition(lambda: is_command_line(get_app().current_buffer.text))
+
     @kb.add("escape", "enter", filter=~is_searching)
-    @kb.add("c-j", filter=~is_searching)
+    @kb.add("c-j", filter=~is_searching & ~command)
     def _newline(event: Any) -> None:
         event.current_buffer.insert_text("\n")
 
@@ -92,6 +99,11 @@ def key_bindings() -> KeyBindings:
         stop_search()
 
     return kb
+
+
+def is_command_line(text: str) -> bool:
+    """`text` is one line holding a slash command (`//text` is a message)."""
+    return "\n" not in text and not text.startswith("//") and parse(text) is not None
 
 
 def open_history(path: Path, warn: Callable[[str], None]) -> History:
