@@ -141,7 +141,8 @@ def test_resume_in_a_pty_shows_the_last_exchanges(tmp_path: Path) -> None:
             expect(child, "countbot · test/test-model · /help\x1b[0m\r\n")  # fits in 60
             expect(child, "capital of France?")
             expect(child, "Paris")
-            expect(child, "capital of France? · ~")  # the toolbar, cut at 60 columns
+            # the toolbar fits 60 columns: the title dropped, the model and the context kept
+            expect(child, "test/test-model · ~")
             child.sendcontrol("d")
             child.expect(pexpect.EOF)
         finally:
