@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from countbot_cli.config.settings import ToolSettings
     from countbot_cli.conversation.view import TurnView
     from countbot_cli.tools import PreparedCall, ToolRegistry
+    from countbot_cli.tools.base import Progress
 
 TOOL_RESULT_RECORD_CHARS = 4000
 TOOL_STOP_WAIT = 10.0  # seconds a cancelled tool gets to stop before the turn gives up on it
@@ -100,7 +101,8 @@ class ToolRunner:
             view.tool_denied(call, decision.how, why)
             return interrupted
         view.tool_start(prepared)
-        tres, ms, stopped = self._execute(prepared)
+        # a view with a live tail (ui/livetail.py) watches a command's output as it runs
+        tres, ms, stopped = self._execute(prepared, getattr(view, "tool_output", None))
         content = tres.content
         if edited is not None:  # the model must know what really ran
             ran = json.dumps(edited, ensure_ascii=False)
@@ -151,7 +153,9 @@ class ToolRunner:
             edited, allow_rules=s.allow, deny_rules=s.deny, exact_rules=s.saved_commands
         )
 
-    def _execute(self, prepared: PreparedCall) -> tuple[ToolResult, int, bool]:
+    def _execute(
+        self, prepared: PreparedCall, progress: Progress | None = None
+    ) -> tuple[ToolResult, int, bool]:
         """Run a tool in a worker thread so Ctrl-C in the main thread can stop it."""
         registry = self.registry
         cancel = threading.Event()
@@ -162,7 +166,7 @@ class ToolRunner:
 
         def work() -> None:
             try:
-                box.append(registry.run(prepared, cancel))
+                box.append(registry.run(prepared, cancel, progress))
             except BaseException as exc:  # a tool bug must not kill the turn
                 errors.append(exc)
             finally:

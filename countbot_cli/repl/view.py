@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 from countbot_cli.textsafe import sanitize, sanitize_line
+from countbot_cli.ui.livetail import LiveTail
 from countbot_cli.ui.stream import StallRedraw, StreamView
 from countbot_cli.ui.terminal import columns
 from countbot_cli.ui.transcript import interrupted_what, short_args, tool_preview, usage_line
@@ -148,7 +149,13 @@ class ReplView:
         self.tool_calls = 0
         self._stats = stats
         self._started = time.monotonic()
+        self.tail: LiveTail | None = None  # a running command's last lines
         self._start_spinner(waiting)
+
+    def _end_tail(self) -> None:
+        tail, self.tail = self.tail, None
+        if tail is not None:
+            tail.erase()
 
     # ---- TurnView ----
 
@@ -176,7 +183,18 @@ class ReplView:
             self.stream.notice(f"⚙ {prepared.call.name} {short_args(prepared.args)}")
         self._start_spinner(f"running {sanitize_line(prepared.call.name)}")
 
+    def tool_output(self, text: str) -> None:
+        """A running command's output (from its reader threads): a live tail of its last lines
+        on the side stream, in place of the spinner, on a terminal only."""
+        if not self._spin:
+            return
+        if self.tail is None:
+            self._quiet()
+            self.tail = LiveTail(self.side.file)
+        self.tail.feed(text)
+
     def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
+        self._end_tail()
         self._quiet()
         call = f"{prepared.call.name} {short_args(prepared.args, 200)}"
         self.last_tool = (call, result.full or result.content)
@@ -205,6 +223,7 @@ class ReplView:
         self.frames.close()
 
     def abort(self, note: str = "interrupted") -> None:
+        self._end_tail()
         self._quiet()
         self.frames.close()
         with self.frames.lock:

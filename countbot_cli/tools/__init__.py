@@ -41,6 +41,7 @@ from countbot_cli.tools.base import (
     KIND_EXEC,
     KIND_WRITE,
     PreparedCall,
+    Progress,
     ToolContext,
     ToolError,
     ToolResult,
@@ -260,8 +261,14 @@ class ToolRegistry:
             prepared.preview += f"\n(auto-approved by allow rule '{prepared.rule}')"
         return prepared
 
-    def run(self, prepared: PreparedCall, cancel: threading.Event | None = None) -> ToolResult:
-        """Run an approved call. Never raises for tool failures (see the module docstring)."""
+    def run(
+        self,
+        prepared: PreparedCall,
+        cancel: threading.Event | None = None,
+        progress: Progress | None = None,
+    ) -> ToolResult:
+        """Run an approved call. Never raises for tool failures (see the module docstring).
+        `progress` gets a command's output as it arrives (ToolContext.progress)."""
         spec, args = prepared.spec, prepared.args
         if prepared.error is not None or spec is None or args is None:
             return ToolResult.failure(prepared.error or "the call could not be prepared")
@@ -278,6 +285,8 @@ class ToolRegistry:
                 ctx = dataclasses.replace(ctx, allow_outside_workspace=True)
             if prepared.sensitive:  # only ever approved by asking about exactly this call
                 ctx = dataclasses.replace(ctx, multi_link_ok=True)
+            if progress is not None:
+                ctx = dataclasses.replace(ctx, progress=progress)
             return spec.run(args, ctx, cancel or threading.Event())
         except ToolError as e:
             return ToolResult.failure(str(e))

@@ -22,6 +22,8 @@ KIND_MEMORY = "memory"
 KIND_MCP = "mcp"  # a tool of an MCP server (tools.mcp): asks like exec, `a` allowed
 KINDS = (KIND_READ, KIND_WRITE, KIND_EXEC, KIND_MEMORY, KIND_MCP)
 
+Progress = Callable[[str], None]  # a running tool's output as it arrives (see ToolContext)
+
 
 class ToolError(Exception):
     """An expected tool failure; `str(err)` goes to the model as `Error: …`."""
@@ -44,6 +46,9 @@ class ToolContext:
     # True: the user approved this exact call, so appending through a file with several hard
     # links is allowed (set by the registry for a call asked about for a sensitive path)
     multi_link_ok: bool = False
+    # gets a running command's output as it arrives, from reader threads (a view's live tail;
+    # the tool round sets it per call when its view has `tool_output`); None: nobody watches
+    progress: Progress | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

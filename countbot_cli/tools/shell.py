@@ -22,6 +22,7 @@ Output follows CountBot: stdout, then `STDERR:` and stderr; a non-zero exit is w
 
 from __future__ import annotations
 
+import codecs
 import os
 import signal
 import subprocess
@@ -33,7 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from countbot_cli.tools.base import KIND_EXEC, ToolContext, ToolError, ToolResult, ToolSpec
+from countbot_cli.tools.base import (
+    KIND_EXEC,
+    Progress,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    ToolSpec,
+)
 from countbot_cli.tools.confined import cwd_for, open_folder
 from countbot_cli.tools.files import place_arg, resolve_arg
 
@@ -71,13 +79,15 @@ class _Capture:
     """Reads one pipe to its end in a daemon thread, keeping a head and a tail of at most
     `limit` bytes each, and counting the bytes and lines in between."""
 
-    def __init__(self, stream: IO[bytes], limit: int) -> None:
+    def __init__(self, stream: IO[bytes], limit: int, progress: Progress | None = None) -> None:
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
         self.lines = 0
         self._limit = limit
         self._stream = stream
+        self._progress = progress
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._thread = threading.Thread(target=self._pump, daemon=True)
         self._thread.start()
 
@@ -86,6 +96,7 @@ class _Capture:
         while chunk := os.read(fd, 65536):
             self.total += len(chunk)
             self.lines += chunk.count(b"\n")
+            self._report(chunk)
             room = self._limit - len(self.head)
             if room > 0:
                 self.head += chunk[:room]
@@ -94,6 +105,14 @@ class _Capture:
                 self.tail += chunk
                 if len(self.tail) > self._limit:
                     del self.tail[: len(self.tail) - self._limit]
+
+    def _report(self, chunk: bytes) -> None:
+        """Hand the output to the live view as it arrives; its failure never stops the pump."""
+        if self._progress is not None:
+            try:
+                self._progress(self._decoder.decode(chunk))
+            except Exception:  # a view's bug must not lose the command's output
+                self._progress = None
 
     def join(self, timeout: float | None) -> bool:
         self._thread.join(timeout)
@@ -163,8 +182,10 @@ def run_command(
     limit_bytes: int,
     env: Mapping[str, str] | None = None,
     secret_values: Sequence[str] = (),
+    progress: Progress | None = None,
 ) -> CommandOutcome:
-    """Run `command` with `/bin/sh -c` under the rules in the module docstring."""
+    """Run `command` with `/bin/sh -c` under the rules in the module docstring. `progress`
+    gets the output (stdout and stderr, decoded) as it arrives, from the reader threads."""
     started = time.monotonic()
     proc = subprocess.Popen(
         [SHELL, "-c", command],
@@ -176,7 +197,8 @@ def run_command(
         start_new_session=True,
     )
     assert proc.stdout is not None and proc.stderr is not None
-    out, err = _Capture(proc.stdout, limit_bytes), _Capture(proc.stderr, limit_bytes)
+    out = _Capture(proc.stdout, limit_bytes, progress)
+    err = _Capture(proc.stderr, limit_bytes, progress)
     timed_out = interrupted = stragglers = False
     deadline = started + timeout
     while not _exited(proc.pid):
@@ -346,6 +368,7 @@ def run_exec(args: dict[str, Any], ctx: ToolContext, cancel: threading.Event) ->
             cancel,
             limit_bytes=max(4 * ctx.max_output_chars + 4, KEEP_BYTES),
             secret_values=ctx.secret_values,
+            progress=ctx.progress,
         )
     return format_outcome(outcome, timeout, ctx.max_output_chars)
 

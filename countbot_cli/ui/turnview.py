@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 from countbot_cli.errors import OutputClosed
 from countbot_cli.textsafe import StreamSanitizer, json_text, sanitize
 from countbot_cli.tools.shell import failed_stderr_tail
+from countbot_cli.ui.livetail import LiveTail
 from countbot_cli.ui.stream import StallRedraw, StreamView, make_console
 from countbot_cli.ui.terminal import isatty
 from countbot_cli.ui.transcript import short_args
@@ -214,6 +215,24 @@ class MarkdownView(PlainView):
         self.console = make_console(file=out)
         self.stream = StreamView(self.console)
         self.frames = StallRedraw(self.stream)
+        self.tail: LiveTail | None = None  # a running command's last lines, on stderr
+
+    def tool_output(self, text: str) -> None:
+        """A running command's output (from its reader threads): the live tail, on a terminal."""
+        if not self.notices.tty:
+            return
+        if self.tail is None:
+            self.tail = LiveTail(self.notices.err)
+        self.tail.feed(text)
+
+    def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
+        self._end_tail()
+        super().tool_end(prepared, result, decision)
+
+    def _end_tail(self) -> None:
+        tail, self.tail = self.tail, None
+        if tail is not None:
+            tail.erase()
 
     def text(self, delta: str) -> None:
         self.notices.clear_status()
@@ -244,6 +263,7 @@ class MarkdownView(PlainView):
         self.frames.close()
 
     def abort(self, note: str) -> None:
+        self._end_tail()
         self.notices.clear_status()
         self.frames.close()
         with self.frames.lock:

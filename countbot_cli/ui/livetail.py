@@ -1,0 +1,97 @@
+"""The live tail of a running command: its last few output lines, redrawn in place on a
+terminal while it runs and erased when it ends (issue 13 item 8).
+
+tools/shell.py hands every piece of output to the tool context's `progress` callback (from its
+reader threads); a view that has a terminal (ui/turnview.py MarkdownView, repl/view.py
+ReplView) feeds it here. The output is untrusted: each line is sanitised (escape sequences and
+control characters removed, `textsafe.sanitize_line`), a carriage return keeps only what was
+drawn after it (progress bars), and a line is cut to the terminal's width so it never wraps
+(the redraw counts rows). At most ROWS lines are shown, and a line without an end is kept to
+MAX_PARTIAL characters: a command printing megabytes costs no more than a few redraws.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from typing import IO
+
+from countbot_cli.textsafe import cells, sanitize_line
+from countbot_cli.ui.terminal import columns
+
+ROWS = 5  # lines of output shown at most
+MAX_PARTIAL = 4096  # characters of an unfinished line kept
+REDRAW_EVERY = 0.05  # seconds between redraws at most
+PREFIX = "  │ "
+
+
+class LiveTail:
+    """Feed it output (any thread); it redraws the last ROWS lines below the cursor on `out`."""
+
+    def __init__(self, out: IO[str], *, rows: int = ROWS) -> None:
+        self._out = out
+        self._lines: deque[str] = deque(maxlen=rows)
+        self._partial = ""
+        self._drawn = 0  # rows on screen now
+        self._last = 0.0
+        self._lock = threading.Lock()
+        self._dim = ("", "") if os.environ.get("NO_COLOR") else ("\x1b[2m", "\x1b[0m")
+
+    def feed(self, text: str) -> None:
+        with self._lock:
+            *done, self._partial = (self._partial + text).split("\n")
+            self._lines.extend(done)
+            self._partial = self._partial[-MAX_PARTIAL:]
+            now = time.monotonic()
+            if now - self._last >= REDRAW_EVERY:
+                self._last = now
+                self._draw()
+
+    def erase(self) -> None:
+        """Remove the tail from the screen (the command ended); the cursor is back where the
+        tail began."""
+        with self._lock:
+            if self._drawn:
+                self._write(f"\x1b[{self._drawn}F\x1b[J")
+                self._drawn = 0
+
+    def shown(self) -> list[str]:
+        """The lines the tail shows now (sanitised, not cut to a width)."""
+        lines = [*self._lines, self._partial] if self._partial else list(self._lines)
+        return [_clean(line) for line in lines][-(self._lines.maxlen or ROWS) :]
+
+    def _draw(self) -> None:
+        width = max(columns(self._out) - cells(PREFIX) - 1, 10)
+        start, end = self._dim
+        rows = "".join(f"\x1b[2K{start}{PREFIX}{_cut(line, width)}{end}\n" for line in self.shown())
+        up = f"\x1b[{self._drawn}F" if self._drawn else ""
+        self._write(f"{up}{rows}\x1b[J")
+        self._drawn = len(self.shown())
+
+    def _write(self, text: str) -> None:
+        try:
+            self._out.write(text)
+            self._out.flush()
+        except (OSError, ValueError):
+            pass  # the terminal went away; the command's result still reaches the model
+
+
+def _clean(line: str) -> str:
+    """What a terminal would show of `line`: the text after its last carriage return (or
+    before, when nothing followed it), sanitised."""
+    parts = [p for p in line.split("\r") if p.strip()]
+    return sanitize_line(parts[-1]) if parts else ""
+
+
+def _cut(line: str, width: int) -> str:
+    if cells(line) <= width:
+        return line
+    out, used = [], 0
+    for c in line:
+        used += cells(c)
+        if used > width - 1:
+            break
+        out.append(c)
+    return "".join(out) + "…"

@@ -1,0 +1,98 @@
+"""A running command's output streams into a live tail on screen (issue 13 item 8): `countbot
+ask` on a pty (MarkdownView), against the loopback server. The tail shows an early line while
+the command still runs, and is erased when it ends (the screen, rendered with pyte, keeps the
+tool lines and the answer but not the tail)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import fakeserver as fs
+import pexpect
+import pyte
+from cbenv import COUNTBOT
+from test_tools_pty import finish, prompt, spawn, tools_cb
+
+SLOW = (
+    "for i in 1 2 3 4 5; do echo tail-line-$i; printf 'err-%s\\033[31m\\n' $i >&2; sleep 0.3; done;"
+    " touch finished.flag"
+)
+
+
+def expect(child: pexpect.spawn, text: str) -> None:
+    """expect_exact that answers prompt_toolkit's cursor position requests like a terminal."""
+    while child.expect_exact(["\x1b[6n", text]) == 0:
+        child.send("\x1b[1;1R")
+
+
+def _screen(text: str) -> list[str]:
+    screen = pyte.Screen(120, 40)
+    pyte.Stream(screen).feed(text)
+    return [line.rstrip() for line in screen.display]
+
+
+def test_command_output_shows_in_a_live_tail_before_the_command_ends(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = tools_cb(tmp_path, server)
+    server.add(fs.tool_calls([("exec", {"command": SLOW})]), fs.text("All done."))
+    child = spawn(cb, "run the slow one")
+    log = io.StringIO()
+    child.logfile_read = log
+    prompt(child)
+    child.sendline("y")
+    child.expect("│ tail-line-1")
+    assert not (cb.work / "finished.flag").exists()  # seen while the command still runs
+    child.expect("│ tail-line-2")
+    assert not (cb.work / "finished.flag").exists()
+    code, _ = finish(child)
+    assert code == 0 and (cb.work / "finished.flag").exists()
+    raw = log.getvalue()
+    assert "err-1\x1b[31m" not in raw  # the command's escape never reaches the terminal
+    assert "│ err-1" in raw
+    shown = _screen(raw)
+    assert any("All done." in line for line in shown)
+    assert any("← exec: ok" in line for line in shown)
+    assert not any("│ tail-line" in line or "│ err-" in line for line in shown), shown
+    result = server.chat_bodies()[1]["messages"][-1]["content"]
+    assert "tail-line-5" in result  # the model still gets the whole output
+
+
+def test_no_live_tail_without_a_terminal(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = tools_cb(tmp_path, server, allow=["echo *"])
+    server.add(fs.tool_calls([("exec", {"command": "echo quiet-run"})]), fs.text("Done."))
+    run = cb.run("ask", "go")
+    assert run.returncode == 0, run.stderr
+    assert "│" not in run.stderr and "\x1b" not in run.stderr
+
+
+def test_the_repl_shows_the_live_tail_too(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = tools_cb(tmp_path, server)
+    server.add(fs.tool_calls([("exec", {"command": SLOW})]), fs.text("Repl done."))
+    child = pexpect.spawn(
+        COUNTBOT,
+        [],
+        env=cb.env,
+        cwd=str(cb.work),
+        dimensions=(40, 100),
+        encoding="utf-8",
+        timeout=20,
+    )
+    log = io.StringIO()
+    child.logfile_read = log
+    try:
+        expect(child, "tools ask")  # the bottom toolbar: the prompt is ready
+        child.send("run the slow one\r")
+        expect(child, "(default: no) ")
+        child.send("y\r")
+        expect(child, "│ tail-line-1")
+        assert not (cb.work / "finished.flag").exists()  # seen while the command still runs
+        expect(child, "Repl done.")
+        assert (cb.work / "finished.flag").exists()
+        assert "err-2\x1b[31m" not in log.getvalue()
+        expect(child, "tools ask")  # the next prompt is up: Ctrl-D quits
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
