@@ -86,7 +86,7 @@ class _Capture:
         self.lines = 0
         self._limit = limit
         self._stream = stream
-        self._progress = progress
+        self.progress = progress
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._thread = threading.Thread(target=self._pump, daemon=True)
         self._thread.start()
@@ -108,11 +108,12 @@ class _Capture:
 
     def _report(self, chunk: bytes) -> None:
         """Hand the output to the live view as it arrives; its failure never stops the pump."""
-        if self._progress is not None:
+        report = self.progress
+        if report is not None:
             try:
-                self._progress(self._decoder.decode(chunk))
+                report(self._decoder.decode(chunk))
             except Exception:  # a view's bug must not lose the command's output
-                self._progress = None
+                self.progress = None
 
     def join(self, timeout: float | None) -> bool:
         self._thread.join(timeout)
@@ -216,6 +217,7 @@ def run_command(
         out.join(DRAIN_WAIT)
         err.join(DRAIN_WAIT)
     returncode = proc.wait()
+    out.progress = err.progress = None  # a process left running reports to nobody after this
     escaped = not (out.join(0) and err.join(0))
     if not escaped:  # else a process outside the group still holds a pipe: leave it be
         proc.stdout.close()

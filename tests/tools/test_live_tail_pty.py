@@ -96,3 +96,36 @@ def test_the_repl_shows_the_live_tail_too(tmp_path: Path, server: fs.FakeServer)
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
+
+
+def test_progress_gets_the_output_live_and_nothing_after_the_command_returns(
+    tmp_path: Path,
+) -> None:
+    import shutil
+    import threading
+    import time
+
+    from countbot_cli.tools.shell import run_command
+
+    seen: list[tuple[float, str]] = []
+    start = time.monotonic()
+    script = "echo first; sleep 0.3; echo second"
+    if shutil.which("setsid"):  # a process that leaves the group keeps writing afterwards
+        script += "; setsid sh -c 'sleep 3.5; echo too-late' &"
+    outcome = run_command(
+        script,
+        tmp_path,
+        10,
+        threading.Event(),
+        limit_bytes=10_000,
+        progress=lambda text: seen.append((time.monotonic() - start, text)),
+    )
+    assert outcome.returncode == 0
+    text = "".join(t for _, t in seen)
+    assert "first" in text and "second" in text
+    first_at = next(at for at, t in seen if "first" in t)
+    assert first_at < 0.25  # reported before the command went on (not at its end)
+    returned = time.monotonic() - start
+    time.sleep(max(3.5 - returned, 0) + 0.5)  # past the straggler's write
+    assert all(at <= returned for at, _ in seen), (returned, seen)
+    assert "too-late" not in "".join(t for _, t in seen)
