@@ -282,6 +282,7 @@ def _tool_registry(
                 settings.sessions_dir,
                 settings.memory.file,
                 settings.trust_store,
+                settings.tools.saved_file,  # approvals saved with `A`
             )
             if p is not None
         ),

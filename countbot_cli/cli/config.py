@@ -204,6 +204,7 @@ def config_path(settings: Settings, out: TextIO, env: Mapping[str, str] | None =
         ("memory file", str(settings.memory.file)),
         ("data dir", str(settings.data_dir)),
         ("workspace", str(settings.tools.workspace)),
+        ("saved approvals", str(settings.tools.saved_file)),
     ]
     if settings.provider.type == "local":
         rows.append(("model file", settings.provider.model_path or "(none)"))

@@ -104,6 +104,7 @@ class ToolSettings:
     # saved with `A` at a prompt, in the user's own folder (config/saved_allow.py)
     saved_commands: tuple[str, ...] = ()  # exact exec commands
     saved_tools: tuple[str, ...] = ()
+    saved_file: Path | None = None  # where they live: one of countbot's own files
 
 
 @dataclass(frozen=True)
@@ -449,7 +450,8 @@ def _tools(sec: Section, home: Path, env: Mapping[str, str], cwd: Path) -> ToolS
     sec.check_keys(TOOL_KEYS)
     workspace = sec.path("workspace", home, env) or cwd
     d = ToolSettings(workspace=workspace)
-    saved = saved_allow.load(saved_allow.allow_file(default_home(env)))
+    saved_file = saved_allow.allow_file(default_home(env))
+    saved = saved_allow.load(saved_file)
     return ToolSettings(
         workspace=workspace,
         enabled=_or(sec.flag("enabled"), d.enabled),
@@ -461,4 +463,5 @@ def _tools(sec: Section, home: Path, env: Mapping[str, str], cwd: Path) -> ToolS
         deny=_or(sec.texts("deny"), d.deny),
         saved_commands=saved.commands,
         saved_tools=saved.tools,
+        saved_file=saved_file,
     )

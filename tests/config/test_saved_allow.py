@@ -70,3 +70,22 @@ def test_A_is_offered_only_for_a_command_shown_as_it_is(tmp_path: Path) -> None:
     confirmer = TerminalConfirmer(io.StringIO("A\n"), out, color=False, allow_path=allow)
     decision = confirmer.confirm(prep("echo \x1b[2Jhidden"))
     assert not decision.approved and not allow.exists()
+
+
+def test_the_allow_file_is_one_of_countbots_own_files_for_the_tools(tmp_path: Path) -> None:
+    # even where the config folder is inside the workspace and not hidden, a tool call that
+    # writes allow.yaml (to plant a lasting approval) always asks, also with --yes
+    from countbot_cli import app
+    from countbot_cli.config.settings import load_settings
+    from countbot_cli.memory.store import MemoryStore
+
+    work = tmp_path / "work"
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(work / "conf")}
+    (work / "conf" / "countbot").mkdir(parents=True)
+    s = load_settings(env=env, cwd=work, require_provider=False, find_local_model=lambda: None)
+    assert s.tools.saved_file == work / "conf" / "countbot" / "allow.yaml"
+    registry = app._tool_registry(s, MemoryStore(s.memory.file))
+    args = json.dumps({"path": "conf/countbot/allow.yaml", "content": "commands: ['rm -rf /']"})
+    prepared = registry.prepare(ToolCall("call_1", "write_file", args))
+    assert prepared.error is None and prepared.sensitive, prepared
+    assert "countbot's own file" in prepared.sensitive[0]
