@@ -25,11 +25,13 @@ from types import MappingProxyType
 
 from countbot_cli import fileio
 from countbot_cli.config.file import Section
+from countbot_cli.errors import CountbotError
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.messages import Usage
 
 PRICE_KEYS = ("input", "cached_input", "output")
 COSTS_FILE = "costs.json"
+LOCK_TIMEOUT = 2.0
 PER = 1_000_000
 
 
@@ -117,12 +119,16 @@ class DayCosts:
         return self.read().get(day.isoformat())
 
     def add(self, cost: float, day: date) -> None:
-        data = self.read()
-        data[day.isoformat()] = round(data.get(day.isoformat(), 0.0) + cost, 8)
-        with contextlib.suppress(OSError):
+        """Add under the tally's sidecar lock, so two processes never lose each other's amount
+        (a lock that cannot be had in time skips the tally: it never holds up an answer)."""
+        with contextlib.suppress(OSError, CountbotError):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            blob = json.dumps(data, sort_keys=True, indent=1) + "\n"
-            fileio.atomic_write(self.path, blob.encode("utf-8"), durable=False)
+            lock = self.path.with_name(self.path.name + ".lock")
+            with fileio.locked(lock, LOCK_TIMEOUT, "the cost tally"):
+                data = self.read()
+                data[day.isoformat()] = round(data.get(day.isoformat(), 0.0) + cost, 8)
+                blob = json.dumps(data, sort_keys=True, indent=1) + "\n"
+                fileio.atomic_write(self.path, blob.encode("utf-8"), durable=False)
 
 
 def day_cost(data_dir: Path, day: date | None = None) -> float | None:
