@@ -51,6 +51,7 @@ from countbot_cli.tools.approval import ApprovalPolicy, Confirmer
 from countbot_cli.ui.codeblocks import extracted
 from countbot_cli.ui.confirm import TerminalConfirmer
 from countbot_cli.ui.terminal import isatty
+from countbot_cli.ui.transcript import cached_note, cost_text, today_note
 from countbot_cli.ui.turnview import JsonlView, JsonView, MarkdownView, PlainView
 
 if TYPE_CHECKING:
@@ -390,6 +391,8 @@ def _report(
             "finish_reason": result.finish_reason,
             "status": result.status,
         }
+        if result.cost_today is not None:
+            obj["cost_today"] = result.cost_today
         if result.error is not None:
             obj["error"] = {
                 "message": result.error.user_message(),
@@ -404,11 +407,12 @@ def _report(
         err.write(f"\x1b[2m{stats.describe()}\x1b[0m\n")
     if result.session_id and isatty(err) and not opts.json_out:
         u = result.usage
-        cached = f" ({u.cached_tokens} cached)" if u.cached_tokens is not None else ""
+        cached = cached_note(u.cached_tokens)
         usage = (
             f" · {u.prompt_tokens}{cached}+{u.completion_tokens} tokens" if u.total_tokens else ""
         )
-        usage += f" · cost {u.cost:.4f}" if u.cost is not None else ""
+        if u.cost is not None:
+            usage += f" · cost {cost_text(u.cost)}{today_note(result.cost_today)}"
         sid = result.session_id
         err.write(f"\x1b[2msession {sid}{usage} · continue with -s {sid[:8]}\x1b[0m\n")
         err.flush()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from countbot_cli.config.prices import charge
+from countbot_cli.config.prices import charge, day_cost
 from countbot_cli.conversation.budget import WindowBudget
 from countbot_cli.conversation.context import TurnContext, build_context, history_window
 from countbot_cli.conversation.session import Session, new_session, title_from
@@ -71,6 +71,7 @@ class TurnResult:
     error: CountbotError | None = None
     context: TurnContext | None = None
     notices: list[str] = field(default_factory=list)  # for after the answer (e.g. a fork)
+    cost_today: float | None = None  # all priced calls of the day, all sessions (prices set)
 
 
 @dataclass
@@ -219,6 +220,8 @@ class Engine:
             rnd = self._failed(exc, result)
         result.answer = rnd.text
         result.reasoning = rnd.reasoning
+        if result.usage.cost is not None:
+            result.cost_today = day_cost(self.settings.data_dir, self.today())
         result.tool_calls = [
             {"name": r["tool"], "arguments": r["arguments"], "outcome": r["outcome"]}
             for r in records

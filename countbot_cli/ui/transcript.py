@@ -251,7 +251,7 @@ def usage_line(result: TurnResult, elapsed: float, stats: ProviderStats | None =
         cached = cached_note(u.cached_tokens)
         parts.append(f"{u.prompt_tokens:,} in{cached} · {u.completion_tokens:,} out tokens")
     if u.cost is not None:
-        parts.append(f"cost {cost_text(u.cost)}")
+        parts.append(f"cost {cost_text(u.cost)}{today_note(result.cost_today)}")
     parts.append(f"{elapsed:.1f} s")
     if result.tool_calls:
         n = len(result.tool_calls)
@@ -262,6 +262,11 @@ def usage_line(result: TurnResult, elapsed: float, stats: ProviderStats | None =
 def cached_note(cached: int | None) -> str:
     """` (1,100 cached)`, or nothing when the provider reported no cache figure."""
     return "" if cached is None else f" ({cached:,} cached)"
+
+
+def today_note(cost_today: float | None) -> str:
+    """` (today 0.0345)`: the day's cost over all sessions, or nothing without prices."""
+    return "" if cost_today is None else f" (today {cost_text(cost_today)})"
 
 
 def cost_text(cost: float) -> str:

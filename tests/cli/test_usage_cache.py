@@ -129,7 +129,9 @@ def test_prices_give_turn_session_and_day_cost(tmp_path: Path, server: fs.FakeSe
     assert proc.returncode == 0, proc.stderr
     obj = json.loads(proc.stdout)
     assert obj["usage"]["cost"] == pytest.approx(one)
-    assert cb.invoke("ask", "-s", obj["session_id"], "y").returncode == 0
+    assert obj["cost_today"] == pytest.approx(one)  # the day's total so far, all sessions
+    again = cb.invoke("ask", "--json", "-s", obj["session_id"], "y")
+    assert json.loads(again.stdout)["cost_today"] == pytest.approx(2 * one)
     assert cb.only_session()["usage"]["cost"] == pytest.approx(2 * one)
     shown = cb.invoke("sessions", "show", obj["session_id"]).stdout
     assert f"cost {2 * one:.4f}" in shown
@@ -142,6 +144,7 @@ def test_a_model_without_a_price_shows_no_cost(tmp_path: Path, server: fs.FakeSe
     server.add(fs.text("a", usage=SHAPES[0][1]))
     obj = json.loads(cb.invoke("ask", "--json", "x").stdout)
     assert "cost" not in obj["usage"] and "cost" not in cb.only_session()["usage"]
+    assert "cost_today" not in obj
     assert not (cb.work / "costs.json").exists()
 
 

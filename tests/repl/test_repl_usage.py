@@ -57,7 +57,9 @@ def test_prices_show_turn_session_and_day_cost(tmp_path: Path, server: fs.FakeSe
     server.add(fs.text("one", usage=OPENAI), fs.text("two", usage=OPENAI))
     h.run(["hi\r", "again\r", "/tokens\r"])
     turn = (134 * 3.0 + 1100 * 0.3 + 56 * 15.0) / 1_000_000  # 0.001572
-    assert h.err.getvalue().count(f"1,234 in (1,100 cached) · 56 out tokens · cost {turn:.4f}") == 2
+    line = "1,234 in (1,100 cached) · 56 out tokens · cost {:.4f} (today {:.4f})"
+    assert line.format(turn, turn) in h.err.getvalue()  # the turn, then the day so far
+    assert line.format(turn, 2 * turn) in h.err.getvalue()
     out = h.text()
     assert f"this session so far: 2,468 in (2,200 cached) · 112 out · cost {2 * turn:.4f}" in out
     assert f"today, all sessions: cost {2 * turn:.4f}" in out
