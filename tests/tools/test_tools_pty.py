@@ -353,7 +353,7 @@ def test_ctrl_c_while_a_tool_runs_stops_it(tmp_path: Path, server: fs.FakeServer
     started = time.monotonic()
     child.sendintr()
     code, rest = finish(child)
-    assert code == 130
+    assert code == 130, rest
     assert time.monotonic() - started < 5
     assert "interrupted" in rest
     assert _wait_gone(int((cb.work / "shell.pid").read_text()))
