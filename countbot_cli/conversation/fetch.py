@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from countbot_cli.errors import FetchError, UsageError
+from countbot_cli.provider.openai_compat import load_httpx
 
 TEXT_TYPES = ("text/", "application/xhtml+xml", "application/json", "application/xml")
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -46,7 +47,7 @@ def is_url(ref: str) -> bool:
 
 def fetch_page(url: str, *, max_bytes: int, timeout: float, max_redirects: int) -> Page:
     """The page at `url` as readable text (see the module for the limits)."""
-    httpx = importlib.import_module("httpx")
+    httpx = load_httpx()
     deadline = time.monotonic() + timeout
     t = httpx.Timeout(timeout, connect=min(timeout, 10.0))
     headers = {"Accept": "text/html,text/plain;q=0.9,*/*;q=0.1", "User-Agent": "countbot"}

@@ -413,3 +413,12 @@ def _skip_httpx_cli() -> None:
 
     stub.main = main  # type: ignore[attr-defined]
     sys.modules["httpx._main"] = stub
+
+
+def load_httpx() -> Any:
+    """httpx, imported without its command-line client (see `_skip_httpx_cli`), for the other
+    places that talk HTTP: the context-window probe and `-a URL`."""
+    _skip_httpx_cli()
+    import httpx
+
+    return httpx

@@ -26,7 +26,7 @@ from typing import Any
 
 from countbot_cli import fileio
 from countbot_cli.jsonsafe import loads_bounded
-from countbot_cli.provider.openai_compat import _skip_httpx_cli
+from countbot_cli.provider.openai_compat import load_httpx
 
 CACHE_FILE = "context_windows.json"
 PROBE_TIMEOUT = 1.5  # seconds for each request
@@ -43,8 +43,7 @@ def probe_window(
     """Ask the server at `api_base` for `model`'s context window; None when it cannot tell."""
     import ssl
 
-    _skip_httpx_cli()  # httpx's own CLI (click, rich) stays unloaded, as for the chat request
-    import httpx
+    httpx = load_httpx()  # httpx's own CLI (click, rich) stays unloaded, as for the chat request
 
     verify: ssl.SSLContext | bool = True
     if api_base.lower().startswith("http://"):
