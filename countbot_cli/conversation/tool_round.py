@@ -101,8 +101,8 @@ class ToolRunner:
             view.tool_denied(call, decision.how, why)
             return interrupted
         view.tool_start(prepared)
-        # a view with a live tail (ui/livetail.py) watches a command's output as it runs
-        tres, ms, stopped = self._execute(prepared, getattr(view, "tool_output", None))
+        # the view sees a command's output as it runs (a live tail: ui/livetail.py)
+        tres, ms, stopped = self._execute(prepared, view.tool_output)
         content = tres.content
         if edited is not None:  # the model must know what really ran
             ran = json.dumps(edited, ensure_ascii=False)

@@ -47,7 +47,7 @@ class ToolContext:
     # links is allowed (set by the registry for a call asked about for a sensitive path)
     multi_link_ok: bool = False
     # gets a running command's output as it arrives, from reader threads (a view's live tail;
-    # the tool round sets it per call when its view has `tool_output`); None: nobody watches
+    # the tool round sets it per call to its view's `tool_output`); None: nobody watches
     progress: Progress | None = field(default=None, compare=False, repr=False)
 
 

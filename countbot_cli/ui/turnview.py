@@ -84,6 +84,9 @@ class PlainView:
         self.pause()
         self.notice(f"→ {prepared.call.name} {short_args(prepared.args)}")
 
+    def tool_output(self, text: str) -> None:
+        pass  # piped: the command's output is the model's, not the screen's (MarkdownView draws it)
+
     def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
         state = "ok" if result.ok else (result.error or "failed")
         self.notice(f"← {prepared.call.name}: {state}")
