@@ -512,37 +512,25 @@ def test_config_errors_exit_2_naming_file_line_and_key(
 
 # ---- start-up stays lean: what each path imports (timing is benched, not tested) ----
 
-_PROBE = """
-import sys
-from countbot_cli.__main__ import main
-sys.argv = ["countbot", *sys.argv[1:]]
-try:
-    main()
-except SystemExit:
-    pass
-heavy = {"rich", "pygments", "prompt_toolkit", "tiktoken", "click", "llama_cpp", "httpx", "yaml"}
-heavy |= {"mcp", "mcp_types", "httpx2", "pydantic"}  # the MCP client: only with servers
-import json
-print("LOADED", json.dumps(sorted({m.split(".")[0] for m in sys.modules} & heavy)), file=sys.stderr)
-"""
+HEAVY = {
+    "rich",
+    "pygments",
+    "prompt_toolkit",
+    "tiktoken",
+    "click",
+    "llama_cpp",
+    "httpx",
+    "yaml",
+} | {
+    "mcp",
+    "mcp_types",
+    "httpx2",
+    "pydantic",  # the MCP client: only with servers
+}
 
 
 def _loaded(cb: CB, *args: str) -> list[str]:
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [sys.executable, "-c", _PROBE, *args],
-        capture_output=True,
-        text=True,
-        cwd=cb.work,
-        env=cb.env,
-        timeout=60,
-    )
-    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("LOADED")]
-    assert line, proc.stderr
-    loaded: list[str] = json.loads(line[0].split(" ", 1)[1])
-    return loaded
+    return cb.loaded(HEAVY, *args)
 
 
 def test_help_and_plain_ask_import_nothing_they_do_not_use(

@@ -374,36 +374,11 @@ def test_a_url_serving_an_image_or_failing_is_refused(
 
 # ---- start-up stays lean ----
 
-_PROBE = """
-import sys
-from countbot_cli.__main__ import main
-sys.argv = ["countbot", *sys.argv[1:]]
-try:
-    main()
-except SystemExit:
-    pass
-heavy = {"PIL", "pypdf", "markdownify", "bs4", "httpx"}
-import json
-print("LOADED", json.dumps(sorted({m.split(".")[0] for m in sys.modules} & heavy)), file=sys.stderr)
-"""
+HEAVY = {"PIL", "pypdf", "markdownify", "bs4", "httpx"}
 
 
 def _loaded(cb: CB, *args: str) -> list[str]:
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [sys.executable, "-c", _PROBE, *args],
-        capture_output=True,
-        text=True,
-        cwd=cb.work,
-        env=cb.env,
-        timeout=60,
-    )
-    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("LOADED")]
-    assert line, proc.stderr
-    loaded: list[str] = json.loads(line[0].split(" ", 1)[1])
-    return loaded
+    return cb.loaded(HEAVY, *args)
 
 
 def test_attachment_libraries_are_imported_only_for_what_is_attached(

@@ -84,6 +84,31 @@ class CB:
             timeout=timeout,
         )
 
+    def loaded(self, heavy: set[str], *args: str) -> list[str]:
+        """Which of the `heavy` top-level packages `countbot ARGS` imports, in a fresh process
+        (the start-up import guards: a command must not load what it does not use)."""
+        probe = (
+            "import sys, json\n"
+            "heavy = set(json.loads(sys.argv[1]))\n"
+            "from countbot_cli.__main__ import main\n"
+            "sys.argv = ['countbot', *sys.argv[2:]]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('LOADED', json.dumps(sorted({m.split('.')[0] for m in sys.modules} & heavy)),"
+            " file=sys.stderr)\n"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", probe, json.dumps(sorted(heavy)), *args],
+            capture_output=True,
+            text=True,
+            cwd=self.work,
+            env=self.env,
+            timeout=60,
+        )
+        line = [ln for ln in proc.stderr.splitlines() if ln.startswith("LOADED")]
+        assert line, proc.stderr
+        loaded: list[str] = json.loads(line[0].split(" ", 1)[1])
+        return loaded
+
     def invoke(
         self, *args: str, input: str | None = None, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
