@@ -7,6 +7,7 @@ rig), which is put on the import path here so every test imports it by name.
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 
 from fakeserver import FakeServer  # noqa: E402
+
+# A shell without job control starts `make test &` with SIGINT ignored, and every countbot the
+# tests start would inherit that and never see the Ctrl-C they send. Put the default back, so
+# the Ctrl-C tests test countbot and not how pytest was launched.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
