@@ -351,7 +351,7 @@ def run_ask(
         # the answer is settled on screen, then memory upkeep runs under a status line
         result = conversation.send(text, view, attached=attached)
     finally:
-        provider.close()
+        conversation.close()
     code = _report(opts, result, provider, out, err)
     if isinstance(view, JsonlView):
         view.end(result, code)

@@ -449,10 +449,14 @@ class Conversation:
         return name, (self.policy.revoke_session() if name != "auto" else [])
 
     def close(self) -> None:
+        """The end of the command: the provider's connections and the tools' servers."""
         try:
             self.provider.close()
         except Exception:
             pass
+        tools = self.engine.tools
+        if tools is not None:
+            tools.close()
 
 
 def fork_session(store: SessionStore, src: Session, upto: int | None, title: str = "") -> Session:

@@ -136,6 +136,12 @@ class ToolRegistry:
         self._sources: list[Callable[[], Iterable[ToolSpec]]] = []
         self.mcp: Any = None  # the MCP servers' tools.mcp.McpTools, when servers are configured
 
+    def close(self) -> None:
+        """Stop what the tools started (MCP servers and their process groups); at the end of a
+        command, not only at interpreter exit. Safe to call twice."""
+        if self.mcp is not None:
+            self.mcp.close()
+
     def add_source(self, source: Callable[[], Iterable[ToolSpec]]) -> None:
         """Tools known only once asked for (MCP servers start then): `source()` runs the first
         time the tools are needed; until it returns it is asked again (e.g. after Ctrl-C)."""

@@ -32,7 +32,7 @@ def test_a_saved_command_runs_unasked_by_its_exact_text_only(
     server.add(fs.tool_calls([("exec", {"command": "echo aXb"})]), fs.text("two"))
     server.add(fs.tool_calls([("exec", {"command": "echo project"})]), fs.text("three"))
     for i in range(3):
-        run = cb.run("ask", f"go {i}")
+        run = cb.invoke("ask", f"go {i}")
         assert run.returncode == 0, run.stderr
     assert _results(server, 1) == "a*b"  # saved: ran without asking, no terminal
     assert "Denied" in _results(server, 3)  # `*` in a saved command is not a wildcard
@@ -45,10 +45,10 @@ def test_a_damaged_allow_file_is_a_usage_error_naming_it(
     cb = make_cb(tmp_path, server.base_url)
     cb.user_home.mkdir(parents=True, exist_ok=True)
     (cb.user_home / "allow.yaml").write_text("commands: [unclosed\n", encoding="utf-8")
-    run = cb.run("ask", "hi")
+    run = cb.invoke("ask", "hi")
     assert run.returncode == 2
     assert "allow.yaml" in run.stderr
-    listed = cb.run("config", "allow", "list")
+    listed = cb.invoke("config", "allow", "list")
     assert listed.returncode == 2 and "allow.yaml" in listed.stderr
 
 

@@ -62,7 +62,7 @@ def tool_names(body: dict[str, Any]) -> list[str]:
 def test_mcp_list_starts_lists_and_stops_the_server(tmp_path: Path, server: fs.FakeServer) -> None:
     pidfile = tmp_path / "time.pid"
     cb = mcp_cb(tmp_path, server, time=time_server(pidfile, allow=["get_current_time"]))
-    proc = cb.run("mcp", "list")
+    proc = cb.invoke("mcp", "list")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[:5] == [
         f'time  running  (stdio: sh -c echo $$ > "{pidfile}"; exec "{TIME_BIN}" --local-timezone UTC)',
@@ -72,7 +72,7 @@ def test_mcp_list_starts_lists_and_stops_the_server(tmp_path: Path, server: fs.F
         "      Convert time between timezones",
     ]
     assert not alive(pid_of(pidfile))
-    listed = json.loads(cb.run("mcp", "list", "--json").stdout)
+    listed = json.loads(cb.invoke("mcp", "list", "--json").stdout)
     (entry,) = listed
     assert (entry["name"], entry["state"], entry["error"]) == ("time", "running", None)
     tools = {t["name"]: t for t in entry["tools"]}
@@ -93,7 +93,7 @@ def test_a_call_allowed_by_config_reaches_the_server_and_its_answer_the_model(
     pidfile = tmp_path / "time.pid"
     cb = mcp_cb(tmp_path, server, time=time_server(pidfile, allow=["get_current_time"]))
     server.add(fs.tool_calls([CALL], content="Checking."), fs.text("It is evening in Tokyo."))
-    proc = cb.run("ask", "what time is it in Tokyo?")
+    proc = cb.invoke("ask", "what time is it in Tokyo?")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.endswith("It is evening in Tokyo.\n")
     first, second = server.chat_bodies()
@@ -117,7 +117,7 @@ def test_a_call_not_allowed_is_denied_without_a_terminal_even_with_yes(
     pidfile = tmp_path / "time.pid"
     cb = mcp_cb(tmp_path, server, time=time_server(pidfile))
     server.add(fs.tool_calls([CALL]), fs.text("I could not check."))
-    proc = cb.run("ask", "--yes", "what time is it in Tokyo?")
+    proc = cb.invoke("ask", "--yes", "what time is it in Tokyo?")
     assert proc.returncode == 0, proc.stderr
     (answer,) = tool_messages(server.chat_bodies()[1])
     assert answer["content"].startswith(
@@ -173,7 +173,7 @@ def test_a_server_exiting_at_start_costs_one_line_and_the_turn_goes_on(
     broken = {"command": "sh", "args": ["-c", "echo 'no database here' >&2; exit 3"]}
     cb = mcp_cb(tmp_path, server, broken=broken)
     server.add(fs.text("Hello."))
-    proc = cb.run("ask", "hi")
+    proc = cb.invoke("ask", "hi")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "Hello.\n"
     lines = [line for line in proc.stderr.splitlines() if "broken" in line]
@@ -198,7 +198,7 @@ def test_a_server_killed_mid_session_gives_the_model_an_error_and_the_turn_goes_
 
     server.responder = kill_then_call
     server.default = fs.text("The clock is gone.")
-    proc = cb.run("ask", "what time is it in Tokyo?")
+    proc = cb.invoke("ask", "what time is it in Tokyo?")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.endswith("The clock is gone.\n")
     (answer,) = tool_messages(server.chat_bodies()[1])
@@ -232,7 +232,7 @@ def test_a_crashed_server_is_restarted_once_before_its_next_call_with_one_line(
 
     server.responder = script
     server.default = fs.text("Done with the clock.")
-    proc = cb.run("ask", "what time is it in Tokyo?")
+    proc = cb.invoke("ask", "what time is it in Tokyo?")
     assert proc.returncode == 0, proc.stderr
     bodies = server.chat_bodies()
     results = [tool_messages(b)[-1]["content"] for b in bodies[1:5]]
@@ -261,7 +261,7 @@ def test_a_hanging_server_times_out_into_an_error_result_and_is_stopped_at_exit(
     server.responder = freeze_then_call
     server.default = fs.text("No answer from the clock.")
     started = time.monotonic()
-    proc = cb.run("ask", "what time is it in Tokyo?")
+    proc = cb.invoke("ask", "what time is it in Tokyo?")
     took = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr
     (answer,) = tool_messages(server.chat_bodies()[1])
@@ -290,12 +290,12 @@ def test_an_untrusted_project_config_never_starts_its_servers(
     }
     cb.config_file.write_text(yaml.safe_dump(project), encoding="utf-8")
     server.default = fs.text("ok")
-    proc = cb.run("ask", "hi")
+    proc = cb.invoke("ask", "hi")
     assert proc.returncode == 0, proc.stderr
     assert "ignored ./config.yaml" in proc.stderr
     assert not marker.exists()
     cb.trust_config()  # the same file, once trusted, does start it
-    proc = cb.run("ask", "hi")
+    proc = cb.invoke("ask", "hi")
     assert proc.returncode == 0, proc.stderr
     assert marker.exists()
     assert "MCP server 'evil' failed to start" in proc.stderr

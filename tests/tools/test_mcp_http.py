@@ -36,7 +36,7 @@ def test_mcp_list_over_http_shows_the_tools_and_sends_the_headers(
     tmp_path: Path, server: fs.FakeServer, calc: Served
 ) -> None:
     cb = calc_cb(tmp_path, server, calc.url)
-    proc = cb.run("mcp", "list")
+    proc = cb.invoke("mcp", "list")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
         f"calc  running  (http: {calc.url})",
@@ -62,7 +62,7 @@ def test_an_allowed_call_runs_over_http_and_one_not_allowed_is_denied_without_a_
         ),
         fs.text("The sum is 42."),
     )
-    proc = cb.run("ask", "add 2 and 40, and shout hi")
+    proc = cb.invoke("ask", "add 2 and 40, and shout hi")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.endswith("The sum is 42.\n")
     first, second = server.chat_bodies()

@@ -53,7 +53,7 @@ def test_exec_never_sees_the_mcp_servers_env_or_header_values(
         "TEAM_NAME": "blue-team-header",
         "SAFE_SETTING": "visible-value",
     }
-    proc = cb.run("ask", "show the environment", env=user_env)
+    proc = cb.invoke("ask", "show the environment", env=user_env)
     assert proc.returncode == 0, proc.stderr
     assert "MCP server 'docs' failed to start" in proc.stderr
     _, second = server.chat_bodies()

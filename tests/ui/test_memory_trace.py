@@ -26,35 +26,35 @@ def test_an_overflow_line_is_traced_to_its_archived_messages(
     )
     server.add(fs.text("answer one"), fs.text("answer two"), fs.text("answer three"))
     server.add(fs.text(FACT))
-    assert cb.run("ask", "I use \x1b[31mHelix\x1b[0m every day").returncode == 0
+    assert cb.invoke("ask", "I use \x1b[31mHelix\x1b[0m every day").returncode == 0
     for text in ("question two", "question three"):
-        proc = cb.run("ask", "-c", text)
+        proc = cb.invoke("ask", "-c", text)
         assert proc.returncode == 0, proc.stderr
     assert server.pending == 0
     sid = cb.only_session()["id"]
-    (entry,) = json.loads(cb.run("memory", "show", "--json").stdout)
+    (entry,) = json.loads(cb.invoke("memory", "show", "--json").stdout)
     assert entry["content"] == FACT and entry["source"] == "auto-overflow"
     archived = cb.only_session()["archived"]
     assert entry["sources"] == [{"session": sid, "messages": [m["id"] for m in archived]}]
     assert f"|auto-overflow|{FACT}" in cb.memory_file.read_text()  # the line itself unchanged
 
-    why = cb.run("memory", "why", str(entry["line"]))
+    why = cb.invoke("memory", "why", str(entry["line"]))
     assert why.returncode == 0, why.stderr
     assert f"From session {sid}" in why.stdout
     assert "I use [31mHelix" not in why.stdout and "\x1b" not in why.stdout  # sanitised
     assert "Helix every day" in why.stdout and "answer two" in why.stdout
     assert why.stdout.count(", archived]") == 4
-    bad = cb.run("memory", "why", "1")
+    bad = cb.invoke("memory", "why", "1")
     assert bad.returncode == 2 and "not a memory entry" in bad.stderr
 
     sidecar_path(cb.memory_file).unlink()
-    lost = cb.run("memory", "why", str(entry["line"]))
+    lost = cb.invoke("memory", "why", str(entry["line"]))
     assert lost.returncode == 0 and "No source recorded" in lost.stdout
 
 
 def test_memory_edit_opens_the_editor_with_the_lock_held(tmp_path: Path) -> None:
     cb = make_cb(tmp_path, "http://127.0.0.1:9")
-    assert cb.run("memory", "add", "likes tea").returncode == 0
+    assert cb.invoke("memory", "add", "likes tea").returncode == 0
     editor = tmp_path / "editor.py"
     editor.write_text(
         "import fcntl, sys\n"
@@ -68,11 +68,11 @@ def test_memory_edit_opens_the_editor_with_the_lock_held(tmp_path: Path) -> None
         "with open(path, 'a') as f:\n"
         "    f.write('2026-01-02|user|edited by hand ' + held + '\\n')\n"
     )
-    proc = cb.run("memory", "edit", env={"EDITOR": f"{sys.executable} {editor}"})
+    proc = cb.invoke("memory", "edit", env={"EDITOR": f"{sys.executable} {editor}"})
     assert proc.returncode == 0, proc.stderr
     assert "edited by hand held" in cb.memory_file.read_text()
-    shown = json.loads(cb.run("memory", "show", "--json").stdout)
+    shown = json.loads(cb.invoke("memory", "show", "--json").stdout)
     assert [e["content"] for e in shown] == ["likes tea", "edited by hand held"]
     assert all(e["sources"] == [] for e in shown)
-    none = cb.run("memory", "edit", env={"EDITOR": "", "VISUAL": ""})
+    none = cb.invoke("memory", "edit", env={"EDITOR": "", "VISUAL": ""})
     assert none.returncode == 2 and "$EDITOR" in none.stderr
