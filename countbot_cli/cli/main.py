@@ -6,6 +6,7 @@ Only typer is imported at module level; each command imports what it needs when 
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -380,12 +381,18 @@ def completion(shell: Annotated[str, typer.Argument(metavar="bash|zsh|fish")]) -
 
 def command_names() -> list[str]:
     """The names typer gives the root's commands and groups (hidden ones included)."""
-    names = [c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands]
-    return [n.replace("_", "-") for n in names] + [g.name or "" for g in app.registered_groups]
+    return [_name(c) for c in app.registered_commands] + [
+        g.name or "" for g in app.registered_groups
+    ]
+
+
+def _name(command: typer.models.CommandInfo) -> str:
+    callback = command.callback.__name__ if command.callback else ""
+    return (command.name or callback).replace("_", "-")
 
 
 def run(argv: list[str]) -> None:
-    from countbot_cli.cli.routing import join_option_pairs, route
+    from countbot_cli.cli.routing import command_of, join_option_pairs, route
 
     if argv[:1] == ["__complete"]:  # the shell asking for candidates (cli/complete.py)
         import typer.main
@@ -394,8 +401,21 @@ def run(argv: list[str]) -> None:
 
         raise SystemExit(run_complete(typer.main.get_command(app), argv[1:]))
     _terminate_like_ctrl_c()
-    argv = join_option_pairs(route(argv, command_names(), stdin_tty=_stdin_is_tty()))
-    app(args=argv, prog_name="countbot")
+    names = command_names()
+    argv = join_option_pairs(route(argv, names, stdin_tty=_stdin_is_tty()))
+    _app_for(command_of(argv, names))(args=argv, prog_name="countbot")
+
+
+def _app_for(command: str | None) -> typer.Typer:
+    """The root with only `command` under it: typer turns every command it holds into click's
+    at each start (about 25 ms for all of countbot's), and one command needs no other. The
+    whole app when no command runs (the root's --help lists them all; the chat)."""
+    if command is None:
+        return app
+    narrowed = copy.copy(app)
+    narrowed.registered_commands = [c for c in app.registered_commands if _name(c) == command]
+    narrowed.registered_groups = [g for g in app.registered_groups if g.name == command]
+    return narrowed
 
 
 def _stdin_is_tty() -> bool:

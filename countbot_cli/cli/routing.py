@@ -43,18 +43,34 @@ ROOT_ONLY = frozenset({"-h", "--help", "-V", "--version"})
 
 def route(argv: list[str], commands: Collection[str], *, stdin_tty: bool) -> list[str]:
     """`argv` as typer should see it: unchanged, or run as `ask` (see the module's rule)."""
+    word = _deciding_word(argv)
+    if word == "--":
+        return ["ask", *argv]
+    if word is None:
+        return argv if stdin_tty else ["ask", *argv]
+    return argv if word in ROOT_ONLY or word in commands else ["ask", *argv]
+
+
+def command_of(argv: list[str], commands: Collection[str]) -> str | None:
+    """The command a routed `argv` runs (`ask`, `sessions`, …); None when the root itself
+    answers (`--help`, the interactive chat)."""
+    word = _deciding_word(argv)
+    return word if word is not None and word in commands else None
+
+
+def _deciding_word(argv: list[str]) -> str | None:
+    """The first word that is not an option nor an option's value, or `--`, or a root-only
+    option (`--help`) met before any word; None when there is none."""
     i = 0
     while i < len(argv):
         word = argv[i]
-        if word == "--":
-            return ["ask", *argv]
-        if word in ROOT_ONLY:
-            return argv
+        if word == "--" or word in ROOT_ONLY:
+            return word
         if word.startswith("-") and word != "-":
             i += 1 + _values_taken(word)
             continue
-        return argv if word in commands else ["ask", *argv]
-    return argv if stdin_tty else ["ask", *argv]
+        return word
+    return None
 
 
 def _values_taken(word: str) -> int:

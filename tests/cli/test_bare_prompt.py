@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import fakeserver as fs
 import pytest
 from cbenv import make_cb
 
-from countbot_cli.cli.main import app, command_names
-from countbot_cli.cli.routing import VALUE_OPTIONS, route
+from countbot_cli.cli.main import _app_for, app, command_names
+from countbot_cli.cli.routing import VALUE_OPTIONS, command_of, route
 
 
 def _last_user(server: fs.FakeServer, i: int = -1) -> str:
@@ -116,3 +117,42 @@ def test_routing_knows_every_root_option_that_takes_a_value() -> None:
             takes = 2
         for name in param.opts + param.secondary_opts:
             assert VALUE_OPTIONS.get(name, 0) == takes, name
+
+
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        ([], None),
+        (["--help"], None),
+        (["-c", "--help"], None),
+        (["ask", "sessions"], "ask"),
+        (["-m", "sessions", "ask", "hi"], "ask"),  # -m's value is no command
+        (["-mgpt", "config", "show"], "config"),
+        (["-o", "seed", "1", "sessions", "list"], "sessions"),
+        (["--", "sessions"], None),
+    ],
+)
+def test_the_command_a_line_runs(argv: list[str], command: str | None) -> None:
+    assert command_of(argv, command_names()) == command
+
+
+def test_each_command_is_built_alone_exactly_as_in_the_whole_app() -> None:
+    """countbot builds only the command that runs (typer converts each command it holds at
+    start-up): the root's options and the command itself are the same as in the whole app."""
+    import typer.core
+    import typer.main
+
+    whole = typer.main.get_command(app)
+    assert isinstance(whole, typer.core.TyperGroup)
+    for name in command_names():
+        alone = typer.main.get_command(_app_for(name))
+        assert isinstance(alone, typer.core.TyperGroup) and list(alone.commands) == [name]
+        assert [p.name for p in alone.params] == [p.name for p in whole.params]
+        one, full = alone.commands[name], whole.commands[name]
+        assert [p.name for p in one.params] == [p.name for p in full.params]
+        assert _help(alone, one, name) == _help(whole, full, name)
+
+
+def _help(root: Any, command: Any, name: str) -> str:
+    parent = root.context_class(root, info_name="countbot")
+    return str(command.get_help(command.context_class(command, info_name=name, parent=parent)))
