@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,8 +43,14 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache  # one walk of the package per test run (read-only)
 def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+@functools.cache  # each module parsed once per test run (the trees are only read)
+def parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text("utf-8"))
 
 
 def layer(module: str) -> str:
@@ -59,7 +66,7 @@ def layer(module: str) -> str:
 
 def imports(path: Path, module: str) -> Iterator[tuple[str, int]]:
     """Every imported module name (absolute), with its line; `from X import y` yields X.y too."""
-    tree = ast.parse(path.read_text("utf-8"))
+    tree = parsed(path)
     is_package = path.name == "__init__.py"
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -151,7 +158,7 @@ def test_the_architecture_page_lists_every_module() -> None:
 
 def in_function_imports(path: Path, module: str) -> Iterator[tuple[str, int]]:
     """Package-internal imports written inside a function (any depth), with their lines."""
-    tree = ast.parse(path.read_text("utf-8"))
+    tree = parsed(path)
     seen: set[int] = set()
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -217,7 +224,7 @@ def heavy_boundary() -> set[str]:
     only for type checking): loading one of them lazily is loading that library lazily."""
     found = set()
     for module, path in modules().items():
-        for node in ast.parse(path.read_text("utf-8")).body:
+        for node in parsed(path).body:
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 continue
             for sub in ast.walk(node):
@@ -244,7 +251,7 @@ def internal_graph_top_level() -> dict[str, set[str]]:
     known = modules()
     for module, path in known.items():
         targets: set[str] = set()
-        for node in ast.parse(path.read_text("utf-8")).body:
+        for node in parsed(path).body:
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 continue
             for sub in ast.walk(node):
@@ -257,7 +264,7 @@ def internal_graph_top_level() -> dict[str, set[str]]:
 
 def dynamic_imports(path: Path) -> Iterator[tuple[str, int]]:
     """`importlib.import_module("countbot_cli....")`: an import the graph would not see."""
-    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+    for node in ast.walk(parsed(path)):
         if (
             isinstance(node, ast.Call)
             and ast.unparse(node.func).endswith("import_module")
