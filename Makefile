@@ -5,6 +5,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+# Tests keep compiled bytecode even where the environment says not to write it
+# (PYTHONDONTWRITEBYTECODE=1): otherwise every run rewrites every test module's asserts and
+# every countbot the tests start compiles the package from source again.
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
 
 .PHONY: run test test-fast e2e check lint format types bench clean
 
@@ -26,14 +30,19 @@ run: $(VENV)/.installed-local
 # The whole suite: unit, integration, slow robustness tests and the e2e tier against
 # llama-cpp-python's server. pytest's exit code 5 (no tests collected) is a failure here.
 test: $(VENV)/.installed-test
-	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	@$(PYTEST) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
+# The fast tier in worker processes: most of its time is spent waiting on subprocesses,
+# terminals and sockets, so it runs at least 4 workers even on a 2-core machine
+# (TEST_WORKERS=0 runs it in one process). Each worker starts with a contiguous share of the
+# tests (a module's fixtures are set up once) and takes from the others' when it is done.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ "$$n" -lt 4 ] && n=4; echo $$n)
 test-fast: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow and not e2e" -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 e2e: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -m e2e $(PYTEST_ARGS)
+	$(PYTEST) -m e2e $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check countbot_cli tests bench

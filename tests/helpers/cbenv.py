@@ -150,7 +150,6 @@ def clean_env(root: Path) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "TERM": "xterm-256color",
-        "PYTHONDONTWRITEBYTECODE": "1",
     }
     for keep in ("TMPDIR", "SYSTEMROOT"):
         if keep in os.environ:

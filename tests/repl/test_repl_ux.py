@@ -93,12 +93,19 @@ def test_one_tab_completes_a_command_with_its_space(tmp_path: Path, server: fs.F
     s = new_session(provider="test", model="test-model", title="Tabbed")
     s.messages += [Message(role="user", content="q"), Message(role="assistant", content="a")]
     h.store.create(s)
+
+    def completed(h: Harness) -> None:  # the line reads "/resume " (however loaded the machine)
+        deadline = time.monotonic() + 10
+        while h.repl._prompt is None or h.repl._prompt.default_buffer.text != "/resume ":
+            assert time.monotonic() < deadline, "Tab did not complete /res"
+            time.sleep(0.01)
+
     h.run(
         [
             "/res",
             lambda h: time.sleep(0.3),
             lambda h: h.send("\t"),
-            lambda h: time.sleep(0.3),
+            completed,
             lambda h: h.send(s.id[:8] + "\r"),  # typed right after the completion
         ]
     )

@@ -132,10 +132,10 @@ def test_on_a_24_line_terminal_the_padded_command_is_on_screen_at_the_question(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
     cb = make_cb(tmp_path, server.base_url, tools={"enabled": True})
-    pwned = tmp_path / "pwned"
-    padded = [
-        ("exec", {"command": f"touch {pwned}" + "\n" * 100 + "ls"}),
-        ("exec", {"command": f"touch {pwned};" + " " * 5000 + "ls"}),
+    pwned = cb.work / "pwned"  # named relative to the workspace: the line fits 80 columns
+    padded = [  # wherever pytest's temporary folder is
+        ("exec", {"command": "touch pwned" + "\n" * 100 + "ls"}),
+        ("exec", {"command": "touch pwned;" + " " * 5000 + "ls"}),
     ]
     server.add(fs.tool_calls(padded), fs.text("ok"))
     child = pexpect.spawn(
@@ -155,7 +155,7 @@ def test_on_a_24_line_terminal_the_padded_command_is_on_screen_at_the_question(
             stream.feed(child.before + child.after)
             time.sleep(0.1)
             visible_rows = "\n".join(screen.display)
-            assert f"$ touch {pwned}" in visible_rows, visible_rows
+            assert "$ touch pwned" in visible_rows, visible_rows
             child.sendline("n")
             child.expect("Reason for the model")
             stream.feed(child.before + child.after)

@@ -108,9 +108,11 @@ def chunkings(text: str, seeds: int = 3) -> Iterator[tuple[str, list[str]]]:
 
 
 class Clock:
-    """A fake clock; each reading advances it, so every feed is due for a frame."""
+    """A fake clock; each reading advances it, so every feed is due for a frame (by default an
+    hour a reading: the view waits 4x a frame's real drawing time before the next one, and even
+    a frame slowed down by a loaded machine must not make it skip one)."""
 
-    def __init__(self, step: float = 1.0) -> None:
+    def __init__(self, step: float = 3600.0) -> None:
         self.now, self.step = 0.0, step
 
     def __call__(self) -> float:
