@@ -18,6 +18,9 @@ blank character is shown as an escape, tabs are expanded by column, runs of blan
 BLANK_RUN columns wide and runs of blank lines are counted, and `cells` measures what the
 terminal shows (wide characters take two columns), so padding cannot hide part of a command.
 
+`LazyPattern` is a regular expression compiled when it is first used, for modules whose
+patterns most commands never use (a large Unicode class costs milliseconds at start-up).
+
 It does not touch rich markup: print untrusted text with `markup=False` or as a rich `Text` /
 `Markdown`, never as a markup string, so `[red]` prints as text.
 
@@ -270,3 +273,19 @@ def _expand(run: str, col: int) -> str:
             parts.append(c)
             col += 2 if c == "\u3000" else 1
     return "".join(parts)
+
+
+class LazyPattern:
+    """`re.compile(source, flags)`, done the first time `.re` is read rather than at import."""
+
+    __slots__ = ("_compiled", "_flags", "_source")
+
+    def __init__(self, source: str, flags: int = 0) -> None:
+        self._source, self._flags = source, flags
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def re(self) -> re.Pattern[str]:
+        if self._compiled is None:  # two threads may both compile it: the same pattern
+            self._compiled = re.compile(self._source, self._flags)
+        return self._compiled

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
-from countbot_cli.textsafe import StreamSanitizer, sanitize, sanitize_line
+from countbot_cli.textsafe import LazyPattern, StreamSanitizer, sanitize, sanitize_line
 
 NASTY = [
     ("\x1b[31mred\x1b[0m", "red"),
@@ -172,3 +173,12 @@ def test_json_text_escapes_what_json_leaves_raw_and_round_trips() -> None:
     assert not [c for c in text if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F]
     assert "\u202e" not in text and "\u2028" not in text and "中" in text
     assert json.loads(text) == value
+
+
+def test_a_lazy_pattern_is_compiled_when_first_used_and_once() -> None:
+    broken = LazyPattern("(")  # an import of a module holding it would not fail ...
+    with pytest.raises(re.error):
+        broken.re  # noqa: B018 ... its first use does
+    digits = LazyPattern(r"\d+")
+    assert digits.re is digits.re
+    assert digits.re.findall("a1b22") == ["1", "22"]

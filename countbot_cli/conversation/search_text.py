@@ -22,14 +22,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from countbot_cli.errors import UsageError
-from countbot_cli.textsafe import sanitize_line
+from countbot_cli.textsafe import LazyPattern, sanitize_line
 
 _CJK = (
     "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
     "\U00020000-\U0002ffff"
 )
-_CJK_RUN = re.compile(f"[{_CJK}]+")
-_WORD = re.compile(r"[^\W_]+")  # what unicode61 keeps as a token (letters and digits)
+_CJK_RUN = LazyPattern(f"[{_CJK}]+")
+_WORD = LazyPattern(r"[^\W_]+")  # what unicode61 keeps as a token (letters and digits)
 _NOT_WORD_BEFORE = r"(?<![^\W_])"
 PREFIX_MIN = 4
 SNIPPET_CHARS = 160
@@ -38,7 +38,7 @@ SNIPPET_LEAD = 50
 
 def index_text(text: str) -> str:
     """`text` as it is indexed: CJK runs replaced by their bigrams and last character."""
-    return _CJK_RUN.sub(lambda m: " " + " ".join(_grams(m.group())) + " ", text)
+    return _CJK_RUN.re.sub(lambda m: " " + " ".join(_grams(m.group())) + " ", text)
 
 
 def _grams(run: str) -> list[str]:
@@ -51,8 +51,8 @@ def fold(text: str) -> str:
     lowered = text.lower()
     if lowered.isascii():
         return lowered
-    parts = _CJK_RUN.split(lowered)
-    runs = _CJK_RUN.findall(lowered)
+    parts = _CJK_RUN.re.split(lowered)
+    runs = _CJK_RUN.re.findall(lowered)
     out = [_strip_marks(parts[0])]
     for run, part in zip(runs, parts[1:], strict=True):
         out += [run, _strip_marks(part)]
@@ -87,9 +87,9 @@ def parse_query(words: str | Sequence[str]) -> Terms:
     """The terms of a query; UsageError when it holds nothing searchable."""
     text = words if isinstance(words, str) else " ".join(words)
     out: dict[str, None] = {}
-    for piece in _CJK_RUN.split(fold(text)):
-        out.update(dict.fromkeys(_WORD.findall(piece)))
-    for run in _CJK_RUN.findall(fold(text)):
+    for piece in _CJK_RUN.re.split(fold(text)):
+        out.update(dict.fromkeys(_WORD.re.findall(piece)))
+    for run in _CJK_RUN.re.findall(fold(text)):
         out[run] = None
     if not out:
         raise UsageError("nothing to search for: give at least one word")
@@ -97,7 +97,7 @@ def parse_query(words: str | Sequence[str]) -> Terms:
 
 
 def _is_cjk(word: str) -> bool:
-    return bool(_CJK_RUN.fullmatch(word))
+    return bool(_CJK_RUN.re.fullmatch(word))
 
 
 def _quote(token: str) -> str:

@@ -18,19 +18,19 @@ cursor moves (automatic memory), nothing is written, and the user is told once.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from countbot_cli.memory.summariser import SummaryError
 from countbot_cli.prompts import is_sentinel
+from countbot_cli.textsafe import LazyPattern
 
 MAX_CHARS = 600
 _ECHO_SHARE = 0.5
-_PUNCT = re.compile(r"[\W_]+")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_PUNCT = LazyPattern(r"[\W_]+")
+_CJK = LazyPattern(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 # whole replies (punctuation, case and spacing ignored) that mean "nothing to keep"
-_NOTHING = re.compile(
+_NOTHING = LazyPattern(
     r"^(?:"
     r"n a|na|nil|null|no|empty|"
     r"(?:there is |there s |i have |i found |i see )?(?:nothing|none)(?: \w+){0,8}|"
@@ -42,11 +42,11 @@ _NOTHING = re.compile(
     r"(?:没有|无|暂无)(?:任何|值得|需要|可以|重要|新的?|长期)\w{0,12}"
     r")$"
 )
-_REFUSAL = re.compile(
+_REFUSAL = LazyPattern(
     r"^(?:i m sorry|i am sorry|sorry|i cannot|i can t|i can not|i m unable|i am unable|"
     r"as an ai|unfortunately i|抱歉|对不起|很抱歉|我无法|我不能|作为一个?(?:ai|人工智能))"
 )
-_SYSTEM_ECHO = re.compile(
+_SYSTEM_ECHO = LazyPattern(
     r"^(?:you are|you re|your name is|you will|you must|you should|i am an? (?:ai|helpful|"
     r"language model|assistant)|i m an? (?:ai|helpful|language model|assistant)|system|"
     r"你是|您是|你叫|我是一个?(?:ai|人工智能|助手))"
@@ -56,17 +56,17 @@ _SYSTEM_ECHO = re.compile(
 
 def words_of(text: str) -> str:
     """Lower case, every run of punctuation and spacing one space (for comparisons)."""
-    return " ".join(_PUNCT.sub(" ", text.casefold()).split())
+    return " ".join(_PUNCT.re.sub(" ", text.casefold()).split())
 
 
 def rejection(reply: str, *, instructions: str, existing: Iterable[str]) -> str | None:
     """Why `reply` must not be stored (a short phrase for the notice), or None to store it."""
     plain = words_of(reply)
-    if not plain or is_sentinel(reply) or _NOTHING.match(plain):
+    if not plain or is_sentinel(reply) or _NOTHING.re.match(plain):
         return "it said there was nothing to keep"
-    if _REFUSAL.match(plain):
+    if _REFUSAL.re.match(plain):
         return "it was a refusal"
-    if _SYSTEM_ECHO.search(plain) or _echoes(plain, words_of(instructions)):
+    if _SYSTEM_ECHO.re.search(plain) or _echoes(plain, words_of(instructions)):
         return "it repeated the instructions or a system prompt"
     if len(reply) > MAX_CHARS:
         return f"it was longer than {MAX_CHARS} characters"
@@ -84,7 +84,7 @@ def _grams(text: str, cjk: bool) -> set[str]:
 
 
 def _echoes(plain: str, instructions: str) -> bool:
-    cjk = bool(_CJK.search(plain))  # the reply's script decides how both are cut
+    cjk = bool(_CJK.re.search(plain))  # the reply's script decides how both are cut
     mine = _grams(plain, cjk)
     if len(mine) < 3:
         return False

@@ -23,11 +23,13 @@ from itertools import accumulate, compress, islice, repeat
 from operator import contains
 from typing import NamedTuple
 
-_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-_SOURCE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+from countbot_cli.textsafe import LazyPattern
+
+_DATE_RE = LazyPattern(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_SOURCE_RE = LazyPattern(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_SURROGATE_RE = LazyPattern("[\ud800-\udfff]")
 # Han (with extensions and compatibility ideographs), kana and Hangul syllables
-_CJK_RUN_RE = re.compile(
+_CJK_RUN_RE = LazyPattern(
     "([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f]+)"
 )
 # "  " plus every character str.split() treats as whitespace except " " and "\n"
@@ -47,7 +49,7 @@ _STOP_WORDS = (
 )
 _STOP = frozenset(_STOP_WORDS.split())
 _CJK_STOP = frozenset("的了是我你他她它们在有和就不也都这那吗呢吧啊么什怎个一")
-_APOSTROPHE = re.compile(r"['’](s|re|ve|ll|d|m|t)$")
+_APOSTROPHE = LazyPattern(r"['’](s|re|ve|ll|d|m|t)$")
 BIGRAM_MIN_RUN = 3  # a CJK run this long also matches by its character bigrams
 BIGRAM_MIN_SHARE = 0.5  # ... when at least this share of them is present
 MAX_BIGRAMS = 6  # bigrams tried per run: a sentence-long run is sampled, keeping search fast
@@ -55,15 +57,15 @@ MAX_BIGRAMS = 6  # bigrams tried per run: a sentence-long run is sampled, keepin
 
 def replace_surrogates(text: str) -> str:
     """Lone surrogates (undecodable bytes in argv or a file) become U+FFFD."""
-    return _SURROGATE_RE.sub("\ufffd", text)
+    return _SURROGATE_RE.re.sub("\ufffd", text)
 
 
 def valid_source(source: str) -> bool:
-    return _SOURCE_RE.fullmatch(source) is not None
+    return _SOURCE_RE.re.fullmatch(source) is not None
 
 
 def valid_date(text: str) -> bool:
-    if _DATE_RE.fullmatch(text) is None:
+    if _DATE_RE.re.fullmatch(text) is None:
         return False
     try:
         Date.fromisoformat(text)
@@ -95,7 +97,7 @@ def query_terms(words: Iterable[str]) -> list[Term]:
     terms: list[Term] = []
     seen: set[str] = set()
     for word in (w for text in words for w in text.split()):
-        for i, run in enumerate(_CJK_RUN_RE.split(word.casefold())):
+        for i, run in enumerate(_CJK_RUN_RE.re.split(word.casefold())):
             is_cjk = i % 2 == 1
             text = run if is_cjk else run.strip(_PUNCT)
             if not text or text in seen:
@@ -126,15 +128,15 @@ def query_words(text: str, limit: int = 40) -> list[str]:
     """Search words for recall: no stop words, English contractions and possessives cut
     ("cat's" -> "cat"), CJK runs cut into bigrams (see `_cjk_bigrams`), at most `limit`."""
     out: dict[str, None] = {}
-    for run in _CJK_RUN_RE.findall(text):
+    for run in _CJK_RUN_RE.re.findall(text):
         if len(run) <= 2:
             if not all(ch in _CJK_STOP for ch in run):
                 out[run] = None
             continue
         out.update(dict.fromkeys(_cjk_bigrams(run)))
-    for word in _CJK_RUN_RE.sub(" ", text).split():
+    for word in _CJK_RUN_RE.re.sub(" ", text).split():
         w = word.strip(WORD_EDGE + "'\"()[]{}<>:;`*#’").casefold()
-        w = _APOSTROPHE.sub("", w)
+        w = _APOSTROPHE.re.sub("", w)
         if len(w) >= 2 and w not in _STOP:
             out[w] = None
     return list(out)[:limit]
@@ -306,7 +308,7 @@ class Snapshot:
                 if day is None:
                     day = days[parts[0]] = _clean_date(parts[0], n)
                 source, content = parts[1].strip(), parts[2].strip()
-                if day and source and content and not (odd_bytes and _SURROGATE_RE.search(line)):
+                if day and source and content and not (odd_bytes and _SURROGATE_RE.re.search(line)):
                     add_no(n)
                     add_date(day)
                     add_source(source)
@@ -389,7 +391,7 @@ class Snapshot:
         drop = set(line_nos)
         kept = [line for n, line in enumerate(self.lines, 1) if n not in drop]
         removed = [self.lines[n - 1] for n in sorted(drop)]
-        odd = any(_SURROGATE_RE.search(line) for line in kept)
+        odd = any(_SURROGATE_RE.re.search(line) for line in kept)
         new = Snapshot(kept, self.ends_nl, None)
         new._parse_from(0, odd)
         return new, removed
