@@ -53,6 +53,13 @@ def _restore(ws: Path, sub: Path, parked: Path, swaps: list[int]) -> None:
             continue
 
 
+WORKING = {"read_file", "write_file", "edit_file", "list_dir", "exec"}
+
+
+def _succeeded(results: list[tuple[str, str]]) -> set[str]:
+    return {name for name, text in results if not text.startswith(("Error:", "Denied:"))}
+
+
 def _calls(n: int) -> list[ToolCall]:
     args: list[tuple[str, dict[str, Any]]] = [
         ("read_file", {"path": "sub/secret.txt"}),
@@ -82,14 +89,17 @@ def test_a_folder_swapped_for_a_symlink_never_leads_a_call_outside(tmp_path: Pat
     stop, swaps = threading.Event(), [0]
     swapper = threading.Thread(target=_swap, args=(ws, outside, stop, swaps), daemon=True)
     swapper.start()
-    started = time.monotonic()
+    started, n = time.monotonic(), 0
     try:
-        for n in range(ROUNDS):
-            if time.monotonic() - started > TIME_LIMIT:
-                break
+        # ROUNDS rounds, and on until every tool has got through once (on a loaded machine the
+        # swapper can win many rounds in a row), within the time limit
+        while (n < ROUNDS or not _succeeded(results) >= WORKING) and (
+            time.monotonic() - started < TIME_LIMIT
+        ):
             convo: list[dict[str, Any]] = []
             runner.run_calls(_calls(n), convo, view, [])  # an exception here fails the test
             results += [(m["name"], m["content"]) for m in convo]
+            n += 1
     finally:
         stop.set()
         swapper.join(5)
@@ -100,6 +110,5 @@ def test_a_folder_swapped_for_a_symlink_never_leads_a_call_outside(tmp_path: Pat
     assert (outside / "secret.txt").read_text(encoding="utf-8") == SECRET + "\n"
     assert (outside / "edit.txt").read_text(encoding="utf-8") == SECRET + "\n"
     # the calls did real work in between, and every failure is an answer for the model
-    ok = {name for name, text in results if not text.startswith(("Error:", "Denied:"))}
-    assert {"read_file", "write_file", "edit_file", "list_dir", "exec"} <= ok
+    assert _succeeded(results) >= WORKING, _succeeded(results)
     assert "inside text" in "".join(text for name, text in results if name == "read_file")
