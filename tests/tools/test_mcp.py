@@ -145,12 +145,10 @@ def test_a_call_asked_on_a_terminal_runs_on_y_and_not_on_n(
 ) -> None:
     pidfile = tmp_path / "time.pid"
     cb = mcp_cb(tmp_path, server, time=time_server(pidfile))
-    for answer, expected in (
-        ("y", '"timezone": "Asia/Tokyo"'),
-        ("n it is night", "their reason: it is night"),
-    ):
-        server.add(fs.tool_calls([CALL]), fs.text("Answered."))
-        child = _spawn(cb, "--no-save", "what time is it in Tokyo?")
+    answers = (("y", '"timezone": "Asia/Tokyo"'), ("n it is night", "their reason: it is night"))
+    server.add(fs.tool_calls([CALL, CALL]), fs.text("Answered."))  # one round, asked twice
+    child = _spawn(cb, "--no-save", "what time is it in Tokyo?")
+    for answer, _ in answers:
         child.expect(r"Allow\? \[y\]es / \[n\]o")
         shown = ANSI.sub("", child.before)
         child.expect(r"\(default: no\) ")
@@ -158,13 +156,13 @@ def test_a_call_asked_on_a_terminal_runs_on_y_and_not_on_n(
         assert "calls 'get_current_time' on the MCP server 'time' (sh -c" in shown
         assert "[a]lways for this tool" in shown
         child.sendline(answer)
-        child.expect(pexpect.EOF)
-        child.close()
-        assert child.exitstatus == 0
-        (result,) = tool_messages(server.chat_bodies()[-1])
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    results = tool_messages(server.chat_bodies()[-1])
+    for (_, expected), result in zip(answers, results, strict=True):
         assert expected in result["content"], result
-        assert not alive(pid_of(pidfile))
-        pidfile.unlink()
+    assert not alive(pid_of(pidfile))
 
 
 def test_a_server_exiting_at_start_costs_one_line_and_the_turn_goes_on(
