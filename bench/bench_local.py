@@ -28,12 +28,13 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from countbot_cli.config.providers import ProviderConfig  # noqa: E402
 from countbot_cli.messages import ChatRequest, StreamEvent, TextDelta  # noqa: E402
 from countbot_cli.provider import Provider  # noqa: E402
 from countbot_cli.provider.local import LocalProvider, bundled_model_path  # noqa: E402
@@ -55,21 +56,21 @@ QUESTIONS = [
 ]
 
 
-@dataclass(frozen=True)
-class Settings:
-    name: str = "bench"
-    type: str = "openai"
-    api_base: str = ""
-    api_key: str | None = None
-    model: str = "smollm2"
-    context_window: int | None = 2048
-    headers: dict[str, str] = field(default_factory=dict)
-    stream_tools: bool = True
-    include_usage: bool = True
-    connect_timeout: float = 10.0
-    read_timeout: float = 300.0
-    max_retries: int = 0
-    model_path: str | None = None
+def settings(**fields: Any) -> ProviderConfig:
+    """The provider settings the bench builds its providers from (no retries, long reads)."""
+    base: dict[str, Any] = {
+        "name": "bench",
+        "type": "openai",
+        "api_base": "",
+        "api_key": None,
+        "api_key_source": "none",
+        "model": "smollm2",
+        "context_window": 2048,
+        "headers": {},
+        "read_timeout": 300.0,
+        "max_retries": 0,
+    }
+    return ProviderConfig(**{**base, **fields})
 
 
 @dataclass
@@ -142,7 +143,7 @@ def memory_child(n_ctx: int) -> None:
     import countbot_cli.conversation.engine  # noqa: F401
 
     base = rss_mb()
-    prov = LocalProvider(Settings(type="local", model="", context_window=n_ctx))
+    prov = LocalProvider(settings(type="local", model="", context_window=n_ctx))
     measure(prov.stream(request(0, 32)), len)
     print(json.dumps({"base": base, "loaded": rss_mb()}))
 
@@ -182,10 +183,10 @@ def main() -> int:
     from countbot_cli.provider.openai_compat import OpenAICompatProvider
 
     load_avg = Path("/proc/loadavg").read_text().split()[0]  # the machine may be shared
-    local = LocalProvider(Settings(type="local", model="", context_window=args.n_ctx))
+    local = LocalProvider(settings(type="local", model="", context_window=args.n_ctx))
     proc, port, up = start_server(gguf, args.n_ctx)
     try:
-        remote = OpenAICompatProvider(Settings(api_base=f"http://127.0.0.1:{port}/v1"))
+        remote = OpenAICompatProvider(settings(api_base=f"http://127.0.0.1:{port}/v1"))
         count = local.count_tokens
         measure(local.stream(request(0, args.max_tokens)), count)  # loads the model
         assert local.last_stats is not None

@@ -26,6 +26,8 @@ from typing import Any
 
 import yaml
 
+from countbot_cli.config.providers import ProviderConfig
+
 COUNTBOT = str(Path(sys.executable).parent / "countbot")
 TEST_KEY = "sk-test-SECRET-0123456789abcdef"
 
@@ -155,6 +157,22 @@ def clean_env(root: Path) -> dict[str, str]:
         if keep in os.environ:
             env[keep] = os.environ[keep]
     return env
+
+
+def provider_settings(**fields: Any) -> ProviderConfig:
+    """The resolved settings of one provider (what a provider is built from), for tests that
+    build a provider directly; `fields` override an OpenAI-compatible test provider's."""
+    base: dict[str, Any] = {
+        "name": "test",
+        "type": "openai",
+        "api_base": "http://127.0.0.1:9/v1",
+        "api_key": TEST_KEY,
+        "api_key_source": "test",
+        "model": "test-model",
+        "context_window": None,
+        "headers": {},
+    }
+    return ProviderConfig(**{**base, **fields})
 
 
 def provider_config(base_url: str, **extra: Any) -> dict[str, Any]:

@@ -12,12 +12,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cbenv import provider_settings
 
 from countbot_cli.errors import EXIT_USAGE, ConfigError, ContextLengthError, ProviderError
 from countbot_cli.messages import ChatRequest, Finished, TextDelta, ToolCallDelta
@@ -27,25 +27,15 @@ from countbot_cli.provider.local import LOCAL_HINT, LocalProvider, LocalStats, b
 N_CTX = 2048
 
 
-@dataclass(frozen=True)
-class Cfg:
-    """The provider settings LocalProvider reads."""
-
-    name: str = "local"
-    type: str = "local"
-    model: str = ""
-    model_path: str | None = None
-    context_window: int | None = N_CTX
-    api_base: str = ""
-    api_key: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    stream_tools: bool = True
-    include_usage: bool = True
-    connect_timeout: float = 10.0
-    read_timeout: float = 120.0
-    max_retries: int = 2
-    api_key_env: str | None = None
-    extra_body: Mapping[str, object] = field(default_factory=dict)
+Cfg = partial(
+    provider_settings,
+    name="local",
+    type="local",
+    api_base="",
+    api_key=None,
+    model="",
+    context_window=N_CTX,
+)
 
 
 def ask(text: str, **kw: Any) -> ChatRequest:

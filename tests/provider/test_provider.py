@@ -7,14 +7,17 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Generator, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 import pytest
+from cbenv import provider_settings
 
+from countbot_cli.config.providers import ProviderConfig
 from countbot_cli.errors import (
     AuthError,
     ConfigError,
@@ -45,23 +48,7 @@ KEY = "sk-test-0123456789abcdef"
 BASE = "http://127.0.0.1:9/v1"
 
 
-@dataclass(frozen=True)
-class Cfg:
-    name: str = "test"
-    type: str = "openai"
-    api_base: str = BASE
-    api_key: str | None = KEY
-    model: str = "gpt-test"
-    headers: Mapping[str, str] = field(default_factory=dict)
-    stream_tools: bool = True
-    include_usage: bool = True
-    connect_timeout: float = 10.0
-    read_timeout: float = 120.0
-    max_retries: int = 2
-    model_path: str | None = None
-    context_window: int | None = None
-    api_key_env: str | None = None
-    extra_body: Mapping[str, object] = field(default_factory=dict)
+Cfg = partial(provider_settings, api_base=BASE, api_key=KEY, model="gpt-test")
 
 
 Reply = Callable[[httpx.Request], httpx.Response]
@@ -101,7 +88,9 @@ class Rig:
         return result
 
 
-def rig(replies: list[Reply | httpx.Response | Exception], cfg: Cfg | None = None) -> Rig:
+def rig(
+    replies: list[Reply | httpx.Response | Exception], cfg: ProviderConfig | None = None
+) -> Rig:
     """A provider whose transport answers the requests in order with `replies`."""
     requests: list[httpx.Request] = []
     sleeps: list[float] = []

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from email.utils import formatdate
+from functools import partial
 
 import httpx
 import pytest
+from cbenv import provider_settings
 
 from countbot_cli.errors import (
     AuthError,
@@ -35,23 +35,13 @@ from countbot_cli.provider.openai_compat import (
 KEY = "sk-proj-AbCdEf0123456789"
 
 
-@dataclass(frozen=True)
-class Cfg:
-    name: str = "t"
-    type: str = "openai"
-    api_base: str = "https://api.example.com/v1/"
-    api_key: str | None = KEY
-    model: str = "cfg-model"
-    headers: Mapping[str, str] = field(default_factory=dict)
-    stream_tools: bool = True
-    include_usage: bool = True
-    connect_timeout: float = 10.0
-    read_timeout: float = 120.0
-    max_retries: int = 2
-    model_path: str | None = None
-    context_window: int | None = None
-    api_key_env: str | None = None
-    extra_body: Mapping[str, object] = field(default_factory=dict)
+Cfg = partial(
+    provider_settings,
+    name="t",
+    api_base="https://api.example.com/v1/",
+    api_key=KEY,
+    model="cfg-model",
+)
 
 
 TOOL = {"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}
