@@ -29,7 +29,7 @@ _CJK = (
     "\U00020000-\U0002ffff"
 )
 _CJK_RUN = LazyPattern(f"[{_CJK}]+")
-_WORD = LazyPattern(r"[^\W_]+")  # what unicode61 keeps as a token (letters and digits)
+_WORD = re.compile(r"[^\W_]+")  # what unicode61 keeps as a token (letters and digits)
 _NOT_WORD_BEFORE = r"(?<![^\W_])"
 PREFIX_MIN = 4
 SNIPPET_CHARS = 160
@@ -88,7 +88,7 @@ def parse_query(words: str | Sequence[str]) -> Terms:
     text = words if isinstance(words, str) else " ".join(words)
     out: dict[str, None] = {}
     for piece in _CJK_RUN.re.split(fold(text)):
-        out.update(dict.fromkeys(_WORD.re.findall(piece)))
+        out.update(dict.fromkeys(_WORD.findall(piece)))
     for run in _CJK_RUN.re.findall(fold(text)):
         out[run] = None
     if not out:

@@ -18,6 +18,7 @@ cursor moves (automatic memory), nothing is written, and the user is told once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from countbot_cli.memory.summariser import SummaryError
@@ -26,7 +27,7 @@ from countbot_cli.textsafe import LazyPattern
 
 MAX_CHARS = 600
 _ECHO_SHARE = 0.5
-_PUNCT = LazyPattern(r"[\W_]+")
+_PUNCT = re.compile(r"[\W_]+")
 _CJK = LazyPattern(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 # whole replies (punctuation, case and spacing ignored) that mean "nothing to keep"
@@ -56,7 +57,7 @@ _SYSTEM_ECHO = LazyPattern(
 
 def words_of(text: str) -> str:
     """Lower case, every run of punctuation and spacing one space (for comparisons)."""
-    return " ".join(_PUNCT.re.sub(" ", text.casefold()).split())
+    return " ".join(_PUNCT.sub(" ", text.casefold()).split())
 
 
 def rejection(reply: str, *, instructions: str, existing: Iterable[str]) -> str | None:

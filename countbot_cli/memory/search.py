@@ -25,8 +25,8 @@ from typing import NamedTuple
 
 from countbot_cli.textsafe import LazyPattern
 
-_DATE_RE = LazyPattern(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-_SOURCE_RE = LazyPattern(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_SOURCE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _SURROGATE_RE = LazyPattern("[\ud800-\udfff]")
 # Han (with extensions and compatibility ideographs), kana and Hangul syllables
 _CJK_RUN_RE = LazyPattern(
@@ -49,7 +49,7 @@ _STOP_WORDS = (
 )
 _STOP = frozenset(_STOP_WORDS.split())
 _CJK_STOP = frozenset("的了是我你他她它们在有和就不也都这那吗呢吧啊么什怎个一")
-_APOSTROPHE = LazyPattern(r"['’](s|re|ve|ll|d|m|t)$")
+_APOSTROPHE = re.compile(r"['’](s|re|ve|ll|d|m|t)$")
 BIGRAM_MIN_RUN = 3  # a CJK run this long also matches by its character bigrams
 BIGRAM_MIN_SHARE = 0.5  # ... when at least this share of them is present
 MAX_BIGRAMS = 6  # bigrams tried per run: a sentence-long run is sampled, keeping search fast
@@ -61,11 +61,11 @@ def replace_surrogates(text: str) -> str:
 
 
 def valid_source(source: str) -> bool:
-    return _SOURCE_RE.re.fullmatch(source) is not None
+    return _SOURCE_RE.fullmatch(source) is not None
 
 
 def valid_date(text: str) -> bool:
-    if _DATE_RE.re.fullmatch(text) is None:
+    if _DATE_RE.fullmatch(text) is None:
         return False
     try:
         Date.fromisoformat(text)
@@ -136,7 +136,7 @@ def query_words(text: str, limit: int = 40) -> list[str]:
         out.update(dict.fromkeys(_cjk_bigrams(run)))
     for word in _CJK_RUN_RE.re.sub(" ", text).split():
         w = word.strip(WORD_EDGE + "'\"()[]{}<>:;`*#’").casefold()
-        w = _APOSTROPHE.re.sub("", w)
+        w = _APOSTROPHE.sub("", w)
         if len(w) >= 2 and w not in _STOP:
             out[w] = None
     return list(out)[:limit]
