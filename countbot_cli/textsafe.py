@@ -275,6 +275,15 @@ def _expand(run: str, col: int) -> str:
     return "".join(parts)
 
 
+# Han (with extensions and compatibility ideographs), kana and Hangul syllables: the text that
+# search and memory cut into character bigrams, as it has no spaces between words (a character
+# class body, for `[...]`)
+CJK_CHARS = (
+    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+    "\U00020000-\U0003134f"
+)
+
+
 class LazyPattern:
     """`re.compile(source, flags)`, done the first time `.re` is read rather than at import."""
 

@@ -22,13 +22,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from countbot_cli.errors import UsageError
-from countbot_cli.textsafe import LazyPattern, sanitize_line
+from countbot_cli.textsafe import CJK_CHARS, LazyPattern, sanitize_line
 
-_CJK = (
-    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-    "\U00020000-\U0002ffff"
-)
-_CJK_RUN = LazyPattern(f"[{_CJK}]+")
+_CJK_RUN = LazyPattern(f"[{CJK_CHARS}]+")
 _WORD = re.compile(r"[^\W_]+")  # what unicode61 keeps as a token (letters and digits)
 _NOT_WORD_BEFORE = r"(?<![^\W_])"
 PREFIX_MIN = 4

@@ -23,12 +23,12 @@ from collections.abc import Iterable
 
 from countbot_cli.memory.summariser import SummaryError
 from countbot_cli.prompts import is_sentinel
-from countbot_cli.textsafe import LazyPattern
+from countbot_cli.textsafe import CJK_CHARS, LazyPattern
 
 MAX_CHARS = 600
 _ECHO_SHARE = 0.5
 _PUNCT = re.compile(r"[\W_]+")
-_CJK = LazyPattern(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_CJK = LazyPattern(f"[{CJK_CHARS}]")
 
 # whole replies (punctuation, case and spacing ignored) that mean "nothing to keep"
 _NOTHING = LazyPattern(

@@ -23,15 +23,12 @@ from itertools import accumulate, compress, islice, repeat
 from operator import contains
 from typing import NamedTuple
 
-from countbot_cli.textsafe import LazyPattern
+from countbot_cli.textsafe import CJK_CHARS, LazyPattern
 
 _DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _SOURCE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _SURROGATE_RE = LazyPattern("[\ud800-\udfff]")
-# Han (with extensions and compatibility ideographs), kana and Hangul syllables
-_CJK_RUN_RE = LazyPattern(
-    "([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f]+)"
-)
+_CJK_RUN_RE = LazyPattern(f"([{CJK_CHARS}]+)")  # captured: split() keeps the runs
 # "  " plus every character str.split() treats as whitespace except " " and "\n"
 _ODD_SPACES = (
     "  ",
