@@ -2,7 +2,9 @@
 
 The blocks are the ones `ask -x` sees (`ui.codeblocks.code_blocks`); the copy goes out as OSC 52
 on the terminal and through the platform's clipboard command when one is there
-(`ui.clipboard.copy_text`), and the REPL says what it copied and how.
+(`ui.clipboard.copy_text`, which copies what `ask -x` would print: no escape sequences or
+control characters but newline and tab), and the REPL says what it copied, how, and how many
+characters it removed.
 """
 
 from __future__ import annotations
@@ -42,14 +44,20 @@ def cmd_copy(repl: ReplHost, arg: str) -> None:
             have = plural(len(blocks), "code block") if blocks else "no code block"
             raise UsageError(f"the last answer has {have}: there is no block {n}")
         text, what = blocks[n - 1].code, f"code block {n} ({blocks[n - 1].describe()})"
-    used = copy_text(text, repl.raw_write)
+    used, removed = copy_text(text, repl.raw_write)
     if not used:
         repl.warn(
             f"Nothing copied: {what} is over {OSC52_MAX_BYTES // 1000} kB for OSC 52 and no "
             "clipboard command (wl-copy, xclip, xsel, pbcopy) was found."
         )
         return
-    repl.info(f"Copied {what} to the clipboard ({', '.join(used)}).")
+    note = ""
+    if removed:
+        note = (
+            f" Removed {plural(removed, 'control character')}, as `ask -x` does: an escape "
+            "sequence in it could end a bracketed paste and run the rest in your shell."
+        )
+    repl.info(f"Copied {what} to the clipboard ({', '.join(used)}).{note}")
 
 
 def _lines(text: str) -> int:

@@ -5,6 +5,12 @@ over SSH and inside tmux (there the sequence is also sent wrapped for tmux's pas
 tmux whose `set-clipboard` is off). It is written only to a terminal and only up to
 `OSC52_MAX_BYTES` of base64 (terminals cap it: xterm and others at about 100 kB). When one of
 wl-copy, xclip, xsel or pbcopy fits the session, it is run as well; what was used is returned.
+
+What goes on the clipboard is what `ask -x` prints: `textsafe.sanitize`d, every escape sequence
+and control character but newline and tab removed (a CR becomes a newline). Text pasted into a
+shell is typed into it: a copied `ESC[201~` would end the terminal's bracketed paste and the
+rest would run as typed, newline included. `copy_text` is the one way to the clipboard and says
+how many characters it removed.
 """
 
 from __future__ import annotations
@@ -15,6 +21,9 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
+
+from countbot_cli.textsafe import sanitize
 
 OSC52_MAX_BYTES = 100_000
 _COMMAND_TIMEOUT = 5.0
@@ -48,6 +57,11 @@ def clipboard_command(
     return None
 
 
+class Copied(NamedTuple):
+    used: list[str]  # how it was copied (["OSC 52", "xclip"]); [] when no way was available
+    removed: int  # characters `sanitize` removed (escape sequences, controls, CRs)
+
+
 def copy_text(
     text: str,
     write: Callable[[str], None] | None,
@@ -55,10 +69,13 @@ def copy_text(
     env: Mapping[str, str] | None = None,
     platform: str = sys.platform,
     which: Callable[[str], str | None] = shutil.which,
-) -> list[str]:
-    """Copy `text`: OSC 52 through `write` (None: not a terminal) and the platform's command.
-    Returns how it was copied (["OSC 52", "xclip"]); [] when no way was available."""
+) -> Copied:
+    """Copy `text`, sanitised: OSC 52 through `write` (None: not a terminal) and the platform's
+    command."""
     env = os.environ if env is None else env
+    safe = sanitize(text)
+    removed = len(text) - len(safe)
+    text = safe
     used: list[str] = []
     seq = osc52(text)
     if write is not None and len(seq) <= OSC52_MAX_BYTES:
@@ -67,7 +84,7 @@ def copy_text(
     cmd = clipboard_command(env, platform, which)
     if cmd is not None and _run(cmd, text):
         used.append(cmd[0])
-    return used
+    return Copied(used, removed)
 
 
 def _run(cmd: list[str], text: str) -> bool:

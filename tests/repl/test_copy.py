@@ -5,15 +5,20 @@ copied said on screen."""
 from __future__ import annotations
 
 import base64
+import io
 import os
 import re
 import stat
 from pathlib import Path
 
 import fakeserver as fs
+import pexpect
 import pytest
+from cbenv import make_cb
 from test_repl import Harness
+from test_repl_pty import TOOLBAR_END, expect, spawn
 
+from countbot_cli.textsafe import sanitize
 from countbot_cli.ui.clipboard import OSC52_MAX_BYTES, clipboard_command, copy_text, tmux_wrap
 
 ANSWER = "Two ways:\n\n```python\nprint('héllo')\n```\n\nor\n\n```sh\necho hi\nls\n```\n"
@@ -80,14 +85,15 @@ def test_copy_runs_the_clipboard_command_when_there(
 def test_osc52_is_bounded_and_wrapped_for_tmux() -> None:
     sent: list[str] = []
     big = "x" * OSC52_MAX_BYTES  # its base64 is longer than the bound
-    assert copy_text(big, sent.append, env={}, which=lambda _n: None) == []
+    assert copy_text(big, sent.append, env={}, which=lambda _n: None) == ([], 0)
     assert sent == []
-    assert copy_text("hi", sent.append, env={"TMUX": "/tmp/t"}, which=lambda _n: None) == ["OSC 52"]
+    tmux = copy_text("hi", sent.append, env={"TMUX": "/tmp/t"}, which=lambda _n: None)
+    assert tmux == (["OSC 52"], 0)
     plain = "\x1b]52;c;aGk=\x07"
     assert sent == [plain + tmux_wrap(plain)]
     assert tmux_wrap(plain) == "\x1bPtmux;\x1b\x1b]52;c;aGk=\x07\x1b\\"
     # nothing written when not on a terminal (write=None)
-    assert copy_text("hi", None, env={}, which=lambda _n: None) == []
+    assert copy_text("hi", None, env={}, which=lambda _n: None) == ([], 0)
 
 
 def test_clipboard_command_fits_the_session() -> None:
@@ -99,3 +105,50 @@ def test_clipboard_command_fits_the_session() -> None:
     assert clipboard_command({"DISPLAY": ":0"}, "linux", which)[0] == "xsel"  # type: ignore[index]
     assert clipboard_command({}, "darwin", which) == ["pbcopy"]
     assert clipboard_command({}, "linux", which) is None  # e.g. over SSH: OSC 52 only
+
+
+# ---- paste-jacking (issue 19): the clipboard gets what `ask -x` prints ----
+
+# a block whose raw text would end the shell's bracketed paste and run `touch PWNED` unasked
+JACKED = "Run:\n\n```sh\necho safe\x1b[201~; touch PWNED\r\n\x07\x1b]0;title\x07done\n```\n"
+JACKED_SAFE = "echo safe; touch PWNED\ndone\n"
+
+
+def test_copy_in_a_pty_puts_no_escape_on_the_clipboard(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """The installed countbot in a pseudo-terminal: `/copy 1` of a block holding ESC[201~, a
+    BEL, a CR and an OSC sequence. The OSC 52 payload and the clipboard command's input are
+    the sanitised text (what `ask -x` prints), and the chat says how much it removed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sink = tmp_path / "clipboard.bin"
+    xclip = bin_dir / "xclip"
+    xclip.write_text(f'#!/bin/sh\ncat > "{sink}"\n')
+    xclip.chmod(xclip.stat().st_mode | stat.S_IXUSR)
+    cb = make_cb(tmp_path, server.base_url)
+    env = {**cb.env, "PATH": f"{bin_dir}{os.pathsep}{cb.env['PATH']}", "DISPLAY": ":0"}
+    server.add(fs.text(JACKED, chunk_size=7))
+    child = spawn(env, cb.work)
+    log = io.StringIO()
+    child.logfile_read = log
+    try:
+        expect(child, TOOLBAR_END)
+        child.send("a command please\r")
+        expect(child, "done")
+        expect(child, TOOLBAR_END)
+        child.send("/copy 1\r")
+        expect(child, "to the clipboard (OSC 52, xclip).")
+        expect(child, TOOLBAR_END)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF, timeout=15)
+    finally:
+        child.close(force=True)
+    payloads = copied(log.getvalue())
+    assert payloads, "no OSC 52 sequence on the terminal"
+    assert all("\x1b" not in p and "\x07" not in p and "\r" not in p for p in payloads)
+    assert payloads[0] == JACKED_SAFE
+    assert sink.read_bytes() == JACKED_SAFE.encode("utf-8")
+    said = " ".join(sanitize(log.getvalue()).split())
+    assert "Removed 17 control characters, as `ask -x` does" in said
+    assert not (cb.work / "PWNED").exists()
