@@ -195,7 +195,9 @@ def _memory(config: str | None) -> Any:
     return MemoryStore(load_for_command(config, require_provider=False).memory.file)
 
 
-@memory_app.command("show", help="Print MEMORY.md entries with their line numbers.")
+@memory_app.command(
+    "show", help="Print MEMORY.md entries, numbered 1..N, pinned and muted ones marked."
+)
 def memory_show(
     tail: Annotated[int | None, typer.Option("--tail", help="Only the last N entries.")] = None,
     json_out: JsonOpt = False,
@@ -211,18 +213,23 @@ def memory_show(
     guarded(lambda: _show(_memory(config), sys.stdout, tail=tail))
 
 
-@memory_app.command("why", help="Print the conversation messages behind memory line N.")
+@memory_app.command("why", help="Print the conversation messages behind memory entry N.")
 def memory_why(line: Annotated[int, typer.Argument(metavar="N")], config: ConfigOpt = None) -> None:
     from countbot_cli.ui.memory_trace import memory_why as _why
 
     guarded(lambda: _why(_memory(config), _store(config), line, sys.stdout))
 
 
-@memory_app.command("edit", help="Open MEMORY.md in $EDITOR (other writers wait meanwhile).")
-def memory_edit(config: ConfigOpt = None) -> None:
+@memory_app.command(
+    "edit", help="Open MEMORY.md in $EDITOR, at entry N if given (other writers wait meanwhile)."
+)
+def memory_edit(
+    number: Annotated[int | None, typer.Argument(metavar="[N]")] = None,
+    config: ConfigOpt = None,
+) -> None:
     from countbot_cli.ui.memory_trace import memory_edit as _edit
 
-    guarded(lambda: _edit(_memory(config), sys.stdout))
+    guarded(lambda: _edit(_memory(config), sys.stdout, number=number))
 
 
 @memory_app.command(
@@ -244,26 +251,26 @@ def _mark(verb: str, line: int, config: str | None) -> None:
     guarded(lambda: memory_mark(_memory(config), verb, line, sys.stdout))
 
 
-@memory_app.command("pin", help="Send memory line N with every request (in the system prompt).")
+@memory_app.command("pin", help="Send memory entry N with every request (in the system prompt).")
 def memory_pin(line: Annotated[int, typer.Argument(metavar="N")], config: ConfigOpt = None) -> None:
     _mark("pin", line, config)
 
 
-@memory_app.command("unpin", help="Stop sending memory line N with every request.")
+@memory_app.command("unpin", help="Stop sending memory entry N with every request.")
 def memory_unpin(
     line: Annotated[int, typer.Argument(metavar="N")], config: ConfigOpt = None
 ) -> None:
     _mark("unpin", line, config)
 
 
-@memory_app.command("mute", help="Never recall memory line N into a request.")
+@memory_app.command("mute", help="Never recall memory entry N into a request.")
 def memory_mute(
     line: Annotated[int, typer.Argument(metavar="N")], config: ConfigOpt = None
 ) -> None:
     _mark("mute", line, config)
 
 
-@memory_app.command("unmute", help="Let memory line N be recalled again.")
+@memory_app.command("unmute", help="Let memory entry N be recalled again.")
 def memory_unmute(
     line: Annotated[int, typer.Argument(metavar="N")], config: ConfigOpt = None
 ) -> None:
@@ -279,9 +286,9 @@ def memory_add(
     guarded(lambda: _add(_memory(config), " ".join(text), sys.stdout))
 
 
-@memory_app.command("delete", help="Delete entries by line number (see `memory show`).")
+@memory_app.command("delete", help="Delete entries by number (see `memory show`).")
 def memory_delete(
-    lines: Annotated[list[int], typer.Argument(metavar="LINE...")], config: ConfigOpt = None
+    lines: Annotated[list[int], typer.Argument(metavar="N...")], config: ConfigOpt = None
 ) -> None:
     from countbot_cli.ui.memory import memory_delete as _delete
 

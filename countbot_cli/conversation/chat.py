@@ -48,7 +48,8 @@ TOOL_MODES = ("ask", "auto", "off")
 class MemoryKeeping(Protocol):
     """What a conversation uses of the memory keeper (memory/keeper.py, a higher layer)."""
 
-    def upkeep_hooks(self) -> list[Callable[[str], None]]: ...
+    # each hook takes a session id; a string it returns is a normal note (shown dimmed)
+    def upkeep_hooks(self) -> list[Callable[[str], str | None]]: ...
     def compact(self, session_id: str) -> list[str]: ...
 
 
@@ -234,7 +235,9 @@ class Conversation:
         try:
             for hook in hooks:
                 try:
-                    hook(session_id)
+                    note = hook(session_id)
+                    if note:
+                        view.upkeep_note(note, failed=False)
                 except KeyboardInterrupt:
                     view.upkeep_note(UPKEEP_INTERRUPTED, failed=False)
                     break

@@ -81,6 +81,7 @@ CURSOR_AUTO_AT = "auto_memory_at"  # its created_at as YYYYMMDDhhmmss
 CURSOR_FAILURES = "summary_failures"  # consecutive upkeep runs whose summary call failed
 CURSOR_RETRY_AT = "summary_retry_at"  # no summary call before this many turns (user messages)
 MAX_BACKOFF_TURNS = 16
+NOTHING_NOTE = "memory: nothing worth keeping in the older messages"
 MIN_BATCH = 4
 RECALL_ENTRIES = 5
 RECALL_TOKENS = 300
@@ -340,23 +341,25 @@ class MemoryKeeper:
 
     # ---- the hook for the conversation (conversation.chat runs it after each saved turn) ----
 
-    def upkeep_hooks(self) -> list[Callable[[str], None]]:
+    def upkeep_hooks(self) -> list[Callable[[str], str | None]]:
         mem = self.settings.memory
         return [self.upkeep] if mem.overflow_summary or mem.auto_memory else []
 
-    def upkeep(self, session_id: str) -> None:
+    def upkeep(self, session_id: str) -> str | None:
         """After a saved turn: overflow, then automatic memory, as one bounded run. A failed
         overflow call is reported after automatic memory had its chance (which makes no call
         in the same run: the summariser just failed). After failures in a row the next tries
         wait longer: the next turn, then 2, 4 ... turns (at most 16), so a summariser that is
-        down does not cost every turn a timeout; /compact always tries."""
+        down does not cost every turn a timeout; /compact always tries. Returns a note when a
+        summary said there was nothing worth keeping (a normal outcome)."""
         if self.store is None:
-            return
+            return None
         mem = self.settings.memory
         session = self.store.load(session_id)
         if session.cursors.get(CURSOR_RETRY_AT, 0) > _turns(session):
-            return
+            return None
         failure: SummaryError | None = None
+        self.screen.nothing = 0
         calls = self.summariser.calls
         with self.summariser.run():
             if mem.overflow_summary:
@@ -373,6 +376,7 @@ class MemoryKeeper:
             self._note_outcome(session_id, failed=failure is not None)
         if failure is not None:
             raise failure
+        return NOTHING_NOTE if self.screen.nothing else None
 
     def _note_outcome(self, session_id: str, *, failed: bool) -> None:
         """Count failed runs in a row in the session; a success clears the count."""

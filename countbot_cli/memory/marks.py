@@ -1,6 +1,6 @@
 """Pinned and muted memory lines: `MEMORY.marks.json`, a sidecar beside MEMORY.md.
 
-`countbot memory pin N` sends line N with every request, in the stable head of the system prompt
+`countbot memory pin N` sends entry N with every request, in the stable head of the system prompt
 (SPEC §4); `memory mute N` keeps it out of recall (`memory.inject`) for good; `unpin` and
 `unmute` undo them. MEMORY.md keeps its `YYYY-MM-DD|source|content` lines untouched: the marks
 live here, as `{"pinned": {KEY: LINE}, "muted": {KEY: LINE}}` where KEY is `sources.line_key`
@@ -74,16 +74,11 @@ def pinned_entries(store: MemoryStore) -> list[Entry]:
     return [e for e in store.entries() if marks.is_pinned(e)]
 
 
-def set_mark(store: MemoryStore, line_no: int, kind: Kind, on: bool) -> Entry:
-    """Pin/mute (on) or unpin/unmute the entry on line `line_no`; returns it. A pinned line is
-    never muted and the other way round (the newer wish wins)."""
+def set_mark(store: MemoryStore, number: int, kind: Kind, on: bool) -> Entry:
+    """Pin/mute (on) or unpin/unmute entry `number` (1..N, as `memory show` numbers them);
+    returns it. A pinned line is never muted and the other way round (the newer wish wins)."""
     with store.hold_lock():
-        entry = next((e for e in store.entries() if e.line_no == line_no), None)
-        if entry is None:
-            raise UsageError(
-                f"line {line_no} of {store.path} is not a memory entry",
-                hint="`countbot memory show` lists the entries with their line numbers",
-            )
+        entry = store.entry(number)
         marks = load(store.path)
         live = {line_key(e.line) for e in store.entries()}
         key = line_key(entry.line)

@@ -13,7 +13,9 @@ it passes every check (`rejection` names the first one it fails):
 - not a duplicate of a stored line (same words, ignoring case, spacing and punctuation).
 
 The keeper treats a rejected reply like the sentinel: the batch is archived (overflow) or the
-cursor moves (automatic memory), nothing is written, and the user is told once.
+cursor moves (automatic memory), nothing is written, and the user is told once. "Nothing to
+keep" (the sentinel or any wording of it) is a normal outcome, not a rejection: `Screen.nothing`
+counts it and the upkeep says so dimmed, never as a failure.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from countbot_cli.prompts import is_sentinel
 from countbot_cli.textsafe import CJK_CHARS, LazyPattern
 
 MAX_CHARS = 600
+NOTHING = "it said there was nothing to keep"
 _ECHO_SHARE = 0.5
 _PUNCT = re.compile(r"[\W_]+")
 _CJK = LazyPattern(f"[{CJK_CHARS}]")
@@ -64,7 +67,7 @@ def rejection(reply: str, *, instructions: str, existing: Iterable[str]) -> str 
     """Why `reply` must not be stored (a short phrase for the notice), or None to store it."""
     plain = words_of(reply)
     if not plain or is_sentinel(reply) or _NOTHING.re.match(plain):
-        return "it said there was nothing to keep"
+        return NOTHING
     if _REFUSAL.re.match(plain):
         return "it was a refusal"
     if _SYSTEM_ECHO.re.search(plain) or _echoes(plain, words_of(instructions)):
@@ -103,12 +106,15 @@ class Screen:
 
     def __init__(self) -> None:
         self.reasons: list[str] = []
+        self.nothing = 0  # replies that said there was nothing to keep (a normal "no")
 
     def keep(self, reply: str | None, instructions: str, existing: Iterable[str]) -> bool:
         if reply is None:
             return False
         why = rejection(reply, instructions=instructions, existing=existing)
-        if why is not None and not is_sentinel(reply):  # the sentinel is the normal "no"
+        if why == NOTHING:
+            self.nothing += 1
+        elif why is not None:
             self.reasons.append(why)
         return why is None
 

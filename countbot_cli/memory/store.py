@@ -11,8 +11,10 @@ Format (SPEC §5; CountBot's `{date}|{source}|{content}`)::
 - Blank lines and lines starting with `#` are ignored, so the file carries a header.
 - A line that does not parse (fewer than two `|`, a bad date, an empty source or content, bytes
   that are not UTF-8) is skipped by search but kept byte for byte when the file is rewritten.
-- Line numbers (`Entry.line_no`) are 1-based lines of the file, header included, so the numbers
-  `countbot memory show` prints are the ones `memory delete` takes.
+- Entries are numbered 1..N in file order (`numbered`, `entry`): the numbers `countbot memory
+  show` prints and `why`, `pin`, `mute`, `delete`, `edit` and `/context` take. Header comments,
+  blank lines and lines that do not parse do not count, so a header never shifts them.
+  `Entry.line_no` stays the 1-based line of the file (for rewriting it).
 
 Improvements on CountBot (digest §4, §9.4): an identical entry is not added twice; every write
 holds an exclusive lock (`MEMORY.md.lock`, `fcntl.flock`), re-reads the file under it and replaces
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -161,6 +164,29 @@ class MemoryStore:
         ranked, total = snap.index().search(terms, limit)
         return [snap.entry(i) for i in ranked], total
 
+    def numbered(self) -> list[tuple[int, Entry]]:
+        """(number, entry) for every entry, numbered 1..N in file order."""
+        return list(enumerate(self._load().entries(), 1))
+
+    def entry(self, number: int) -> Entry:
+        """Entry `number` (1..N, as `memory show` numbers them); UsageError when there is none."""
+        entries = self._load().entries()
+        if not 1 <= number <= len(entries):
+            have = f"entries 1-{len(entries)}" if entries else "no entries"
+            raise UsageError(
+                f"there is no memory entry {number} ({self.path} has {have})",
+                hint="`countbot memory show` lists the entries with their numbers",
+            )
+        return entries[number - 1]
+
+    def number_of(self, entry: Entry) -> int | None:
+        """The number `memory show` gives `entry` (found by its file line), None if gone."""
+        snap = self._load()
+        i = bisect_left(snap.line_nos, entry.line_no)
+        if i < len(snap.line_nos) and snap.line_nos[i] == entry.line_no:
+            return i + 1
+        return None
+
     def stats(self) -> MemoryStats:
         snap = self._load()
         sources: dict[str, int] = {}
@@ -250,6 +276,20 @@ class MemoryStore:
             self._write(new.render())
             self._snap = new.with_key(self._stat_key())
         return removed
+
+    def delete_entries(self, numbers: Iterable[int]) -> list[Entry]:
+        """Delete entries by number (1..N, as `memory show` numbers them) in one locked atomic
+        write; an unknown number raises UsageError and nothing is deleted. Returns the entries
+        removed, in file order."""
+        wanted = sorted(set(numbers))
+        if not wanted:
+            raise UsageError("give the numbers of the entries to delete (see `memory show`)")
+        with self._locked():
+            gone = [self.entry(n) for n in wanted]
+            new, _removed = self._load().without([e.line_no for e in gone])
+            self._write(new.render())
+            self._snap = new.with_key(self._stat_key())
+        return gone
 
     def hold_lock(self) -> contextlib.AbstractContextManager[None]:
         """Hold the MEMORY.md lock (e.g. while the user edits the file); writers wait."""

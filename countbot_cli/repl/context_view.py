@@ -6,7 +6,8 @@ memory lines recalled for the message (sent with it, after the history), the his
 (count, tokens, first and last message), the tools, the current message, and how much of the
 request the provider read from its prompt cache, said as whole parts of the request (the cached
 count is the provider's; the parts are counted with the meter's tokenizer). Each memory line
-gets its `countbot memory pin N` / `mute N` hint with its MEMORY.md line number.
+gets its `countbot memory pin N` / `mute N` hint with its entry number (as `memory show` numbers
+them).
 """
 
 from __future__ import annotations
@@ -146,15 +147,15 @@ def _hint(entry: str, memory_file: Path, verb: str) -> str:
 
 
 def _line_of(entry: str, memory_file: Path) -> int | None:
-    """The MEMORY.md line of a memory line as the prompt holds it (`DATE: CONTENT`)."""
+    """The entry number of a memory line as the prompt holds it (`DATE: CONTENT`)."""
     try:
-        entries = MemoryStore(memory_file).entries()
+        numbered = MemoryStore(memory_file).numbered()
     except (CountbotError, OSError):
         return None
     text = entry.strip()
-    for e in entries:
+    for n, e in numbered:
         if e.content and text.endswith(e.content) and (not e.date or e.date in text):
-            return e.line_no
+            return n
     return None
 
 

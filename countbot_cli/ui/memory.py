@@ -1,8 +1,9 @@
 """`countbot memory show|search|add|delete|pin|unpin|mute|unmute`: what the typer CLI (and `/memory`) calls.
 
 UI layer: every function writes plain text to an injected stream, returns an exit code and
-raises errors from errors.py for bad input. Rows carry the entry's line number in MEMORY.md, the
-number `memory delete` takes. MEMORY.md content may come from a model or a hand edit, so it goes
+raises errors from errors.py for bad input. Rows carry the entry's number (1..N in file order,
+`MemoryStore.numbered`: header comments and blank lines do not count), the number `why`, `pin`,
+`mute`, `delete` and `edit` take, and mark pinned and muted entries. MEMORY.md content may come from a model or a hand edit, so it goes
 through `textsafe.sanitize_line` before it is printed. No rich needed: rows are plain columns.
 """
 
@@ -12,13 +13,14 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from countbot_cli.errors import EXIT_OK, UsageError
+from countbot_cli.memory import marks as memory_marks
 from countbot_cli.memory.marks import set_mark
 from countbot_cli.memory.store import Entry, MemoryStore, normalize_content
 from countbot_cli.textsafe import sanitize_line
 
 
 def memory_show(store: MemoryStore, out: TextIO, tail: int | None = None) -> int:
-    """Every entry (or the last `tail`) with its line number, then a note on unparsed lines."""
+    """Every entry (or the last `tail`) with its number, then a note on unparsed lines."""
     if tail is not None and tail < 1:
         raise UsageError("--tail must be at least 1")
     entries = store.entries()
@@ -30,7 +32,7 @@ def memory_show(store: MemoryStore, out: TextIO, tail: int | None = None) -> int
     noun = "entry" if len(entries) == 1 else "entries"
     what = f"last {len(shown)} of {len(entries)}" if len(shown) < len(entries) else len(entries)
     out.write(f"{_where(store)}: {what} {noun}\n")
-    out.write(format_rows(shown))
+    out.write(format_rows(store, shown))
     _note_unparsed(store, out)
     return EXIT_OK
 
@@ -44,7 +46,7 @@ def memory_search(store: MemoryStore, words: Sequence[str], out: TextIO, limit: 
     if not found:
         out.write(f"No memory entry matches: {query}\n")
         return EXIT_OK
-    out.write(format_rows(found))
+    out.write(format_rows(store, found))
     if total > len(found):
         out.write(f"({len(found)} of {total} matches shown; -n {total} shows them all)\n")
     return EXIT_OK
@@ -54,12 +56,12 @@ def memory_add(store: MemoryStore, text: str, out: TextIO) -> int:
     """Add a `user` entry; a duplicate is reported, not added, and is not an error."""
     entry = store.add(text, source="user")
     if entry is not None:
-        out.write(f"Added to {_where(store)}, line {entry.line_no}:\n")
-        out.write(format_rows([entry]))
+        out.write(f"Added to {_where(store)} as entry {store.number_of(entry)}:\n")
+        out.write(format_rows(store, [entry]))
         return EXIT_OK
     wanted = normalize_content(text)
-    same = [e for e in store.entries() if normalize_content(e.content) == wanted]
-    where = f" (line {same[0].line_no})" if same else ""
+    same = [n for n, e in store.numbered() if normalize_content(e.content) == wanted]
+    where = f" (entry {same[0]})" if same else ""
     out.write(f"Already stored{where}: {sanitize_line(wanted)}\n")
     return EXIT_OK
 
@@ -72,40 +74,51 @@ MARK_VERBS = {
 }
 
 
-def memory_mark(store: MemoryStore, verb: str, line: int, out: TextIO) -> int:
-    """`memory pin|unpin|mute|unmute N` (memory/marks.py): echo the line it applies to."""
+def memory_mark(store: MemoryStore, verb: str, number: int, out: TextIO) -> int:
+    """`memory pin|unpin|mute|unmute N` (memory/marks.py): echo the entry it applies to."""
     kind, on, done = MARK_VERBS[verb]
-    entry = set_mark(store, line, "pinned" if kind == "pinned" else "muted", on)
-    out.write(f"{done}: line {entry.line_no}\n")
-    out.write(format_rows([entry]))
+    entry = set_mark(store, number, "pinned" if kind == "pinned" else "muted", on)
+    out.write(f"{done}: entry {number}\n")
+    out.write(format_rows(store, [entry]))
     return EXIT_OK
 
 
-def memory_delete(store: MemoryStore, lines: Sequence[int], out: TextIO) -> int:
-    """Delete entries by the line numbers `memory show` prints; echo what was removed."""
-    if not lines:
-        raise UsageError("give the line numbers to delete (see `countbot memory show`)")
-    numbers = sorted(set(lines))
-    removed = store.pop_lines(numbers)
-    for n, line in zip(numbers, removed, strict=True):
-        out.write(f"Deleted line {n}: {sanitize_line(line)}\n")
-    if any(e.line_no >= numbers[0] for e in store.entries()):
-        out.write("Entries below the deleted lines have moved up: see `countbot memory show`.\n")
+def memory_delete(store: MemoryStore, numbers: Sequence[int], out: TextIO) -> int:
+    """Delete entries by the numbers `memory show` prints; echo what was removed."""
+    if not numbers:
+        raise UsageError("give the numbers of the entries to delete (see `countbot memory show`)")
+    wanted = sorted(set(numbers))
+    removed = store.delete_entries(wanted)
+    for n, entry in zip(wanted, removed, strict=True):
+        out.write(f"Deleted entry {n}: {sanitize_line(entry.line)}\n")
+    if wanted[0] <= len(store.entries()):
+        out.write("The entries after it are renumbered: see `countbot memory show`.\n")
     return EXIT_OK
 
 
-def format_rows(entries: Sequence[Entry]) -> str:
-    """`  LINE  DATE        SOURCE       content`, one row an entry, columns aligned."""
+def format_rows(store: MemoryStore, entries: Sequence[Entry]) -> str:
+    """`  N  DATE        SOURCE       content  [pinned]`, one row an entry, columns aligned."""
     if not entries:
         return ""
-    num_w = max(len(str(e.line_no)) for e in entries)
+    numbers = [store.number_of(e) or 0 for e in entries]
+    marks = memory_marks.load(store.path)
+    num_w = max(len(str(n)) for n in numbers)
     sources = [sanitize_line(e.source) for e in entries]
     src_w = max(len(s) for s in sources)
     rows = [
-        f"{e.line_no:>{num_w}}  {sanitize_line(e.date)}  {s:<{src_w}}  {sanitize_line(e.content)}"
-        for e, s in zip(entries, sources, strict=True)
+        f"{n:>{num_w}}  {sanitize_line(e.date)}  {s:<{src_w}}  {sanitize_line(e.content)}"
+        + _mark(marks, e)
+        for n, e, s in zip(numbers, entries, sources, strict=True)
     ]
     return "\n".join(rows) + "\n"
+
+
+def _mark(marks: memory_marks.Marks, entry: Entry) -> str:
+    if marks.is_pinned(entry):
+        return "  [pinned]"
+    if marks.is_muted(entry):
+        return "  [muted]"
+    return ""
 
 
 def _where(store: MemoryStore) -> str:
@@ -119,5 +132,6 @@ def _note_unparsed(store: MemoryStore, out: TextIO) -> None:
     listed = ", ".join(str(n) for n in bad[:20]) + (", …" if len(bad) > 20 else "")
     out.write(
         f"Note: {len(bad)} line(s) could not be read as `YYYY-MM-DD|source|content` and are "
-        f"ignored (kept in the file; `memory delete` removes them): {listed}\n"
+        f"not numbered (kept in the file; `memory edit` fixes or removes them); file lines: "
+        f"{listed}\n"
     )

@@ -30,11 +30,11 @@ from countbot_cli.tools.approval import ApprovalPolicy
 class Keeper:
     """A memory keeper that records what the conversation asks of it."""
 
-    def __init__(self, *hooks: Callable[[str], None]) -> None:
+    def __init__(self, *hooks: Callable[[str], str | None]) -> None:
         self.hooks = list(hooks)
         self.compacted: list[str] = []
 
-    def upkeep_hooks(self) -> list[Callable[[str], None]]:
+    def upkeep_hooks(self) -> list[Callable[[str], str | None]]:
         return self.hooks
 
     def compact(self, session_id: str) -> list[str]:

@@ -74,9 +74,15 @@ class View(SilentView):
 
     def __init__(self) -> None:
         self.notices: list[str] = []
+        self.failures: list[str] = []  # upkeep notes shown as failures (yellow in the REPL)
 
     def notice(self, text: str) -> None:
         self.notices.append(text)
+
+    def upkeep_note(self, text: str, *, failed: bool) -> None:
+        self.notices.append(text)
+        if failed:
+            self.failures.append(text)
 
 
 @dataclass

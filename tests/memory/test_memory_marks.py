@@ -30,7 +30,8 @@ def _ask(cb: CB, server: fs.FakeServer, text: str) -> tuple[str, str, str]:
 
 
 def _lines(cb: CB) -> dict[str, int]:
-    return {e.content: e.line_no for e in MemoryStore(cb.memory_file).entries()}
+    """content -> entry number (as `memory show` numbers them)."""
+    return {e.content: n for n, e in MemoryStore(cb.memory_file).numbered()}
 
 
 def test_pinned_lines_are_in_the_head_and_muted_ones_never_recalled(tmp_path: Path) -> None:
@@ -42,7 +43,7 @@ def test_pinned_lines_are_in_the_head_and_muted_ones_never_recalled(tmp_path: Pa
         line = _lines(cb)
         proc = cb.invoke("memory", "pin", str(line[REDIS[0]]))
         assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.startswith(f"Pinned (sent with every request): line {line[REDIS[0]]}")
+        assert proc.stdout.startswith(f"Pinned (sent with every request): entry {line[REDIS[0]]}")
         assert cb.invoke("memory", "mute", str(line[REDIS[1]])).returncode == 0
         assert cb.memory_file.read_bytes() == before  # the marks live beside it
         assert marks_path(cb.memory_file).is_file()
@@ -69,7 +70,7 @@ def test_bad_line_numbers_and_edited_lines(tmp_path: Path) -> None:
         assert cb.invoke("memory", "add", REDIS[0]).returncode == 0
         proc = cb.invoke("memory", "pin", "999")
         assert proc.returncode == 2
-        assert "line 999" in proc.stderr and "not a memory entry" in proc.stderr
+        assert "no memory entry 999" in proc.stderr
         assert len(proc.stderr.strip().splitlines()) <= 2  # the message and its hint
         n = _lines(cb)[REDIS[0]]
         assert cb.invoke("memory", "pin", str(n)).returncode == 0

@@ -13,6 +13,7 @@ import pytest
 from memory_rig import RigFactory, q
 
 from countbot_cli.memory import sources
+from countbot_cli.memory.keeper import NOTHING_NOTE
 from countbot_cli.memory.quality import MAX_CHARS, rejection
 from countbot_cli.prompts import NO_MEMORY_SENTINEL, overflow_summary_prompt
 
@@ -84,10 +85,14 @@ def test_junk_is_skipped_with_one_notice_and_a_real_fact_is_stored(rig_factory: 
     assert len(rig.saved()["archived"]) == 4  # skipped like the sentinel: not summarised again
     notes = [n for n in rig.view.notices if "not stored" in n]
     assert len(notes) == 1 and "system prompt" in notes[0]
+    assert rig.view.failures == notes
     for k in range(4, 8):
         rig.turn(q(k))
     assert [e.split("|", 2)[1:] for e in rig.entries()] == [["auto-overflow", FACT]]
-    assert len([n for n in rig.view.notices if "not stored" in n]) == 2
+    # "nothing worth keeping" is a normal outcome: a dimmed note, never "upkeep failed"
+    assert rig.view.failures == notes
+    assert rig.view.notices.count(NOTHING_NOTE) == 1
+    assert not any("failed" in n for n in rig.view.notices if n not in notes)
     assert len(rig.summariser.calls) == 3
 
 

@@ -242,21 +242,21 @@ def test_memory_lines_trace_to_their_messages_through_undo_retry_and_fork(
     # the line from "alpha": its messages were undone; why says so instead of inventing them
     first = by_fact["User fact number 1."]
     assert first["sources"][0]["session"] == original
-    assert why(first["line"]).count("no longer in the session (undone or retried)") == 2
+    assert why(first["number"]).count("no longer in the session (undone or retried)") == 2
     # "beta" was answered, then retried: the first answer's line names the replaced pair,
     # the retried answer's line the pair as it stands
     replaced = by_fact["User fact number 2."]
     assert replaced["sources"][0]["session"] == original
-    assert why(replaced["line"]).count("no longer in the session (undone or retried)") == 2
+    assert why(replaced["number"]).count("no longer in the session (undone or retried)") == 2
     again = by_fact["User fact number 3."]
     live = [m.id for m in h.store.load(original).messages]
     assert again["sources"][0] == {"session": original, "messages": live}
-    text = why(again["line"])
+    text = why(again["number"])
     assert f"From session {original}" in text and "beta" in text and "answer to beta" in text
     # in the fork, "gamma" made a line traced to the fork's own messages
     forked = by_fact["User fact number 4."]
     assert forked["sources"][0]["session"] == fork
-    text = why(forked["line"])
+    text = why(forked["number"])
     assert f"From session {fork}" in text and "gamma" in text and "answer to gamma" in text
 
 

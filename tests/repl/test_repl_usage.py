@@ -11,6 +11,7 @@ import pytest
 from test_repl import Harness
 
 from countbot_cli.conversation.tokens import TokenCounter
+from countbot_cli.memory.store import MemoryStore
 
 OPENAI = {
     "prompt_tokens": 1234,
@@ -101,8 +102,7 @@ def test_context_shows_the_parts_of_the_last_request_and_its_cached_prefix(
     recalled = [ln for ln in report.splitlines() if "The user lives in Lyon" in ln]
     assert recalled and "countbot memory pin " in recalled[0]
     n = int(recalled[0].rsplit("pin ", 1)[1].rstrip(")"))
-    memory_lines = h.cb.memory_file.read_text(encoding="utf-8").splitlines()
-    assert "The user lives in Lyon" in memory_lines[n - 1]
+    assert MemoryStore(h.cb.memory_file).entry(n).content == "The user lives in Lyon"
     assert "history: 2 messages" in report
     assert "first: user · “what should I drink this morning”" in report
     assert "last:  assistant · “Tea it is.”" in report

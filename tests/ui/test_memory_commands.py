@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
 
+from countbot_cli.conversation.store import SessionStore
 from countbot_cli.errors import UsageError
 from countbot_cli.memory.store import DEFAULT_HEADER, MemoryStore
-from countbot_cli.ui.memory import memory_add, memory_delete, memory_search, memory_show
+from countbot_cli.ui.memory import (
+    memory_add,
+    memory_delete,
+    memory_mark,
+    memory_search,
+    memory_show,
+)
+from countbot_cli.ui.memory_trace import memory_show_json, memory_why
 
-FIRST = DEFAULT_HEADER.count("\n") + 1  # line of the first entry in a fresh file
+FIRST = 1  # entries are numbered 1..N whatever the header (DEFAULT_HEADER) holds
 
 
 @pytest.fixture
@@ -29,7 +38,7 @@ def test_show_empty_store(store: MemoryStore) -> None:
     assert run(memory_show, store) == f"No memories yet ({store.path}).\n"
 
 
-def test_show_lists_line_numbers_aligned_and_tail(store: MemoryStore) -> None:
+def test_show_lists_entry_numbers_aligned_and_tail(store: MemoryStore) -> None:
     store.add("prefers dark mode", date="2024-01-01")
     store.add("用户喜欢喝咖啡；住在上海", source="auto-memory", date="2024-01-02")
     text = run(memory_show, store)
@@ -44,7 +53,7 @@ def test_show_lists_line_numbers_aligned_and_tail(store: MemoryStore) -> None:
         f"{FIRST + 1}  2024-01-02  auto-memory  用户喜欢喝咖啡；住在上海\n"
     )
     assert run(memory_show, store, tail=5) == text
-    store.delete([FIRST])
+    store.delete_entries([FIRST])
     assert run(memory_show, store).startswith(f"{store.path}: 1 entry\n")
     with pytest.raises(UsageError, match="--tail"):
         run(memory_show, store, tail=0)
@@ -66,7 +75,7 @@ def test_show_sanitises_hand_edited_content_and_notes_unparsed_lines(tmp_path: P
     )
     text = run(memory_show, MemoryStore(path))
     assert "\x1b" not in text and "\x07" not in text and "\t" not in text
-    assert "2  2024-01-01  user  evil text and tab\n" in text
+    assert "1  2024-01-01  user  evil text and tab\n" in text
     assert "Note: 1 line(s) could not be read" in text and text.rstrip().endswith(": 3")
 
 
@@ -91,28 +100,67 @@ def test_search_output_no_match_and_more_than_limit(store: MemoryStore) -> None:
 
 def test_add_reports_line_and_duplicates_without_error(store: MemoryStore) -> None:
     text = run(memory_add, store, "likes\n tea")
-    assert text.startswith(f"Added to {store.path}, line {FIRST}:\n{FIRST}  ")
+    assert text.startswith(f"Added to {store.path} as entry {FIRST}:\n{FIRST}  ")
     assert text.endswith("  user  likes tea\n")
-    assert run(memory_add, store, "likes tea ") == f"Already stored (line {FIRST}): likes tea\n"
+    assert run(memory_add, store, "likes tea ") == f"Already stored (entry {FIRST}): likes tea\n"
     assert [e.content for e in store.entries()] == ["likes tea"]
     with pytest.raises(UsageError, match="empty"):
         run(memory_add, store, " \n ")
 
 
-def test_delete_echoes_removed_lines_and_refuses_the_header(store: MemoryStore) -> None:
+def test_delete_echoes_removed_entries_and_refuses_unknown_numbers(store: MemoryStore) -> None:
     for word in ("one", "two", "three"):
         store.add(word, date="2024-01-01")
     text = run(memory_delete, store, [FIRST + 1, FIRST + 1])
     assert text == (
-        f"Deleted line {FIRST + 1}: 2024-01-01|user|two\n"
-        "Entries below the deleted lines have moved up: see `countbot memory show`.\n"
+        f"Deleted entry {FIRST + 1}: 2024-01-01|user|two\n"
+        "The entries after it are renumbered: see `countbot memory show`.\n"
     )
     assert (
         run(memory_delete, store, [FIRST + 1])
-        == f"Deleted line {FIRST + 1}: 2024-01-01|user|three\n"
+        == f"Deleted entry {FIRST + 1}: 2024-01-01|user|three\n"
     )
-    with pytest.raises(UsageError, match="header"):
-        run(memory_delete, store, [1])
-    with pytest.raises(UsageError, match="line numbers"):
+    with pytest.raises(UsageError, match="no memory entry 2 .*entries 1-1"):
+        run(memory_delete, store, [1, 2])
+    with pytest.raises(UsageError, match="no memory entry 0"):
+        run(memory_delete, store, [0])
+    with pytest.raises(UsageError, match="numbers"):
         run(memory_delete, store, [])
     assert [e.content for e in store.entries()] == ["one"]
+
+
+def test_numbers_ignore_header_comments_blank_and_unparsed_lines(tmp_path: Path) -> None:
+    """Numbers are 1..N in the order `show` lists them: a header, comments, blank lines and a
+    damaged line do not shift them, and every command takes the same number."""
+    path = tmp_path / "MEMORY.md"
+    path.write_text(
+        DEFAULT_HEADER
+        + "2024-01-01|user|alpha\n\n# a comment between\n\n"
+        + "garbage line\n2024-01-02|user|beta\n\n2024-01-03|tool|gamma\n",
+        encoding="utf-8",
+    )
+    store = MemoryStore(path)
+    shown = run(memory_show, store).splitlines()[1:4]
+    assert [row.split("  ")[0] for row in shown] == ["1", "2", "3"]
+    assert shown[1].endswith("user  beta")
+    marked = run(memory_mark, store, "pin", 2)
+    assert (
+        marked == "Pinned (sent with every request): entry 2\n2  2024-01-02  user  beta  [pinned]\n"
+    )
+    run(memory_mark, store, "mute", 3)
+    listing = run(memory_show, store)
+    assert "2  2024-01-02  user  beta  [pinned]\n" in listing
+    assert "3  2024-01-03  tool  gamma  [muted]\n" in listing
+    assert "1  2024-01-01  user  alpha\n" in listing
+    rows = json.loads(run(memory_show_json, store))
+    assert [(r["number"], r["content"], r["pinned"], r["muted"]) for r in rows] == [
+        (1, "alpha", False, False),
+        (2, "beta", True, False),
+        (3, "gamma", False, True),
+    ]
+    assert run(memory_why, store, SessionStore(tmp_path / "s"), 2).startswith(
+        "2: 2024-01-02|user|beta\n"
+    )
+    assert run(memory_delete, store, [1]).startswith("Deleted entry 1: 2024-01-01|user|alpha\n")
+    assert "1  2024-01-02  user  beta  [pinned]\n" in run(memory_show, store)
+    assert "garbage line" in path.read_text(encoding="utf-8")  # kept, just not numbered

@@ -38,17 +38,17 @@ def test_an_overflow_line_is_traced_to_its_archived_messages(
     assert entry["sources"] == [{"session": sid, "messages": [m["id"] for m in archived]}]
     assert f"|auto-overflow|{FACT}" in cb.memory_file.read_text()  # the line itself unchanged
 
-    why = cb.invoke("memory", "why", str(entry["line"]))
+    why = cb.invoke("memory", "why", str(entry["number"]))
     assert why.returncode == 0, why.stderr
     assert f"From session {sid}" in why.stdout
     assert "I use [31mHelix" not in why.stdout and "\x1b" not in why.stdout  # sanitised
     assert "Helix every day" in why.stdout and "answer two" in why.stdout
     assert why.stdout.count(", archived]") == 4
-    bad = cb.invoke("memory", "why", "1")
-    assert bad.returncode == 2 and "not a memory entry" in bad.stderr
+    bad = cb.invoke("memory", "why", "2")
+    assert bad.returncode == 2 and "no memory entry 2" in bad.stderr
 
     sidecar_path(cb.memory_file).unlink()
-    lost = cb.invoke("memory", "why", str(entry["line"]))
+    lost = cb.invoke("memory", "why", str(entry["number"]))
     assert lost.returncode == 0 and "No source recorded" in lost.stdout
 
 
@@ -74,5 +74,12 @@ def test_memory_edit_opens_the_editor_with_the_lock_held(tmp_path: Path) -> None
     shown = json.loads(cb.invoke("memory", "show", "--json").stdout)
     assert [e["content"] for e in shown] == ["likes tea", "edited by hand held"]
     assert all(e["sources"] == [] for e in shown)
+    at = tmp_path / "at.py"  # `memory edit N` opens the file at entry N's line
+    at.write_text("import sys\nopen(sys.argv[2] + '.args', 'w').write(sys.argv[1])\n")
+    proc = cb.invoke("memory", "edit", "2", env={"EDITOR": f"{sys.executable} {at}"})
+    assert proc.returncode == 0, proc.stderr
+    lines = cb.memory_file.read_text().splitlines()
+    want = lines.index("2026-01-02|user|edited by hand held") + 1
+    assert Path(str(cb.memory_file) + ".args").read_text() == f"+{want}"
     none = cb.invoke("memory", "edit", env={"EDITOR": "", "VISUAL": ""})
     assert none.returncode == 2 and "$EDITOR" in none.stderr
