@@ -15,13 +15,20 @@ PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# the embedded local model (llama-cpp-python builds from source once; pip caches the wheel)
+# the embedded local model: llama-cpp-python compiles llama.cpp from source once (pip caches
+# the wheel), so the install says so first and pip's own progress stays visible
+INSTALL_NOTE = @echo "countbot: installing into $(VENV). The first install compiles llama.cpp for \
+the embedded model: about 10-15 minutes on 2 cores, while pip says \
+'Building wheel for llama-cpp-python' (pip caches the wheel; later installs take a minute)."
+
 $(VENV)/.installed-local: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[local,mcp,attach]'
+	$(INSTALL_NOTE)
+	$(BIN)/pip install -e '.[local,mcp,attach]'
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,local,mcp,attach]'
+	$(INSTALL_NOTE)
+	$(BIN)/pip install -e '.[test,local,mcp,attach]'
 	touch $@
 
 run: $(VENV)/.installed-local

@@ -1,7 +1,7 @@
 """The starter config: `countbot config init` writes it, and `config.example.yaml` at the top of
 the repository is an exact copy (a test keeps the two identical). Every key is documented here;
-the active values are the defaults, so the file behaves like no file at all except that it
-chooses the `openai` provider.
+the active values are the defaults and no provider is chosen, so the file behaves like no file
+at all (the environment's provider, else the embedded model) until the user uncomments one.
 """
 
 from __future__ import annotations
@@ -41,73 +41,80 @@ EXAMPLE_CONFIG = """\
 
 # The provider used when neither -p nor COUNTBOT_PROVIDER names one.
 # Default: the first entry under `providers`.
-default_provider: openai
+# default_provider: openai
 
 # Named providers. A name that is a preset (openai, deepseek, qwen, moonshot, zhipu,
 # openrouter, ollama, vllm, lmstudio, llamacpp, local) starts from that preset; any other name
 # can say `preset: NAME`. Keys set here win over the preset. A preset can also be used without
 # an entry: `countbot -p ollama -m llama3.2`.
-providers:
-  openai:
-    # type: openai          # openai: any OpenAI-compatible HTTP API | local: a GGUF file run
-    #                       #   in-process by llama-cpp-python (no server, no key)
-    preset: openai          # base URL, key variable, default model, context window, quirks
-    # api_base: https://api.openai.com/v1   # ends in /v1 (or the service's equivalent)
-    #
-    # The API key: give at most one of these three. API keys are never printed, logged or
-    # stored in sessions; prefer an environment variable or a command to a literal key.
-    api_key_env: OPENAI_API_KEY   # name of the environment variable that holds the key
-    # api_key: sk-...             # the key itself (keep this file private: chmod 600)
-    # api_key_cmd: pass show openai/api-key   # a shell command printing the key (first line
-    #                                         #   of its output); run only for the provider
-    #                                         #   in use, with a 15 s timeout
-    model: gpt-4o-mini
-    # context_window: 128000  # tokens the model accepts; history is trimmed to fit.
-    #                         # Default: the preset's figure for its default model, then
-    #                         # countbot's table of known models, then what the server says
-    #                         # (llama.cpp /props, vLLM or OpenRouter /models, Ollama
-    #                         # /api/show; asked once, cached), else 8192 (said on stderr
-    #                         # when history is trimmed against it). COUNTBOT_CONTEXT_WINDOW
-    #                         # or --context-window N (ask, chat) override it.
-    # vision: true            # does the model take images (-a photo.png)? Default: countbot's
-    #                         # table of known models; an unknown model is let through
-    # headers:                # extra HTTP headers sent with every request
-    #   OpenAI-Organization: org-...
-    # stream_tools: true      # false: requests that carry tools are sent without streaming,
-    #                         # with tool_choice "auto" (llama-cpp-python's server needs both)
-    #                         #   (servers that fail on streamed tool calls)
-    # include_usage: true     # ask for token usage in streams (stream_options.include_usage)
-    # connect_timeout: 10     # seconds to open the connection
-    # read_timeout: 120       # seconds to wait for the next bytes of an answer
-    # max_retries: 2          # retries before the first byte (429, 5xx, network errors)
-
-  # deepseek:                 # preset: https://api.deepseek.com/v1, DEEPSEEK_API_KEY,
-  #   model: deepseek-chat    #   deepseek-chat (deepseek-reasoner for thinking)
-  # qwen:                     # preset: DashScope compatible mode, DASHSCOPE_API_KEY, qwen-plus
-  #   model: qwen-plus        #   (international: api_base:
-  #                           #   https://dashscope-intl.aliyuncs.com/compatible-mode/v1)
-  # moonshot:                 # preset: https://api.moonshot.cn/v1, MOONSHOT_API_KEY
-  #   model: moonshot-v1-8k   #   (international: api_base: https://api.moonshot.ai/v1)
-  # zhipu:                    # preset: https://open.bigmodel.cn/api/paas/v4, ZHIPUAI_API_KEY,
-  #   model: glm-4-flash      #   glm-4-flash
-  # openrouter:               # preset: https://openrouter.ai/api/v1, OPENROUTER_API_KEY
-  #   model: openai/gpt-4o-mini
-  # ollama:                   # preset: http://localhost:11434/v1, no key
-  #   model: llama3.2         #   Ollama cuts the context at its num_ctx (2048-4096) silently;
-  #   context_window: 4096    #   set this to the num_ctx you configured
-  # vllm:                     # preset: http://localhost:8000/v1, no key (tools need
-  #   model: Qwen/Qwen2.5-7B-Instruct   #   --enable-auto-tool-choice --tool-call-parser ...)
-  # lmstudio:                 # preset: http://localhost:1234/v1, no key
-  #   model: qwen2.5-7b-instruct
-  # llamacpp:                 # preset: http://localhost:8080/v1, no key, stream_tools: false
-  #   model: default          #   (llama-server -m MODEL.gguf --jinja)
-  # local:                    # preset: type local, the embedded SmolLM2-135M-Instruct model
-  #   model_path: models/my-model.gguf   # any GGUF file (default: the bundled one)
-  # work:                     # any other name: say which preset, or give api_base yourself
-  #   preset: openai
-  #   api_base: https://llm-gateway.example.com/v1
-  #   api_key_cmd: cat ~/.secrets/gateway-key
-  #   model: gpt-4o
+# This starter file sets none, so it works as no file at all: countbot talks to OpenAI when
+# OPENAI_API_KEY is set (or to COUNTBOT_API_BASE), else to the embedded local model, and
+# `countbot -p local` asks the embedded model in any case. To choose a provider, uncomment
+# `providers:` and an entry (remove the first `# ` of each of its lines), e.g. openai:
+# providers:
+#   openai:
+#     # type: openai          # openai: any OpenAI-compatible HTTP API | local: a GGUF file run
+#     #                       #   in-process by llama-cpp-python (no server, no key)
+#     preset: openai          # base URL, key variable, default model, context window, quirks
+#     # api_base: https://api.openai.com/v1   # ends in /v1 (or the service's equivalent)
+#     #
+#     # The API key: give at most one of these three. API keys are never printed, logged or
+#     # stored in sessions; prefer an environment variable or a command to a literal key.
+#     api_key_env: OPENAI_API_KEY   # name of the environment variable that holds the key
+#     # api_key: sk-...             # the key itself (keep this file private: chmod 600)
+#     # api_key_cmd: pass show openai/api-key   # a shell command printing the key (first line
+#     #                                         #   of its output); run only for the provider
+#     #                                         #   in use, with a 15 s timeout
+#     model: gpt-4o-mini
+#     # context_window: 128000  # tokens the model accepts; history is trimmed to fit.
+#     #                         # Default: the preset's figure for its default model, then
+#     #                         # countbot's table of known models, then what the server says
+#     #                         # (llama.cpp /props, vLLM or OpenRouter /models, Ollama
+#     #                         # /api/show; asked once, cached), else 8192 (said on stderr
+#     #                         # when history is trimmed against it). COUNTBOT_CONTEXT_WINDOW
+#     #                         # or --context-window N (ask, chat) override it.
+#     # vision: true            # does the model take images (-a photo.png)? Default: countbot's
+#     #                         # table of known models; an unknown model is let through
+#     # headers:                # extra HTTP headers sent with every request
+#     #   OpenAI-Organization: org-...
+#     # stream_tools: true      # false: requests that carry tools are sent without streaming,
+#     #                         # with tool_choice "auto" (llama-cpp-python's server needs both)
+#     #                         #   (servers that fail on streamed tool calls)
+#     # include_usage: true     # ask for token usage in streams (stream_options.include_usage)
+#     # connect_timeout: 10     # seconds to open the connection
+#     # read_timeout: 120       # seconds to wait for the next bytes of an answer
+#     # max_retries: 2          # retries before the first byte (429, 5xx, network errors)
+#
+#   # deepseek:                 # preset: https://api.deepseek.com/v1, DEEPSEEK_API_KEY,
+#   #   model: deepseek-chat    #   deepseek-chat (deepseek-reasoner for thinking)
+#   # qwen:                     # preset: DashScope compatible mode, DASHSCOPE_API_KEY, qwen-plus
+#   #   model: qwen-plus        #   (international: api_base:
+#   #                           #   https://dashscope-intl.aliyuncs.com/compatible-mode/v1)
+#   # moonshot:                 # preset: https://api.moonshot.cn/v1, MOONSHOT_API_KEY
+#   #   model: moonshot-v1-8k   #   (international: api_base: https://api.moonshot.ai/v1)
+#   # zhipu:                    # preset: https://open.bigmodel.cn/api/paas/v4, ZHIPUAI_API_KEY,
+#   #   model: glm-4-flash      #   glm-4-flash
+#   # openrouter:               # preset: https://openrouter.ai/api/v1, OPENROUTER_API_KEY
+#   #   model: openai/gpt-4o-mini
+#   # ollama:                   # preset: http://localhost:11434/v1, no key
+#   #   model: llama3.2         #   Ollama cuts the context at its num_ctx (2048-4096) silently;
+#   #   context_window: 4096    #   set this to the num_ctx you configured
+#   # vllm:                     # preset: http://localhost:8000/v1, no key (tools need
+#   #   model: Qwen/Qwen2.5-7B-Instruct   #   --enable-auto-tool-choice --tool-call-parser ...)
+#   # lmstudio:                 # preset: http://localhost:1234/v1, no key
+#   #   model: qwen2.5-7b-instruct
+#   # llamacpp:                 # preset: http://localhost:8080/v1, no key, stream_tools: false
+#   #   model: default          #   (llama-server -m MODEL.gguf --jinja)
+#   # local:                    # preset: type local, the embedded SmolLM2-135M-Instruct model
+#   #                           #   (an offline smoke test: short answers, often wrong)
+#   #   model_path: ~/models/qwen2.5-3b-instruct-q4_k_m.gguf   # any GGUF file (default: the
+#   #                           #   bundled one); a 1.5B+ instruct model answers, and one
+#   #                           #   whose template takes tools (Qwen2.5, Hermes) runs them
+#   # work:                     # any other name: say which preset, or give api_base yourself
+#   #   preset: openai
+#   #   api_base: https://llm-gateway.example.com/v1
+#   #   api_key_cmd: cat ~/.secrets/gateway-key
+#   #   model: gpt-4o
 
 # Model settings, sent with every request.
 # temperature: 0.7     # 0 to 2; 0 is sent as 0. Default: not sent (the server's default)
@@ -129,7 +136,9 @@ persona:
 memory:
   file: MEMORY.md           # long-term memory, one `YYYY-MM-DD|source|content` entry a line
   overflow_summary: true    # summarise messages that leave the history window into memory
-  auto_memory: true         # summarise the conversation into memory as it grows:
+  # auto_memory: true       # summarise the conversation into memory as it grows
+  #                         #   (default: true, but false with the bundled SmolLM2-135M,
+  #                         #   whose summaries are junk; true turns it on for it too):
   auto_messages: 30         #   first at this many messages ...
   auto_chars: 15000         #   ... or this many characters, then every auto_messages more
   inject: relevant          # memory sent with your message (after the history, never in

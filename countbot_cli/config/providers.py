@@ -20,7 +20,13 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from countbot_cli.config.file import Section, did_you_mean
-from countbot_cli.config.presets import LOCAL_MODEL_NAME, OPENAI_BASE, PRESETS, Preset
+from countbot_cli.config.presets import (
+    LOCAL_MODEL_FILE,
+    LOCAL_MODEL_NAME,
+    OPENAI_BASE,
+    PRESETS,
+    Preset,
+)
 from countbot_cli.errors import ConfigError
 
 PROVIDER_KEYS = (
@@ -100,6 +106,14 @@ class ProviderConfig:
     @property
     def masked_headers(self) -> dict[str, str]:
         return {k: mask_header(k, v) for k, v in self.headers.items()}
+
+    @property
+    def is_bundled_model(self) -> bool:
+        """The embedded SmolLM2-135M (the bundled file, or a copy of it): good for an offline
+        smoke test and short answers, too small to be trusted with memory."""
+        if self.type != "local":
+            return False
+        return self.model_path is None or Path(self.model_path).name == LOCAL_MODEL_FILE
 
     @property
     def start_hint(self) -> str | None:
@@ -308,7 +322,7 @@ def _implicit(ctx: _Context) -> ProviderConfig | None:
     model = ctx.model_override() or entry.model()
     _require_model(entry, model, ctx)
     if is_openai and key is None and ctx.strict:
-        raise _missing_key(entry, "OPENAI_API_KEY")
+        raise _missing_key(entry, "OPENAI_API_KEY", ctx)
     return _make(entry, base, key, source, model)
 
 
@@ -417,7 +431,7 @@ def _api_key(entry: _Entry, ctx: _Context, *, chosen: bool) -> tuple[str | None,
     if value := ctx.var(var):
         return value, f"env {var}"
     if chosen and ctx.strict:
-        raise _missing_key(entry, var)
+        raise _missing_key(entry, var, ctx)
     return None, f"env {var} (not set)"
 
 
@@ -461,15 +475,13 @@ def _require_model(entry: _Entry, model: str, ctx: _Context) -> None:
     )
 
 
-def _missing_key(entry: _Entry, var: str) -> ConfigError:
+def _missing_key(entry: _Entry, var: str, ctx: _Context) -> ConfigError:
     name = entry.name
     where = "api_key_env" if entry.v.api_key_env else None
-    return _entry_error(
-        entry,
-        where,
-        f"provider '{name}' needs an API key: {var} is not set",
-        f"export {var}=… or set api_key_env (or api_key_cmd) under providers.{name}",
-    )
+    hint = f"export {var}=… or set api_key_env (or api_key_cmd) under providers.{name}"
+    if ctx.find_local_model():  # no key needed there: say how to reach it meanwhile
+        hint += "; or ask the embedded model, offline: countbot -p local"
+    return _entry_error(entry, where, f"provider '{name}' needs an API key: {var} is not set", hint)
 
 
 def _entry_error(

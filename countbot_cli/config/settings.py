@@ -377,6 +377,8 @@ def _build(
         find_local_model=find_local_model,
     )
     chosen = _window_from_env(chosen, env)
+    if chosen.is_bundled_model and root.section("memory").flag("auto_memory") is None:
+        memory = replace(memory, auto_memory=False)  # the 135M model's summaries are junk
     return Settings(
         config_file=file,
         home=home,

@@ -9,6 +9,11 @@ it passes every check (`rejection` names the first one it fails):
 - not an echo of a system prompt ("You are a helpful AI assistant named SmolLM ...": small
   local models recite their chat template's default) or of the summariser's instructions (half
   of its word trigrams, or CJK 4-grams, found in the instruction text);
+- not a worked answer: an equation between numbers (`12 * 7 = 80`, `12 times 7 is 84`,
+  `12乘以7等于84`) or a line that gives "the answer" (`The answer is 80.`, `答案是 84`). What
+  was computed or answered in a conversation stays in its session; a memory line is a fact
+  about the user or their work that later sessions need, and a sum stored there (the bundled
+  135M model's are often wrong) would be recalled into every later prompt as a truth;
 - at most `MAX_CHARS` characters (a summary is one line of facts, not an essay);
 - not a duplicate of a stored line (same words, ignoring case, spacing and punctuation).
 
@@ -56,6 +61,24 @@ _SYSTEM_ECHO = LazyPattern(
     r"你是|您是|你叫|我是一个?(?:ai|人工智能|助手))"
     r"|\b(?:ai assistant named|trained by hugging face|helpful ai assistant)\b"
 )
+# a worked sum: numbers joined by operators, then "=" and a number (on the raw reply: the
+# operators are punctuation), or the same in words (on the plain form)
+_NUMBER = r"-?\d[\d.,]*"
+_SUM = re.compile(
+    rf"{_NUMBER}\s*(?:\*\*|[-+*/×÷^x])\s*\(?\s*{_NUMBER}\s*\)?"
+    rf"(?:\s*(?:\*\*|[-+*/×÷^x])\s*\(?\s*{_NUMBER}\s*\)?)*\s*=\s*{_NUMBER}",
+    re.I,
+)
+_SUM_IN_WORDS = re.compile(
+    r"\b\d+ (?:times|plus|minus|divided by|multiplied by|over) \d+ "
+    r"(?:is|equals|makes|gives|would be)(?: equal to)? \d+\b"
+    r"|\d+ ?(?:乘以?|加上?|减去?|除以) ?\d+ ?(?:等于|是|得) ?\d+"
+)
+# the language of answering a question, not of recording a fact
+_ANSWER = re.compile(
+    r"\bthe (?:final |correct |right )?(?:answer|result) (?:is|was|would be)\b"
+    r"|^(?:answer|result)\b|答案(?:是|为)|结果(?:是|为)"
+)
 
 
 def words_of(text: str) -> str:
@@ -72,6 +95,8 @@ def rejection(reply: str, *, instructions: str, existing: Iterable[str]) -> str 
         return "it was a refusal"
     if _SYSTEM_ECHO.re.search(plain) or _echoes(plain, words_of(instructions)):
         return "it repeated the instructions or a system prompt"
+    if _SUM.search(reply) or _SUM_IN_WORDS.search(plain) or _ANSWER.search(plain):
+        return "it was a worked answer, not a fact to keep"
     if len(reply) > MAX_CHARS:
         return f"it was longer than {MAX_CHARS} characters"
     if any(words_of(line) == plain for line in existing):

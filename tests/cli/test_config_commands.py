@@ -146,11 +146,48 @@ def test_init_force_keeps_a_backup(box: SimpleNamespace) -> None:
     assert "config.yaml.bak" in out.getvalue()
 
 
+def uncomment_openai(text: str) -> str:
+    """The starter file with `providers:` and its openai entry uncommented, as its comment
+    says: the first `# ` of each line removed."""
+    lines = text.splitlines()
+    start = lines.index("# providers:")
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("#   # deepseek:"))
+    for i in range(start, end):
+        lines[i] = lines[i][2:] if lines[i].startswith("# ") else lines[i].lstrip("#")
+    return "\n".join(lines) + "\n"
+
+
 def test_init_written_file_loads(box: SimpleNamespace) -> None:
     target = box.work / "config.yaml"
     cmd_config.config_init(target, force=False, out=io.StringIO())
     s = settings(box, None, env={**box.env, "OPENAI_API_KEY": SECRET}, config_path=target)
+    assert (s.provider.type, s.provider.model) == ("openai", "gpt-4o-mini")
+    target.write_text(uncomment_openai(target.read_text()))
+    s = settings(box, None, env={**box.env, "OPENAI_API_KEY": SECRET}, config_path=target)
     assert (s.provider.name, s.provider.model) == ("openai", "gpt-4o-mini")
+    assert s.provider.api_key == SECRET and s.provider.api_key_source == "env OPENAI_API_KEY"
+
+
+def test_config_init_leaves_the_embedded_model_reachable(tmp_path: Path) -> None:
+    """Issue 18: after `config init` every command exited 2 until a key was set. Now the
+    starter file asks the embedded model; once openai is chosen without a key, the error
+    says `-p local`, which answers."""
+    from cbenv import make_cb
+
+    cb = make_cb(tmp_path, None)
+    proc = cb.run("config", "init")
+    assert proc.returncode == 0, proc.stderr
+    ask = ("ask", "--no-tools", "-o", "max_tokens", "8", "Say hello.")
+    proc = cb.run(*ask, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr
+    assert "embedded local model" in proc.stderr
+    written = cb.user_home / "config.yaml"
+    written.write_text(uncomment_openai(written.read_text()))
+    proc = cb.run(*ask)
+    assert proc.returncode == EXIT_USAGE and "OPENAI_API_KEY" in proc.stderr
+    assert "countbot -p local" in proc.stderr
+    proc = cb.run("-p", "local", *ask[1:], timeout=120)  # the hint as typed (a bare prompt)
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr
 
 
 # ---- config show ----

@@ -739,7 +739,7 @@ def test_example_file_is_the_packaged_text() -> None:
 
 def test_example_documents_every_key_and_preset() -> None:
     for key in (*TOP_KEYS, *PROVIDER_KEYS, *PERSONA_KEYS, *MEMORY_KEYS, *TOOL_KEYS, *PRESETS):
-        assert re.search(rf"^\s*#?\s*{re.escape(key)}:", EXAMPLE_CONFIG, re.M), key
+        assert re.search(rf"^(?:\s*#)*\s*{re.escape(key)}:", EXAMPLE_CONFIG, re.M), key
     for var in (
         "COUNTBOT_CONFIG",
         "XDG_CONFIG_HOME",
@@ -753,18 +753,58 @@ def test_example_documents_every_key_and_preset() -> None:
         assert var in EXAMPLE_CONFIG
 
 
-def test_example_loads_to_the_defaults(box: SimpleNamespace) -> None:
-    env = {**box.env, "OPENAI_API_KEY": SECRET}
-    s = load(box, EXAMPLE_CONFIG, env=env)
-    bare = load(box, "providers:\n  openai:\n", env=env)
+@pytest.mark.parametrize("key", [None, SECRET], ids=["no key", "OPENAI_API_KEY"])
+def test_example_loads_like_no_file_at_all(box: SimpleNamespace, key: str | None) -> None:
+    """The starter file chooses no provider: with a key that is OpenAI, without one the
+    embedded model (issue 18: `config init` used to make every command exit 2)."""
+    env = {**box.env, **({"OPENAI_API_KEY": key} if key else {})}
+    bundled = str(box.tmp / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    Path(bundled).write_bytes(b"GGUF")
+    bare = load(box, env=env, find_local_model=lambda: bundled)
+    s = load(box, EXAMPLE_CONFIG, env=env, find_local_model=lambda: bundled)
     assert s.provider == bare.provider
-    assert (s.persona, s.memory, s.tools) == (bare.persona, bare.memory, bare.tools)
-    assert (s.temperature, s.max_tokens, s.max_iterations, s.sessions_dir) == (
+    assert s.provider.type == ("openai" if key else "local")
+    assert (s.persona, s.memory.auto_memory, s.tools) == (
+        bare.persona,
+        bare.memory.auto_memory,
+        bare.tools,
+    )
+    assert (s.temperature, s.max_tokens, s.max_iterations) == (
         bare.temperature,
         bare.max_tokens,
         bare.max_iterations,
-        bare.sessions_dir,
     )
+
+
+def test_a_provider_without_its_key_names_the_embedded_model(box: SimpleNamespace) -> None:
+    bundled = str(box.tmp / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    Path(bundled).write_bytes(b"GGUF")
+    text = "providers:\n  openai:\n    preset: openai\n"
+    err = config_error(box, text, find_local_model=lambda: bundled)
+    assert "OPENAI_API_KEY" in str(err) and "-p local" in err.user_message()
+    s = load(box, text, provider="local", find_local_model=lambda: bundled)
+    assert s.provider.type == "local" and s.provider.model_path == bundled
+    err = config_error(box, text)  # no embedded model installed: not offered
+    assert "-p local" not in err.user_message()
+
+
+def test_automatic_memory_is_off_for_the_bundled_model_unless_turned_on(
+    box: SimpleNamespace, tmp_path: Path
+) -> None:
+    bundled = str(box.tmp / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    Path(bundled).write_bytes(b"GGUF")
+    better = tmp_path / "qwen2.5-3b-instruct-q4_k_m.gguf"
+    better.write_bytes(b"GGUF")
+    found = {"find_local_model": lambda: bundled}
+    s = load(box, **found)  # no config: the embedded model
+    assert s.provider.is_bundled_model and s.memory.auto_memory is False
+    assert s.memory.overflow_summary is True  # overflow still archives, filtered
+    assert load(box, "memory:\n  auto_memory: true\n", **found).memory.auto_memory is True
+    local_better = f"providers:\n  local:\n    model_path: {better}\n"
+    s = load(box, local_better, **found)
+    assert not s.provider.is_bundled_model and s.memory.auto_memory is True
+    s = load(box, LOCAL_SERVER, **found)
+    assert s.memory.auto_memory is True
 
 
 def test_a_model_name_cannot_be_forced_on_the_embedded_model(box: SimpleNamespace) -> None:

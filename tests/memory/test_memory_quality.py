@@ -44,6 +44,11 @@ JUNK = [
         "user's explicit preferences and habits; important decisions and conclusions",
         "instructions or a system prompt",
     ),
+    ("worked sum", "12 * 7 = 80 The answer is 80.", "worked answer"),
+    ("sum in words", "12 times 7 is 84.", "worked answer"),
+    ("an answer", "The answer is 84.", "worked answer"),
+    ("chinese sum", "12乘以7等于84", "worked answer"),
+    ("chinese answer", "答案是84。", "worked answer"),
     ("too long", "User likes tea. " * 60, f"longer than {MAX_CHARS}"),
     ("duplicate", "user deploys with ansible; PREFERS redis 7, with appendonly!", "stored line"),
 ]
@@ -62,6 +67,9 @@ def test_each_junk_class_is_rejected(reply: str, why: str) -> None:
         "No meat for dinner: the user is vegetarian",
         "用户喜欢用 Redis，部署在周五",
         "User's name is Ana; she uses vim",
+        "User is 34, lives in Lyon and deploys on port 8080",
+        "User's monthly budget is 1,500 EUR; prefers 2-space indentation",
+        "User asked for answers in French",
         f"用户的测试数据{NO_MEMORY_SENTINEL}；用户偏好 Redis 7",
     ],
 )
@@ -94,6 +102,18 @@ def test_junk_is_skipped_with_one_notice_and_a_real_fact_is_stored(rig_factory: 
     assert rig.view.notices.count(NOTHING_NOTE) == 1
     assert not any("failed" in n for n in rig.view.notices if n not in notes)
     assert len(rig.summariser.calls) == 3
+
+
+def test_overflow_of_the_small_models_sum_archives_and_stores_nothing(rig_factory: Any) -> None:
+    """The bundled 135M model's summary of "What is 12 times 7?" (issue 18): the batch leaves
+    the window and is archived (nothing lost), no memory line is written."""
+    rig = rig_factory(persona={"max_history_messages": 2}, memory={"auto_memory": False})
+    rig.summariser.replies = [fs.text("12 * 7 = 80 The answer is 80.")]
+    for k in range(1, 4):
+        rig.turn(q(k))
+    assert rig.entries() == []
+    assert [m["content"] for m in rig.saved()["archived"]][:2] == [q(1), "answer 1"]
+    assert any("worked answer" in n for n in rig.view.notices if "not stored" in n)
 
 
 def test_memory_lines_are_traced_to_their_messages_through_archiving(rig_factory: Any) -> None:
