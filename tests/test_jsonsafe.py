@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
-import time
+from typing import Any
 
 import pytest
 
+from countbot_cli import jsonsafe
 from countbot_cli.jsonsafe import (
     MAX_INT_DIGITS,
     MAX_JSON_DEPTH,
@@ -97,29 +99,59 @@ def test_malformed_json_is_still_a_decode_error() -> None:
     assert not isinstance(info.value, JSONLimitError)
 
 
-def _best_of(fn: object, runs: int = 3) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()  # type: ignore[operator]
-        best = min(best, time.perf_counter() - t0)
-    return best
+class _CountedPattern:
+    """A compiled regex that records how many characters each `sub` call was given."""
+
+    def __init__(self, pattern: re.Pattern[bytes], seen: list[int]) -> None:
+        self.pattern, self.seen = pattern, seen
+
+    def sub(self, repl: bytes, data: bytes) -> bytes:
+        self.seen.append(len(data))
+        return self.pattern.sub(repl, data)
 
 
-def test_the_depth_scan_is_linear() -> None:
+@pytest.fixture
+def scan_work(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[int]]:
+    """What the bracket scan does: the brackets it sums (`summed`, one entry a slice) and the
+    bytes each regex pass reads (`passes`). Counted, not timed: a loaded machine moves neither."""
+    work: dict[str, list[int]] = {"summed": [], "passes": []}
+    real = jsonsafe.accumulate
+
+    def counted(part: Any, initial: int) -> Any:
+        work["summed"].append(len(part))
+        return real(part, initial=initial)
+
+    monkeypatch.setattr(jsonsafe, "accumulate", counted)
+    for name in ("_ESCAPE", "_STRING"):
+        monkeypatch.setattr(
+            jsonsafe, name, _CountedPattern(getattr(jsonsafe, name), work["passes"])
+        )
+    return work
+
+
+def test_the_depth_scan_is_linear(scan_work: dict[str, list[int]]) -> None:
     # the slow path: more brackets than the limit, strings and escapes to cut out
     unit = '{"role": "user", "content": "a [b] \\"c\\" {d}", "n": [1, 2]},'
+    for n in (5_000, 50_000):
+        text = "[" + unit * n + "{}]"
+        scan_work["summed"].clear()
+        scan_work["passes"].clear()
+        check_depth(text)
+        # each bracket outside a string summed once (a rescan of earlier slices sums more),
+        # each regex pass reads the text at most once, and there are two passes at most
+        assert 0 < sum(scan_work["summed"]) <= 4 * n + 4, (n, scan_work["summed"])
+        assert len(scan_work["passes"]) == 2 and max(scan_work["passes"]) <= len(text)
 
-    def doc(n: int) -> str:
-        return "[" + unit * n + "{}]"
 
-    small, big = doc(5_000), doc(50_000)
-    t_small = _best_of(lambda: check_depth(small))
-    t_big = _best_of(lambda: check_depth(big))
-    assert t_big < 10 * t_small * 3  # 10x the input: well under the 100x of a quadratic scan
-    # and hostile shapes stay cheap: an unterminated string of escaped quotes, pure brackets
-    t0 = time.perf_counter()
-    for text in ("[" * 300 + '"' + '\\"' * 1_000_000, "[" * 4_000_000, "[" * 300 + '"' * 2_000_000):
+def test_hostile_shapes_stop_at_the_first_slice_over_the_limit(
+    scan_work: dict[str, list[int]],
+) -> None:
+    with pytest.raises(JSONLimitError):
+        loads_bounded("[" * 4_000_000)
+    assert sum(scan_work["summed"]) <= jsonsafe._SLICE, scan_work["summed"]
+    # strings outnumber the brackets: parsed (json's C parser, linear) and refused as malformed,
+    # an unterminated string of escaped quotes as much as a run of empty strings
+    for text in ("[" * 300 + '"' + '\\"' * 1_000_000, "[" * 300 + '"' * 2_000_000):
         with pytest.raises(ValueError):
             loads_bounded(text)
-    assert time.perf_counter() - t0 < 5
+    assert scan_work["passes"] == []

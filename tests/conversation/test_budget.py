@@ -5,7 +5,6 @@ never splits a tool-call unit; no encoding is loaded when the request obviously 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -220,7 +219,7 @@ def test_ask_trims_an_overflowing_history_end_to_end(tmp_path: Path) -> None:
     assert counter.count_messages([msgs[0], *one_more, msgs[-1]]) + 300 > 3000 * 0.9
 
 
-def test_ten_thousand_messages_are_fast_when_warm() -> None:
+def test_ten_thousand_messages_are_fast_when_warm(monkeypatch: pytest.MonkeyPatch) -> None:
     facts = PromptFacts("countbot", "user", "", "en", "/tmp", date(2026, 1, 1), False)
     history = chat(10_000, size=20)
     counter = TokenCounter("gpt-4o")
@@ -235,13 +234,16 @@ def test_ten_thousand_messages_are_fast_when_warm() -> None:
 
     first = build()
     assert 1000 < len(first) < 10_000
-    times = []
+    # warm: counted, not timed (bench/bench_context.py holds the figure, <= 15 ms): nothing is
+    # tokenized again and a handful of messages are looked up, not the 10,000
+    tokenized: list[str] = []
+    looked_up: list[Any] = []
+    real_text, real_raw = counter._text, counter._raw_message
+    monkeypatch.setattr(counter, "_text", lambda t: tokenized.append(t) or real_text(t))
+    monkeypatch.setattr(counter, "_raw_message", lambda m: looked_up.append(m) or real_raw(m))
     for _ in range(5):
-        t0 = time.perf_counter()
-        build()
-        times.append(time.perf_counter() - t0)
-    # the bench holds the real figure (<= 15 ms); a loaded shared machine gets slack here
-    assert min(times) < 0.06, times
+        assert build() == first
+    assert tokenized == [] and len(looked_up) <= 5 * 4, len(looked_up)
     assert json.dumps(first[-1]) == json.dumps({"role": "user", "content": "next"})
 
 

@@ -331,7 +331,7 @@ def test_a_held_lock_times_out_with_a_clear_error(store: SessionStore, root: Pat
         t0 = time.monotonic()
         with pytest.raises(SessionLockedError, match="busy in another countbot process"):
             store.update(s.id, append("x"))
-        assert 0.25 < time.monotonic() - t0 < 2
+        assert 0.25 < time.monotonic() - t0 < 20  # waited for the lock, then gave up
     finally:
         os.close(fd)
     store.update(s.id, append("x"))

@@ -319,7 +319,7 @@ def test_a_hung_summariser_costs_one_short_call(rig_factory: Any) -> None:
     rig.turn(q(2))
     started = time.monotonic()
     rig.turn(q(3))  # overflow (4 messages) and automatic memory (6 messages) are both due
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # a hang bound: the summariser hangs 30 s
     assert len(rig.summariser.calls) == 1  # no retry, and no second call after a failure
     assert any("no answer within 1 s" in n for n in rig.view.notices), rig.view.notices
     saved = rig.saved()

@@ -140,7 +140,7 @@ def test_an_unreachable_server_is_no_answer_quickly() -> None:
         port = s.getsockname()[1]
     start = time.monotonic()
     assert probe_window(f"http://127.0.0.1:{port}/v1", "m", {}) is None
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 10  # a hang bound
 
 
 def test_a_server_that_hangs_is_given_up_on(http: Routes) -> None:
@@ -150,14 +150,14 @@ def test_a_server_that_hangs_is_given_up_on(http: Routes) -> None:
     orig = _Handler._answer
 
     def slow(self: _Handler) -> None:
-        gate.wait(3)
+        gate.wait(60)
         orig(self)
 
     _Handler.do_GET = _Handler.do_POST = slow  # type: ignore[method-assign]
     try:
         start = time.monotonic()
         assert probe_window(base(http), "m", {}, timeout=0.2) is None
-        assert time.monotonic() - start < 1.5
+        assert time.monotonic() - start < 20  # a hang bound: the server waits 60 s
     finally:
         gate.set()
         _Handler.do_GET = _Handler.do_POST = orig  # type: ignore[method-assign]

@@ -303,7 +303,7 @@ def test_large_scattered_change_is_shown_fast_as_one_block() -> None:
     )
     started = time.monotonic()
     diff = unified_diff(old, new, "big.txt")
-    assert time.monotonic() - started < 2  # difflib alone takes ~30 s on this
+    assert time.monotonic() - started < 20  # a hang bound: difflib alone takes ~30 s on this
     lines = diff.split("\n")
     assert lines[:3] == ["--- a/big.txt", "+++ b/big.txt", "@@ -1,30000 +1,30000 @@"]
     assert "[29798 more removed lines not shown]" in lines
@@ -320,7 +320,7 @@ def test_writing_to_a_fifo_is_refused_at_once(ws: Path) -> None:
     for mode in ("append", "overwrite"):
         res = call(ws, "write_file", path="pipe", content="x", mode=mode)
         assert not res.ok and "not a regular file" in res.content
-    assert time.monotonic() - started < 2  # no open() waiting for a reader
+    assert time.monotonic() - started < 20  # a hang bound: no open() waiting for a reader
     assert stat.S_ISFIFO(os.lstat(ws / "pipe").st_mode)
 
 

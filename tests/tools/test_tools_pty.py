@@ -354,7 +354,7 @@ def test_ctrl_c_while_a_tool_runs_stops_it(tmp_path: Path, server: fs.FakeServer
     child.sendintr()
     code, rest = finish(child)
     assert code == 130, rest
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # a hang bound
     assert "interrupted" in rest
     assert _wait_gone(int((cb.work / "shell.pid").read_text()))
     assert _wait_gone(int((cb.work / "child.pid").read_text()))

@@ -84,9 +84,20 @@ def test_runs_in_the_workspace_or_working_dir(ws: Path) -> None:
 
 
 def test_stdin_is_closed(ws: Path) -> None:
-    started = time.monotonic()
-    assert run_exec(ws, command="cat; echo done", timeout=10).content == "done"
-    assert time.monotonic() - started < 5
+    """The command reads nothing of countbot's own stdin (what the user typed ahead, a piped
+    question): countbot's fd 0 is a pipe holding text here, and `cat` must not see it."""
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"typed ahead by the user\n")
+    os.close(write_end)
+    saved = os.dup(0)
+    os.dup2(read_end, 0)
+    try:
+        res = run_exec(ws, command="cat; echo done", timeout=10)
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(read_end)
+    assert res.content == "done"
 
 
 def test_crlf_and_invalid_utf8_are_normalised(ws: Path) -> None:
@@ -158,7 +169,7 @@ def test_timeout_kills_the_whole_process_group(ws: Path) -> None:
         "Error: Command timed out after 1 seconds; its process group was killed."
     )
     assert res.content.endswith("Last output:\nstarted")
-    assert took < 6
+    assert took < 20  # a hang bound: the commands sleep 30 s
     pids = [int((ws / name).read_text()) for name in ("child.pid", "shell.pid")]
     assert wait_gone(pids) == []
 
@@ -188,7 +199,7 @@ def test_cancel_stops_a_running_command_quickly(ws: Path) -> None:
     set_at = time.monotonic()
     worker.join(10)
     assert not worker.is_alive()
-    assert time.monotonic() - set_at < 3
+    assert time.monotonic() - set_at < 15  # a hang bound: the command sleeps 30 s
     (res,) = results
     assert res.interrupted and not res.timed_out and not res.ok
     assert res.content.startswith("Error: Command interrupted after ")
