@@ -204,6 +204,7 @@ HEAVY_LIBRARIES = {
     "typer",
     "click",
     "httpx",
+    "httpcore",
     "yaml",
     "tiktoken",
     "llama_cpp",

@@ -122,12 +122,12 @@ def _add_url(out: Attached, url: str, limits: AttachSettings) -> None:
         timeout=limits.url_timeout,
         max_redirects=limits.max_redirects,
     )
-    check_size(url, len(page.text.encode("utf-8")), MAX_INPUT_BYTES, "-a")
+    check_size(page.source, len(page.text.encode("utf-8")), MAX_INPUT_BYTES, "-a")
     title = f" ({page.title})" if page.title else ""
     out.blocks.append(fenced(f"Page `{page.url}`{title}", page.text))
-    record: dict[str, Any] = {"source": url, **digest(page.body)}
+    record: dict[str, Any] = {"source": page.source, **digest(page.body)}
     record.update(kind="url", content_type=page.content_type.split(";")[0])
-    if page.url != url:
+    if page.url != page.source:
         record["final_url"] = page.url
     if page.title:
         record["title"] = page.title[:200]

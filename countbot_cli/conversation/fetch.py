@@ -1,16 +1,19 @@
 """`-a https://…`: a web page fetched with httpx and turned into readable text.
 
-Bounded every way a server could stretch it: one deadline for the whole fetch (connect, each
-read, every redirect), at most `max_redirects` redirects (each to http or https only), at most
-`max_url_bytes` read (a larger Content-Length is refused before reading), and text content
-types only. HTML becomes markdown with markdownify after scripts, styles, forms, embedded
-objects and (when the page has no <main> or <article>) navigation, headers, footers and
-asides are removed. httpx, BeautifulSoup and markdownify are imported only when a URL is
-attached.
+Bounded every way a server could stretch it: one deadline for the whole fetch, kept by every
+connect, read and write whatever the server sends, a byte a second included, and where each
+redirect may lead checked when it connects (netguard.py: a hop to an address more private than
+the user's own URL's, e.g. from a public page to 127.0.0.1 or [::1], is refused); at most
+`max_redirects` redirects (each to http or https only), at most `max_url_bytes` read (a larger
+Content-Length is refused before reading), and text content types only. A `user:password@` in
+a URL (the user's or a redirect's) is dropped: it is never sent, stored or shown. HTML becomes
+markdown with markdownify after scripts, styles, forms, embedded objects and (when the page has
+no <main> or <article>) navigation, headers, footers and asides are removed. httpx, httpcore,
+BeautifulSoup and markdownify are imported only when a URL is attached.
 
-Errors: a bad URL, a refused content type, too large, too many redirects or a 4xx status are
-UsageErrors (exit 2); no connection, a timeout or a 5xx status are FetchErrors (exit 6). In
-every case nothing was sent to the model.
+Errors: a bad URL, a refused content type, too large, too many redirects, a refused hop or a
+4xx status are UsageErrors (exit 2); no connection, the deadline or a 5xx status are
+FetchErrors (exit 6). In every case nothing was sent to the model.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import re
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from countbot_cli.errors import FetchError, UsageError
 from countbot_cli.provider.openai_compat import load_httpx
@@ -34,6 +37,7 @@ _CHROME = ("nav", "header", "footer", "aside")
 
 @dataclass(frozen=True)
 class Page:
+    source: str  # the URL asked for, without user:password@
     url: str  # after redirects
     content_type: str
     body: bytes
@@ -45,43 +49,60 @@ def is_url(ref: str) -> bool:
     return ref.lower().startswith(("http://", "https://"))
 
 
+def without_userinfo(url: str) -> str:
+    """`url` without the `user:password@` of its authority (which httpx would send)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
 def fetch_page(url: str, *, max_bytes: int, timeout: float, max_redirects: int) -> Page:
     """The page at `url` as readable text (see the module for the limits)."""
     httpx = load_httpx()
-    deadline = time.monotonic() + timeout
+    from countbot_cli.conversation import netguard
+
+    url = without_userinfo(url)
+    backend = netguard.GuardedBackend(netguard.Deadline(time.monotonic() + timeout))
     t = httpx.Timeout(timeout, connect=min(timeout, 10.0))
     headers = {"Accept": "text/html,text/plain;q=0.9,*/*;q=0.1", "User-Agent": "countbot"}
+    transport = netguard.guarded_transport(httpx, backend)
     try:
-        with httpx.Client(timeout=t, follow_redirects=False, headers=headers) as client:
-            final, ctype, body = _follow(client, url, max_bytes, max_redirects, deadline)
+        with httpx.Client(
+            timeout=t, follow_redirects=False, headers=headers, transport=transport
+        ) as client:
+            final, ctype, body = _follow(client, url, max_bytes, max_redirects)
     except httpx.TimeoutException:
-        raise FetchError(f"-a {url}: timed out after {timeout:g} s; nothing was sent") from None
+        raise _timed_out(url, timeout) from None
+    except netguard.HopRefused as exc:
+        raise UsageError(f"-a {url}: {exc}; nothing was sent") from None
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
         raise UsageError(f"-a {url}: not a URL countbot can fetch ({exc})") from None
     except httpx.TransportError as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise FetchError(f"-a {url}: cannot fetch it ({why}); nothing was sent") from None
     text, title = _readable(body, ctype)
-    return Page(url=final, content_type=ctype, body=body, text=text, title=title)
+    return Page(source=url, url=final, content_type=ctype, body=body, text=text, title=title)
 
 
-def _follow(
-    client: Any, url: str, max_bytes: int, max_redirects: int, deadline: float
-) -> tuple[str, str, bytes]:
+def _timed_out(url: str, timeout: float) -> FetchError:
+    return FetchError(f"-a {url}: timed out after {timeout:g} s; nothing was sent")
+
+
+def _follow(client: Any, url: str, max_bytes: int, max_redirects: int) -> tuple[str, str, bytes]:
     """(final URL, content type, body) after at most `max_redirects` redirects."""
     current = url
     for _ in range(max_redirects + 1):
         with client.stream("GET", current) as resp:
             if resp.is_redirect:
                 location = resp.headers.get("location", "")
-                current = urljoin(current, location)
+                current = without_userinfo(urljoin(current, location))
                 if urlsplit(current).scheme not in ("http", "https"):
                     raise UsageError(f"-a {url}: redirected to a non-http URL; nothing was sent")
-                _check_deadline(url, deadline)
                 continue
             _check_status(url, resp.status_code)
             ctype = _content_type(url, resp.headers.get("content-type", ""))
-            return current, ctype, _read(resp, url, max_bytes, deadline)
+            return current, ctype, _read(resp, url, max_bytes)
     raise UsageError(f"-a {url}: more than {max_redirects} redirects; nothing was sent")
 
 
@@ -105,7 +126,7 @@ def _content_type(url: str, header: str) -> str:
     return f"{ctype}; charset={charset.group(1)}" if charset else ctype
 
 
-def _read(resp: Any, url: str, max_bytes: int, deadline: float) -> bytes:
+def _read(resp: Any, url: str, max_bytes: int) -> bytes:
     declared = resp.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise UsageError(
@@ -114,18 +135,12 @@ def _read(resp: Any, url: str, max_bytes: int, deadline: float) -> bytes:
         )
     parts: list[bytes] = []
     got = 0
-    for chunk in resp.iter_bytes(65536):
+    for chunk in resp.iter_bytes(65536):  # every read keeps the deadline (netguard)
         got += len(chunk)
         if got > max_bytes:
             raise UsageError(f"-a {url}: is over the {max_bytes:,}-byte limit; nothing was sent")
         parts.append(chunk)
-        _check_deadline(url, deadline)
     return b"".join(parts)
-
-
-def _check_deadline(url: str, deadline: float) -> None:
-    if time.monotonic() > deadline:
-        raise FetchError(f"-a {url}: took too long; nothing was sent")
 
 
 def _readable(body: bytes, ctype: str) -> tuple[str, str]:

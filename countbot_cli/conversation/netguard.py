@@ -1,0 +1,188 @@
+"""The connections of `-a URL` (conversation/fetch.py): one deadline, and where a hop may go.
+
+httpx's timeouts are per operation, and its read timeout starts again with every byte, so a
+server sending one header or body byte a second never trips it. The fetch therefore runs over
+its own httpcore network backend (`guarded_transport`): every connect, TLS handshake, read and
+write is given at most the time left until the fetch's deadline, and one with no time left fails
+at once as a timeout, so the whole fetch ends by the deadline whatever the server does.
+
+The same backend decides where a connection may go. Each host is resolved (`Dialer.resolve`)
+and every address ranked, from public to this machine: public, private (RFC 1918, IPv6 unique
+local, CGNAT, anything else not globally routable), link-local (169.254/16, where clouds serve
+their metadata, and fe80::/10), loopback (127/8, ::1, and 0.0.0.0 or ::, which reach this
+machine too). An IPv4-mapped or -compatible IPv6 address is ranked as its IPv4 address. The
+first connection is the user's own URL and sets the rank allowed; a later one (a redirect to
+another host) to an address ranked higher is refused before connecting (`HopRefused`): a public
+page cannot send countbot into the LAN or to this machine, a LAN page not to this machine, and a
+URL of this machine the user gave may go anywhere. The check is made when connecting, on the
+addresses then connected to, so a name that resolves differently the second time is checked
+again. The backend connects directly: `HTTP(S)_PROXY` is not used for `-a`.
+
+`DIALER` is the seam tests replace, to give a loopback server a public address.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpcore
+
+PUBLIC, PRIVATE, LINK_LOCAL, LOOPBACK = range(4)
+RANK_NAMES = ("public", "private", "link-local", "loopback")
+
+
+class HopRefused(Exception):
+    """A connection to an address more private than the user's own URL's."""
+
+    def __init__(self, host: str, address: str, rank: int, allowed: int) -> None:
+        where = host if host.strip("[]") == address else f"{host} ({address})"
+        super().__init__(
+            f"not following a redirect to {where}, a {RANK_NAMES[rank]} address: more private "
+            f"than the URL you gave (a {RANK_NAMES[allowed]} address)"
+        )
+        self.host, self.address, self.rank, self.allowed = host, address, rank, allowed
+
+
+def address_rank(address: str) -> int:
+    """PUBLIC, PRIVATE, LINK_LOCAL or LOOPBACK for an IP address (text, maybe with %scope)."""
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(
+        address.split("%", 1)[0]
+    )
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif int(ip) >> 32 == 0 and int(ip) > 1:  # ::a.b.c.d, IPv4-compatible (deprecated)
+            ip = ipaddress.IPv4Address(int(ip))
+    if ip.is_loopback or ip.is_unspecified:
+        return LOOPBACK
+    if ip.is_link_local:
+        return LINK_LOCAL
+    if ip.is_multicast or not ip.is_global:
+        return PRIVATE
+    return PUBLIC
+
+
+def _resolve(host: str, port: int) -> list[str]:
+    """Every address of `host` (an IP address is its own), in the resolver's order."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def _connect(address: str, port: int, timeout: float) -> httpcore.NetworkStream:
+    return httpcore.SyncBackend().connect_tcp(address, port, timeout=timeout)
+
+
+@dataclass(frozen=True)
+class Dialer:
+    """How a host becomes addresses, and an address a connection."""
+
+    resolve: Callable[[str, int], list[str]] = _resolve
+    connect: Callable[[str, int, float], httpcore.NetworkStream] = _connect
+
+
+DIALER = Dialer()
+
+
+@dataclass
+class Deadline:
+    at: float  # time.monotonic() when the fetch must be over
+
+    def left(self, timeout: float | None, error: type[Exception]) -> float:
+        """The time an operation may take: its own timeout, at most what is left."""
+        remaining = self.at - time.monotonic()
+        if remaining <= 0:
+            raise error("the fetch's deadline has passed")
+        return remaining if timeout is None else min(timeout, remaining)
+
+
+class _Stream(httpcore.NetworkStream):
+    """A connection whose every operation ends by the deadline."""
+
+    def __init__(self, inner: httpcore.NetworkStream, deadline: Deadline) -> None:
+        self._inner, self._deadline = inner, deadline
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, self._deadline.left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, self._deadline.left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        left = self._deadline.left(timeout, httpcore.ConnectTimeout)
+        return _Stream(self._inner.start_tls(ssl_context, server_hostname, left), self._deadline)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+@dataclass
+class GuardedBackend(httpcore.NetworkBackend):
+    """Connections that keep the deadline and the address rule of the module docstring."""
+
+    deadline: Deadline
+    dialer: Dialer = field(default_factory=lambda: DIALER)
+    allowed: int | None = None  # the user's URL's rank, set by the first connection
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        try:
+            addresses = self.dialer.resolve(host, port)
+        except OSError as exc:  # the name does not resolve
+            raise httpcore.ConnectError(f"{host}: {exc.strerror or exc}") from None
+        if not addresses:
+            raise httpcore.ConnectError(f"{host}: no address")
+        ranks = [address_rank(a) for a in addresses]
+        if self.allowed is None:
+            self.allowed = max(ranks)
+        worst = max(ranks)
+        if worst > self.allowed:
+            raise HopRefused(host, addresses[ranks.index(worst)], worst, self.allowed)
+        return self._first_that_answers(addresses, port, timeout)
+
+    def _first_that_answers(
+        self, addresses: list[str], port: int, timeout: float | None
+    ) -> httpcore.NetworkStream:
+        error: Exception | None = None
+        for address in addresses:
+            left = self.deadline.left(timeout, httpcore.ConnectTimeout)
+            try:
+                return _Stream(self.dialer.connect(address, port, left), self.deadline)
+            except httpcore.ConnectError as exc:  # the next address may answer
+                error = exc
+        assert error is not None
+        raise error
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        raise httpcore.ConnectError("-a fetches over TCP only")
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(min(seconds, max(self.deadline.at - time.monotonic(), 0.0)))
+
+
+def guarded_transport(httpx: Any, backend: GuardedBackend) -> Any:
+    """An httpx transport whose connections come from `backend` (no proxy, TLS verified)."""
+    transport = httpx.HTTPTransport()
+    # httpx takes no network backend; its transport is a thin shell around this pool, which
+    # maps httpcore's errors (timeouts included) to httpx's
+    transport._pool = httpcore.ConnectionPool(
+        ssl_context=httpx.create_ssl_context(), network_backend=backend
+    )
+    return transport
