@@ -113,7 +113,8 @@ def free_port() -> int:
 
 def start_server(gguf: str, n_ctx: int) -> tuple[subprocess.Popen[bytes], int, float]:
     port = free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--model_alias", "smollm2",
+    cmd = [sys.executable, "-m", "countbot_cli.provider.llama_load", "--model", gguf,
+           "--model_alias", "smollm2",
            "--chat_format", "chatml-function-calling", "--n_ctx", str(n_ctx),
            "--host", "127.0.0.1", "--port", str(port), "--verbose", "False"]  # fmt: skip
     start = time.monotonic()

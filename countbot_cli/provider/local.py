@@ -36,6 +36,7 @@ from countbot_cli.config.presets import LOCAL_MODEL_FILE, LOCAL_MODEL_NAME
 from countbot_cli.errors import ConfigError, ContextLengthError, ProviderError, StreamError
 from countbot_cli.messages import ChatRequest, Finished, StreamEvent, Usage
 from countbot_cli.provider.assemble import Assembler, completion_events
+from countbot_cli.provider.llama_load import load_llama
 
 if TYPE_CHECKING:
     from countbot_cli.provider.base import ProviderSettings
@@ -122,7 +123,7 @@ def _load(path: str, n_ctx: int, setting: str) -> tuple[_Loaded, bool]:
         if key in _MODELS:
             return _MODELS[key], False
         try:
-            llama_cpp: Any = importlib.import_module("llama_cpp")
+            importlib.import_module("llama_cpp")
         except ImportError as exc:
             raise ConfigError(
                 f"the local provider needs llama-cpp-python, which is not installed ({exc})",
@@ -132,7 +133,7 @@ def _load(path: str, n_ctx: int, setting: str) -> tuple[_Loaded, bool]:
             raise ConfigError(f"no such model file: {path}", key=setting, hint=LOCAL_HINT)
         start = time.perf_counter()
         try:
-            llm = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, verbose=False)
+            llm = load_llama(path, n_ctx)  # the way that runs on this CPU
         except (ValueError, RuntimeError, OSError) as exc:
             raise ConfigError(
                 f"{path} is not a GGUF model llama-cpp-python can load ({exc})",

@@ -1,7 +1,8 @@
 """The e2e tier's peer: llama-cpp-python's own OpenAI-compatible server, a server nobody here wrote.
 
-`llama_server` (session-scoped) runs `python -m llama_cpp.server` from this venv with the bundled
-SmolLM2-135M GGUF and `--chat_format chatml-function-calling` on a free 127.0.0.1 port, waits for
+`llama_server` (session-scoped) runs llama-cpp-python's server from this venv through
+`python -m countbot_cli.provider.llama_load` (which loads the model the way that runs on every
+CPU: no AMX repack where /proc/cpuinfo reports AMX) with the bundled SmolLM2-135M GGUF and `--chat_format chatml-function-calling` on a free 127.0.0.1 port, waits for
 GET /v1/models, and stops it at the end. If llama-cpp-python is missing or the server does not
 come up, every e2e test FAILS with the server's log: this tier never skips silently.
 
@@ -33,6 +34,7 @@ import pytest
 MODEL_ALIAS = "smollm2"
 N_CTX = 4096  # the tool test sends ~1500 tokens of tool schemas per round
 START_TIMEOUT = 90.0  # seconds; it takes about 1 s on an idle machine
+SERVER_LAUNCHER = "countbot_cli.provider.llama_load"  # llama_cpp.server, loaded safely
 LOG_TAIL = 6000  # characters of the server log put into a failing test's report
 
 
@@ -102,7 +104,7 @@ def start_llama_server(folder: Path) -> LlamaServer:
     gguf = bundled_gguf()
     port = free_port()
     log_path = folder / "llama-server.log"
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", gguf,
+    cmd = [sys.executable, "-m", SERVER_LAUNCHER, "--model", gguf,
            "--model_alias", MODEL_ALIAS, "--chat_format", "chatml-function-calling",
            "--n_ctx", str(N_CTX), "--host", "127.0.0.1", "--port", str(port),
            "--verbose", "False"]  # fmt: skip
