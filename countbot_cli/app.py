@@ -420,13 +420,13 @@ def _report(
 
 
 def _exit_code(opts: AskOptions, result: TurnResult, out: TextIO, err: TextIO) -> int:
-    """-x's code on stdout; an empty answer (7) or the tool-round limit (8) said on stderr."""
+    """-x's code on stdout; an empty answer (7) or a stopped tool loop (8) said on stderr."""
     if result.status == "interrupted":
         return EXIT_INTERRUPTED
     if result.error is not None:
         return result.error.exit_code
-    if result.finish_reason == "max_iterations":  # the engine's notice said so on stderr
-        return EXIT_MAX_ITERATIONS
+    if result.finish_reason in ("max_iterations", "repeated_tool_call"):  # the engine's
+        return EXIT_MAX_ITERATIONS  # notice said why countbot stopped the tool loop
     if not result.answer.strip():
         _notice(err, "the answer was empty")
         return EXIT_EMPTY_ANSWER

@@ -44,14 +44,14 @@ EXIT_AUTH = 4
 EXIT_RATE_LIMIT = 5
 EXIT_NETWORK = 6
 EXIT_EMPTY_ANSWER = 7  # `ask`: the answer was empty, or -x/--extract found no code block in it
-EXIT_MAX_ITERATIONS = 8  # `ask`: the tool-round limit (max_iterations) ended the turn
+EXIT_MAX_ITERATIONS = 8  # `ask`: countbot stopped the tool loop (max_iterations, a repeated call)
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES_HELP = """Exit codes:
   0 success                   5 rate limit or quota, after retries
   1 unexpected error          6 network, timeout or server error, after retries
   2 usage or configuration    7 empty answer (with -x: no code block in it)
-  3 provider rejected (4xx)   8 the tool-round limit (max_iterations) was hit
+  3 provider rejected (4xx)   8 the tool-round limit (max_iterations) or a repeated call
   4 authentication (401/403)  130 interrupted"""
 
 

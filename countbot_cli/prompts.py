@@ -283,3 +283,7 @@ MAX_ITERATIONS_NOTICE = (
     "stopped after {n} tool rounds (max_iterations); the answer may be incomplete. "
     "Raise max_iterations in the config or ask again."
 )
+REPEATED_CALL_NOTICE = (
+    "stopped: the model asked for the same {name} call {n} times in this turn (a loop); "
+    "the answer may be incomplete. Ask again, or more precisely."
+)

@@ -23,7 +23,7 @@ from countbot_cli.config.prices import charge, day_cost
 from countbot_cli.conversation.budget import WindowBudget
 from countbot_cli.conversation.context import TurnContext, build_context, history_window
 from countbot_cli.conversation.session import Session, new_session, title_from
-from countbot_cli.conversation.tool_round import ToolRunner
+from countbot_cli.conversation.tool_round import RepeatedCalls, ToolRunner
 from countbot_cli.conversation.view import TurnView
 from countbot_cli.errors import (
     CountbotError,
@@ -47,7 +47,7 @@ from countbot_cli.messages import (
     Usage,
     utc_now,
 )
-from countbot_cli.prompts import MAX_ITERATIONS_NOTICE, PromptFacts
+from countbot_cli.prompts import MAX_ITERATIONS_NOTICE, REPEATED_CALL_NOTICE, PromptFacts
 from countbot_cli.tools.approval import ApprovalPolicy
 
 if TYPE_CHECKING:
@@ -257,6 +257,7 @@ class Engine:
     ) -> _Round:
         max_rounds = max(1, self.settings.max_iterations)  # tool rounds allowed in one turn
         tools = self.tool_schemas() or None
+        repeats = RepeatedCalls()
         for n in range(max_rounds + 1):
             self._current = rnd = _Round()
             fin = self._stream_round(convo, tools, view, rnd)
@@ -278,6 +279,10 @@ class Engine:
             if n == max_rounds:
                 view.notice(MAX_ITERATIONS_NOTICE.format(n=max_rounds))
                 result.finish_reason = "max_iterations"
+                return rnd
+            if (looping := repeats.looping(fin.tool_calls)) is not None:
+                view.notice(REPEATED_CALL_NOTICE.format(name=looping.name, n=repeats.limit))
+                result.finish_reason = "repeated_tool_call"
                 return rnd
             convo.append(
                 Message(role="assistant", content=rnd.text, tool_calls=fin.tool_calls).to_api()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli.jsonsafe import loads_bounded
@@ -26,6 +27,34 @@ if TYPE_CHECKING:
 
 TOOL_RESULT_RECORD_CHARS = 4000
 TOOL_STOP_WAIT = 10.0  # seconds a cancelled tool gets to stop before the turn gives up on it
+REPEAT_LIMIT = 3  # the same call (name and arguments) this many times in one turn ends it
+
+
+class RepeatedCalls:
+    """The calls of one turn counted by name and arguments (as parsed JSON, so spacing and key
+    order do not matter): a model asking for the same call a third time is looping (a small
+    model re-reads one invented path every round until max_iterations)."""
+
+    def __init__(self, limit: int = REPEAT_LIMIT) -> None:
+        self.limit = limit
+        self._seen: Counter[tuple[str, str]] = Counter()
+
+    def looping(self, calls: list[ToolCall]) -> ToolCall | None:
+        """Count this round's calls; the first one now made `limit` times, else None."""
+        found: ToolCall | None = None
+        for call in calls:
+            key = (call.name, _canonical(call.arguments))
+            self._seen[key] += 1
+            if found is None and self._seen[key] >= self.limit:
+                found = call
+        return found
+
+
+def _canonical(raw: str) -> str:
+    try:
+        return json.dumps(loads_bounded(raw), sort_keys=True, ensure_ascii=False)
+    except (ValueError, TypeError):
+        return raw.strip()
 
 
 class ToolRunner:

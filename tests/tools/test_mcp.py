@@ -220,13 +220,16 @@ def test_a_crashed_server_is_restarted_once_before_its_next_call_with_one_line(
         pids.append(pid)
         os.kill(pid, signal.SIGKILL)
 
+    # no call three times: the same call a third time would end the turn (a loop)
+    zones = ["Asia/Tokyo", "Asia/Tokyo", "Europe/Paris", "Europe/Paris", "UTC"]
+
     def script(body: dict[str, Any]) -> fs.Reply:
         turn = len(server.chat_bodies())  # this request included
         if turn in (1, 3):
             kill_server()
         if turn == 5:
             server.responder = None
-        return fs.tool_calls([CALL])
+        return fs.tool_calls([(CALL[0], {"timezone": zones[turn - 1]})])
 
     server.responder = script
     server.default = fs.text("Done with the clock.")

@@ -436,3 +436,32 @@ def test_max_iterations_stops_with_a_notice(tmp_path: Path, server: fs.FakeServe
     sent = server.chat_bodies()[3]["messages"]
     assert all(m["role"] in ("system", "user", "assistant") for m in sent)
     assert sent[-1] == {"role": "user", "content": "are you there?"}
+
+
+def test_the_same_call_a_third_time_stops_the_turn_with_a_notice(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """Issue 18: the small model spent every round reading one invented path. The third
+    identical call (same tool, same arguments however spaced or ordered) is not run: the turn
+    ends with a notice, exit 8, and the rounds left are not spent."""
+    cb = tools_cb(tmp_path, server)  # max_iterations 10
+    (cb.work / "a.txt").write_text("alpha\n", encoding="utf-8")
+    (cb.work / "b.txt").write_text("beta\n", encoding="utf-8")
+    server.add(
+        fs.tool_calls([("read_file", {"path": "a.txt"})], content="Reading."),
+        fs.tool_calls([("read_file", {"path": "b.txt"})]),  # another call between them
+        fs.tool_calls([("read_file", '{"start_line": 1, "path": "a.txt"}')]),  # not the same
+        fs.tool_calls([("read_file", '{ "path" : "a.txt" }')], content="Again."),
+        fs.tool_calls([("read_file", {"path": "a.txt"})], content="And again."),
+        fs.text("never asked for"),
+    )
+    proc = cb.invoke("ask", "--json", "read it")
+    assert proc.returncode == 8, proc.stderr
+    assert "same read_file call 3 times in this turn" in proc.stderr
+    assert len(server.chat_bodies()) == 5  # the fifth answer ended the turn, no sixth request
+    assert server.pending == 1
+    obj = json.loads(proc.stdout)
+    assert obj["finish_reason"] == "repeated_tool_call" and obj["answer"] == "And again."
+    saved = cb.only_session()
+    assert [r["outcome"] for r in saved["tool_conversations"]] == ["ok"] * 4  # 3rd not run
+    assert [m["content"] for m in saved["messages"]] == ["read it", "And again."]
