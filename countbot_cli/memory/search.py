@@ -152,11 +152,17 @@ def _cjk_bigrams(run: str) -> list[str]:
 
 
 def word_pattern(word: str) -> re.Pattern[str]:
-    """CJK: a substring. Latin: from a word start; a word of 4 letters or less whole, or with a
-    plural ending ("use" must not match "user", "cat" matches "cats"), a longer one also as a
-    prefix ("deploy" matches "deployment")."""
-    if not word.isascii():
-        return re.compile(re.escape(word))
+    """How a search word matches: CJK (and a word starting or ending with a symbol: "c++")
+    as a substring; any other word from a word start, a word of 4 letters or less whole or with
+    a plural ending ("rent" must not match "parents" nor "use" "user"; "cat" matches "cats"), a
+    longer one also as a prefix ("deploy" matches "deployment")."""
+    return latin_word_pattern(word) or re.compile(re.escape(word))
+
+
+def latin_word_pattern(word: str) -> re.Pattern[str] | None:
+    """`word_pattern` of a word matched at word boundaries; None when it is a substring."""
+    if not word or not (word[0].isalnum() and word[-1].isalnum()) or _CJK_RUN_RE.re.search(word):
+        return None
     tail = r"(?:s|es)?\b" if len(word) <= 4 else ""
     return re.compile(r"\b" + re.escape(word) + tail)
 
@@ -170,7 +176,7 @@ def words_matched(patterns: Iterable[re.Pattern[str]], content: str) -> int:
 def has_every_term(terms: Iterable[Term], content: str) -> bool:
     """Whether an entry's content holds every search term (the memory tool's "and" mode)."""
     folded = content.casefold()
-    return all(t.text in folded for t in terms)
+    return all(word_pattern(t.text).search(folded) for t in terms)
 
 
 class Index:
@@ -211,13 +217,23 @@ class Index:
             pos = blob.find(term, starts[k + 1])
         return out
 
+    def word_hits(self, term: str) -> list[int]:
+        """`hits` of a term as a word: a Latin word only at word starts, whole or as
+        `word_pattern` allows ("rent" is not in "parents", "is" not in "this"); CJK anywhere."""
+        found = self.hits(term)
+        pattern = latin_word_pattern(term)
+        if pattern is None or not found:
+            return found
+        search, lowered = pattern.search, self.lowered
+        return [i for i in found if search(lowered[i])]
+
     def search(self, terms: list[Term], limit: int | None) -> tuple[list[int], int]:
         matched: Counter[int] = Counter()
         whole: Counter[int] = Counter()
         partial: defaultdict[int, float] = defaultdict(float)
         ranked_by_whole = len(terms) > 1 or terms[0].bigrams
         for term in terms:
-            found = self.hits(term.text)
+            found = self.word_hits(term.text)
             matched.update(found)
             if ranked_by_whole:
                 whole.update(found)

@@ -232,6 +232,23 @@ def test_search_cjk_substrings_bigrams_and_mixed_words(path: Path) -> None:
     assert [e.content for e in store.search("北京")] == ["住在北京的朋友"]
 
 
+def test_search_matches_latin_words_whole_not_inside_other_words(path: Path) -> None:
+    store = make(
+        path,
+        [
+            ("2024-01-01", "visits the parents in Leiden every month"),
+            ("2024-01-02", "pays the rent on the 3rd"),
+            ("2024-01-03", "this week: deployment of the new API"),
+            ("2024-01-04", "two cats at home"),
+        ],
+    )
+    assert [e.content for e in store.search("rent")] == ["pays the rent on the 3rd"]
+    assert store.search("is") == []  # not inside "visits" nor "this"
+    assert [e.line_no for e in store.search("cat")] == [5]  # a plural still matches
+    assert [e.line_no for e in store.search("deploy")] == [4]  # a long word as a prefix
+    assert [e.line_no for e in store.search("parents")] == [2]
+
+
 def reference_order(store: MemoryStore, query: str) -> list[int]:
     """Brute-force ranking with plain `in` checks, to compare the indexed search with."""
     terms = memory_index.query_terms([query])
@@ -244,7 +261,7 @@ def reference_order(store: MemoryStore, query: str) -> list[int]:
         m = whole = 0
         partial = 0.0
         for t in terms:
-            if t.text in text:
+            if memory_index.word_pattern(t.text).search(text):
                 m, whole = m + 1, whole + 1
             elif t.bigrams:
                 share = sum(b in text for b in t.bigrams) / len(t.bigrams)
