@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from countbot_cli.errors import UsageError
 from countbot_cli.textsafe import CJK_CHARS, LazyPattern, sanitize_line
+from countbot_cli.words import CJK_STOP, STOP, cjk_bigrams
 
 _CJK_RUN = LazyPattern(f"[{CJK_CHARS}]+")
 _WORD = re.compile(r"[^\W_]+")  # what unicode61 keeps as a token (letters and digits)
@@ -80,16 +81,31 @@ class Terms:
 
 
 def parse_query(words: str | Sequence[str]) -> Terms:
-    """The terms of a query; UsageError when it holds nothing searchable."""
-    text = words if isinstance(words, str) else " ".join(words)
-    out: dict[str, None] = {}
-    for piece in _CJK_RUN.re.split(fold(text)):
-        out.update(dict.fromkeys(_WORD.findall(piece)))
-    for run in _CJK_RUN.re.findall(fold(text)):
-        out[run] = None
-    if not out:
+    """The terms of a query; UsageError when it holds nothing searchable. A question typed as
+    a sentence is searched by its content words (`question_terms`) when it has any."""
+    text = fold(words if isinstance(words, str) else " ".join(words))
+    latin = [w for piece in _CJK_RUN.re.split(text) for w in _WORD.findall(piece)]
+    runs = _CJK_RUN.re.findall(text)
+    terms = question_terms(latin, runs) or dict.fromkeys([*latin, *runs])
+    if not terms:
         raise UsageError("nothing to search for: give at least one word")
-    return Terms(tuple(out))
+    return Terms(tuple(terms))
+
+
+def question_terms(latin: list[str], runs: list[str]) -> dict[str, None]:
+    """The content words of a query: Latin words but stop words and single letters, CJK runs
+    of three characters or more as the bigrams of their content characters (`words.cjk_bigrams`:
+    我上次说的火锅店 -> 上次 次说 火锅 锅店), shorter ones unless all function characters."""
+    out: dict[str, None] = {}
+    for w in latin:
+        if len(w) >= 2 and w not in STOP:
+            out[w] = None
+    for run in runs:
+        if len(run) > 2:
+            out.update(dict.fromkeys(cjk_bigrams(run)))
+        elif not all(ch in CJK_STOP for ch in run):
+            out[run] = None
+    return out
 
 
 def _is_cjk(word: str) -> bool:

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from countbot_cli.conversation.context import sendable
-from countbot_cli.memory.search import WORD_EDGE
 from countbot_cli.messages import Message
 from countbot_cli.prompts import is_sentinel
+from countbot_cli.words import WORD_EDGE
 
 MESSAGE_CHARS = 300  # CountBot: longer messages are cut to 300 characters + "..."
 AUTO_CHARS = 4000  # automatic memory: newest content within this many characters

@@ -23,12 +23,12 @@ from itertools import accumulate, compress, islice, repeat
 from operator import contains
 from typing import NamedTuple
 
-from countbot_cli.textsafe import CJK_CHARS, LazyPattern
+from countbot_cli.textsafe import LazyPattern
+from countbot_cli.words import CJK_RUN, content_words
 
 _DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _SOURCE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _SURROGATE_RE = LazyPattern("[\ud800-\udfff]")
-_CJK_RUN_RE = LazyPattern(f"([{CJK_CHARS}]+)")  # captured: split() keeps the runs
 # "  " plus every character str.split() treats as whitespace except " " and "\n"
 _ODD_SPACES = (
     "  ",
@@ -36,17 +36,6 @@ _ODD_SPACES = (
     *(chr(c) for c in range(0x2000, 0x200B)),
 )
 _PUNCT = "\"'`,.;:!?()[]{}<>，。；：！？、（）【】《》「」『』“”‘’…·"
-WORD_EDGE = " \t\r\n.,!?~。，！？～…、"  # stripped off a recall word (and a pleasantry)
-_STOP_WORDS = (
-    "a an the and or but if of to in on at for with by from as is are was were be been am do "
-    "does did i you he she it we they me my your our their this that these those what which who "
-    "how why when where can could would should will shall may might please not no yes so just "
-    "about into than then there here have has had hi hello tell know let like get got want need "
-    "any some all more most very also"
-)
-_STOP = frozenset(_STOP_WORDS.split())
-_CJK_STOP = frozenset("的了是我你他她它们在有和就不也都这那吗呢吧啊么什怎个一")
-_APOSTROPHE = re.compile(r"['’](s|re|ve|ll|d|m|t)$")
 BIGRAM_MIN_RUN = 3  # a CJK run this long also matches by its character bigrams
 BIGRAM_MIN_SHARE = 0.5  # ... when at least this share of them is present
 MAX_BIGRAMS = 6  # bigrams tried per run: a sentence-long run is sampled, keeping search fast
@@ -94,7 +83,7 @@ def query_terms(words: Iterable[str]) -> list[Term]:
     terms: list[Term] = []
     seen: set[str] = set()
     for word in (w for text in words for w in text.split()):
-        for i, run in enumerate(_CJK_RUN_RE.re.split(word.casefold())):
+        for i, run in enumerate(CJK_RUN.re.split(word.casefold())):
             is_cjk = i % 2 == 1
             text = run if is_cjk else run.strip(_PUNCT)
             if not text or text in seen:
@@ -122,33 +111,9 @@ def _spread(items: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def query_words(text: str, limit: int = 40) -> list[str]:
-    """Search words for recall: no stop words, English contractions and possessives cut
-    ("cat's" -> "cat"), CJK runs cut into bigrams (see `_cjk_bigrams`), at most `limit`."""
-    out: dict[str, None] = {}
-    for run in _CJK_RUN_RE.re.findall(text):
-        if len(run) <= 2:
-            if not all(ch in _CJK_STOP for ch in run):
-                out[run] = None
-            continue
-        out.update(dict.fromkeys(_cjk_bigrams(run)))
-    for word in _CJK_RUN_RE.re.sub(" ", text).split():
-        w = word.strip(WORD_EDGE + "'\"()[]{}<>:;`*#’").casefold()
-        w = _APOSTROPHE.sub("", w)
-        if len(w) >= 2 and w not in _STOP:
-            out[w] = None
-    return list(out)[:limit]
-
-
-def _cjk_bigrams(run: str) -> list[str]:
-    """The bigrams of a CJK run made of two content characters; a content character with no
-    such bigram (between function characters: 住 in 我住在哪里) keeps the bigrams it is in."""
-    content = [ch not in _CJK_STOP for ch in run]
-    pairs = [i for i in range(len(run) - 1) if content[i] and content[i + 1]]
-    covered = {j for i in pairs for j in (i, i + 1)}
-    for j in range(len(run)):
-        if content[j] and j not in covered:
-            pairs += [i for i in (j - 1, j) if 0 <= i < len(run) - 1]
-    return [run[i : i + 2] for i in sorted(set(pairs))]
+    """Search words for recall (`words.content_words`): no stop words, contractions and
+    possessives cut, CJK runs cut into content bigrams, at most `limit`."""
+    return content_words(text, limit)
 
 
 def word_pattern(word: str) -> re.Pattern[str]:
@@ -161,7 +126,7 @@ def word_pattern(word: str) -> re.Pattern[str]:
 
 def latin_word_pattern(word: str) -> re.Pattern[str] | None:
     """`word_pattern` of a word matched at word boundaries; None when it is a substring."""
-    if not word or not (word[0].isalnum() and word[-1].isalnum()) or _CJK_RUN_RE.re.search(word):
+    if not word or not (word[0].isalnum() and word[-1].isalnum()) or CJK_RUN.re.search(word):
         return None
     tail = r"(?:s|es)?\b" if len(word) <= 4 else ""
     return re.compile(r"\b" + re.escape(word) + tail)

@@ -72,3 +72,28 @@ def test_text_output_is_sanitised_and_notices_are_one_line(tmp_path: Path) -> No
     assert nothing.returncode == 0 and "No session matches 'platypus'" in nothing.stdout
     bad = cb.invoke("sessions", "search", "!!!")
     assert bad.returncode == 2 and "nothing to search for" in bad.stderr
+
+
+def test_a_question_typed_as_a_sentence_finds_its_session_in_any_script(tmp_path: Path) -> None:
+    cb = make_cb(tmp_path, "http://127.0.0.1:9")
+    store = SessionStore(cb.sessions_dir)
+    made = {}
+    for title, texts in (
+        ("晚饭", ["周末我们去望京那家海底捞吃火锅吧", "好的，周六晚上六点"]),
+        ("Travel", ["I always fly KLM when I go to Amsterdam", "Noted: KLM."]),
+        ("闲聊", ["今天天气很好", "是的"]),
+    ):
+        s = new_session(provider="test", model="test-model", title=title)
+        s.messages = [
+            Message(role=r, content=t) for r, t in zip(("user", "assistant"), texts, strict=True)
+        ]
+        store.create(s)
+        made[title] = s.id
+    for question, title in (
+        ("我上次说的那家火锅店在哪里？", "晚饭"),  # a sentence, no spaces: its words, not a phrase
+        ("which airline do I fly to Amsterdam?", "Travel"),  # "do I" does not have to match
+    ):
+        proc = cb.invoke("sessions", "search", "--json", question)
+        assert proc.returncode == 0, proc.stderr
+        hits = json.loads(proc.stdout)
+        assert hits and hits[0]["id"] == made[title], question
