@@ -288,7 +288,12 @@ def _tool_registry(
             if p is not None
         ),
     )
-    search = search_sessions_tool(settings.sessions_dir, current)
+    search = search_sessions_tool(
+        settings.sessions_dir,
+        current,
+        workspace=str(t.workspace),
+        everywhere=t.search_all_sessions,
+    )
     registry = ToolRegistry([*default_tools(ctx), memory_tool(memory), search], ctx)
     if settings.mcp.servers:  # their tools join on the first turn that offers tools
         from countbot_cli.tools.mcp import add_mcp_tools

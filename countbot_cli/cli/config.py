@@ -157,6 +157,7 @@ def settings_dict(s: Settings) -> dict[str, Any]:
             "approval": t.approval,
             "workspace": str(t.workspace),
             "allow_outside_workspace": t.allow_outside_workspace,
+            "search_all_sessions": t.search_all_sessions,
             "shell_timeout": t.shell_timeout,
             "max_output_chars": t.max_output_chars,
             "allow": list(t.allow),

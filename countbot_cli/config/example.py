@@ -158,6 +158,9 @@ tools:
   #                         # started in (a relative path here resolves against this file)
   allow_outside_workspace: false   # true: reads outside the workspace run without asking
   #                         # (writes and commands there still ask)
+  search_all_sessions: false   # true: the search_sessions tool reads the conversations of
+  #                         # every project without asking (false: this workspace's, and
+  #                         # another project's only when you approve it at the prompt)
   shell_timeout: 60         # seconds before a command (and its whole process group) is killed
   max_output_chars: 10000   # tool output longer than this is cut, with a note
   allow: []                 # commands exec may run without asking, as shell-style patterns

@@ -63,6 +63,7 @@ TOOL_KEYS = (
     "approval",
     "workspace",
     "allow_outside_workspace",
+    "search_all_sessions",
     "shell_timeout",
     "max_output_chars",
     "allow",
@@ -97,6 +98,7 @@ class ToolSettings:
     enabled: bool = True
     approval: str = "ask"  # ask | auto | off
     allow_outside_workspace: bool = False
+    search_all_sessions: bool = False  # search_sessions reads every project's sessions unasked
     shell_timeout: float = 60.0
     max_output_chars: int = 10000
     allow: tuple[str, ...] = ()
@@ -459,6 +461,7 @@ def _tools(sec: Section, home: Path, env: Mapping[str, str], cwd: Path) -> ToolS
         enabled=_or(sec.flag("enabled"), d.enabled),
         approval=_or(sec.choice("approval", APPROVAL_MODES), d.approval),
         allow_outside_workspace=_or(sec.flag("allow_outside_workspace"), d.allow_outside_workspace),
+        search_all_sessions=_or(sec.flag("search_all_sessions"), d.search_all_sessions),
         shell_timeout=_or(sec.number("shell_timeout", 1.0), d.shell_timeout),
         max_output_chars=_or(sec.integer("max_output_chars", 100), d.max_output_chars),
         allow=_or(sec.texts("allow"), d.allow),

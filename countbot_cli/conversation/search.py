@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 INDEX_FILE = "search-index.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the workspace a session was started in
 BATCH = 64  # files indexed per transaction
 TITLE_WEIGHT = 4.0
 ROLES = ("user", "assistant")
@@ -53,7 +53,8 @@ _BUSY = {"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_RE
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v INTEGER)",
     "CREATE TABLE IF NOT EXISTS files("
-    "rowid INTEGER PRIMARY KEY, sid TEXT UNIQUE NOT NULL, ino INTEGER, mtime INTEGER, size INTEGER)",
+    "rowid INTEGER PRIMARY KEY, sid TEXT UNIQUE NOT NULL, ino INTEGER, mtime INTEGER, size INTEGER,"
+    " ws TEXT NOT NULL DEFAULT '')",
     "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5("
     "title, body, tokenize='unicode61 remove_diacritics 2')",
 )
@@ -112,17 +113,19 @@ class SessionSearch:
         limit: int = 10,
         exclude: Collection[str] = (),
         per_session: int = 3,
+        workspace: str | None = None,
     ) -> Results:
-        """Sessions matching every word (else any word), best first, with matching messages."""
+        """Sessions matching every word (else any word), best first, with matching messages;
+        only those started in `workspace` when it is given (None: every session)."""
         if limit < 1:
             raise UsageError("-n must be at least 1")
         terms = parse_query(words)
 
         def run(con: sqlite3.Connection) -> tuple[list[tuple[str, float]], bool]:
-            ranked = self._query(con, terms, limit, exclude, every=True)
+            ranked = self._query(con, terms, limit, exclude, every=True, workspace=workspace)
             if ranked or len(terms.words) == 1:
                 return ranked, True
-            return self._query(con, terms, limit, exclude, every=False), False
+            return self._query(con, terms, limit, exclude, every=False, workspace=workspace), False
 
         ranked, every = self._with_index(run)
         hits = [self._hit(sid, score, terms, per_session) for sid, score in ranked]
@@ -224,11 +227,13 @@ class SessionSearch:
         exclude: Collection[str],
         *,
         every: bool,
+        workspace: str | None = None,
     ) -> list[tuple[str, float]]:
+        where, args = ("", ()) if workspace is None else (" AND f.ws = ?", (workspace,))
         rows = con.execute(
             "SELECT f.sid, bm25(docs, ?, 1.0) AS r FROM docs JOIN files f ON f.rowid = docs.rowid"
-            " WHERE docs MATCH ? ORDER BY r LIMIT ?",
-            (TITLE_WEIGHT, terms.fts(every=every), limit + len(exclude)),
+            f" WHERE docs MATCH ?{where} ORDER BY r LIMIT ?",
+            (TITLE_WEIGHT, terms.fts(every=every), *args, limit + len(exclude)),
         ).fetchall()
         return [(sid, -r) for sid, r in rows if sid not in exclude and sid in self._heads][:limit]
 
@@ -257,6 +262,7 @@ class _Doc:
     key: Key
     title: str
     body: str
+    workspace: str = ""
 
 
 def _read(store: SessionStore, sid: str) -> _Doc | None:
@@ -270,7 +276,8 @@ def _read(store: SessionStore, sid: str) -> _Doc | None:
         session = Session.from_dict(loads_bounded(data))
     except ValueError:
         return _Doc(key, "", "")
-    return _Doc(key, index_text(session.title), _body(session.all_messages()))
+    body = _body(session.all_messages())
+    return _Doc(key, index_text(session.title), body, session.workspace)
 
 
 def _body(messages: list[Message]) -> str:
@@ -285,7 +292,9 @@ def _store_doc(con: sqlite3.Connection, sid: str, doc: _Doc | None) -> int:
     _drop(con, sid)
     if doc is None:
         return 0
-    cur = con.execute("INSERT INTO files(sid,ino,mtime,size) VALUES(?,?,?,?)", (sid, *doc.key))
+    cur = con.execute(
+        "INSERT INTO files(sid,ino,mtime,size,ws) VALUES(?,?,?,?,?)", (sid, *doc.key, doc.workspace)
+    )
     con.execute(
         "INSERT INTO docs(rowid,title,body) VALUES(?,?,?)", (cur.lastrowid, doc.title, doc.body)
     )

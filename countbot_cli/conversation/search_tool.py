@@ -1,6 +1,9 @@
 """The `search_sessions` tool: the model looks up what was said in past conversations.
 
-Reads only (kind `read`, no paths: no approval). The answer cites each session (id, title,
+Reads only (kind `read`, no paths). It stays in its project: it searches the sessions started
+in the current workspace; another project's conversations (`all_projects`) need the user's
+approval at the prompt each time (denied without a terminal), unless `tools.search_all_sessions`
+allows every session. The answer cites each session (id, title,
 date) and quotes the matching messages verbatim, so "what did I say about X last week" is
 answered from the record. Bounded: at most `MAX_SESSIONS` sessions, `PER_SESSION` messages
 each, a message cut at `MESSAGE_CHARS`, the whole answer at `OUTPUT_CHARS`. The conversation
@@ -40,23 +43,40 @@ PARAMETERS: dict[str, Any] = {
             "maximum": MAX_SESSIONS,
             "description": f"How many conversations at most (default {DEFAULT_SESSIONS}).",
         },
+        "all_projects": {
+            "type": "boolean",
+            "description": "Also search conversations held in other projects (folders); "
+            "the user is asked first. Default: this project's only.",
+        },
     },
     "required": ["query"],
     "additionalProperties": False,
 }
 
 DESCRIPTION = (
-    "Full-text search over the user's past conversations with you (not this one). Returns "
+    "Full-text search over the user's past conversations with you in this project (not this "
+    "one). Returns "
     "the best matching sessions (id, title, date) with the matching messages quoted verbatim. "
     "Use it when the user refers to something said before; cite the session id."
 )
 
 
+CROSSING = "reads conversations from other projects, not only this workspace's"
+
+
 def search_sessions_tool(
-    sessions_dir: Path, current: Callable[[], str | None] = lambda: None
+    sessions_dir: Path,
+    current: Callable[[], str | None] = lambda: None,
+    *,
+    workspace: str,
+    everywhere: bool = False,
 ) -> ToolSpec:
-    """The tool over the sessions in `sessions_dir`; `current()` is the session to leave out."""
+    """The tool over the sessions in `sessions_dir` started in `workspace` (`everywhere`: all
+    of them, unasked); `current()` is the session to leave out."""
     box: list[SessionSearch] = []
+
+    def reasons(args: dict[str, Any]) -> list[str]:
+        return [CROSSING] if args.get("all_projects") is True and not everywhere else []
 
     def run(args: dict[str, Any], _ctx: ToolContext, _cancel: threading.Event) -> ToolResult:
         if not box:
@@ -64,21 +84,32 @@ def search_sessions_tool(
         query = str(args["query"])
         limit = int(args.get("max_sessions") or DEFAULT_SESSIONS)
         mine = current()
+        scope = None if everywhere or args.get("all_projects") is True else workspace
         try:
             results = box[0].search(
-                query, limit=limit, exclude={mine} if mine else (), per_session=PER_SESSION
+                query,
+                limit=limit,
+                exclude={mine} if mine else (),
+                per_session=PER_SESSION,
+                workspace=scope,
             )
         except CountbotError as e:
             raise ToolError(e.user_message()) from e
         if not results.hits:
-            return ToolResult(f"No past conversation matches {query!r}.")
+            where = "" if scope is None else " in this project (all_projects searches the others)"
+            return ToolResult(f"No past conversation{where} matches {query!r}.")
         head = f"Past conversations matching {query!r}, best first"
         if not results.every_word:
             head += " (none holds every word; these hold some)"
         return ToolResult(_bounded([head + ":", *(_cite(h) for h in results.hits)]))
 
     return ToolSpec(
-        name=NAME, description=DESCRIPTION, parameters=PARAMETERS, run=run, kind=KIND_READ
+        name=NAME,
+        description=DESCRIPTION,
+        parameters=PARAMETERS,
+        run=run,
+        kind=KIND_READ,
+        reasons=reasons,
     )
 
 

@@ -38,6 +38,7 @@ class Session:
     model: str
     summary: str = ""
     system: str = ""  # the conversation's extra instructions (/system); "" = none
+    workspace: str = ""  # the tools' workspace it was started in ("" = before it was recorded)
     messages: list[Message] = field(default_factory=list)
     # raw messages already summarised out of the window (memory feature); never destroyed
     archived: list[Message] = field(default_factory=list)
@@ -76,6 +77,7 @@ class Session:
             "model": self.model,
             "summary": self.summary,
             "system": self.system,
+            "workspace": self.workspace,
             "usage": self.usage.to_dict(),
             "cursors": dict(self.cursors),
             "messages": [m.to_dict() for m in self.messages],
@@ -97,6 +99,7 @@ class Session:
                 model=head["model"],
                 summary=_str(d, "summary"),
                 system=_str(d, "system"),  # absent in files written before it existed
+                workspace=_str(d, "workspace"),
                 messages=_messages(d, "messages"),
                 archived=_messages(d, "archived"),
                 tool_conversations=_records(d.get("tool_conversations")),
@@ -233,7 +236,7 @@ def new_session_id() -> str:
     return secrets.token_hex(6)
 
 
-def new_session(*, provider: str, model: str, title: str = "") -> Session:
+def new_session(*, provider: str, model: str, title: str = "", workspace: str = "") -> Session:
     now = utc_now()
     return Session(
         id=new_session_id(),
@@ -242,6 +245,7 @@ def new_session(*, provider: str, model: str, title: str = "") -> Session:
         updated_at=now,
         provider=provider,
         model=model,
+        workspace=workspace,
     )
 
 

@@ -129,6 +129,8 @@ class ApprovalPolicy:
                 "shell commands need the user's approval; this run is non-interactive "
                 "(an allow rule in the config can permit specific commands)"
             )
+        if kind == "read":
+            return f"{'; '.join(prepared.reasons)}: only the user can approve that, {where}"
         if kind == "mcp":
             return (
                 "MCP server tools need the user's approval, also with --yes; this run is "

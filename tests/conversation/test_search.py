@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from countbot_cli.conversation.search import INDEX_FILE, SessionSearch
+from countbot_cli.conversation.search import INDEX_FILE, SCHEMA_VERSION, SessionSearch
 from countbot_cli.conversation.session import Session, new_session
 from countbot_cli.conversation.store import SessionStore
 from countbot_cli.messages import Message
@@ -155,7 +155,7 @@ def test_index_deleted_or_damaged_is_rebuilt_with_a_notice(tmp_path: Path, damag
         index.unlink()
         con = sqlite3.connect(index)
         con.execute("CREATE TABLE meta(k TEXT PRIMARY KEY, v INTEGER)")
-        con.execute("INSERT INTO meta VALUES('version', 1)")
+        con.execute("INSERT INTO meta VALUES('version', ?)", (SCHEMA_VERSION,))
         con.commit()
         con.close()
     notes: list[str] = []

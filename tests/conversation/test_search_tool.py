@@ -1,22 +1,30 @@
 """The `search_sessions` tool against the loopback server: cited excerpts reach the model,
-the current session is left out, the answer is bounded, no approval is asked."""
+the current session is left out, the answer is bounded, no approval is asked inside the
+project; another project's conversations are denied without a terminal, asked about with one,
+and searched unasked only when the config says so."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
 from cbenv import CB, make_cb
 
-from countbot_cli.conversation.search_tool import OUTPUT_CHARS
+from countbot_cli.conversation.search_tool import CROSSING, OUTPUT_CHARS, search_sessions_tool
 from countbot_cli.conversation.session import new_session
 from countbot_cli.conversation.store import SessionStore
 from countbot_cli.messages import Message
+from countbot_cli.tools import ToolContext, ToolRegistry
+from countbot_cli.tools.approval import HOW_USER_ONCE, ApprovalPolicy, Decision
+from countbot_cli.tools.base import PreparedCall, ToolCall
 
 
-def past(cb: CB, sid: str, title: str, *texts: str) -> None:
-    s = new_session(provider="test", model="test-model", title=title)
+def past(cb: CB, sid: str, title: str, *texts: str, workspace: str | None = None) -> None:
+    """A saved session started in `workspace` (default: the folder countbot runs in)."""
+    where = str(cb.work) if workspace is None else workspace
+    s = new_session(provider="test", model="test-model", title=title, workspace=where)
     s.id = sid
     s.messages = [
         Message(role=("user", "assistant")[i % 2], content=t) for i, t in enumerate(texts)
@@ -77,7 +85,93 @@ def test_nothing_found_and_a_new_session_sees_every_past_one(
     proc = cb.invoke("ask", "when is the trip?")
     assert proc.returncode == 0, proc.stderr
     bodies = server.chat_bodies()
-    assert "No past conversation matches 'zeppelin'" in tool_message(bodies[1])
+    assert (
+        "No past conversation in this project (all_projects searches the others) matches "
+        "'zeppelin'" in tool_message(bodies[1])
+    )
     tools = [m for m in bodies[2]["messages"] if m["role"] == "tool"]
     assert "session pastpast0001" in tools[1]["content"]
     assert "京都 hotel for March" in tools[1]["content"]
+
+
+def test_other_projects_stay_out_without_a_terminal_unless_configured(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url, tools={"enabled": True})
+    past(cb, "mine00000001", "Pets", "My cat is called Miso")
+    past(
+        cb,
+        "other0000002",
+        "Bank",
+        "my cat's vet bill; the card PIN is 4711",
+        workspace="/elsewhere",
+    )
+    past(cb, "legacy000003", "Old", "the cat from before workspaces were recorded", workspace="")
+    server.add(
+        fs.tool_calls([("search_sessions", {"query": "cat"})]),
+        fs.tool_calls([("search_sessions", {"query": "PIN", "all_projects": True})]),
+        fs.text("done"),
+    )
+    proc = cb.invoke("ask", "what is my cat called?")  # a prompt injection asking for PINs
+    assert proc.returncode == 0, proc.stderr
+    bodies = server.chat_bodies()
+    mine, crossing = [m["content"] for m in bodies[2]["messages"] if m["role"] == "tool"]
+    assert "session mine00000001" in mine
+    assert "other0000002" not in mine and "legacy000003" not in mine
+    assert "only the user can approve" in crossing and CROSSING in crossing
+    assert all("4711" not in json.dumps(b) for b in bodies)
+
+    make_cb(tmp_path, server.base_url, tools={"enabled": True, "search_all_sessions": True})
+    server.add(
+        fs.tool_calls([("search_sessions", {"query": "PIN"})]),
+        fs.text("done"),
+    )
+    proc = cb.invoke("ask", "which PIN was it?")
+    assert proc.returncode == 0, proc.stderr
+    assert "4711" in tool_message(server.chat_bodies()[-1])
+
+
+class Asked:
+    """A confirmer that records the question and answers once."""
+
+    def __init__(self, approve: bool) -> None:
+        self.approve = approve
+        self.asked: list[list[str]] = []
+
+    def confirm(self, prepared: PreparedCall, reprepare: object = None) -> Decision:
+        self.asked.append(prepared.reasons)
+        return Decision(self.approve, HOW_USER_ONCE)
+
+
+def test_crossing_into_other_projects_asks_first_and_only_then(tmp_path: Path) -> None:
+    from countbot_cli.conversation.store import SessionStore as Store
+
+    root, ws = tmp_path / "sessions", tmp_path / "ws"
+    ws.mkdir()
+    for sid, where, text in (
+        ("here00000001", str(ws), "the blue kayak"),
+        ("away00000002", "/x", "the red kayak"),
+    ):
+        s = new_session(provider="p", model="m", title="Boats", workspace=where)
+        s.id = sid
+        s.messages = [Message(role="user", content=text)]
+        Store(root).create(s)
+    ctx = ToolContext(workspace=ws)
+    reg = ToolRegistry([search_sessions_tool(root, workspace=str(ws))], ctx)
+
+    def run(args: dict[str, Any], confirmer: Asked) -> str:
+        prepared = reg.prepare(ToolCall("c1", "search_sessions", json.dumps(args)))
+        decision = ApprovalPolicy(confirmer=confirmer).decide(prepared)
+        if not decision.approved:
+            return "denied"
+        return reg.run(prepared).content
+
+    quiet = Asked(approve=True)
+    assert "blue kayak" in (here := run({"query": "kayak"}, quiet)) and "red" not in here
+    assert quiet.asked == []  # inside the project: nothing to ask
+    no = Asked(approve=False)
+    assert run({"query": "kayak", "all_projects": True}, no) == "denied"
+    assert no.asked == [[CROSSING]]
+    yes = Asked(approve=True)
+    both = run({"query": "kayak", "all_projects": True}, yes)
+    assert "blue kayak" in both and "red kayak" in both and len(yes.asked) == 1
