@@ -112,7 +112,11 @@ def load_settings(
 
 def make_store(settings: Settings, err: TextIO | None = None) -> SessionStore:
     stream = err or sys.stderr
-    return SessionStore(settings.sessions_dir, on_notice=lambda m: _notice(stream, m))
+    return SessionStore(
+        settings.sessions_dir,
+        on_notice=lambda m: _notice(stream, m),
+        workspace=str(settings.tools.workspace),
+    )
 
 
 def make_provider(settings: Settings, err: TextIO | None = None) -> Provider:

@@ -103,8 +103,7 @@ def open_session(
     """The session to continue (-s/-c) or a new one. Returns (session, is_new)."""
     if ref or (cont and store.list()):  # -c with nothing saved yet starts a new one
         return store.load(store.resolve(ref or "latest")), False
-    p, ws = settings.provider, str(settings.tools.workspace)
-    return new_session(provider=p.name, model=p.model, workspace=ws), True
+    return new_session(provider=settings.provider.name, model=settings.provider.model), True
 
 
 class Conversation:
@@ -345,7 +344,6 @@ class Conversation:
             provider=self.settings.provider.name,
             model=self.provider.model,
             title=" ".join(title.split()),
-            workspace=str(self.settings.tools.workspace),
         )
 
     def _reset(self) -> list[str]:

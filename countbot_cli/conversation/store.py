@@ -71,8 +71,10 @@ class SessionStore:
         *,
         lock_timeout: float = 10.0,
         on_notice: Callable[[str], None] | None = None,
+        workspace: str = "",
     ) -> None:
         self.root = Path(root)
+        self.workspace = workspace  # recorded in a session created without one
         self.lock_timeout = lock_timeout
         self._notice = on_notice or (lambda _msg: None)
         self._reported: set[str] = set()
@@ -88,7 +90,9 @@ class SessionStore:
         return self.root / f"{sid}.json"
 
     def create(self, session: Session) -> None:
-        """Save a new session; refuses to overwrite an existing one."""
+        """Save a new session (in this store's `workspace` unless it names one); refuses to
+        overwrite an existing one."""
+        session.workspace = session.workspace or self.workspace
         path = self.path(session.id)
         self._ensure_root()
         with self._session_lock(session.id):

@@ -120,6 +120,8 @@ def test_other_projects_stay_out_without_a_terminal_unless_configured(
     assert "other0000002" not in mine and "legacy000003" not in mine
     assert "only the user can approve" in crossing and CROSSING in crossing
     assert all("4711" not in json.dumps(b) for b in bodies)
+    store = SessionStore(cb.sessions_dir)  # the conversation just saved records its workspace
+    assert store.load(store.resolve("latest")).workspace == str(cb.work)
 
     make_cb(tmp_path, server.base_url, tools={"enabled": True, "search_all_sessions": True})
     server.add(
