@@ -27,7 +27,7 @@ from countbot_cli.conversation.prompt_input import compose_prompt, read_stdin
 from countbot_cli.conversation.search_tool import search_sessions_tool
 from countbot_cli.conversation.server_window import (
     assumed_window_notice,
-    with_server_window,
+    fitted_to_server,
     with_window,
 )
 from countbot_cli.conversation.store import SessionStore
@@ -339,7 +339,7 @@ def run_ask(
     text, attached = compose_message(opts.prompt, stdin_text, refs, settings)
     store = make_store(settings, err)
     session, is_new = open_session(store, settings, ref=opts.session, cont=opts.cont)
-    settings = with_server_window(settings)  # an unknown model's window: asked, cached
+    settings = fitted_to_server(settings, session if is_new else None)  # asked, cached
     provider = make_provider(settings, err)
     tty_out = isatty(out)
     plain = opts.plain or not tty_out or opts.json_out or opts.jsonl
@@ -363,7 +363,7 @@ def run_ask(
         conversation.close()
     code = _report(opts, result, provider, out, err)
     if isinstance(view, JsonlView):
-        view.end(result, code)
+        view.end(result, code, script_status(result, code))
     return code
 
 
@@ -387,18 +387,28 @@ def _make_view(opts: AskOptions, out: TextIO, err: TextIO, *, plain: bool, model
     return MarkdownView(out, err, waiting=waiting)
 
 
+def script_status(result: TurnResult, code: int) -> str:
+    """The `status` of --json and --jsonl's end event, agreeing with the exit code: `ok`,
+    `failed`, `interrupted`, `max_iterations` (exit 8) or `empty` (exit 7)."""
+    if result.status != "ok" or code == 0:
+        return result.status
+    return {EXIT_MAX_ITERATIONS: "max_iterations", EXIT_EMPTY_ANSWER: "empty"}.get(code, "failed")
+
+
 def _report(
     opts: AskOptions, result: TurnResult, provider: Provider, out: TextIO, err: TextIO
 ) -> int:
+    code = _exit_code(opts, result, out, err)
     if opts.json_out:
         obj: dict[str, Any] = {
             "session_id": result.session_id,
             "model": result.model,
             "answer": result.answer,
-            "usage": result.usage.to_dict(),
+            "usage": result.usage.to_dict() if result.usage_reported else None,
             "tool_calls": result.tool_calls,
             "finish_reason": result.finish_reason,
-            "status": result.status,
+            "status": script_status(result, code),
+            "exit_code": code,
         }
         if result.cost_today is not None:
             obj["cost_today"] = result.cost_today
@@ -425,7 +435,7 @@ def _report(
         sid = result.session_id
         err.write(f"\x1b[2msession {sid}{usage} · continue with -s {sid[:8]}\x1b[0m\n")
         err.flush()
-    return _exit_code(opts, result, out, err)
+    return code
 
 
 def _exit_code(opts: AskOptions, result: TurnResult, out: TextIO, err: TextIO) -> int:

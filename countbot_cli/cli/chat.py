@@ -31,6 +31,7 @@ class ChatOptions:
     options: dict[str, object] | None = None  # -o KEY VALUE (config/options.py)
     attach: list[str] | None = None  # -a PATH|URL: sent with the first message
     context_window: int | None = None  # --context-window N
+    pick: bool = False  # --pick, `sessions resume` with no id: the session picker first
 
 
 def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
@@ -40,13 +41,15 @@ def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
     from countbot_cli import app
     from countbot_cli.conversation.attachments import PendingAttachments
     from countbot_cli.conversation.chat import open_session
-    from countbot_cli.conversation.server_window import with_server_window
+    from countbot_cli.conversation.server_window import fitted_to_server
     from countbot_cli.repl.loop import Repl
     from countbot_cli.repl.view import PausingConfirmer, TurnOnScreen
     from countbot_cli.ui.confirm import TerminalConfirmer
 
     if opts.session and opts.cont:
         raise UsageError("use either -s/--session ID or -c/--continue, not both")
+    if opts.pick and opts.session:
+        raise UsageError("use either -s/--session ID or --pick, not both")
     if not (isatty(sys.stdin) and isatty(sys.stdout)):
         raise UsageError(
             "the interactive chat needs a terminal",
@@ -65,8 +68,15 @@ def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
     for ref in opts.attach or ():
         pending.add(ref, settings, settings.provider, flag="-a")
     store = app.make_store(settings)
+    if opts.pick:
+        from countbot_cli.ui.session_picker import pick_session
+
+        resume = pick_session(store)
+        if resume is None:
+            sys.stdout.write("Nothing resumed.\n")
+            return 0
     session, is_new = open_session(store, settings, ref=resume or opts.session, cont=opts.cont)
-    settings = with_server_window(settings)  # an unknown model's window: asked once, cached
+    settings = fitted_to_server(settings, session if is_new else None)  # asked once, cached
     screen = TurnOnScreen()  # the turn in progress: the approval prompt and notices draw around it
     side = cast(TextIO, _SideStream(screen))
     conversation = app.build_conversation(

@@ -320,7 +320,8 @@ def _implicit(ctx: _Context) -> ProviderConfig | None:
     if is_openai:
         entry.preset = PRESETS["openai"]
     model = ctx.model_override() or entry.model()
-    _require_model(entry, model, ctx)
+    if is_openai:  # another server is asked for its only model (provider/server_facts.py)
+        _require_model(entry, model, ctx)
     if is_openai and key is None and ctx.strict:
         raise _missing_key(entry, "OPENAI_API_KEY", ctx)
     return _make(entry, base, key, source, model)

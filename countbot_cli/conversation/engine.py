@@ -66,6 +66,7 @@ class TurnResult:
     model: str
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
+    usage_reported: bool = False  # some call of the turn reported usage (else --json: null)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     reasoning: str = ""
     error: CountbotError | None = None
@@ -269,6 +270,7 @@ class Engine:
                     self.settings.prices, fin.usage, models, self.settings.data_dir, self.today()
                 )
             result.usage.add(fin.usage)
+            result.usage_reported |= fin.usage is not None
             result.finish_reason = fin.finish_reason
             if fin.model:
                 result.model = fin.model

@@ -10,16 +10,29 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from countbot_cli.conversation.model_limits import DEFAULT_CONTEXT_WINDOW, known_window
+from countbot_cli.provider.server_facts import fit_to_server
 from countbot_cli.provider.window import discover_window
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
+    from countbot_cli.conversation.session import Session
     from countbot_cli.provider.base import Provider
 
 
 def with_window(settings: Settings, n: int) -> Settings:
     """The same settings with the provider's context window set to `n` tokens."""
     return replace(settings, provider=replace(settings.provider, context_window=n))
+
+
+def fitted_to_server(settings: Settings, new: Session | None = None) -> Settings:
+    """The settings fitted to what the server says (provider/server_facts.py: its only model
+    when none was chosen, llama.cpp's request shape), then an unknown model's window. Asked
+    after the input and the session were checked, so a refused question costs no request;
+    `new`, a session not saved yet, takes the model found."""
+    p = fit_to_server(settings.provider, settings.data_dir)
+    if new is not None and not new.model:
+        new.model = p.model
+    return with_server_window(replace(settings, provider=p))
 
 
 def with_server_window(settings: Settings) -> Settings:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,16 @@ def probe_window(
     api_base: str, model: str, headers: Mapping[str, str], *, timeout: float = PROBE_TIMEOUT
 ) -> int | None:
     """Ask the server at `api_base` for `model`'s context window; None when it cannot tell."""
+    with probe_client(api_base, headers, timeout) as fetch:
+        return window_from(api_base, model, lambda m, u, b: fetch(m, u, b)[0])
+
+
+@contextlib.contextmanager
+def probe_client(
+    api_base: str, headers: Mapping[str, str], timeout: float = PROBE_TIMEOUT
+) -> Iterator[Callable[[str, str, Any], tuple[Any, str]]]:
+    """A short-timeout client for asking a server about itself: `fetch(method, url, body)`
+    gives (the parsed JSON or None, the `Server` header or ""); errors and non-200 are None."""
     import ssl
 
     httpx = load_httpx()  # httpx's own CLI (click, rich) stays unloaded, as for the chat request
@@ -50,19 +60,20 @@ def probe_window(
         verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # plain HTTP: no CA bundle to load
     with httpx.Client(timeout=timeout, headers=dict(headers), verify=verify) as client:
 
-        def fetch(method: str, url: str, body: Any) -> Any:
+        def fetch(method: str, url: str, body: Any) -> tuple[Any, str]:
             try:
                 resp = client.request(method, url, json=body)
             except httpx.HTTPError:
-                return None
+                return None, ""
+            server = resp.headers.get("server", "")
             if resp.status_code != 200 or len(resp.content) > MAX_BODY:
-                return None
+                return None, server
             try:
-                return loads_bounded(resp.content)
+                return loads_bounded(resp.content), server
             except ValueError:
-                return None
+                return None, server
 
-        return window_from(api_base, model, fetch)
+        yield fetch
 
 
 def window_from(api_base: str, model: str, fetch: Fetch) -> int | None:
@@ -121,8 +132,9 @@ def _from_ollama(data: Any, model: str) -> int | None:
     return None
 
 
-class WindowCache:
-    """`{"BASE MODEL": {"n": 32768 or null, "at": unix time}}`: best effort, only a cache."""
+class ProbeCache:
+    """`{"KEY": {…, "at": unix time}}` in one JSON file: what servers said about themselves.
+    Best effort: an unreadable file is empty, a failed write is skipped."""
 
     def __init__(self, path: Path, now: Callable[[], float] = time.time) -> None:
         self.path = path
@@ -135,10 +147,28 @@ class WindowCache:
             return {}
         return data if isinstance(data, dict) else {}
 
+    def read_row(self, key: str) -> dict[str, Any] | None:
+        row = self._read().get(key)
+        if not isinstance(row, dict) or not isinstance(row.get("at"), (int, float)):
+            return None
+        return row
+
+    def write_row(self, key: str, row: dict[str, Any]) -> None:
+        data = self._read()
+        data[key] = {**row, "at": int(self.now())}
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            blob = json.dumps(data, sort_keys=True, indent=1) + "\n"
+            fileio.atomic_write(self.path, blob.encode("utf-8"), durable=False)
+
+
+class WindowCache(ProbeCache):
+    """`{"BASE MODEL": {"n": 32768 or null, "at": unix time}}`: best effort, only a cache."""
+
     def get(self, api_base: str, model: str) -> tuple[bool, int | None]:
         """(found, window): found False when never asked, or an unknown answer has aged."""
-        row = self._read().get(f"{api_base} {model}")
-        if not isinstance(row, dict) or not isinstance(row.get("at"), (int, float)):
+        row = self.read_row(f"{api_base} {model}")
+        if row is None:
             return False, None
         n = _plausible(row.get("n"))
         if n is None and self.now() - row["at"] > UNKNOWN_TTL:
@@ -146,12 +176,7 @@ class WindowCache:
         return True, n
 
     def put(self, api_base: str, model: str, n: int | None) -> None:
-        data = self._read()
-        data[f"{api_base} {model}"] = {"n": n, "at": int(self.now())}
-        with contextlib.suppress(OSError):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            blob = json.dumps(data, sort_keys=True, indent=1) + "\n"
-            fileio.atomic_write(self.path, blob.encode("utf-8"), durable=False)
+        self.write_row(f"{api_base} {model}", {"n": n})
 
 
 def discover_window(

@@ -190,9 +190,13 @@ class JsonlView(PlainView):
     def tool_denied(self, call: ToolCall, how: str, reason: str) -> None:
         self.emit("tool_call", id=call.id, name=call.name, run=False, approval=how, reason=reason)
 
-    def end(self, result: TurnResult, exit_code: int) -> None:
-        """The last lines: usage, the error if any, then the whole answer and the exit code."""
-        self.emit("usage", **result.usage.to_dict())
+    def end(self, result: TurnResult, exit_code: int, status: str | None = None) -> None:
+        """The last lines: usage (null counts when the server reported none), the error if any,
+        whole answer, the status (`status`, else the turn's) and the exit code."""
+        if result.usage_reported:
+            self.emit("usage", **result.usage.to_dict())
+        else:  # the server reported none: null, never a count of 0
+            self.emit("usage", prompt_tokens=None, completion_tokens=None, total_tokens=None)
         if result.error is not None:
             self.emit("error", message=result.error.user_message(), exit_code=exit_code)
         self.emit(
@@ -200,7 +204,7 @@ class JsonlView(PlainView):
             session_id=result.session_id,
             model=result.model,
             answer=result.answer,
-            status=result.status,
+            status=status or result.status,
             finish_reason=result.finish_reason,
             exit_code=exit_code,
         )

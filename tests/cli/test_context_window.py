@@ -16,6 +16,9 @@ QUIET = {"auto_memory": False, "overflow_summary": False}  # no upkeep calls
 LONG = "lorem ipsum dolor sit amet " * 600  # ~3,000 tokens: a long answer
 
 
+KIND = ["/v1/models", "/props"]  # which server it is, asked once (provider/server_facts.py)
+
+
 def probes(server: fs.FakeServer) -> list[str]:
     return [r.path for r in server.requests if r.path.split("?")[0] != "/v1/chat/completions"]
 
@@ -49,7 +52,7 @@ def test_a_server_that_cannot_tell_leaves_the_assumed_window_said_once(
     assert "test-model" in line and "--context-window" in line and "COUNTBOT_CONTEXT_WINDOW" in line
     assert sent_history(server) < 6  # 3 earlier exchanges: not all were sent
     # asked once (/v1/models, /props, /api/show), then the "cannot tell" is cached
-    assert probes(server) == ["/v1/models", "/props", "/api/show"]
+    assert probes(server) == [*KIND, "/v1/models", "/props", "/api/show"]
 
 
 def test_the_servers_window_is_used_and_cached(tmp_path: Path, server: fs.FakeServer) -> None:
@@ -60,7 +63,7 @@ def test_the_servers_window_is_used_and_cached(tmp_path: Path, server: fs.FakeSe
     errs = converse(cb, server, 4)
     assert not any(ASSUMED in e for e in errs)
     assert sent_history(server) == 6  # everything fits in 131,072 tokens
-    assert probes(server) == ["/v1/models"]  # once, for four processes
+    assert probes(server) == [*KIND, "/v1/models"]  # once, for four processes
 
 
 @pytest.mark.parametrize("how", ["flag", "env"])
@@ -78,7 +81,7 @@ def test_a_given_window_wins_and_nothing_is_asked(
         errs = converse(cb, server, 3)
     assert not any(ASSUMED in e for e in errs)  # a given window is not assumed
     assert sent_history(server) < 4  # trimmed to fit 4,096 tokens
-    assert probes(server) == []
+    assert probes(server) == KIND  # the window is not asked
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-5", "1.5"])

@@ -1,0 +1,112 @@
+"""What an OpenAI-compatible server says about itself, fitted into the provider's settings
+(issue 23 item 1): the model when none was chosen, and whether it is llama.cpp's server.
+
+- No model chosen (`COUNTBOT_API_BASE=…` with no `COUNTBOT_MODEL`, `-m` or `model:`): the
+  server's `GET /models` is asked; a server that serves one model (llama.cpp, llama-cpp-python,
+  vLLM, LM Studio with one loaded) gives it; several or none is a ConfigError naming them.
+- A provider with no preset is asked once (cached a day per base URL in
+  `<data_dir>/servers.json`) whether it is llama.cpp's `llama-server` or llama-cpp-python's
+  server: the `Server: llama.cpp` header, `owned_by: "llamacpp"` (llama-server) or
+  `owned_by: "me"` with `permissions` (llama-cpp-python) in its model list, or a llama.cpp
+  `GET /props` answer. Such a server gets the `llamacpp` preset's request shape: requests that
+  carry tools go non-streamed (their streamed tool calls come back as text).
+
+Requests use provider/window.py's short-timeout client; a server that does not answer changes
+nothing (and is asked again next time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from countbot_cli.config.presets import PRESETS
+from countbot_cli.config.providers import ProviderConfig
+from countbot_cli.errors import ConfigError
+from countbot_cli.provider.window import UNKNOWN_TTL, ProbeCache, probe_client
+
+CACHE_FILE = "servers.json"
+Fetch = Callable[[str, str, Any], tuple[Any, str]]  # (method, url, body) -> (JSON, Server header)
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    models: tuple[str, ...]  # ids in the server's model list, sorted
+    llamacpp: bool  # llama.cpp's server or llama-cpp-python's
+
+
+def facts_from(api_base: str, fetch: Fetch) -> ServerFacts | None:
+    """The facts `fetch` finds at `api_base`; None when the model list did not answer."""
+    base = api_base.rstrip("/")
+    data, server = fetch("GET", f"{base}/models", None)
+    if data is None:
+        return None
+    rows = data.get("data") if isinstance(data, dict) else data
+    rows = [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+    models = tuple(sorted({str(r["id"]) for r in rows if isinstance(r.get("id"), str)}))
+    llamacpp = "llama.cpp" in server.lower() or any(_llamacpp_row(r) for r in rows)
+    if not llamacpp:
+        root = base[: -len("/v1")] if base.endswith("/v1") else base
+        props, server = fetch("GET", f"{root}/props", None)
+        llamacpp = "llama.cpp" in server.lower() or (
+            isinstance(props, dict) and isinstance(props.get("default_generation_settings"), dict)
+        )
+    return ServerFacts(models, llamacpp)
+
+
+def _llamacpp_row(row: Mapping[str, Any]) -> bool:
+    owner = row.get("owned_by")
+    return owner == "llamacpp" or (owner == "me" and isinstance(row.get("permissions"), list))
+
+
+def probe_facts(api_base: str, headers: Mapping[str, str]) -> ServerFacts | None:
+    with probe_client(api_base, headers) as fetch:
+        return facts_from(api_base, fetch)
+
+
+def fit_to_server(
+    p: ProviderConfig,
+    data_dir: Path,
+    probe: Callable[[str, Mapping[str, str]], ServerFacts | None] = probe_facts,
+) -> ProviderConfig:
+    """`p` with the server's only model when it has none, and llama.cpp's request shape when
+    the server is llama.cpp's and no preset says what it is."""
+    if p.type != "openai" or not p.api_base:
+        return p
+    need_model = not p.model
+    need_kind = p.preset is None and p.stream_tools
+    if not (need_model or need_kind):
+        return p
+    cache = ProbeCache(data_dir / CACHE_FILE)
+    row = cache.read_row(p.api_base)
+    fresh = row is not None and cache.now() - row["at"] <= UNKNOWN_TTL
+    facts: ServerFacts | None = None
+    if need_model or not fresh:
+        headers = {"Authorization": f"Bearer {p.api_key}"} if p.api_key else {}
+        facts = probe(p.api_base, {**headers, **p.headers})
+        if facts is not None:
+            cache.write_row(p.api_base, {"llamacpp": facts.llamacpp})
+    llamacpp = facts.llamacpp if facts is not None else bool(row and row.get("llamacpp"))
+    if need_model:
+        p = replace(p, model=_only_model(p, facts))
+    if need_kind and llamacpp:
+        p = replace(p, stream_tools=PRESETS["llamacpp"].stream_tools)
+    return p
+
+
+def _only_model(p: ProviderConfig, facts: ServerFacts | None) -> str:
+    if facts is not None and len(facts.models) == 1:
+        return facts.models[0]
+    if facts is None:
+        why = f"and {p.api_base}/models did not answer"
+    elif not facts.models:
+        why = f"and the server at {p.api_base} lists no models"
+    else:
+        shown = ", ".join(facts.models[:8]) + (", …" if len(facts.models) > 8 else "")
+        why = f"and the server at {p.api_base} has {len(facts.models)} ({shown})"
+    raise ConfigError(
+        f"no model chosen for provider '{p.name}' {why}",
+        hint="export COUNTBOT_MODEL=NAME or pass -m NAME (`countbot models` lists them)",
+    )
