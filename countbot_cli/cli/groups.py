@@ -140,7 +140,10 @@ def sessions_fork(
 @sessions_app.command("export", help="Export a session as markdown or JSON.")
 def sessions_export(
     session_id: Annotated[str, typer.Argument(metavar="ID")],
-    fmt: Annotated[str, typer.Option("--format", help="md or json.")] = "md",
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", help="md or json (default: the file's extension, else md)."),
+    ] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")
     ] = None,

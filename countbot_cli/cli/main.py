@@ -68,6 +68,10 @@ YesOpt = Annotated[
     ),
 ]
 NoToolsOpt = Annotated[bool, typer.Option("--no-tools", help="Do not offer tools to the model.")]
+PickOpt = Annotated[
+    bool,
+    typer.Option("--pick", help="Choose the session to resume in a picker (on a terminal)."),
+]
 WindowOpt = Annotated[
     int | None,
     typer.Option(
@@ -121,6 +125,7 @@ def main_options(
     role: RoleOpt = None,
     option: OptionOpt = None,
     attach: ChatAttachOpt = None,
+    pick: PickOpt = False,
 ) -> None:
     """With no command: the interactive chat (the same as `countbot chat`)."""
     if version:
@@ -131,7 +136,7 @@ def main_options(
     global_opts["config"] = config
     chat_flags = (
         session or cont or model or provider or system or yes or no_tools or role or option
-    ) or attach
+    ) or (attach or pick)
     if ctx.invoked_subcommand is None:
         _run_chat(
             config,
@@ -145,10 +150,12 @@ def main_options(
             role=role,
             option=option,
             attach=attach,
+            pick=pick,
         )
     elif chat_flags:
         sys.stderr.write(
-            "countbot: error: -s/-c/-m/-p/-r/-o/-a/--system/--yes/--no-tools before a command only "
+            "countbot: error: -s/-c/-m/-p/-r/-o/-a/--system/--yes/--no-tools/--pick before a "
+            "command only "
             "apply "
             f"to the chat; put them after `{ctx.invoked_subcommand}`\n"
         )
@@ -195,11 +202,13 @@ def chat(
     option: OptionOpt = None,
     attach: ChatAttachOpt = None,
     context_window: WindowOpt = None,
+    pick: PickOpt = False,
     config: ConfigOpt = None,
 ) -> None:
     _run_chat(
         config,
         context_window=context_window,
+        pick=pick,
         session=session,
         cont=cont,
         model=model,
@@ -337,9 +346,11 @@ def models(
     guarded(go)
 
 
-@sessions_app.command("resume", help="Open a saved session in the interactive chat.")
+@sessions_app.command(
+    "resume", help="Open a saved session in the interactive chat (no ID: choose it in a picker)."
+)
 def sessions_resume(
-    session_id: Annotated[str, typer.Argument(metavar="ID")],
+    session_id: Annotated[str | None, typer.Argument(metavar="[ID]")] = None,
     model: ModelOpt = None,
     provider: ProviderOpt = None,
     system: SystemOpt = None,
@@ -350,6 +361,7 @@ def sessions_resume(
     _run_chat(
         config,
         resume=session_id,
+        pick=session_id is None,
         model=model,
         provider=provider,
         system=system,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from countbot_cli.config import options as opts
-from countbot_cli.config.file import decode, parse_yaml, read_config
+from countbot_cli.config.file import Node, decode, did_you_mean, parse_yaml, read_config
 from countbot_cli.config.settings import default_home
 from countbot_cli.errors import ConfigError, UsageError
 
@@ -86,7 +86,12 @@ def parse_role(name: str, file: Path) -> Role:
     )
 
 
+FRONT_KEYS = ("model", "description", "options", *opts.KNOWN)
+
+
 def _front_matter(block: str, file: Path) -> tuple[str | None, dict[str, Any]]:
+    """(model, options) of a front matter; its keys are checked as the config file's are (an
+    unknown key is exit 2 with "did you mean"); other request fields go under `options:`."""
     node = parse_yaml("\n" + block, str(file))  # the block starts on the file's second line
     if node is None or node.value is None:
         return None, {}
@@ -99,15 +104,48 @@ def _front_matter(block: str, file: Path) -> tuple[str | None, dict[str, Any]]:
     model, found = None, {}
     for key, entry in node.value.items():
         line = entry.line
-        if key == "model":
+        if key not in FRONT_KEYS:
+            hint = did_you_mean(str(key), FRONT_KEYS) or (
+                f"known keys: {', '.join(FRONT_KEYS)}; other request fields go under options:"
+            )
+            raise ConfigError(f"unknown key '{key}'", file=str(file), line=line, hint=hint)
+        if key in ("model", "description"):
             if not isinstance(entry.value, str) or not entry.value.strip():
-                raise ConfigError("model must be a model name", file=str(file), line=line)
-            model = entry.value.strip()
+                what = "a model name" if key == "model" else "one line of text"
+                raise ConfigError(f"{key} must be {what}", file=str(file), line=line)
+            model = entry.value.strip() if key == "model" else model
             continue
-        if isinstance(entry.value, list | dict):
-            raise ConfigError(f"{key}: a single value is expected", file=str(file), line=line)
-        try:
-            found[str(key)] = opts.check(str(key), entry.value)
-        except opts.OptionError as e:
-            raise ConfigError(str(e), file=str(file), line=line) from None
+        if key == "options":
+            found.update(_extra_options(entry, file))
+            continue
+        found[str(key)] = _option(str(key), entry, file)
     return model, found
+
+
+def _extra_options(entry: Node, file: Path) -> dict[str, Any]:
+    """`options:`: a mapping of request fields, each checked as `-o KEY VALUE` is."""
+    if not isinstance(entry.value, dict):
+        raise ConfigError(
+            "options must be `key: value` lines (request fields)", file=str(file), line=entry.line
+        )
+    return {str(k): _option(str(k), v, file) for k, v in entry.value.items()}
+
+
+def _option(key: str, entry: Node, file: Path) -> Any:
+    if isinstance(entry.value, list | dict) and key in opts.KNOWN:
+        raise ConfigError(f"{key}: a single value is expected", file=str(file), line=entry.line)
+    try:
+        return opts.check(key, _plain(entry.value))
+    except opts.OptionError as e:
+        raise ConfigError(str(e), file=str(file), line=entry.line) from None
+
+
+def _plain(value: Any) -> Any:
+    """A YAML node tree (values that remember their line) as plain Python values."""
+    if isinstance(value, Node):
+        return _plain(value.value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

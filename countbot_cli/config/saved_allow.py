@@ -46,6 +46,15 @@ class SavedRules:
         return [("command", c) for c in self.commands] + [("tool", t) for t in self.tools]
 
 
+def summary(path: Path) -> str | None:
+    """One line naming the saved rules (for `/tools`), or None when there are none."""
+    rules = load(path).rules()
+    if not rules:
+        return None
+    shown = ", ".join(f"{kind} {json.dumps(text, ensure_ascii=False)}" for kind, text in rules)
+    return f"Saved approvals ({path}): {shown} · `countbot config allow remove RULE` forgets one"
+
+
 def allow_file(home: Path) -> Path:
     """The sidecar in the user's config folder `home` ($XDG_CONFIG_HOME/countbot)."""
     return home / FILE_NAME

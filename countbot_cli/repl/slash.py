@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from countbot_cli.config import saved_allow
 from countbot_cli.conversation.session import plural
 from countbot_cli.errors import CountbotError, UsageError
 from countbot_cli.memory.store import MemoryStore
@@ -28,7 +29,7 @@ from countbot_cli.repl.toolbar import token_report
 from countbot_cli.repl.tuning_cmds import cmd_role, cmd_set, complete_keys, complete_roles
 from countbot_cli.textsafe import sanitize, sanitize_line
 from countbot_cli.ui.memory import memory_add, memory_search, memory_show
-from countbot_cli.ui.sessions import sessions_export, sessions_list
+from countbot_cli.ui.sessions import export_format, sessions_export, sessions_list
 
 if TYPE_CHECKING:
     from countbot_cli.repl.host import ReplHost
@@ -185,13 +186,22 @@ def cmd_export(repl: ReplHost, arg: str) -> None:
     c = repl.conversation
     if c.is_new:
         raise UsageError("this conversation is not saved yet: there is nothing to export")
-    path = Path(arg).expanduser() if arg else Path(f"countbot-{c.session.id}.md")
+    words = arg.split()
+    fmt: str | None = None
+    if "--format" in words:  # /export [FILE] [--format md|json]
+        at = words.index("--format")
+        if at + 1 >= len(words):
+            raise UsageError("usage: /export [FILE] [--format md|json]")
+        fmt = words[at + 1]
+        arg = " ".join(words[:at] + words[at + 2 :])
+    name = f"countbot-{c.session.id}.{fmt or 'md'}"
+    path = Path(arg).expanduser() if arg else Path(name)
     if path.is_dir():
-        path = path / f"countbot-{c.session.id}.md"
+        path = path / name
+    fmt = export_format(path, fmt)  # an unknown extension is refused before anything is asked
     if path.exists() and not repl.confirm(f"{path} exists. Overwrite it?"):
         repl.info("Nothing exported.")
         return
-    fmt = "json" if path.suffix.lower() == ".json" else "md"
     out = io.StringIO()
     sessions_export(c.store, c.session.id, fmt=fmt, output=path, out=out, force=True)  # asked above
     repl.info(out.getvalue().strip())
@@ -285,6 +295,9 @@ def cmd_tools(repl: ReplHost, arg: str) -> None:
             repl.info(
                 f"Allowed for this session without asking: {', '.join(granted)} (/tools ask revokes)"
             )
+        saved_file = c.settings.tools.saved_file
+        if saved_file is not None and (line := saved_allow.summary(saved_file)):
+            repl.info(sanitize_line(line))
         return
     mode, revoked = c.set_tool_mode(arg)
     what = {
@@ -434,7 +447,12 @@ COMMANDS: tuple[Command, ...] = (
     Command("retry", "", "ask the last question again", cmd_retry),
     Command("undo", "", "remove the last exchange", cmd_undo),
     Command("edit", "[TEXT]", "change the last question and ask it again", cmd_edit),
-    Command("export", "[FILE]", "write this conversation as markdown (.json: JSON)", cmd_export),
+    Command(
+        "export",
+        "[FILE] [--format md|json]",
+        "write this conversation to FILE: .md markdown, .json JSON (or --format)",
+        cmd_export,
+    ),
     Command(
         "attach",
         "[PATH|URL|clear]",

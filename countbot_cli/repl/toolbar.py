@@ -98,8 +98,11 @@ class ContextMeter:
 
     # ---- counting ----
 
-    def window(self, model: str) -> int:
-        cfg = self.settings.provider
+    def window(self, conversation: Conversation) -> int:
+        """The window the conversation's engine budgets against: the settings of the model in
+        use (after /model, with --context-window and COUNTBOT_CONTEXT_WINDOW still applied)."""
+        model = conversation.provider.model
+        cfg = conversation.engine.settings.provider
         return context_window_for(model, cfg.context_window if model == cfg.model else None)
 
     def counter(self, model: str) -> TokenCounter:
@@ -148,7 +151,7 @@ class ContextMeter:
         if cached is not None and cached[0] == key:
             return cached[1]
         self._calibrate(counter, conversation.engine)
-        result = _count(counter, conversation, self.window(model), self._tools_sent)
+        result = _count(counter, conversation, self.window(conversation), self._tools_sent)
         self._cache = (_fingerprint(conversation, counter), result)
         return result
 

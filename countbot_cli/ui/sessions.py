@@ -217,10 +217,32 @@ def sessions_summary(
 # ---- export ----
 
 
+EXPORT_SUFFIXES = {".md": "md", ".markdown": "md", ".json": "json"}
+
+
+def export_format(output: Path | None, fmt: str | None) -> str:
+    """The one export rule (`sessions export` and `/export`): `--format` when given, else the
+    file's extension (.md/.markdown: markdown, .json: JSON; none, or stdout: markdown); any
+    other extension is a UsageError."""
+    if fmt is not None:
+        if fmt not in ("md", "json"):
+            raise UsageError(f"unknown export format '{fmt}'", hint="use md or json")
+        return fmt
+    suffix = output.suffix.lower() if output is not None else ""
+    if not suffix:
+        return "md"
+    if suffix not in EXPORT_SUFFIXES:
+        raise UsageError(
+            f"cannot tell the export format from '{suffix}'",
+            hint="name the file .md or .json, or say --format md|json",
+        )
+    return EXPORT_SUFFIXES[suffix]
+
+
 def sessions_export(
     store: SessionStore,
     ref: str,
-    fmt: str = "md",
+    fmt: str | None = None,
     output: Path | None = None,
     *,
     out: TextIO,
@@ -228,14 +250,14 @@ def sessions_export(
     confirm: Callable[[str], bool] | None = None,
     overwrite_hint: str = "choose another file name",
 ) -> int:
-    """Markdown (a title heading, then a role heading a message) or JSON (the stored dict).
+    """Markdown (a title heading, then a role heading a message) or JSON (the stored dict), as
+    `export_format` decides from `fmt` and `output`'s extension.
 
     JSON is lossless; markdown drops terminal control characters from the text. An existing
     `output` is replaced only with `force` or when `confirm` (a person at a terminal) says so;
     with neither it is a UsageError and the file is left as it was.
     """
-    if fmt not in ("md", "json"):
-        raise UsageError(f"unknown export format '{fmt}'", hint="use md or json")
+    fmt = export_format(output, fmt)
     session = store.load(store.resolve(ref))
     text = json_text(session.to_dict()) + "\n" if fmt == "json" else to_markdown(session)
     if output is None:

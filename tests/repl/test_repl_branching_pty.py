@@ -45,3 +45,46 @@ def test_resume_picker_on_a_terminal_filters_and_resumes(tmp_path: Path) -> None
         child.close(force=True)
     assert child.exitstatus == 0
     assert len(store.list()) == 3  # resuming wrote nothing
+
+
+def _two_sessions(store: SessionStore) -> None:
+    for title in ("Tea notes", "Coffee beans"):
+        s = new_session(provider="test", model="test-model", title=title)
+        s.messages = [
+            Message(role="user", content=f"about {title.lower()}"),
+            Message(role="assistant", content="sure"),
+        ]
+        store.create(s)
+
+
+@pytest.mark.parametrize(
+    "args", [("sessions", "resume"), ("--pick",), ("-c", "--pick"), ("chat", "--pick")]
+)
+def test_resume_without_an_id_opens_the_picker_on_a_terminal(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    cb = make_cb(tmp_path, "http://127.0.0.1:9/v1")
+    store = SessionStore(cb.sessions_dir)
+    _two_sessions(store)
+    child = spawn(cb.env, cb.work, *args)
+    try:
+        expect(child, "type to filter")
+        child.send("tea")
+        expect(child, "Tea notes")
+        child.send("\r")
+        expect(child, "about tea notes")  # the chat opened on it, its last exchange shown
+        expect(child, TOOLBAR_END)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+
+
+def test_the_picker_needs_a_terminal(tmp_path: Path) -> None:
+    cb = make_cb(tmp_path, "http://127.0.0.1:9/v1")
+    _two_sessions(SessionStore(cb.sessions_dir))
+    for args in (["sessions", "resume"], ["chat", "--pick"], ["--pick"]):
+        proc = cb.run(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "needs a terminal" in proc.stderr

@@ -483,3 +483,36 @@ def test_exit_quits(tmp_path: Path, server: fs.FakeServer, command: str) -> None
     started = time.monotonic()
     repl = h.run([command + "\r"], end=None)
     assert repl.prompts_shown == 1 and time.monotonic() - started < 10
+
+
+def test_model_keeps_a_context_window_override(tmp_path: Path, server: fs.FakeServer) -> None:
+    from countbot_cli.config.settings import load_settings
+
+    h = Harness(tmp_path, server)
+    h.settings = load_settings(
+        config_path=str(h.cb.config_file),
+        env={**h.cb.env, "COUNTBOT_CONTEXT_WINDOW": "16384"},
+        cwd=h.cb.work,
+    )
+    server.models = ["test-model", "beta-2"]
+    repl = h.run(["/tokens\r", "/model beta-2\r", "/tokens\r"])
+    out = h.text()
+    assert "Model: beta-2." in out
+    assert out.count("of 16,384") == 2 and "of 8,192" not in out  # before and after /model
+    assert "/16.4k" in repl.toolbar()
+
+
+def test_tools_lists_the_saved_approvals(tmp_path: Path, server: fs.FakeServer) -> None:
+    from countbot_cli.config import saved_allow
+    from countbot_cli.config.settings import load_settings
+
+    h = Harness(tmp_path, server)
+    h.cb.user_home.mkdir(parents=True, exist_ok=True)
+    rules = saved_allow.allow_file(h.cb.user_home)
+    saved_allow.add_command(rules, "git status")
+    saved_allow.add_tool(rules, "write_file")
+    h.settings = load_settings(config_path=str(h.cb.config_file), env=h.cb.env, cwd=h.cb.work)
+    h.run(["/tools\r"])
+    out = h.text()
+    assert 'command "git status", tool "write_file"' in out and str(rules) in out
+    assert "countbot config allow remove RULE" in out
