@@ -280,17 +280,7 @@ def _tool_registry(
         + ((settings.provider.api_key,) if settings.provider.api_key else ())
         + settings.mcp.secret_values(),  # MCP servers' env and headers
         # countbot's own files always need approval, even inside the workspace
-        protected=tuple(
-            p
-            for p in (
-                settings.config_file,
-                settings.sessions_dir,
-                settings.memory.file,
-                settings.trust_store,
-                settings.tools.saved_file,  # approvals saved with `A`
-            )
-            if p is not None
-        ),
+        protected=settings.own_files,
     )
     search = search_sessions_tool(
         settings.sessions_dir,

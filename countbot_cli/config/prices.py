@@ -25,12 +25,12 @@ from types import MappingProxyType
 
 from countbot_cli import fileio
 from countbot_cli.config.file import Section
+from countbot_cli.config.own_files import COSTS_FILE
 from countbot_cli.errors import CountbotError
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.messages import Usage
 
 PRICE_KEYS = ("input", "cached_input", "output")
-COSTS_FILE = "costs.json"
 LOCK_TIMEOUT = 2.0
 PER = 1_000_000
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from countbot_cli.config import saved_allow, trust
+from countbot_cli.config import own_files, saved_allow, trust
 from countbot_cli.config.attach import AttachSettings, parse_attach
 from countbot_cli.config.file import (
     Section,
@@ -132,6 +132,17 @@ class Settings:
     mcp: McpSettings = field(default_factory=McpSettings)  # MCP servers (config.mcp)
     # model -> its prices (config.prices); empty: no cost is shown
     prices: Mapping[str, Price] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def own_files(self) -> own_files.OwnFiles:
+        """Every file countbot keeps for itself (config/own_files.py): the tools always ask."""
+        return own_files.collect(
+            config_file=self.config_file,
+            sessions_dir=self.sessions_dir,
+            memory_file=self.memory.file,
+            data_dir=self.data_dir,
+            others=(self.trust_store, self.tools.saved_file),
+        )
 
 
 # ---- where things are ----

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli import fileio
+from countbot_cli.config.own_files import RATIOS_FILE
 from countbot_cli.conversation.context import block_start, window_step
 from countbot_cli.conversation.images import TOKENS_PER_IMAGE_MAX
 from countbot_cli.conversation.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, context_window_for
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
     from countbot_cli.conversation.tokens import TokenCounter
 
-RATIOS_FILE = ".countbot_tokens.json"
 RATIO_SAVE_CHANGE = 0.02  # rewrite the file only when the ratio moved more than this
 MARGIN = 0.10
 DEFAULT_REPLY_RESERVE = 4096  # when max_tokens is not set: at most this, at most 1/8 of the window

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from countbot_cli import fileio
+from countbot_cli.config.own_files import SEARCH_INDEX_FILE as INDEX_FILE
 from countbot_cli.conversation.search_text import Terms, best_matches, index_text, parse_query
 from countbot_cli.conversation.session import Session
 from countbot_cli.conversation.store import SessionStore
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-INDEX_FILE = "search-index.sqlite3"
 SCHEMA_VERSION = 2  # 2: the workspace a session was started in
 BATCH = 64  # files indexed per transaction
 TITLE_WEIGHT = 4.0

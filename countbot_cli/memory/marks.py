@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from countbot_cli import fileio
+from countbot_cli.config.own_files import MARKS_SUFFIX as SUFFIX
 from countbot_cli.errors import StorageError, UsageError
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.memory.sources import line_key
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from countbot_cli.memory.search import Entry
     from countbot_cli.memory.store import MemoryStore
 
-SUFFIX = ".marks.json"
 Kind = Literal["pinned", "muted"]
 MAX_PINNED = 20  # pinned lines are sent with every request: keep the head small
 

@@ -17,9 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from countbot_cli.config.own_files import SOURCES_SUFFIX as SUFFIX
 from countbot_cli.jsonsafe import loads_bounded
-
-SUFFIX = ".sources.jsonl"
 
 
 def sidecar_path(memory_file: Path) -> Path:

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from countbot_cli import fileio
+from countbot_cli.config.own_files import CONTEXT_WINDOWS_FILE as CACHE_FILE
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.provider.openai_compat import load_httpx
 
-CACHE_FILE = "context_windows.json"
 PROBE_TIMEOUT = 1.5  # seconds for each request
 UNKNOWN_TTL = 24 * 3600  # a server that could not tell is asked again after a day
 MAX_BODY = 4_000_000

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from countbot_cli.config.own_files import HISTORY_FILE
 from countbot_cli.conversation.attachments import PendingAttachments
 from countbot_cli.errors import CountbotError, Terminated
 from countbot_cli.repl import slash
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
     from countbot_cli.conversation.chat import Conversation
     from countbot_cli.conversation.engine import TurnResult
 
-HISTORY_FILE = ".countbot_history"
 RECENT_EXCHANGES = 3
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from countbot_cli.config.own_files import OwnFiles
 from countbot_cli.messages import ToolCall
 
 KIND_READ = "read"
@@ -41,8 +42,8 @@ class ToolContext:
     max_read_bytes: int = 1_000_000  # read_file/edit_file refuse bigger files (ranges still work)
     # values never passed to a command's environment, whatever the variable is called (API keys)
     secret_values: tuple[str, ...] = field(default=(), repr=False)
-    # countbot's own files and folders (config file, sessions, MEMORY.md): always asked about
-    protected: tuple[Path, ...] = ()
+    # countbot's own files and folders (config/own_files.py): always asked about
+    protected: OwnFiles = OwnFiles()
     # True: the user approved this exact call, so appending through a file with several hard
     # links is allowed (set by the registry for a call asked about for a sensitive path)
     multi_link_ok: bool = False

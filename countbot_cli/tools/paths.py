@@ -8,9 +8,10 @@ Nothing here opens a file; it only stats path components to resolve them.
 `sensitive_reason` marks paths that are never approved without asking (not by `--yes`,
 `/tools auto`, "always" or `allow_outside_workspace`): hidden files and folders (`.env`,
 `.ssh/`, `.git/hooks/`, `.bashrc`: secrets, and settings or hooks that other programs run),
-files named like private keys, countbot's own files (its config can run a command through
-`api_key_cmd`), `/proc` (countbot's own environment, API keys included, is readable there),
-and everything when the workspace is the root folder. Inside the workspace only the part below
+files named like private keys, countbot's own files (config/own_files.py: its config can run
+a command through `api_key_cmd`, its memory marks pin lines into every prompt), `/proc`
+(countbot's own environment is readable there), and everything when the workspace is the root
+folder. Inside the workspace only the part below
 it counts (a workspace under `~/.config` is fine); outside, the whole path does. Reading them
 sends secrets to the model; writing them can run code later. `hard_link_reason` marks a file
 with several hard links: it may be a file outside the workspace under another name.
@@ -21,8 +22,9 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Sequence
 from pathlib import Path
+
+from countbot_cli.config.own_files import OwnFiles
 
 # file names that usually hold a private key or a password
 _SECRET_NAME = re.compile(
@@ -56,12 +58,11 @@ def resolve_in_workspace(path_str: str, workspace: Path) -> tuple[Path, bool]:
     return resolved, resolved == root or resolved.is_relative_to(root)
 
 
-def sensitive_reason(path: Path, workspace: Path, protected: Sequence[Path] = ()) -> str | None:
+def sensitive_reason(path: Path, workspace: Path, protected: OwnFiles | None = None) -> str | None:
     """Why a resolved path must always be asked about, or None."""
-    for p in protected:
-        own = Path(os.path.realpath(p))
-        if path == own or path.is_relative_to(own):
-            return "countbot's own file (config, sessions or memory)"
+    own = protected.reason(path) if protected is not None else None
+    if own is not None:
+        return own
     root = workspace.resolve()
     if path == root:
         return None

@@ -13,6 +13,7 @@ import fakeserver as fs
 import pytest
 from cbenv import make_cb
 
+from countbot_cli.config.own_files import OwnFiles
 from countbot_cli.messages import ToolCall
 from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, default_tools
 from countbot_cli.tools.approval import (
@@ -153,7 +154,7 @@ def test_always_is_not_offered_for_a_sensitive_call_nor_remembered(ws: Path) -> 
 def test_countbots_own_files_are_protected(tmp_path: Path, ws: Path) -> None:
     config = ws / "config.yaml"
     config.write_text("providers: {}\n", encoding="utf-8")
-    reg = make(ws, protected=(config, ws / "sessions"))
+    reg = make(ws, protected=OwnFiles(paths=(config, ws / "sessions")))
     p = prep(reg, "write_file", {"path": "config.yaml", "content": "api_key_cmd: evil\n"})
     assert p.sensitive and "countbot's own file" in p.sensitive[0]
     assert not ApprovalPolicy(yes_writes=True, confirmer=Never(), mode="off").decide(p).approved
@@ -231,3 +232,92 @@ def test_a_workspace_at_the_root_folder_confines_nothing_so_everything_asks() ->
     p = reg.prepare(ToolCall("c1", "read_file", json.dumps({"path": "etc/hostname"})))
     assert p.needs_approval and "root folder" in p.sensitive[0]
     assert not ApprovalPolicy(yes_writes=True).decide(p).approved
+
+
+# ---- countbot's own files (config/own_files.py), with the data folder in the workspace ----
+
+# written by the model; relative paths are in the workspace, where a trusted project's
+# config.yaml puts the data folder; "@" paths are in the user's countbot folder
+OWN_FILES = [
+    "config.yaml",
+    "sessions/20260101-000000-abcd.json",
+    "sessions/search-index.sqlite3",
+    "MEMORY.md",
+    "MEMORY.marks.json",
+    "MEMORY.sources.jsonl",
+    "MEMORY.vectors.npy",  # a cache kept beside the memory later
+    "costs.json",
+    "costs.json.lock",
+    "context_windows.json",
+    ".countbot_tokens.json",
+    ".countbot_history",
+    "@trusted.json",
+    "@allow.yaml",
+]
+
+
+def own_files_cb(tmp_path: Path, server: fs.FakeServer) -> Any:
+    """A trusted project config in the workspace (so the data folder is the workspace), and the
+    user's countbot folder on a path without a hidden folder (only the own-file rule can catch
+    trusted.json and allow.yaml there), outside paths allowed without asking."""
+    from cbenv import CB, clean_env, provider_config
+
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**clean_env(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "home" / "config")}
+    cb = CB(root=tmp_path, work=work, env=env)
+    tools = {"enabled": True, "allow_outside_workspace": True}
+    cb.write_config({**provider_config(server.base_url), "tools": tools})
+    return cb
+
+
+def own_path(cb: Any, rel: str) -> str:
+    return str(cb.user_home / rel[1:]) if rel.startswith("@") else rel
+
+
+def test_countbots_own_files_are_asked_about_also_with_yes(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    from countbot_cli.app import _tool_registry
+    from countbot_cli.config.settings import load_settings
+    from countbot_cli.memory.store import MemoryStore
+
+    cb = own_files_cb(tmp_path, server)
+    settings = load_settings(env=cb.env, cwd=cb.work)
+    assert settings.data_dir == cb.work.resolve() or settings.data_dir == cb.work
+    reg = _tool_registry(settings, MemoryStore(settings.memory.file))
+    for rel in OWN_FILES:
+        p = prep(reg, "write_file", {"path": own_path(cb, rel), "content": "{}"})
+        assert any("countbot's own file" in s for s in p.sensitive), (rel, p.sensitive)
+        confirmer = Always()
+        decision = ApprovalPolicy(yes_writes=True, confirmer=confirmer).decide(p)
+        assert confirmer.asked == 1 and decision.approved, rel  # asked, never waved through
+        assert not ApprovalPolicy(yes_writes=True, mode="auto").decide(p).approved, rel
+    for rel in ("notes.txt", "MEMORY-notes.md", "costs.txt", "sessions.md"):
+        assert not prep(reg, "write_file", {"path": rel, "content": "x"}).sensitive, rel
+
+
+def test_ask_yes_never_writes_countbots_own_files(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = own_files_cb(tmp_path, server)
+    (cb.work / "costs.json").write_text('{"2026-01-01": 1.5}', encoding="utf-8")
+    before = {p: p.read_bytes() for p in cb.root.rglob("*") if p.is_file()}
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("write_file", {"path": own_path(cb, rel), "content": '{"pinned": ["obey me"]}'})
+        for rel in OWN_FILES
+    ]
+    calls.append(("edit_file", {"path": "costs.json", "old_text": "1.5", "new_text": "0"}))
+    calls.append(("write_file", {"path": "notes.txt", "content": "fine\n"}))
+    server.add(fs.tool_calls(calls), fs.text("Done."))
+    proc = cb.invoke("ask", "--yes", "tidy up")
+    assert proc.returncode == 0, proc.stderr
+    results = [m["content"] for m in server.chat_bodies()[1]["messages"] if m["role"] == "tool"]
+    assert len(results) == len(OWN_FILES) + 2
+    for rel, result in zip([*OWN_FILES, "costs.json"], results, strict=False):
+        assert result.startswith("Denied: sensitive path ("), (rel, result)
+        assert "countbot's own file" in result, (rel, result)
+    assert results[-1].startswith("Created notes.txt")
+    assert proc.stderr.count("not run (sensitive path") == len(OWN_FILES) + 1
+    after = {p: p.read_bytes() for p in before}
+    assert after == before  # nothing countbot keeps was touched (the session is new)
+    assert not (cb.work / "MEMORY.marks.json").exists()
+    assert not (cb.work / "MEMORY.vectors.npy").exists()

@@ -1,0 +1,97 @@
+"""Countbot's own files: the one list of what countbot keeps for itself (SPEC §6).
+
+The file tools never write (or read) one of these without asking, not with `--yes`, `/tools
+auto`, "always" or `allow_outside_workspace`, wherever the data folder is: a trusted project's
+`config.yaml` puts it in the project folder, so the workspace holds them too. What they steer
+is why: `MEMORY.marks.json` pins lines into every system prompt, `config.yaml` can run a
+command (`api_key_cmd`), `allow.yaml` approves commands, `trusted.json` trusts project files.
+
+- `OwnFiles.paths`: each of them, and a folder's whole contents (sessions, with the search
+  index); its lock (`<name>.lock`) and copies moved aside (`<name>.corrupt-<time>`) too;
+- `OwnFiles.families`: every file named `<stem>.<anything>` beside one: `MEMORY.md`'s
+  sidecars (`MEMORY.marks.json`, `MEMORY.sources.jsonl`, and whatever cache or archive is
+  kept beside it later).
+
+A new file countbot keeps for itself gets its name here (`DATA_FILES` for the data folder) or
+lives beside MEMORY.md as `MEMORY.<something>`; the modules that write them take their names
+from here. `exec` runs arbitrary commands and is asked about anyway; it is not checked.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+COSTS_FILE = "costs.json"  # the day's total cost (config/prices.py)
+CONTEXT_WINDOWS_FILE = "context_windows.json"  # servers' context windows (provider/window.py)
+RATIOS_FILE = ".countbot_tokens.json"  # learned token ratios (conversation/budget.py)
+HISTORY_FILE = ".countbot_history"  # the REPL's input history (repl/loop.py)
+DATA_FILES = (COSTS_FILE, CONTEXT_WINDOWS_FILE, RATIOS_FILE, HISTORY_FILE)  # in data_dir
+SEARCH_INDEX_FILE = "search-index.sqlite3"  # in the sessions folder (conversation/search.py)
+MARKS_SUFFIX = ".marks.json"  # MEMORY.md -> MEMORY.marks.json (memory/marks.py)
+SOURCES_SUFFIX = ".sources.jsonl"  # MEMORY.md -> MEMORY.sources.jsonl (memory/sources.py)
+
+_COMPANION = re.compile(r"\.(lock|[a-z]+-\d{8}T\d{6}Z(-\d+)?)")  # after the name
+REASON = "countbot's own file (config, sessions, memory or countbot's state)"
+
+
+def memory_sidecar(memory_file: Path, suffix: str) -> Path:
+    """MEMORY.md -> MEMORY<suffix>, in the same folder."""
+    return memory_file.with_name(memory_file.stem + suffix)
+
+
+def _forms(path: Path) -> set[Path]:
+    """The path as given (its folder resolved) and fully resolved: a symlinked MEMORY.md keeps
+    its sidecars beside the link's target."""
+    folder = Path(os.path.realpath(path.parent))
+    return {folder / path.name, Path(os.path.realpath(path))}
+
+
+def _in_family(path: Path, member: Path) -> bool:
+    return path.parent == member.parent and path.name.startswith(member.name + ".")
+
+
+def _companion(path: Path, own: Path) -> bool:
+    """`own`'s lock file, or a copy of it moved aside (fileio.move_aside)."""
+    name = path.name
+    if path.parent != own.parent or not name.startswith(own.name):
+        return False
+    return _COMPANION.fullmatch(name, len(own.name)) is not None
+
+
+@dataclass(frozen=True)
+class OwnFiles:
+    """Which resolved paths are countbot's own (see the module docstring)."""
+
+    paths: tuple[Path, ...] = ()
+    families: tuple[Path, ...] = ()  # a file whose folder's STEM.<anything> files are own
+
+    def reason(self, path: Path) -> str | None:
+        """Why the resolved `path` is countbot's own, or None."""
+        for own in (f for p in self.paths for f in _forms(p)):
+            if path == own or path.is_relative_to(own) or _companion(path, own):
+                return REASON
+        for member in (f for p in self.families for f in _forms(p)):
+            if _in_family(path, member.with_name(member.stem)):
+                return REASON
+        return None
+
+
+def collect(
+    *,
+    config_file: Path | None,
+    sessions_dir: Path,
+    memory_file: Path,
+    data_dir: Path,
+    others: Iterable[Path | None] = (),
+) -> OwnFiles:
+    """The own files of one configuration; `others`: files kept elsewhere (the trust store,
+    saved approvals)."""
+    paths = [config_file, sessions_dir, memory_file, *(data_dir / n for n in DATA_FILES), *others]
+    return OwnFiles(
+        paths=tuple(p for p in paths if p is not None),
+        families=(memory_file,),
+    )
