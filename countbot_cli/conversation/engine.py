@@ -1,7 +1,9 @@
 """One turn: context -> stream -> tool rounds -> approval -> save.
 
 The engine never prints: everything the user sees goes through the narrow `TurnView` sink.
-What is saved (SPEC §4): the user message and the final answer. A failed turn saves the user
+What is saved (SPEC §4): the user message and the final answer. The question is saved before
+the model starts, marked interrupted until the answer replaces it, so that a SIGKILL or a native
+crash at any moment leaves it in the session. A failed turn saves the user
 message marked failed (and any partial text marked failed), never an error string as the answer;
 so does any unexpected exception (a bug: it becomes an UnexpectedError, exit 1). An interrupted
 turn (Ctrl-C, SIGTERM, or `ask`'s reader closing the pipe) saves what arrived, marked
@@ -210,6 +212,11 @@ class Engine:
         self._current = rnd = _Round()
         stop: BaseException | None = None  # re-raised once the turn is saved
         try:
+            if save and self.store is not None:  # the question first: a crash keeps it
+                pending = replace(user, status=STATUS_INTERRUPTED)  # until the answer replaces it
+                with sigint_deferred():
+                    self._save(session, [pending], [], result, is_new=is_new, replaces=replaces)
+                is_new = False
             rnd = self._run_rounds(convo, view, result, records)
         except (KeyboardInterrupt, OutputClosed) as exc:
             stop = exc if isinstance(exc, (Terminated, OutputClosed)) else None
@@ -377,7 +384,7 @@ class Engine:
         def apply(s: Session) -> None:
             if replaces:
                 s.messages = _without_failed(s.messages, replaces)
-            s.messages.extend(new_messages)
+            _put(s.messages, new_messages)
             s.tool_conversations.extend(records)
             s.usage.add(result.usage)
             s.model = result.model or s.model
@@ -418,6 +425,15 @@ def _nicety(fn: Callable[..., list[str]], *args: str) -> list[str]:
 def _tool_name(schema: dict[str, Any]) -> str:
     fn = schema.get("function")
     return str(fn.get("name", "")) if isinstance(fn, dict) else ""
+
+
+def _put(messages: list[Message], new: list[Message]) -> None:
+    """Append a turn's messages, in place of its question saved before the model started."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].id == new[0].id:
+            messages[i : i + 1] = new
+            return
+    messages.extend(new)
 
 
 def _without_failed(messages: list[Message], user_id: str) -> list[Message]:
