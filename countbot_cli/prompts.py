@@ -274,6 +274,79 @@ def conversation_memory_prompt(messages_text: str, language: str) -> str:
     return tpl.format(sentinel=NO_MEMORY_SENTINEL, messages=messages_text)
 
 
+# ---- the rolling session summary (memory/rolling.py): one call per window step ----
+
+ROLLING_LEAD = "Summary of the earlier part of this conversation (those messages are not shown):"
+MEMORY_MARK, SUMMARY_MARK = "MEMORY:", "SUMMARY:"
+
+_ROLLING_MEMORY_EN = """1. MEMORY: one long-term memory entry with what has lasting value in the messages leaving the window: the user's explicit preferences and habits, important decisions, project settings and technical details, key tool results; concrete (names, numbers, dates, versions), items separated by "；"; no greetings, one-off results or temporary data. If nothing is worth keeping, write exactly {sentinel}.
+"""
+_ROLLING_EN = """You keep the running summary of a conversation whose older messages are leaving its window{and_memory}. Write:
+
+{memory_rule}{n}. SUMMARY: the summary so far brought up to date with the messages below: what the conversation is about, the user's goals and constraints, decisions and facts settled, open questions, where it stands now. Plain text, at most {words} words; keep what still matters, drop what no longer does.
+
+Summary so far:
+{summary}
+{backlog}
+Messages leaving the window:
+{messages}
+
+Answer with {lines}, each starting with its label exactly as shown:
+{labels}"""
+
+_ROLLING_MEMORY_ZH = """1. MEMORY: 把移出窗口的消息中有长期价值的信息整理成一条长期记忆：用户明确的偏好和习惯、重要决定、项目配置和技术细节、工具调用的关键结果；要具体（名称、数字、时间、版本），事项之间用"；"分隔；不记录问候、一次性结果和临时数据。如果没有值得记录的内容，写：{sentinel}
+"""
+_ROLLING_ZH = """你负责维护一段对话的滚动摘要，这段对话较早的消息正在移出窗口{and_memory}。请写出：
+
+{memory_rule}{n}. SUMMARY: 结合下面的消息更新后的对话摘要：对话的主题、用户的目标和限制、已确定的决定和事实、未解决的问题、目前的进展。纯文本，不超过 {words} 字；保留仍然重要的内容，去掉不再重要的内容。
+
+目前的摘要:
+{summary}
+{backlog}
+移出窗口的消息:
+{messages}
+
+请按以下格式回答（{lines}，标签原样保留）:
+{labels}"""
+
+
+def rolling_context(summary: str) -> str:
+    """The rolling summary as the system prompt carries it (prompts.with_session_context)."""
+    return f"{ROLLING_LEAD}\n{summary.strip()}"
+
+
+def rolling_summary_prompt(
+    summary: str, backlog: str, messages_text: str, language: str, *, memory: bool, words: int
+) -> str:
+    """One call per window step: the session's rolling summary brought up to date with the
+    block leaving the window (and `backlog`, older messages it missed) and, with `memory`, the
+    overflow memory entry of the block in the same reply."""
+    zh = is_chinese(language)
+    none = "（暂无）" if zh else "(none yet)"
+    if backlog:
+        head = (
+            "之前未写进摘要的消息（只用于摘要）:"
+            if zh
+            else "Earlier messages not yet in the summary (for the summary only):"
+        )
+        backlog = f"\n{head}\n{backlog}\n"
+    rule = (_ROLLING_MEMORY_ZH if zh else _ROLLING_MEMORY_EN).format(sentinel=NO_MEMORY_SENTINEL)
+    labels = [MEMORY_MARK + " …", SUMMARY_MARK + " …"] if memory else [SUMMARY_MARK + " …"]
+    two = ("两行" if zh else "two lines") if memory else ("一行" if zh else "one line")
+    and_memory = ("，同时提取长期记忆" if zh else ", and its long-term memory") if memory else ""
+    return (_ROLLING_ZH if zh else _ROLLING_EN).format(
+        and_memory=and_memory,
+        memory_rule=rule if memory else "",
+        n=2 if memory else 1,
+        words=words,
+        summary=summary.strip() or none,
+        backlog=backlog,
+        messages=messages_text,
+        lines=two,
+        labels="\n".join(labels),
+    )
+
+
 def is_sentinel(reply: str) -> bool:
     """True only when the whole reply is the sentinel (CountBot matched any substring: a bug)."""
     return reply.strip().strip("。.").strip() == NO_MEMORY_SENTINEL

@@ -136,6 +136,8 @@ persona:
 memory:
   file: MEMORY.md           # long-term memory, one `YYYY-MM-DD|source|content` entry a line
   overflow_summary: true    # summarise messages that leave the history window into memory
+  session_summary: true     # ... and into the session's own rolling summary (same call),
+  #                         # sent in the system prompt; a /summary you set wins over it
   # auto_memory: true       # summarise the conversation into memory as it grows
   #                         #   (default: true, but false with the bundled SmolLM2-135M,
   #                         #   whose summaries are junk; true turns it on for it too):

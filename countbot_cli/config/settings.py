@@ -57,7 +57,15 @@ TOP_KEYS = (
 )
 WINDOW_VAR = "COUNTBOT_CONTEXT_WINDOW"
 PERSONA_KEYS = ("ai_name", "user_name", "personality", "language", "max_history_messages")
-MEMORY_KEYS = ("file", "overflow_summary", "auto_memory", "auto_messages", "auto_chars", "inject")
+MEMORY_KEYS = (
+    "file",
+    "overflow_summary",
+    "session_summary",
+    "auto_memory",
+    "auto_messages",
+    "auto_chars",
+    "inject",
+)
 TOOL_KEYS = (
     "enabled",
     "approval",
@@ -86,6 +94,7 @@ class Persona:
 class MemorySettings:
     file: Path
     overflow_summary: bool = True
+    session_summary: bool = True  # the rolling summary of what left the window (memory/rolling.py)
     auto_memory: bool = True
     auto_messages: int = 30
     auto_chars: int = 15000
@@ -454,6 +463,7 @@ def _memory(sec: Section, home: Path, env: Mapping[str, str]) -> MemorySettings:
     return MemorySettings(
         file=file,
         overflow_summary=_or(sec.flag("overflow_summary"), d.overflow_summary),
+        session_summary=_or(sec.flag("session_summary"), d.session_summary),
         auto_memory=_or(sec.flag("auto_memory"), d.auto_memory),
         auto_messages=_or(sec.integer("auto_messages", 1), d.auto_messages),
         auto_chars=_or(sec.integer("auto_chars", 1), d.auto_chars),

@@ -155,7 +155,7 @@ class Engine:
         pinned = _nicety(self.pinned) if self.pinned is not None else []
         return build_context(
             facts=self.prompt_facts(session, system=system),
-            summary=session.summary,
+            summary=session.context_summary(),
             history=session.messages,
             user=user,
             max_history=self.settings.persona.max_history_messages,

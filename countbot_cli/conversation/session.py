@@ -2,7 +2,8 @@
 
 A session holds the live `messages` (the ones the history window chooses from), the `archived`
 messages already summarised out of the window (never destroyed: `sessions show` and export still
-have them), the records of the tool calls made while answering (`tool_conversations`), opaque
+have them), the user's `summary` (/summary) and the `rolling_summary` memory upkeep keeps of what
+left the window (memory/rolling.py; `context_summary` says which one a request carries), the records of the tool calls made while answering (`tool_conversations`), opaque
 memory `cursors` and usage totals. `SessionStore` (store.py) reads and writes it.
 """
 
@@ -13,11 +14,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from countbot_cli.messages import Message, Usage, utc_now
+from countbot_cli.prompts import rolling_context
 
 SCHEMA_VERSION = 1
 TITLE_MAX = 60
 
-HEADER_KEYS = ("id", "title", "created_at", "updated_at", "provider", "model", "message_count")
+HEADER_KEYS = (
+    "id",
+    "title",
+    "created_at",
+    "updated_at",
+    "provider",
+    "model",
+    "message_count",
+    "gist",
+)
+GIST_MAX = 80
 
 
 class SchemaVersionError(ValueError):
@@ -36,7 +48,8 @@ class Session:
     updated_at: str
     provider: str
     model: str
-    summary: str = ""
+    summary: str = ""  # the user's (/summary): wins over the rolling one, never overwritten
+    rolling_summary: str = ""  # what left the window, updated at each step (memory/rolling.py)
     system: str = ""  # the conversation's extra instructions (/system); "" = none
     workspace: str = ""  # the tools' workspace it was started in ("" = before it was recorded)
     messages: list[Message] = field(default_factory=list)
@@ -53,6 +66,13 @@ class Session:
         """The whole transcript: archived messages first, then the live ones."""
         return [*self.archived, *self.messages]
 
+    def context_summary(self) -> str:
+        """The summary a request carries in its stable head: the user's, else the rolling one
+        (introduced as what came before the messages sent)."""
+        if self.summary.strip():
+            return self.summary
+        return rolling_context(self.rolling_summary) if self.rolling_summary.strip() else ""
+
     def header(self) -> dict[str, Any]:
         """What a listing needs. `message_count` counts archived messages too."""
         return {
@@ -63,6 +83,7 @@ class Session:
             "provider": self.provider,
             "model": self.model,
             "message_count": len(self.messages) + len(self.archived),
+            "gist": gist(self.summary or self.rolling_summary),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,6 +97,7 @@ class Session:
             "provider": self.provider,
             "model": self.model,
             "summary": self.summary,
+            "rolling_summary": self.rolling_summary,
             "system": self.system,
             "workspace": self.workspace,
             "usage": self.usage.to_dict(),
@@ -98,6 +120,7 @@ class Session:
                 provider=head["provider"],
                 model=head["model"],
                 summary=_str(d, "summary"),
+                rolling_summary=_str(d, "rolling_summary"),  # absent in older files
                 system=_str(d, "system"),  # absent in files written before it existed
                 workspace=_str(d, "workspace"),
                 messages=_messages(d, "messages"),
@@ -132,6 +155,7 @@ def header_from_dict(d: Any) -> dict[str, Any]:
     for key in ("title", "created_at", "updated_at", "provider", "model"):
         head[key] = _str(d, key)
     head["message_count"] = len(d.get("messages", [])) + len(d.get("archived", []))
+    head["gist"] = gist(_str(d, "summary") or _str(d, "rolling_summary"))
     return head
 
 
@@ -256,6 +280,18 @@ def title_from(text: str) -> str:
         if line:
             return line if len(line) <= TITLE_MAX else line[: TITLE_MAX - 1].rstrip() + "…"
     return ""
+
+
+def gist(summary: str) -> str:
+    """A summary's first sentence or line, whitespace collapsed, at most GIST_MAX characters
+    (listings and the /resume picker show it)."""
+    text = " ".join(summary.split())
+    for end in (". ", "。", "! ", "？", "? "):
+        cut = text.find(end)
+        if 0 < cut < GIST_MAX:
+            text = text[: cut + len(end.rstrip())]
+            break
+    return text if len(text) <= GIST_MAX else text[: GIST_MAX - 1].rstrip() + "…"
 
 
 def plural(n: int, word: str, words: str | None = None) -> str:

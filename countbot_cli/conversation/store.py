@@ -49,9 +49,11 @@ CACHED_SESSIONS = 2
 _CHUNK = 256  # list items encoded together and reused while unchanged
 _LIST_FIELDS = ("tool_conversations", "archived", "messages")  # written last, in this order
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-_ROW_FIELDS = ("title", "created_at", "updated_at", "provider", "model", "message_count")
+_ROW_FIELDS = ("title", "created_at", "updated_at", "provider", "model", "message_count", "gist")
 
-Row = list[Any]  # [inode, mtime_ns, size, title, created_at, updated_at, provider, model, count]
+Row = list[
+    Any
+]  # [inode, mtime_ns, size, title, created_at, updated_at, provider, model, count, gist]
 Chunks = dict[str, list[tuple[list[Any], bytes]]]
 
 
@@ -482,12 +484,13 @@ def _row(key: Key, head: dict[str, Any]) -> Row:
 def _valid_row(row: Any) -> bool:
     return (
         type(row) is list
-        and len(row) == 9
+        and len(row) == 10  # a row of an older index (no gist) is read again from its file
         and type(row[0]) is int
         and type(row[1]) is int
         and type(row[2]) is int
         and all(type(x) is str for x in row[3:8])
         and type(row[8]) is int
+        and type(row[9]) is str
     )
 
 

@@ -8,23 +8,22 @@ SPEC §5, seed `000_…`, with CountBot's bugs fixed (research/countbot_digest.m
   trimmed further by the token budget in the same blocks (computed here without tool
   definitions, pinned lines or recalled memory, so it is never smaller than the window the
   engine sends: nothing still sent is archived). The block a step leaves behind is summarised
-  and archived at once, so the window's start is the archive boundary: a full window costs one
-  call every window / 4 turns, and between two steps each request extends the previous. A batch
-  is summarised oldest first within a character budget and, on a small context window, a token
-  budget (longer batches become several calls). On success one MEMORY.md line (`auto-overflow`)
-  is written — nothing when the reply is exactly the sentinel — and the batch moves from
-  `messages` to `archived` (kept, no longer sent) inside one `store.update`. So a message leaves
-  `messages` exactly once: it is never summarised twice. A failed, timed-out or empty call
+  and archived at once — the same call updates the session's rolling summary (rolling.py) — so
+  a full window costs one call every window / 4 turns, and between two steps each request
+  extends the previous. A batch is summarised oldest first within a character budget and, on a
+  small context window, a token budget (longer batches become several calls). On success one
+  MEMORY.md line (`auto-overflow`) is written — nothing when the reply is exactly the sentinel
+  — and the batch moves from `messages` to `archived` (kept, no longer sent) inside one
+  `store.update`: a message is never summarised twice. A failed, timed-out or empty call
   changes nothing and raises `SummaryError`; the batch is tried again after a later turn.
 - **Automatic memory.** First when the session has `auto_messages` sendable messages or
   `auto_chars` characters, then every `auto_messages` new ones: the messages after its cursor,
   newest kept within 4,000 characters, with the conversation-to-memory prompt (`auto-memory`).
-  The cursor moves only on success or sentinel. It is `cursors["auto_memory"]` (messages
-  consumed), `cursors["auto_memory_id"]` (a key of the last one) and `cursors["auto_memory_at"]`
-  (its time as YYYYMMDDhhmmss): when /undo or /retry removed that message, the messages newer
-  than that time are the new ones (a count alone would swallow the messages added since).
-- **Bounded.** Summary calls go through `summariser.Summariser`: no retries, a short timeout,
-  one deadline per upkeep run, no second call after a failure (see there).
+  The cursor moves only on success or sentinel: `cursors["auto_memory"]` (messages consumed),
+  `["auto_memory_id"]` (a key of the last one), `["auto_memory_at"]` (its time, YYYYMMDDhhmmss:
+  when /undo or /retry removed it, the messages newer than that are the new ones).
+- **Bounded.** Summary calls go through `summariser.Summariser` (no retries, a short timeout,
+  one deadline per upkeep run, no second call after a failure).
 """
 
 from __future__ import annotations
@@ -42,7 +41,6 @@ from countbot_cli.memory import marks as memory_marks
 from countbot_cli.memory.digest import (
     AUTO_CHARS,
     OVERFLOW_CHARS,
-    Batch,
     TextCost,
     format_newest,
     is_no_memory,
@@ -51,12 +49,11 @@ from countbot_cli.memory.digest import (
     summary_line,
 )
 from countbot_cli.memory.quality import Screen
+from countbot_cli.memory.rolling import Rolling
 from countbot_cli.memory.search import query_words, word_pattern, words_matched
 from countbot_cli.memory.summariser import Postponed, Summariser, SummaryError
 from countbot_cli.messages import Message
 from countbot_cli.prompts import (
-    NO_MEMORY_SENTINEL,
-    SESSION_CONTEXT_HEADER,
     PromptFacts,
     conversation_memory_prompt,
     overflow_summary_prompt,
@@ -200,7 +197,7 @@ class MemoryKeeper:
             today=self.today(),
             tools_enabled=False,  # the shorter tool text; no --system/`/system` text either
         )
-        system = with_session_context(system_prompt(facts), session.summary)
+        system = with_session_context(system_prompt(facts), session.context_summary())
         fixed = [{"role": "system", "content": system}, {"role": "user", "content": ""}]
         return self._budget(window, fixed)
 
@@ -208,14 +205,16 @@ class MemoryKeeper:
         written = Compacted()
         if self.store is None:
             return written
-        region, _window = self._split(self.store.load(session_id), everything=force)
+        session = self.store.load(session_id)
+        region, _window = self._split(session, everything=force)
         if not region or (not force and len(region) < batch_threshold(self._max_history())):
             return written
-        cost, max_tokens = self._input_budget(overflow_summary_prompt("", self._language()))
+        roll = Rolling.start(self.settings, session, self.summariser.window)  # same calls
+        cost, max_tokens = self._input_budget(roll.prompt([]))
         for batch in overflow_batches(region, OVERFLOW_CHARS, cost=cost, max_tokens=max_tokens):
-            reply = None
+            reply = summary = None
             if batch.lines:
-                prompt = overflow_summary_prompt("\n".join(batch.lines), self._language())
+                prompt = roll.prompt(batch.lines)
                 try:
                     reply = self.summariser.summarise(prompt, "overflow summary")
                 except SummaryError as exc:
@@ -223,10 +222,14 @@ class MemoryKeeper:
                     raise
                 except Postponed:
                     break
+                reply, summary = roll.read(reply)
             try:
-                line = self._commit_overflow(session_id, batch.messages, reply)
+                line = self._commit_overflow(
+                    session_id, batch.messages, reply, roll.commit(summary, batch.messages)
+                )
             except _Stale:
                 break
+            roll.written(summary, batch.messages)
             written.archived += len(batch.messages)
             if line is not None:
                 written.append(line)
@@ -245,7 +248,7 @@ class MemoryKeeper:
         return self.counter.count_text, max(200, room)
 
     def _commit_overflow(
-        self, session_id: str, batch: list[Message], reply: str | None
+        self, session_id: str, batch: list[Message], reply: str | None, also: Callable[..., None]
     ) -> str | None:
         assert self.store is not None
         ids = [m.id for m in batch]
@@ -263,6 +266,7 @@ class MemoryKeeper:
             s.archived.extend(s.messages[: len(ids)])
             del s.messages[: len(ids)]
             s.cursors[CURSOR_OVERFLOW] = message_key(ids[-1])
+            also(s)  # the rolling summary (memory/rolling.py)
 
         with sigint_deferred():
             self.store.update(session_id, apply, touch=False)
@@ -342,8 +346,8 @@ class MemoryKeeper:
     # ---- the hook for the conversation (conversation.chat runs it after each saved turn) ----
 
     def upkeep_hooks(self) -> list[Callable[[str], str | None]]:
-        mem = self.settings.memory
-        return [self.upkeep] if mem.overflow_summary or mem.auto_memory else []
+        m = self.settings.memory
+        return [self.upkeep] if m.overflow_summary or m.session_summary or m.auto_memory else []
 
     def upkeep(self, session_id: str) -> str | None:
         """After a saved turn: overflow, then automatic memory, as one bounded run. A failed
@@ -362,7 +366,7 @@ class MemoryKeeper:
         self.screen.nothing = 0
         calls = self.summariser.calls
         with self.summariser.run():
-            if mem.overflow_summary:
+            if mem.overflow_summary or mem.session_summary:
                 try:
                     self.overflow(session_id)
                 except SummaryError as exc:
@@ -481,9 +485,6 @@ def auto_cursor(session: Session, everything: Sequence[Message]) -> int:
 
 
 __all__ = [
-    "NO_MEMORY_SENTINEL",
-    "SESSION_CONTEXT_HEADER",
-    "Batch",
     "Compacted",
     "MemoryKeeper",
     "SummaryError",

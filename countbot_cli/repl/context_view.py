@@ -26,6 +26,7 @@ from countbot_cli.ui.transcript import first_line
 if TYPE_CHECKING:
     from countbot_cli.conversation.chat import Conversation
     from countbot_cli.conversation.context import TurnContext
+    from countbot_cli.conversation.session import Session
     from countbot_cli.conversation.tokens import TokenCounter
     from countbot_cli.repl.toolbar import ContextMeter
 
@@ -44,7 +45,7 @@ def context_report(meter: ContextMeter, conversation: Conversation) -> str:
     counter = meter.counter(conversation.provider.model)
     memory_file = conversation.engine.settings.memory.file
     lines = [f"Last request to {sanitize_line(last.model)}"]
-    lines += _system_rows(ctx, conversation.session.summary, counter, memory_file)
+    lines += _system_rows(ctx, conversation.session, counter, memory_file)
     lines += _recalled_rows(ctx.memory_entries, memory_file)
     lines += _window_rows(ctx, counter)
     schemas = conversation.engine.tool_schemas()
@@ -62,12 +63,15 @@ def context_report(meter: ContextMeter, conversation: Conversation) -> str:
 
 
 def _system_rows(
-    ctx: TurnContext, summary: str, counter: TokenCounter, memory_file: Path
+    ctx: TurnContext, session: Session, counter: TokenCounter, memory_file: Path
 ) -> list[str]:
     rows = [f"  system prompt: {counter.count_text(ctx.system):,} tokens"]
     rows.append("    persona and rules")
-    if summary and summary.strip() and summary.strip()[:40] in ctx.system:
-        rows.append(f"    session summary: {_quote(summary)}")
+    own = session.summary.strip()
+    summary = own or session.rolling_summary.strip()
+    if summary and summary[:40] in ctx.system:
+        what = "session summary" if own else "rolling summary (what left the window)"
+        rows.append(f"    {what}: {_quote(summary)}")
     if ctx.instructions:
         rows.append(f"    instructions file: {sanitize_line(ctx.instructions)}")
     for entry in ctx.pinned:

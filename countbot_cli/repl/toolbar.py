@@ -193,7 +193,7 @@ def _fingerprint(conversation: Conversation, counter: TokenCounter) -> tuple[Any
         conversation.system,
         bool(engine.tool_schemas()),
         session.id,
-        session.summary,
+        session.context_summary(),
         len(msgs),
         len(session.archived),
         None if last is None else (last.id, len(last.content or ""), last.status),
@@ -214,7 +214,7 @@ def _count(
     ctx = engine.context_for(session, Message(role="user", content=""), system=system)
     base = system_prompt(engine.prompt_facts(session, system=system))
     base_n = counter.count_text(base)
-    with_summary = counter.count_text(with_session_context(base, session.summary))
+    with_summary = counter.count_text(with_session_context(base, session.context_summary()))
     summary = max(0, with_summary - base_n)
     memory = max(0, counter.count_text(ctx.system) - with_summary)
     system_msg = counter.count_message({"role": "system", "content": ctx.system})

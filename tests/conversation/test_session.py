@@ -157,8 +157,18 @@ def test_header_counts_archived_messages_and_matches_header_from_dict() -> None:
         "provider": "openai",
         "model": "gpt-4o-mini",
         "message_count": 6,
+        "gist": "The user plans a trip.",  # the summary's first sentence
     }
     assert header_from_dict(s.to_dict()) == head
+    s.summary = ""
+    s.rolling_summary = "Planning a two-week rail trip through Japan in April with the kids; budget 3000 EUR, trains only.\nSecond line."
+    assert (
+        s.header()["gist"]
+        == "Planning a two-week rail trip through Japan in April with the kids; budget 3000…"
+    )
+    assert header_from_dict(s.to_dict())["gist"] == s.header()["gist"]
+    s.rolling_summary = ""
+    assert s.header()["gist"] == ""
 
 
 def test_new_session_ids_are_unique_short_hex_and_times_are_utc() -> None:

@@ -270,6 +270,7 @@ def test_list_is_newest_first_with_headers(store: SessionStore) -> None:
         "provider",
         "model",
         "message_count",
+        "gist",
     }
 
 

@@ -21,9 +21,11 @@ from countbot_cli.conversation.engine import Engine, TurnResult
 from countbot_cli.conversation.session import Session
 from countbot_cli.conversation.store import SessionStore
 from countbot_cli.memory.keeper import MemoryKeeper
-from countbot_cli.prompts import conversation_memory_prompt
+from countbot_cli.prompts import MEMORY_MARK, SUMMARY_MARK, conversation_memory_prompt
 
 AUTO_MARKS = tuple(conversation_memory_prompt("", lang).split("\n")[0] for lang in ("en", "zh"))
+LEAVING = "Messages leaving the window:"  # the block's header in the rolling prompt (English)
+ROLLING_ASKED = SUMMARY_MARK + " …"  # the label line of the rolling summary prompt
 ENTRY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}\|(auto-overflow|auto-memory)\|.+$")
 
 
@@ -43,7 +45,17 @@ def messages_of(turns: range) -> list[tuple[str, str]]:
 
 
 def dialogue_lines(prompt: str) -> list[str]:
-    return [ln for ln in prompt.split("\n") if ln.startswith(("USER: ", "ASSISTANT: "))]
+    """The messages a summary prompt carries (of a rolling one: the block leaving the window,
+    not the backlog of older messages its summary missed, see `backlog_lines`)."""
+    block = prompt.rsplit(LEAVING, 1)[-1]
+    return [ln for ln in block.split("\n") if ln.startswith(("USER: ", "ASSISTANT: "))]
+
+
+def backlog_lines(prompt: str) -> list[str]:
+    """The older messages a rolling summary prompt shows because its summary missed them."""
+    if LEAVING not in prompt:
+        return []
+    return dialogue_lines(prompt.rsplit(LEAVING, 1)[0])
 
 
 @dataclass
@@ -63,7 +75,11 @@ class Summariser:
         self.calls.append((kind, prompt, body))
         if self.replies:
             return self.replies.pop(0)
-        return fs.text(f"fact {len(self.calls)}: user likes tea；uses Python 3.12")
+        fact = f"fact {len(self.calls)}: user likes tea；uses Python 3.12"
+        if kind == "overflow" and ROLLING_ASKED in prompt:  # the rolling summary asked too
+            memory = f"{MEMORY_MARK} {fact}\n" if MEMORY_MARK + " …" in prompt else ""
+            return fs.text(f"{memory}{SUMMARY_MARK} summary {len(self.calls)}")
+        return fs.text(fact)
 
     def of(self, kind: str) -> list[str]:
         return [p for k, p, _ in self.calls if k == kind]

@@ -195,7 +195,7 @@ def test_compact_shrinks_the_next_request(rig_factory: Any) -> None:
 def test_overflow_off_and_unlimited_history_make_no_calls(rig_factory: Any) -> None:
     rig = rig_factory(
         persona={"max_history_messages": 2},
-        memory={"auto_memory": False, "overflow_summary": False},
+        memory={"auto_memory": False, "overflow_summary": False, "session_summary": False},
     )
     for k in range(1, 6):
         rig.turn(q(k))
@@ -296,7 +296,7 @@ def test_small_window_summary_calls_fit_the_model(rig_factory: Any) -> None:
     assert len(calls) > 1
     counter = TokenCounter("test-model")
     for _, prompt, body in calls:
-        assert prompt.startswith("你是对话摘要助手")  # persona.language zh: the Chinese prompt
+        assert prompt.startswith("你负责维护一段对话的滚动摘要")  # persona.language zh: Chinese
         assert body["max_tokens"] == 256  # min(4096, 2048 / 8)
         assert counter.count_messages(body["messages"]) + 256 <= 2048 * 0.9
     lines = [ln for _, p, _ in calls for ln in dialogue_lines(p)]

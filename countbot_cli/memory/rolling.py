@@ -1,0 +1,161 @@
+"""The rolling session summary: what left the window, kept in the session (issue 22 point 1).
+
+CountBot's short-context summary (research/countbot_digest.md §2), made to fit countbot's
+window. The window's start moves in steps (`context.window_step`) and the block a step leaves
+behind is archived by the overflow summary (keeper.py); the same call now also brings the
+session's `rolling_summary` up to date with that block, so a step costs one call, not two
+(`prompts.rolling_summary_prompt` asks for `MEMORY: …` and `SUMMARY: …`; with
+`memory.overflow_summary` off only the summary is asked for and nothing goes to MEMORY.md).
+
+- **In the stable head.** The request carries `Session.context_summary()` in the system prompt:
+  the user's `/summary` when set (it wins and is never overwritten; `/summary clear` returns to
+  the rolling one), else the rolling summary. It changes only when a step is written, which is
+  also when the window's start moves, so between two steps every request extends the previous
+  one and the provider's cached prefix survives.
+- **Bounded.** The reply is capped at `ROLLING_CHARS`; the prompt carries the summary so far,
+  the block (within the overflow batch budget) and at most `BACKLOG_CHARS` of older messages it
+  missed.
+- **Failure changes nothing.** A failed call archives nothing and leaves the summary as it was;
+  the block is tried again after a later turn (keeper.py). A reply whose summary part is missing
+  or unusable still writes its memory line and archives the block, but the summary and its
+  cursor (`cursors["rolling"]`, the key of the last message folded in) stay: the next step
+  shows the missed messages as a backlog, so they are summarised then.
+- **Compatible.** Files without `rolling_summary` load with none; older countbots ignore it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from countbot_cli.conversation.context import sendable
+from countbot_cli.memory.digest import format_newest, is_no_memory, message_key, summary_line
+from countbot_cli.messages import Message
+from countbot_cli.prompts import overflow_summary_prompt, rolling_summary_prompt
+
+if TYPE_CHECKING:
+    from countbot_cli.config.settings import Settings
+    from countbot_cli.conversation.session import Session
+
+CURSOR_ROLLING = "rolling"  # message_key of the last message folded into the rolling summary
+ROLLING_CHARS = 1200  # the summary is cut here (at a word) if the model wrote more
+ROLLING_WORDS = 150  # what the prompt asks for
+BACKLOG_CHARS = 4000  # older messages the summary missed, newest kept
+_LABEL = re.compile(r"[*#\s]*\b(MEMORY|SUMMARY)\b\s*\**\s*[:：]\s*\**", re.IGNORECASE)
+
+
+def split_reply(reply: str) -> tuple[str | None, str | None]:
+    """(memory part, summary part) of a `MEMORY: … SUMMARY: …` reply; None for a part whose
+    label is missing (both None: the model ignored the format)."""
+    marks = list(_LABEL.finditer(reply))
+    parts: dict[str, str] = {}
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(reply)
+        parts.setdefault(m.group(1).upper(), reply[m.end() : end].strip(" *\n\t"))
+    return parts.get("MEMORY"), parts.get("SUMMARY")
+
+
+def clean_summary(text: str | None, limit: int = ROLLING_CHARS) -> str | None:
+    """The summary as kept: one paragraph, at most `limit` characters (cut at a word); None
+    when empty or a "nothing" reply."""
+    if text is None:
+        return None
+    text = " ".join(text.split())
+    if not text or is_no_memory(text):
+        return None
+    if len(text) > limit:
+        cut = text[: limit - 1]
+        space = cut.rfind(" ")
+        text = (cut[:space] if space > limit // 2 else cut).rstrip(" ,;") + "…"
+    return text
+
+
+def _backlog(session: Session) -> list[Message]:
+    """Archived messages after the rolling cursor (all of them when there is none)."""
+    key = session.cursors.get(CURSOR_ROLLING)
+    archived = session.archived
+    if key is None:
+        return sendable(archived)
+    for i in range(len(archived) - 1, -1, -1):
+        if message_key(archived[i].id) == key:
+            return sendable(archived[i + 1 :])
+    return [] if session.rolling_summary else sendable(archived)
+
+
+@dataclass
+class Rolling:
+    """The rolling summary through one overflow run (its batches, oldest first)."""
+
+    enabled: bool  # memory.session_summary
+    memory: bool  # memory.overflow_summary: the same call also makes the memory line
+    language: str
+    summary: str
+    backlog: list[str] = field(default_factory=list)
+    limit: int = ROLLING_CHARS  # of the summary
+    backlog_chars: int = BACKLOG_CHARS
+
+    @classmethod
+    def start(cls, settings: Settings, session: Session, window: int) -> Rolling:
+        """The run's state from the saved session; `window` (the summariser's context window,
+        tokens) bounds the summary and the backlog on a small model: a character is at most
+        about a token, and both must leave the block and the reply room."""
+        enabled = settings.memory.session_summary
+        limit = max(200, min(ROLLING_CHARS, window // 6))
+        backlog_chars = max(0, min(BACKLOG_CHARS, window // 8))
+        missed = _backlog(session) if enabled and backlog_chars else []
+        text = format_newest(missed, backlog_chars) if missed else ""
+        return cls(
+            enabled=enabled,
+            memory=settings.memory.overflow_summary,
+            language=settings.persona.language,
+            summary=clean_summary(session.rolling_summary, limit) or "",
+            backlog=text.split("\n") if text else [],
+            limit=limit,
+            backlog_chars=backlog_chars,
+        )
+
+    def prompt(self, lines: Sequence[str]) -> str:
+        text = "\n".join(lines)
+        if not self.enabled:
+            return overflow_summary_prompt(text, self.language)
+        return rolling_summary_prompt(
+            self.summary,
+            "\n".join(self.backlog),
+            text,
+            self.language,
+            memory=self.memory,
+            words=ROLLING_WORDS,
+        )
+
+    def read(self, reply: str | None) -> tuple[str | None, str | None]:
+        """(the reply for a memory line, the new summary) of one call's reply."""
+        if reply is None or not self.enabled:
+            return reply, None
+        memory, summary = split_reply(reply)
+        if memory is None and summary is None:  # no labels: take it as the memory line
+            return (reply if self.memory else None), None
+        return (memory if self.memory else None), clean_summary(summary, self.limit)
+
+    def commit(self, summary: str | None, batch: Sequence[Message]) -> Callable[[Session], None]:
+        """The batch's change to the session (applied inside the write that archives it)."""
+
+        def apply(s: Session) -> None:
+            if summary is not None and batch:
+                s.rolling_summary = summary
+                s.cursors[CURSOR_ROLLING] = message_key(batch[-1].id)
+
+        return apply
+
+    def written(self, summary: str | None, batch: Sequence[Message]) -> None:
+        """After the batch's write: the next batch builds on what this one left."""
+        if not self.enabled:
+            return
+        if summary is not None:
+            self.summary, self.backlog = summary, []
+            return
+        lines = [line for m in sendable(batch) if (line := summary_line(m)) is not None]
+        self.backlog = [*self.backlog, *lines]
+        while self.backlog and sum(len(x) + 1 for x in self.backlog) > self.backlog_chars:
+            self.backlog.pop(0)
