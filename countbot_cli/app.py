@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from countbot_cli.config.fallback import check_names
 from countbot_cli.config.instructions import load_instructions
 from countbot_cli.config.options import apply_options
 from countbot_cli.config.settings import Settings, untrusted_notice
@@ -23,6 +24,7 @@ from countbot_cli.conversation.attachments import compose_message
 from countbot_cli.conversation.budget import make_budget
 from countbot_cli.conversation.chat import Backend, Conversation, open_session
 from countbot_cli.conversation.engine import Engine
+from countbot_cli.conversation.fallback import Fallback
 from countbot_cli.conversation.prompt_input import compose_prompt, read_stdin
 from countbot_cli.conversation.search_tool import search_sessions_tool
 from countbot_cli.conversation.server_window import (
@@ -55,6 +57,7 @@ from countbot_cli.ui.transcript import cached_note, cost_text, today_note
 from countbot_cli.ui.turnview import JsonlView, JsonView, MarkdownView, PlainView
 
 if TYPE_CHECKING:
+    from countbot_cli.config.providers import ProviderConfig
     from countbot_cli.conversation.engine import TurnResult
     from countbot_cli.conversation.session import Session
 
@@ -84,6 +87,7 @@ class AskOptions(CommonOptions):
     no_tools: bool = False
     extract: str | None = None  # -x "first" / --extract-all "all": print only the code
     jsonl: bool = False  # --jsonl: one JSON object a line as the turn happens
+    fallback: list[str] = field(default_factory=list)  # --fallback NAME: the chain for this ask
 
 
 def load_settings(
@@ -153,10 +157,13 @@ def build_conversation(
     is_new: bool = True,
     save: bool = True,
     streaming: bool = True,
+    fallback: Sequence[str] | None = None,
+    link_provider: Callable[[Settings], Provider] | None = None,
 ) -> Conversation:
     """The conversation `ask` and the REPL hold: its tools, approval policy and memory, and a
     backend (engine + memory keeper) on the provider `provider_for` makes for a model's
-    settings, again when `/model` switches. save=False: nothing is written (`--no-save`)."""
+    settings, again when `/model` switches. save=False: nothing is written (`--no-save`).
+    `fallback`: the chain (None: the config's); a link's provider is `link_provider`'s."""
     memory = MemoryStore(settings.memory.file)
     held: list[Conversation] = []  # search_sessions leaves out the conversation's own session
     tools = (
@@ -181,6 +188,20 @@ def build_conversation(
             streaming=streaming,
         )
 
+    def link(name: str) -> Engine:  # a provider of the fallback chain, when a turn needs it
+        s = replace(settings, provider=link_settings(settings, name))
+        provider = (link_provider or make_provider)(s)
+        return build_backend(
+            s,
+            provider,
+            store if save else None,
+            tools=tools,
+            policy=held[0].policy,
+            memory=memory,
+            streaming=streaming,
+        ).engine
+
+    chain = settings.fallback if fallback is None else tuple(fallback)
     convo = Conversation(
         settings=settings,
         store=store,
@@ -189,9 +210,26 @@ def build_conversation(
         session=session,
         is_new=is_new,
         save=save,
+        fallback=Fallback(chain, link, local_available=lambda: _has_local(settings)),
     )
     held.append(convo)
     return convo
+
+
+def link_settings(settings: Settings, name: str) -> ProviderConfig:
+    """A fallback link's provider, resolved now (its key command runs): ConfigError if not."""
+    if settings.resolve_link is None:
+        raise UsageError(f"provider '{name}' cannot be resolved here")
+    return settings.resolve_link(name)
+
+
+def _has_local(settings: Settings) -> bool:
+    """The embedded model can answer (the `local` extra is installed)."""
+    try:
+        link_settings(settings, "local")
+    except CountbotError:
+        return False
+    return True
 
 
 def build_engine(
@@ -345,6 +383,8 @@ def run_ask(
         is_new=is_new,
         save=not opts.no_save,
         streaming=not opts.no_stream,
+        fallback=check_names(opts.fallback, settings.providers) if opts.fallback else None,
+        link_provider=lambda s: make_provider(s, err),
     )
     try:
         # the answer is settled on screen, then memory upkeep runs under a status line
@@ -402,6 +442,8 @@ def _report(
         }
         if result.cost_today is not None:
             obj["cost_today"] = result.cost_today
+        if result.fallback is not None:  # answered by a link of the chain: from, to, reason
+            obj["fallback"] = result.fallback
         if result.error is not None:
             obj["error"] = {
                 "message": result.error.user_message(),

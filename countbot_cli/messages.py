@@ -66,6 +66,7 @@ class Message:
     attachments: list[dict[str, Any]] | None = None
     # attached images as data URLs: sent with this turn only, never stored
     images: list[str] | None = field(default=None, repr=False, compare=False)
+    model: str | None = None  # an answer: the model that gave it (a fallback link's, say)
 
     def to_api(self) -> dict[str, Any]:
         """The dict sent to the provider. Assistant tool-call messages carry content "" (not null).
@@ -102,6 +103,8 @@ class Message:
             d["status"] = self.status
         if self.attachments:
             d["attachments"] = self.attachments
+        if self.model:
+            d["model"] = self.model
         return d
 
     @classmethod
@@ -121,6 +124,7 @@ class Message:
             created_at=str(d.get("created_at") or utc_now()),
             id=str(d.get("id") or new_id("m_")),
             attachments=_records(d.get("attachments")),
+            model=d["model"] if isinstance(d.get("model"), str) else None,
         )
 
 

@@ -294,6 +294,16 @@ def ask(
             "--extract-all", help="Like -x, with every fenced code block (a blank line between)."
         ),
     ] = False,
+    fallback: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fallback",
+            metavar="NAME",
+            help="When the provider cannot answer (network, timeout, 5xx, 429, quota), answer "
+            "with provider NAME (`local`: the embedded model); repeatable, in order; replaces "
+            "the config's `fallback:` chain.",
+        ),
+    ] = None,
     yes: YesOpt = False,
     no_tools: NoToolsOpt = False,
     role: RoleOpt = None,
@@ -326,6 +336,7 @@ def ask(
             extract="all" if extract_all else "first" if extract else None,
             jsonl=jsonl,
             context_window=context_window,
+            fallback=list(fallback or []),
         )
         return run_ask(opts)
 

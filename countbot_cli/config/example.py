@@ -84,9 +84,11 @@ EXAMPLE_CONFIG = """\
 #     # connect_timeout: 10     # seconds to open the connection
 #     # read_timeout: 120       # seconds to wait for the next bytes of an answer
 #     # max_retries: 2          # retries before the first byte (429, 5xx, network errors)
+#     # prompt_cache_key: true  # send the session id as prompt_cache_key (routes a
+#     #                         # conversation to one prompt cache); default: openai preset only
 #
 #   # deepseek:                 # preset: https://api.deepseek.com/v1, DEEPSEEK_API_KEY,
-#   #   model: deepseek-chat    #   deepseek-chat (deepseek-reasoner for thinking)
+#   #   model: deepseek-flash   #   deepseek-flash (deepseek-chat was retired on 2026-07-24)
 #   # qwen:                     # preset: DashScope compatible mode, DASHSCOPE_API_KEY, qwen-plus
 #   #   model: qwen-plus        #   (international: api_base:
 #   #                           #   https://dashscope-intl.aliyuncs.com/compatible-mode/v1)
@@ -182,6 +184,12 @@ attachments:
   max_url_bytes: 5000000    # most bytes read from an http(s) URL
   url_timeout: 20           # seconds for a whole fetch, redirects included
   max_redirects: 4
+
+# When a turn fails after the retries for a reason another provider can fix (no connection,
+# timeout, 5xx, 429, out of quota), it runs on the next provider of this list, with one line
+# saying so; the answer records its model. 401/403 and rejected requests never fall back.
+# `local` is the embedded model. `ask --fallback NAME` (repeatable) replaces the list.
+# fallback: [deepseek, local]
 
 # What a model's tokens cost, per million, in your currency: with a price the usage line,
 # ask --json, /tokens and `sessions show` add the cost of the turn, the session and the day.

@@ -25,6 +25,7 @@ class Preset:
     context_window: int | None = None
     stream_tools: bool = True
     include_usage: bool = True
+    prompt_cache_key: bool | None = None  # accepts `prompt_cache_key` (routes to one cache)
     start_hint: str | None = None  # how to start a local server, for connection diagnoses
 
     @property
@@ -34,9 +35,11 @@ class Preset:
 
 _ROWS = (
     Preset("openai", "OpenAI", api_base=OPENAI_BASE, api_key_env="OPENAI_API_KEY",
-           model="gpt-4o-mini", context_window=128_000),
+           model="gpt-4o-mini", context_window=128_000, prompt_cache_key=True),
+    # DeepSeek's quick start names deepseek-flash; deepseek-chat/-reasoner were retired on
+    # 2026-07-24 (api-docs.deepseek.com). 128k: the older models' window, a safe lower bound.
     Preset("deepseek", "DeepSeek", api_base="https://api.deepseek.com/v1",
-           api_key_env="DEEPSEEK_API_KEY", model="deepseek-chat", context_window=128_000),
+           api_key_env="DEEPSEEK_API_KEY", model="deepseek-flash", context_window=128_000),
     Preset("qwen", "Qwen (DashScope compatible mode)",
            api_base="https://dashscope.aliyuncs.com/compatible-mode/v1",
            api_key_env="DASHSCOPE_API_KEY", model="qwen-plus", context_window=131_072),

@@ -30,23 +30,10 @@ from countbot_cli.config.presets import (
 from countbot_cli.errors import ConfigError
 
 PROVIDER_KEYS = (
-    "type",
-    "preset",
-    "api_base",
-    "api_key_env",
-    "api_key",
-    "api_key_cmd",
-    "model",
-    "context_window",
-    "headers",
-    "stream_tools",
-    "include_usage",
-    "connect_timeout",
-    "read_timeout",
-    "max_retries",
-    "model_path",
-    "vision",
-)
+    "type", "preset", "api_base", "api_key_env", "api_key", "api_key_cmd", "model",
+    "context_window", "headers", "stream_tools", "include_usage", "connect_timeout",
+    "read_timeout", "max_retries", "model_path", "vision", "prompt_cache_key",
+)  # fmt: skip
 PROVIDER_TYPES = ("openai", "local")
 KEY_CMD_TIMEOUT = 15.0
 T = TypeVar("T")
@@ -98,6 +85,7 @@ class ProviderConfig:
     # per-call options for the request body (-o KEY VALUE, a role's front matter): options.py
     extra_body: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
     vision: bool | None = None  # takes images? None: the model table decides (-a image)
+    prompt_cache_key: bool = False  # send the session id as `prompt_cache_key` (OpenAI type)
 
     @property
     def masked_api_key(self) -> str:
@@ -151,6 +139,7 @@ class _Values:
     max_retries: int | None = None
     model_path: str | None = None
     vision: bool | None = None
+    prompt_cache_key: bool | None = None
 
 
 @dataclass
@@ -211,6 +200,7 @@ def _parse_entry(providers: Section, name: str, env: Mapping[str, str], home: Pa
         max_retries=sec.integer("max_retries", 0),
         model_path=str(model_path) if model_path else None,
         vision=sec.flag("vision"),
+        prompt_cache_key=sec.flag("prompt_cache_key"),
     )
     return _Entry(name, sec, True, preset, kind, values)
 
@@ -410,6 +400,7 @@ def _make(
         preset=preset.name if preset else None,
         api_key_env=entry.key_env(),
         vision=v.vision,
+        prompt_cache_key=entry.flag("prompt_cache_key", False),
     )
 
 
@@ -496,3 +487,27 @@ def _entry_error(
 def _is_http_url(value: str) -> bool:
     scheme, sep, rest = value.partition("://")
     return bool(sep) and scheme.lower() in ("http", "https") and bool(rest.strip("/"))
+
+
+# the chosen provider's overrides: a link of the fallback chain is its own config
+CHOSEN_ONLY_VARS = ("COUNTBOT_MODEL", "COUNTBOT_API_BASE", "COUNTBOT_API_KEY")
+
+
+def link_resolver(
+    root: Section, env: Mapping[str, str], home: Path, find_local_model: Callable[[], str | None]
+) -> Callable[[str], ProviderConfig]:
+    """A provider of the fallback chain by name, resolved when a turn needs it as strictly as
+    the chosen one (its key command runs, a key and a model are required: ConfigError) but
+    without the chosen provider's overrides (-m, COUNTBOT_MODEL, COUNTBOT_API_BASE/KEY)."""
+    link_env = {k: v for k, v in env.items() if k not in CHOSEN_ONLY_VARS}
+    section = root.section("providers")
+
+    def resolve(name: str) -> ProviderConfig:
+        ctx = _Context(link_env, home, None, True, True, find_local_model)
+        if name in section.names():
+            entry = _parse_entry(section, name, link_env, home)
+        else:
+            entry = _preset_entry(name)
+        return _build(entry, ctx, chosen=True)
+
+    return resolve

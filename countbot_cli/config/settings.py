@@ -24,6 +24,7 @@ from typing import Any
 
 from countbot_cli.config import own_files, saved_allow, trust
 from countbot_cli.config.attach import AttachSettings, parse_attach
+from countbot_cli.config.fallback import parse_fallback
 from countbot_cli.config.file import (
     Section,
     load_yaml,
@@ -36,7 +37,7 @@ from countbot_cli.config.mcp import McpSettings, parse_mcp
 from countbot_cli.config.presets import LOCAL_MODEL_FILE
 from countbot_cli.config.prices import Price, parse_prices
 from countbot_cli.config.providers import PROVIDER_KEYS as PROVIDER_KEYS
-from countbot_cli.config.providers import ProviderConfig, resolve_providers
+from countbot_cli.config.providers import ProviderConfig, link_resolver, resolve_providers
 from countbot_cli.config.providers import mask_header as mask_header
 from countbot_cli.config.providers import mask_secret as mask_secret
 from countbot_cli.errors import ConfigError
@@ -54,6 +55,7 @@ TOP_KEYS = (
     "attachments",
     "mcp",
     "prices",
+    "fallback",
 )
 WINDOW_VAR = "COUNTBOT_CONTEXT_WINDOW"
 PERSONA_KEYS = ("ai_name", "user_name", "personality", "language", "max_history_messages")
@@ -141,6 +143,11 @@ class Settings:
     mcp: McpSettings = field(default_factory=McpSettings)  # MCP servers (config.mcp)
     # model -> its prices (config.prices); empty: no cost is shown
     prices: Mapping[str, Price] = field(default_factory=lambda: MappingProxyType({}))
+    fallback: tuple[str, ...] = ()  # providers a failed turn moves on to (config/fallback.py)
+    # a fallback link's provider, resolved strictly when a turn needs it (providers.py)
+    resolve_link: Callable[[str], ProviderConfig] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def own_files(self) -> own_files.OwnFiles:
@@ -384,6 +391,7 @@ def _build(
     attach = parse_attach(root.section("attachments"))
     mcp = parse_mcp(root.section("mcp"), home, env)
     prices = parse_prices(root.section("prices"))
+    fallback = parse_fallback(root)
     temperature = root.number("temperature", 0.0, 2.0)
     max_tokens = root.integer("max_tokens", minimum=1)
     max_iterations = _or(root.integer("max_iterations", minimum=1), 10)
@@ -419,6 +427,8 @@ def _build(
         attach=attach,
         mcp=mcp,
         prices=prices,
+        fallback=fallback,
+        resolve_link=link_resolver(root, env, home, find_local_model),
     )
 
 

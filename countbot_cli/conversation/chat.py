@@ -21,9 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
-from countbot_cli.conversation.session import Session, new_session, plural, title_from
+from countbot_cli.conversation import fallback as fb
+from countbot_cli.conversation.session import (
+    Session,
+    last_user_index,
+    new_session,
+    plural,
+    title_from,
+)
 from countbot_cli.conversation.tuning import Tuning
 from countbot_cli.conversation.upkeep_worker import UpkeepWorker
 from countbot_cli.conversation.view import NullView, TurnView
@@ -117,6 +125,7 @@ class Conversation:
         session: Session | None = None,
         is_new: bool = True,
         save: bool = True,
+        fallback: fb.Fallback | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -132,6 +141,7 @@ class Conversation:
         # the REPL's: the upkeep runs in a worker thread and the prompt comes back at once
         self.worker: UpkeepWorker | None = None
         self._runs_seen = 0
+        self.fallback = fallback or fb.Fallback(())  # where a failed turn moves on to
 
     @property
     def engine(self) -> Engine:
@@ -154,30 +164,29 @@ class Conversation:
         """One turn, saved; then the view settles it; then the memory upkeep. Ctrl-C held
         during the save arrives after it (KeyboardInterrupt): the conversation is saved then."""
         self._before_turn()
+        run = partial(self._run, user_text=text, view=view, attached=attached)
         try:
-            result = self.engine.run_turn(
-                self.session,
-                text,
-                view,
-                save=self.save,
-                is_new=self.is_new,
-                replaces=replaces,
-                system=self.tuning.system(self.system_override),
-                attached=attached,
-            )
+            result = run(self.engine, replaces=replaces)
+            if self.save:
+                self.is_new = False
+            if fb.can_fall_back(result):  # the turn again on the next provider of the chain
+                result = self.fallback.rescue(result, self, run, view)
         except KeyboardInterrupt as exc:
             if self.save and not isinstance(exc, Terminated):
                 self.is_new = False
                 self.reload()
             raise
-        if self.save:
-            self.is_new = False
         view.turn_ended(result)
-        if result.session_id is not None and self.worker is not None:
-            self.worker.request(result.session_id)
-        elif result.session_id is not None and self._upkeep(result.session_id, view):
+        sid = None if fb.postponed(result, view) else result.session_id
+        if sid is not None and self.worker is not None:
+            self.worker.request(sid)
+        elif sid is not None and self._upkeep(sid, view):
             self.reload()  # upkeep may have archived messages in the file
         return result
+
+    def _run(self, engine: Engine, **kw: Any) -> TurnResult:
+        kw["system"] = self.tuning.system(self.system_override)  # and user_text, view, ...
+        return engine.run_turn(self.session, save=self.save, is_new=self.is_new, **kw)
 
     # ---- the upkeep in the background (the REPL) ----
 
@@ -457,6 +466,7 @@ class Conversation:
             self.provider.close()
         except Exception:
             pass
+        self.fallback.close()
         tools = self.engine.tools
         if tools is not None:
             tools.close()
@@ -491,10 +501,3 @@ def fork_session(store: SessionStore, src: Session, upto: int | None, title: str
     )
     store.create(fork)
     return fork
-
-
-def last_user_index(messages: list[Message]) -> int | None:
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].role == "user":
-            return i
-    return None

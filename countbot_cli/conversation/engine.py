@@ -75,6 +75,7 @@ class TurnResult:
     context: TurnContext | None = None
     notices: list[str] = field(default_factory=list)  # for after the answer (e.g. a fork)
     cost_today: float | None = None  # all priced calls of the day, all sessions (prices set)
+    fallback: dict[str, str] | None = None  # answered by a fallback link: from, to, reason
 
 
 @dataclass
@@ -235,6 +236,8 @@ class Engine:
             for r in records
         ]
         new_messages = self._messages_to_save(user, result)
+        if new_messages[-1].role == "assistant":  # which model answered (a fallback link's)
+            new_messages[-1].model = result.model
         for r in records:
             r["message_id"] = new_messages[-1].id if new_messages[-1].role == "assistant" else None
         if save and self.store is not None:

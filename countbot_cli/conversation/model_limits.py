@@ -67,7 +67,7 @@ CONTEXT_WINDOWS: dict[str, int] = {
     **{"gpt-4-32k": 32_768, "gpt-4": 8_192, "gpt-3.5-turbo": 16_385, "gpt-35-turbo": 16_385},
     "gpt-oss": _K131,
     # DeepSeek: 64K in early 2025, 128K since V3.1 (api-docs.deepseek.com)
-    **dict.fromkeys(("deepseek-chat", "deepseek-reasoner"), _K128),
+    **dict.fromkeys(("deepseek-chat", "deepseek-reasoner", "deepseek-flash"), _K128),
     # Qwen on DashScope, conservative (the -latest aliases grew to ~1M); "qwen": self-hosted
     **{"qwen-max": 32_768, "qwen-plus": _K131, "qwen-turbo": _K131, "qwen": 32_768},
     **{"moonshot-v1-8k": 8_192, "moonshot-v1-32k": 32_768, "moonshot-v1-128k": _K131},

@@ -10,6 +10,7 @@ memory `cursors` and usage totals. `SessionStore` (store.py) reads and writes it
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,6 +132,14 @@ class Session:
             )
         except (TypeError, AttributeError, KeyError) as e:
             raise ValueError(f"bad session shape: {e}") from e
+
+
+def last_user_index(messages: Sequence[Message]) -> int | None:
+    """Where the last user message is (None: there is none)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            return i
+    return None
 
 
 def header_from_dict(d: Any) -> dict[str, Any]:

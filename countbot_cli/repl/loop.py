@@ -104,6 +104,7 @@ class Repl:
         self.prompts_shown = 0  # how many times the prompt was shown (tests wait on it)
         # the memory upkeep runs after the answer without holding the next prompt back
         conversation.upkeep_in_background(self._redraw_prompt)
+        conversation.fallback.offer = self._ask_in_turn  # the embedded model, offered once
 
     # ---- the loop ----
 
@@ -309,6 +310,16 @@ class Repl:
         except (KeyboardInterrupt, EOFError):
             return False
         return answer.strip().lower() in ("y", "yes")
+
+    def _ask_in_turn(self, question: str) -> bool:
+        """A y/N question in the middle of a turn: the view settled, the keys echoed again."""
+        if self.screen.view is not None:
+            self.screen.view.pause()
+        keys = self.screen.keys
+        if keys is None:
+            return self.confirm(question)
+        with keys.normal():
+            return self.confirm(question)
 
     def clear_screen(self) -> None:
         out = self._prompt_session().output

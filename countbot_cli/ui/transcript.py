@@ -53,7 +53,9 @@ def transcript(session: Session) -> list[Item]:
     for i, msg in enumerate(session.all_messages()):
         if i == len(session.archived) and session.archived:
             items.append(("note", "Current history:"))
-        items.append(("heading", _label(msg)))
+        other = msg.model and msg.model != session.model  # a fallback link's answer, say
+        by = f" · by {sanitize_line(msg.model or '')}" if other else ""
+        items.append(("heading", _label(msg) + by))
         items.extend(("tool", line) for line in tools.pop(msg.id, []))
         items.extend(("tool", sanitize_line(describe(r))) for r in msg.attachments or ())
         items.append(("text" if msg.role == "assistant" else "plain", sanitize(msg.content)))

