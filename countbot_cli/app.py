@@ -210,8 +210,8 @@ def build_conversation(
         session=session,
         is_new=is_new,
         save=save,
-        fallback=Fallback(chain, link, local_available=lambda: _has_local(settings)),
     )
+    convo.fallback = Fallback(chain, link, local_available=lambda: _has_local(settings))
     held.append(convo)
     return convo
 

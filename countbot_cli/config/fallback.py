@@ -13,13 +13,17 @@ NAME` (repeatable) replaces the chain for one question; `check_names` is its che
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 
 from countbot_cli.config.file import Section, did_you_mean
 from countbot_cli.config.presets import PRESETS
+from countbot_cli.config.providers import ProviderConfig, resolve_providers
 from countbot_cli.errors import UsageError
 
 FALLBACK_KEY = "fallback"
+# the chosen provider's overrides: a link of the chain is its own config
+CHOSEN_ONLY_VARS = ("COUNTBOT_MODEL", "COUNTBOT_API_BASE", "COUNTBOT_API_KEY")
 
 
 def parse_fallback(root: Section) -> tuple[str, ...]:
@@ -50,3 +54,27 @@ def check_names(names: Sequence[str], known: Iterable[str]) -> tuple[str, ...]:
         if name not in out:
             out.append(name)
     return tuple(out)
+
+
+def link_resolver(
+    root: Section, env: Mapping[str, str], home: Path, find_local_model: Callable[[], str | None]
+) -> Callable[[str], ProviderConfig]:
+    """A provider of the chain by name, resolved when a turn needs it as strictly as the chosen
+    one (its key command runs, a key and a model are required: ConfigError) but without the
+    chosen provider's overrides (-m, COUNTBOT_MODEL, COUNTBOT_API_BASE/KEY)."""
+    link_env = {k: v for k, v in env.items() if k not in CHOSEN_ONLY_VARS}
+
+    def resolve(name: str) -> ProviderConfig:
+        chosen, _all, _default = resolve_providers(
+            root,
+            link_env,
+            home,
+            flag_provider=name,
+            flag_model=None,
+            strict=True,
+            require_model=True,
+            find_local_model=find_local_model,
+        )
+        return chosen
+
+    return resolve

@@ -487,27 +487,3 @@ def _entry_error(
 def _is_http_url(value: str) -> bool:
     scheme, sep, rest = value.partition("://")
     return bool(sep) and scheme.lower() in ("http", "https") and bool(rest.strip("/"))
-
-
-# the chosen provider's overrides: a link of the fallback chain is its own config
-CHOSEN_ONLY_VARS = ("COUNTBOT_MODEL", "COUNTBOT_API_BASE", "COUNTBOT_API_KEY")
-
-
-def link_resolver(
-    root: Section, env: Mapping[str, str], home: Path, find_local_model: Callable[[], str | None]
-) -> Callable[[str], ProviderConfig]:
-    """A provider of the fallback chain by name, resolved when a turn needs it as strictly as
-    the chosen one (its key command runs, a key and a model are required: ConfigError) but
-    without the chosen provider's overrides (-m, COUNTBOT_MODEL, COUNTBOT_API_BASE/KEY)."""
-    link_env = {k: v for k, v in env.items() if k not in CHOSEN_ONLY_VARS}
-    section = root.section("providers")
-
-    def resolve(name: str) -> ProviderConfig:
-        ctx = _Context(link_env, home, None, True, True, find_local_model)
-        if name in section.names():
-            entry = _parse_entry(section, name, link_env, home)
-        else:
-            entry = _preset_entry(name)
-        return _build(entry, ctx, chosen=True)
-
-    return resolve

@@ -24,7 +24,7 @@ from typing import Any
 
 from countbot_cli.config import own_files, saved_allow, trust
 from countbot_cli.config.attach import AttachSettings, parse_attach
-from countbot_cli.config.fallback import parse_fallback
+from countbot_cli.config.fallback import link_resolver, parse_fallback
 from countbot_cli.config.file import (
     Section,
     load_yaml,
@@ -37,7 +37,7 @@ from countbot_cli.config.mcp import McpSettings, parse_mcp
 from countbot_cli.config.presets import LOCAL_MODEL_FILE
 from countbot_cli.config.prices import Price, parse_prices
 from countbot_cli.config.providers import PROVIDER_KEYS as PROVIDER_KEYS
-from countbot_cli.config.providers import ProviderConfig, link_resolver, resolve_providers
+from countbot_cli.config.providers import ProviderConfig, resolve_providers
 from countbot_cli.config.providers import mask_header as mask_header
 from countbot_cli.config.providers import mask_secret as mask_secret
 from countbot_cli.errors import ConfigError

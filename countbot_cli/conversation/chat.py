@@ -25,13 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from countbot_cli.conversation import fallback as fb
-from countbot_cli.conversation.session import (
-    Session,
-    last_user_index,
-    new_session,
-    plural,
-    title_from,
-)
+from countbot_cli.conversation.session import Session, last_user_at, new_session, plural, title_from
 from countbot_cli.conversation.tuning import Tuning
 from countbot_cli.conversation.upkeep_worker import UpkeepWorker
 from countbot_cli.conversation.view import NullView, TurnView
@@ -125,7 +119,6 @@ class Conversation:
         session: Session | None = None,
         is_new: bool = True,
         save: bool = True,
-        fallback: fb.Fallback | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -141,7 +134,7 @@ class Conversation:
         # the REPL's: the upkeep runs in a worker thread and the prompt comes back at once
         self.worker: UpkeepWorker | None = None
         self._runs_seen = 0
-        self.fallback = fallback or fb.Fallback(())  # where a failed turn moves on to
+        self.fallback = fb.Fallback(())  # where a failed turn moves on to (app.py sets it)
 
     @property
     def engine(self) -> Engine:
@@ -263,7 +256,7 @@ class Conversation:
         """What /retry would ask again: (the last user message, True when its attempt failed
         or was interrupted), or None when there is nothing to retry."""
         msgs = self.session.messages
-        idx = last_user_index(msgs)
+        idx = last_user_at(msgs)
         if self.is_new or idx is None:
             return None
         user, after = msgs[idx], msgs[idx + 1 :]
@@ -289,11 +282,11 @@ class Conversation:
 
     def undo(self) -> list[Message]:
         """Remove the last exchange (the last user message and all after it) from the file."""
-        if self.is_new or last_user_index(self.session.messages) is None:
+        if self.is_new or last_user_at(self.session.messages) is None:
             return []
 
         def apply(s: Session) -> list[Message]:
-            idx = last_user_index(s.messages)
+            idx = last_user_at(s.messages)
             if idx is None:
                 return []
             removed, s.messages = s.messages[idx:], s.messages[:idx]

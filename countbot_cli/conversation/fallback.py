@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from countbot_cli.conversation.session import last_user_index
+from countbot_cli.conversation.session import last_user_at
 from countbot_cli.errors import (
     CountbotError,
     ProviderError,
@@ -87,7 +87,7 @@ class Held(Protocol):
 
 def failed_attempt(messages: Sequence[Message]) -> str | None:
     """The id of the last user message when its attempt failed (what a link replaces)."""
-    idx = last_user_index(messages)
+    idx = last_user_at(messages)
     user = messages[idx] if idx is not None else None
     return user.id if user is not None and user.status is not None else None
 

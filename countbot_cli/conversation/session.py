@@ -134,7 +134,7 @@ class Session:
             raise ValueError(f"bad session shape: {e}") from e
 
 
-def last_user_index(messages: Sequence[Message]) -> int | None:
+def last_user_at(messages: Sequence[Message]) -> int | None:
     """Where the last user message is (None: there is none)."""
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].role == "user":
