@@ -1,7 +1,8 @@
 """Entry point of `countbot` and `python -m countbot_cli`.
 
 `--version` is answered before typer is imported (it is asked by scripts in loops); everything
-else goes through the typer app in cli/main.py.
+else goes through the typer app in cli/main.py, once the process is non-dumpable
+(keyguard.py: the commands it runs cannot read its environment through /proc).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.stdout.write(f"countbot {__version__}\n")
         raise SystemExit(0)
+    from countbot_cli.keyguard import undumpable
+
+    undumpable()
     from countbot_cli.cli.main import run
 
     run(args)
