@@ -12,7 +12,9 @@
   tokens are counted with the model's own tokenizer.
 - Tools are passed only when the model's chat template uses them, or when `tool_choice` forces
   one tool (llama-cpp-python then constrains the output with a JSON-schema grammar); otherwise the
-  model simply answers in text.
+  model simply answers in text. Calls it writes as text (`<tool_call>{…}</tool_call>`, a fenced
+  JSON block, a bare JSON object) become real tool calls: `text_tools.py`, applied to the
+  stream and to the finished answer.
 - `last_stats` (a `LocalStats`) records load time, time to first token and tokens per second of
   the latest answer, for the UI to show dimmed.
 """
@@ -37,6 +39,7 @@ from countbot_cli.errors import ConfigError, ContextLengthError, ProviderError, 
 from countbot_cli.messages import ChatRequest, Finished, StreamEvent, Usage
 from countbot_cli.provider.assemble import Assembler, completion_events
 from countbot_cli.provider.llama_load import load_llama
+from countbot_cli.provider.text_tools import calls_in_text, finished_with_text_calls
 
 if TYPE_CHECKING:
     from countbot_cli.provider.base import ProviderSettings
@@ -239,8 +242,9 @@ class LocalProvider:
     # -- the Provider protocol --
 
     def stream(self, req: ChatRequest) -> Generator[StreamEvent, None, None]:
-        """Deltas, then one Finished. Closing the generator (or Ctrl-C) stops generation."""
-        return self._generate(req)
+        """Deltas, then one Finished. Closing the generator (or Ctrl-C) stops generation.
+        Tool calls the model writes as text become real ones (text_tools.py)."""
+        return calls_in_text(self._generate(req), req.tools)
 
     def complete(self, req: ChatRequest) -> Finished:
         loaded, load_s = self._model()
@@ -259,7 +263,7 @@ class LocalProvider:
         self.last_stats = LocalStats(
             load_s, None, elapsed, usage.prompt_tokens, usage.completion_tokens
         )
-        return event
+        return finished_with_text_calls(event, req.tools)
 
     def list_models(self) -> list[str]:
         return [self.model]
