@@ -201,7 +201,7 @@ def build_conversation(
             streaming=streaming,
         ).engine
 
-    chain = settings.fallback if fallback is None else tuple(fallback)
+    chain = settings.fallback.names if fallback is None else tuple(fallback)
     convo = Conversation(
         settings=settings,
         store=store,
@@ -218,9 +218,10 @@ def build_conversation(
 
 def link_settings(settings: Settings, name: str) -> ProviderConfig:
     """A fallback link's provider, resolved now (its key command runs): ConfigError if not."""
-    if settings.resolve_link is None:
+    resolve = settings.fallback.resolve
+    if resolve is None:
         raise UsageError(f"provider '{name}' cannot be resolved here")
-    return settings.resolve_link(name)
+    return resolve(name)
 
 
 def _has_local(settings: Settings) -> bool:

@@ -14,6 +14,7 @@ NAME` (repeatable) replaces the chain for one question; `check_names` is its che
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from countbot_cli.config.file import Section, did_you_mean
@@ -26,7 +27,17 @@ FALLBACK_KEY = "fallback"
 CHOSEN_ONLY_VARS = ("COUNTBOT_MODEL", "COUNTBOT_API_BASE", "COUNTBOT_API_KEY")
 
 
-def parse_fallback(root: Section) -> tuple[str, ...]:
+@dataclass(frozen=True)
+class Chain:
+    """The chain's names, and how a link's provider is resolved when a turn needs it."""
+
+    names: tuple[str, ...] = ()
+    resolve: Callable[[str], ProviderConfig] | None = field(default=None, repr=False, compare=False)
+
+
+def parse_fallback(
+    root: Section, env: Mapping[str, str], home: Path, find_local_model: Callable[[], str | None]
+) -> Chain:
     """The chain as the file gives it, each name checked (ConfigError naming file and line)."""
     names = root.texts(FALLBACK_KEY) or ()
     known = [*root.section("providers").names(), *PRESETS]
@@ -38,7 +49,7 @@ def parse_fallback(root: Section) -> tuple[str, ...]:
         if name in seen:
             raise root.error(FALLBACK_KEY, f"'{name}' is in the chain twice")
         seen.add(name)
-    return tuple(names)
+    return Chain(tuple(names), link_resolver(root, env, home, find_local_model))
 
 
 def check_names(names: Sequence[str], known: Iterable[str]) -> tuple[str, ...]:

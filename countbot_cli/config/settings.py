@@ -25,7 +25,7 @@ from typing import Any
 from countbot_cli import keyguard
 from countbot_cli.config import own_files, saved_allow, trust
 from countbot_cli.config.attach import AttachSettings, parse_attach
-from countbot_cli.config.fallback import link_resolver, parse_fallback
+from countbot_cli.config.fallback import Chain, parse_fallback
 from countbot_cli.config.file import (
     Section,
     load_yaml,
@@ -144,11 +144,7 @@ class Settings:
     mcp: McpSettings = field(default_factory=McpSettings)  # MCP servers (config.mcp)
     # model -> its prices (config.prices); empty: no cost is shown
     prices: Mapping[str, Price] = field(default_factory=lambda: MappingProxyType({}))
-    fallback: tuple[str, ...] = ()  # providers a failed turn moves on to (config/fallback.py)
-    # a fallback link's provider, resolved strictly when a turn needs it (providers.py)
-    resolve_link: Callable[[str], ProviderConfig] | None = field(
-        default=None, repr=False, compare=False
-    )
+    fallback: Chain = Chain()  # providers a failed turn moves on to (config/fallback.py)
 
     @property
     def own_files(self) -> own_files.OwnFiles:
@@ -403,7 +399,7 @@ def _build(
     attach = parse_attach(root.section("attachments"))
     mcp = parse_mcp(root.section("mcp"), home, env)
     prices = parse_prices(root.section("prices"))
-    fallback = parse_fallback(root)
+    fallback = parse_fallback(root, env, home, find_local_model)
     temperature = root.number("temperature", 0.0, 2.0)
     max_tokens = root.integer("max_tokens", minimum=1)
     max_iterations = _or(root.integer("max_iterations", minimum=1), 10)
@@ -440,7 +436,6 @@ def _build(
         mcp=mcp,
         prices=prices,
         fallback=fallback,
-        resolve_link=link_resolver(root, env, home, find_local_model),
     )
 
 
