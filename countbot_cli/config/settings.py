@@ -44,20 +44,9 @@ from countbot_cli.config.providers import mask_secret as mask_secret
 from countbot_cli.errors import ConfigError
 
 TOP_KEYS = (
-    "default_provider",
-    "providers",
-    "temperature",
-    "max_tokens",
-    "max_iterations",
-    "persona",
-    "memory",
-    "tools",
-    "sessions_dir",
-    "attachments",
-    "mcp",
-    "prices",
-    "fallback",
-)
+    "default_provider", "providers", "temperature", "max_tokens", "max_iterations", "persona",
+    "memory", "tools", "sessions_dir", "attachments", "mcp", "prices", "fallback",
+)  # fmt: skip
 WINDOW_VAR = "COUNTBOT_CONTEXT_WINDOW"
 PERSONA_KEYS = ("ai_name", "user_name", "personality", "language", "max_history_messages")
 MEMORY_KEYS = (
