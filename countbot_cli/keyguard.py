@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, MutableMapping
+from typing import Protocol
 
 PR_SET_DUMPABLE = 4
 PR_GET_DUMPABLE = 3
@@ -44,7 +45,16 @@ def undumpable() -> bool:
         return False
 
 
-def forget(environ: MutableMapping[str, str], names: Iterable[str]) -> None:
-    """Remove `names` from `environ` (os.environ: unset for every child started after)."""
-    for name in names:
-        environ.pop(name, None)
+class KeyHolder(Protocol):  # config.providers.ProviderConfig
+    @property
+    def api_key(self) -> str | None: ...
+    @property
+    def api_key_source(self) -> str: ...  # "env NAME" when read from variable NAME
+
+
+def forget(environ: MutableMapping[str, str], holders: Iterable[KeyHolder]) -> None:
+    """Remove from `environ` (os.environ: unset for every child started after) each variable
+    a key of `holders` was read from."""
+    for holder in holders:
+        if holder.api_key and holder.api_key_source.startswith("env "):
+            environ.pop(holder.api_key_source.removeprefix("env "), None)

@@ -15,7 +15,7 @@ preset table in `presets`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -305,23 +305,14 @@ def load_settings(
         require_model=require_model,
         find_local_model=find_local_model,
     )
-    if env is os.environ:  # the keys read from it are not passed on to any child
-        keyguard.forget(os.environ, _key_variables(settings.providers.values()))
+    if env is os.environ:  # the keys read from it are passed on to no child
+        keyguard.forget(os.environ, settings.providers.values())
     return replace(
         settings,
         ignored_config=ignored,
         ignored_why=why if ignored else "",
         trust_store=trust.store_path(default_home(env)),
     )
-
-
-def _key_variables(providers: Iterable[ProviderConfig]) -> list[str]:
-    """The environment variables the providers' keys were read from."""
-    return [
-        p.api_key_source.removeprefix("env ")
-        for p in providers
-        if p.api_key and p.api_key_source.startswith("env ")
-    ]
 
 
 def check_file(
