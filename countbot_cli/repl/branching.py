@@ -1,10 +1,12 @@
-"""Slash commands that branch and find conversations: /fork, /edit, /resume, /search.
+"""Slash commands that branch and find conversations: /fork, /edit, /resume, /recap, /search.
 
 `/fork [N]` copies this conversation up to message N (all of it by default) into a new
 session and goes on there; the original stays as it was. `/edit` puts the last question back
 on the prompt to change (Ctrl-X Ctrl-E opens it in $EDITOR) and asks it again in place of the
 last exchange. `/resume` with no id, or with words that are not an id, opens the session picker
-(ui/session_picker.py); `/search WORDS` lists the sessions that hold the words. The table rows
+(ui/session_picker.py); `/recap` prints what the conversation is about (its summary, yours or
+the rolling one: what a resume shows above the last exchanges); `/search WORDS` lists the
+sessions that hold the words. The table rows
 are in slash.py.
 """
 
@@ -18,6 +20,7 @@ from countbot_cli.conversation.session import plural
 from countbot_cli.errors import UsageError
 from countbot_cli.textsafe import sanitize_line
 from countbot_cli.ui.session_search import sessions_search
+from countbot_cli.ui.transcript import recap
 
 if TYPE_CHECKING:
     from countbot_cli.repl.host import ReplHost
@@ -84,3 +87,14 @@ def cmd_search(repl: ReplHost, arg: str) -> None:
     sessions_search(search, arg.split(), out)
     repl.write(out.getvalue())
     repl.info("/resume ID switches to one")
+
+
+def cmd_recap(repl: ReplHost, arg: str) -> None:
+    said = recap(repl.conversation.session)
+    if said is None:
+        repl.info(
+            "No recap yet: this conversation has no summary (one is made when its oldest "
+            "messages leave the history window; /summary TEXT sets your own)."
+        )
+        return
+    repl.info(said)

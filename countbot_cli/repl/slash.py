@@ -22,7 +22,7 @@ from countbot_cli.conversation.session import plural
 from countbot_cli.errors import CountbotError, UsageError
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.repl.attach import cmd_attach, cmd_mcp
-from countbot_cli.repl.branching import cmd_edit, cmd_fork, cmd_resume, cmd_search
+from countbot_cli.repl.branching import cmd_edit, cmd_fork, cmd_recap, cmd_resume, cmd_search
 from countbot_cli.repl.context_view import context_report
 from countbot_cli.repl.copy_answer import cmd_copy
 from countbot_cli.repl.toolbar import token_report
@@ -394,6 +394,7 @@ COMMANDS: tuple[Command, ...] = (
         cmd_resume,
         _sessions,
     ),
+    Command("recap", "", "what this conversation is about (its summary)", cmd_recap),
     Command("search", "WORDS", "find conversations by what was said in them", cmd_search),
     Command("fork", "[N]", "copy this conversation up to message N into a new one", cmd_fork),
     Command("rename", "TITLE", "rename this conversation", cmd_rename),

@@ -3,7 +3,8 @@ type.
 
 A line to type in, the sessions below it, newest first. Every word typed must be in the title,
 and sessions whose messages hold the words (the full-text search of conversation/search.py,
-live and archived messages) follow the title matches, each with its snippet. Up/Down (Ctrl-P/
+live and archived messages) follow the title matches, each with its snippet (the others with
+the one-line gist of their summary, when they have one). Up/Down (Ctrl-P/
 Ctrl-N) move, Enter resumes the marked session, Esc, Ctrl-C or Ctrl-D leave it. Titles and
 snippets go through textsafe.
 """
@@ -84,7 +85,8 @@ class Picker:
     def _row(self, head: dict[str, Any], text: str = "") -> Row:
         title = sanitize_line(head["title"])[:50] or UNTITLED
         when = relative_time(str(head.get("updated_at") or ""), self.now)
-        return Row(head["id"], f"{self.shorts.get(head['id'], head['id'])}  {title} · {when}", text)
+        label = f"{self.shorts.get(head['id'], head['id'])}  {title} · {when}"
+        return Row(head["id"], label, text or str(head.get("gist") or ""))  # or its summary
 
     def _found(self, words: list[str]) -> list[Row]:
         try:

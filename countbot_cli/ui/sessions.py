@@ -62,7 +62,13 @@ def sessions_list(
         ]
         for h in headers
     ]
-    out.write(_table(["ID", "TITLE", "MSGS", "UPDATED", "MODEL"], rows))
+    table = _table(["ID", "TITLE", "MSGS", "UPDATED", "MODEL"], rows).splitlines()
+    lines = table[:1]
+    for h, row in zip(headers, table[1:], strict=True):
+        lines.append(row)
+        if h.get("gist"):  # the one-line gist of its summary (yours or the rolling one)
+            lines.append(f"{' ' * (len(shorts[h['id']]) + 2)}↳ {sanitize_line(h['gist'])}")
+    out.write("\n".join(lines) + "\n")
     return EXIT_OK
 
 

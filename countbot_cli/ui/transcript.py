@@ -1,6 +1,6 @@
 """How a conversation is written on the terminal, in one place: the transcript of
-`sessions show` (plain or rendered), the markdown of `sessions export` and `/export`, the last
-exchanges shown when the REPL resumes a session, and the short lines a turn prints about its
+`sessions show` (plain or rendered), the markdown of `sessions export` and `/export`, the recap
+and last exchanges shown when the REPL resumes a session (`recap`, also `/recap`), and the short lines a turn prints about its
 tool calls and usage.
 
 Everything that came from a model or a tool goes through textsafe here. rich is imported only
@@ -204,14 +204,27 @@ def short_args(args: dict[str, Any] | None, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def recap(session: Session) -> str | None:
+    """What the conversation is about, for a resume and /recap: the user's summary, else the
+    rolling one (memory/rolling.py); None when it has neither."""
+    if session.summary.strip():
+        return "Summary: " + sanitize(session.summary.strip())
+    if session.rolling_summary.strip():
+        return "Recap: " + sanitize(session.rolling_summary.strip())
+    return None
+
+
 def render_recent(console: Console, session: Session, exchanges: int = 3) -> None:
-    """A resumed session's title and its last few exchanges, rendered (SPEC §2)."""
+    """A resumed session's title, its recap and its last few exchanges, rendered (SPEC §2)."""
     from rich.text import Text
 
     s = session
     total = len(s.messages) + len(s.archived)
     title = sanitize_line(s.title) or UNTITLED
     console.print(Text(f"Resumed “{title}” · {plural(total, 'message')} · {s.id}", style="bold"))
+    said = recap(s)
+    if said is not None:
+        console.print(Text(said, style="italic"))
     users = [i for i, m in enumerate(s.messages) if m.role == "user"]
     start = users[-exchanges] if len(users) >= exchanges else 0
     earlier = start + len(s.archived)

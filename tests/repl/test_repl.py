@@ -390,7 +390,7 @@ def test_completion_of_commands_and_their_arguments(
     while not any(r.path.endswith("/models") for r in server.requests):
         assert time.monotonic() < deadline, "no model list fetched ahead"
         time.sleep(0.01)
-    assert complete("/re") == ["/resume ", "/rename ", "/retry"]  # a space if it takes args
+    assert complete("/re") == ["/resume ", "/recap", "/rename ", "/retry"]  # a space: args
     assert complete("hello /re") == []
     assert complete("/resume ") == [s.id]
     meta = next(comp.get_completions(Document("/resume "), CompleteEvent())).display_meta_text
