@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fakeserver as fs
 import pytest
 import yaml
-from cbenv import provider_config
+from cbenv import make_cb, provider_config
 
 from countbot_cli import app
 from countbot_cli.app import AskOptions, run_ask
@@ -136,3 +137,32 @@ def test_debug_shows_the_traceback_after_saving(
     assert "Traceback (most recent call last)" in err and "in stream" in err
     assert err.splitlines()[-1].startswith("countbot: error: unexpected error: KeyError")
     assert _only_session(config)["messages"][0]["status"] == "failed"
+
+
+def test_a_failed_turns_partial_answer_is_not_sent_to_the_model_again(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """The partial answer of a failed turn stays in the session (marked failed) but the next
+    turn's request holds neither it nor the question it half answered; the exchange before
+    it is sent as usual."""
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(fs.text("The first answer."))
+    server.add(fs.error_mid_stream("Half-an-answer Zq7 ", {"message": "overloaded"}))
+    server.add(fs.text("A whole answer."))
+    assert cb.invoke("ask", "first question").returncode == 0
+    failed = cb.invoke("ask", "-c", "second question Qx1")
+    assert failed.returncode == 6, failed.stderr
+    assert [(m["content"], m.get("status")) for m in cb.only_session()["messages"]][2:] == [
+        ("second question Qx1", "failed"),
+        ("Half-an-answer Zq7 ", "failed"),
+    ]
+    again = cb.invoke("ask", "-c", "third question")
+    assert again.returncode == 0, again.stderr
+    third = server.chat_bodies()[2]
+    sent = [(m["role"], m["content"]) for m in third["messages"][1:]]
+    assert sent == [
+        ("user", "first question"),
+        ("assistant", "The first answer."),
+        ("user", "third question"),
+    ], sent
+    assert "Zq7" not in json.dumps(third) and "Qx1" not in json.dumps(third)

@@ -47,3 +47,20 @@ def test_last_tool_shows_the_elided_middle_from_a_private_file_removed_at_exit(
     assert seen["modes"] == (0o700, 0o600)
     folder = seen["folder"]
     assert isinstance(folder, Path) and not folder.exists()  # removed when the REPL ended
+
+
+def test_last_tool_prints_untrusted_output_literally_never_as_markup(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """Tool output is the outside world's text: `[/x]` (a stray closing tag, MarkupError for
+    rich), `[bold]`, `[link=…]` reach the screen as typed, through the REPL's `write`."""
+    h = Harness(tmp_path, server, tools=True)
+    (tmp_path / "work").mkdir(exist_ok=True)
+    confirmer, _ = prompt("y\n")
+    shown = "[/x] [bold]not bold[/bold] [link=http://evil.example]click[/link] [/]"
+    command = f"printf '%s\\n' '{shown}'"
+    server.add(fs.tool_calls([("exec", {"command": command})]), fs.text("Ran it."))
+    h.run(["run it\r", "/last-tool\r"], confirmer=confirmer)
+    after = h.text().split("Ran it.", 1)[1]
+    assert shown in after, after
+    assert "unexpected error" not in after and "MarkupError" not in after

@@ -112,3 +112,35 @@ def test_a_folder_swapped_for_a_symlink_never_leads_a_call_outside(tmp_path: Pat
     # the calls did real work in between, and every failure is an answer for the model
     assert _succeeded(results) >= WORKING, _succeeded(results)
     assert "inside text" in "".join(text for name, text in results if name == "read_file")
+
+
+def test_a_file_swapped_for_a_symlink_after_the_check_is_not_followed(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The race lost on purpose: the final component becomes a symlink to an outside file
+    after the call was checked and its folder opened, just before the file itself is opened.
+    The open must not follow it (O_NOFOLLOW on the last component, not only on the folders)."""
+    from countbot_cli.tools import confined, files
+
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    (ws / "notes.txt").write_text("inside text\n", encoding="utf-8")
+    (outside / "secret.txt").write_text(SECRET + "\n", encoding="utf-8")
+    swapped: list[str] = []
+
+    def swap_then_open(fd: int, name: str, place: Any, flags: int, mode: int = 0o666) -> int:
+        (ws / name).unlink()
+        (ws / name).symlink_to(outside / "secret.txt")
+        swapped.append(name)
+        return confined.open_in(fd, name, place, flags, mode)
+
+    monkeypatch.setattr(files, "open_in", swap_then_open)
+    ctx = ToolContext(workspace=ws)
+    registry = ToolRegistry(default_tools(ctx), ctx)
+    prepared = registry.prepare(ToolCall("c1", "read_file", json.dumps({"path": "notes.txt"})))
+    assert prepared.error is None and not prepared.needs_approval  # inside: read without asking
+    result = registry.run(prepared)
+    assert swapped == ["notes.txt"]
+    assert SECRET not in result.content
+    assert not result.ok and confined.SWAPPED_FILE in result.content
