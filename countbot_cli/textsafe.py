@@ -30,6 +30,7 @@ No third-party imports here: every layer may use it.
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
 from collections.abc import Callable
@@ -88,8 +89,22 @@ def json_text(obj: Any, *, indent: int | None = 2) -> str:
     """`obj` as JSON (non-ASCII kept readable) with DEL, C1 and bidi controls, which
     `ensure_ascii=False` leaves raw, written as \\u escapes: the same JSON value, inert on a
     terminal. Such characters only occur inside JSON strings, where an escape means the same."""
-    dumped = json.dumps(obj, ensure_ascii=False, indent=indent)
+    try:
+        dumped = json.dumps(obj, ensure_ascii=False, indent=indent, allow_nan=False)
+    except ValueError:  # NaN or Infinity, which JSON has no word for: null instead
+        dumped = json.dumps(_finite(obj), ensure_ascii=False, indent=indent, allow_nan=False)
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", dumped)
+
+
+def _finite(obj: Any) -> Any:
+    """`obj` with every float that is not finite made None (lists, tuples and dicts walked)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def _hold_from(text: str) -> int:

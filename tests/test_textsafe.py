@@ -182,3 +182,12 @@ def test_a_lazy_pattern_is_compiled_when_first_used_and_once() -> None:
     digits = LazyPattern(r"\d+")
     assert digits.re is digits.re
     assert digits.re.findall("a1b22") == ["1", "22"]
+
+
+def test_json_text_never_writes_nan_or_infinity() -> None:
+    from countbot_cli.textsafe import json_text
+
+    value = {"cost": float("nan"), "days": [1.5, float("inf"), (float("-inf"),)], "n": 2}
+    text = json_text(value, indent=None)
+    assert text == '{"cost": null, "days": [1.5, null, [null]], "n": 2}'
+    assert json_text({"cost": 0.5}, indent=None) == '{"cost": 0.5}'

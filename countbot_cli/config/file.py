@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -326,6 +327,8 @@ class Section:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self._wrong(name, value, "a number")
+        if not math.isfinite(value):  # YAML's .nan and .inf
+            raise self.error(name, f"must be a finite number, got {value}")
         top = f" and at most {maximum:g}" if maximum is not None else ""
         if value < minimum or (maximum is not None and value > maximum):
             raise self.error(name, f"must be at least {minimum:g}{top}, got {value:g}")

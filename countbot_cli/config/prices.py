@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -90,45 +91,79 @@ def charge(
     models: tuple[str | None, ...],
     data_dir: Path | None,
     today: date | None = None,
-) -> None:
-    """Give `usage` its cost (when the model has a price) and add it to the day's total."""
+) -> str | None:
+    """Give `usage` its cost (when the model has a price) and add it to the day's total.
+    Returns a notice when the tally was damaged (moved aside, started again)."""
     price = price_for(prices, *models)
     if price is None:
-        return
+        return None
     usage.cost = price.cost(usage)
-    if data_dir is not None:
-        DayCosts(data_dir / COSTS_FILE).add(usage.cost, today or date.today())
+    if data_dir is None:
+        return None
+    return DayCosts(data_dir / COSTS_FILE).add(usage.cost, today or date.today())
 
 
 class DayCosts:
-    """`{"2026-11-30": 0.0123, ...}`: what the priced calls of each day cost, all sessions."""
+    """`{"2026-11-30": 0.0123, ...}`: what the priced calls of each day cost, all sessions.
+
+    A file that is not such an object, or holds a value that is not a finite number of at
+    least 0 (`NaN`, `Infinity`, which json reads, would keep every later total `NaN`), is
+    damaged: its good days are read, and the next addition moves it aside first."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.damage: str | None = None  # what the last read found wrong
 
     def read(self) -> dict[str, float]:
+        self.damage = None
         try:
             data = loads_bounded(self.path.read_bytes())
-        except (OSError, ValueError):
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as e:
+            self.damage = "not readable JSON" if isinstance(e, ValueError) else None
             return {}
         if not isinstance(data, dict):
+            self.damage = "not a JSON object"
             return {}
-        return {str(k): float(v) for k, v in data.items() if isinstance(v, (int, float))}
+        good = {str(k): float(v) for k, v in data.items() if _amount(v)}
+        bad = [f"{k}: {v!r}" for k, v in data.items() if not _amount(v)]
+        if bad:
+            self.damage = "not a finite amount (" + ", ".join(bad[:3]) + ")"
+        return good
 
     def get(self, day: date) -> float | None:
         return self.read().get(day.isoformat())
 
-    def add(self, cost: float, day: date) -> None:
+    def add(self, cost: float, day: date) -> str | None:
         """Add under the tally's sidecar lock, so two processes never lose each other's amount
-        (a lock that cannot be had in time skips the tally: it never holds up an answer)."""
+        (a lock that cannot be had in time skips the tally: it never holds up an answer).
+        Returns a notice when the file was damaged and moved aside."""
+        if not _amount(cost):
+            return None
+        notice = None
         with contextlib.suppress(OSError, CountbotError):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             lock = self.path.with_name(self.path.name + ".lock")
             with fileio.locked(lock, LOCK_TIMEOUT, "the cost tally"):
                 data = self.read()
+                if self.damage is not None:
+                    aside = fileio.move_aside(self.path, "damaged")
+                    notice = (
+                        f"{self.path} held {self.damage}: moved aside to {aside.name}; "
+                        "the tally goes on without those days"
+                    )
                 data[day.isoformat()] = round(data.get(day.isoformat(), 0.0) + cost, 8)
-                blob = json.dumps(data, sort_keys=True, indent=1) + "\n"
+                blob = json.dumps(data, sort_keys=True, indent=1, allow_nan=False) + "\n"
                 fileio.atomic_write(self.path, blob.encode("utf-8"), durable=False)
+        return notice
+
+
+def _amount(value: object) -> bool:
+    """A cost: a finite number of at least 0 (bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value) and value >= 0
 
 
 def day_cost(data_dir: Path, day: date | None = None) -> float | None:

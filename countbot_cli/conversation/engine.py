@@ -276,9 +276,11 @@ class Engine:
                 self.budget.observe(convo, tools, fin.usage.prompt_tokens)
             if fin.usage is not None and self.settings.prices:  # the user set prices
                 models = (self.provider.model, fin.model)
-                charge(
+                damaged = charge(
                     self.settings.prices, fin.usage, models, self.settings.data_dir, self.today()
                 )
+                if damaged is not None:  # costs.json was moved aside: say so after the answer
+                    result.notices.append(damaged)
             result.usage.add(fin.usage)
             result.usage_reported |= fin.usage is not None
             result.finish_reason = fin.finish_reason

@@ -139,6 +139,45 @@ def test_prices_give_turn_session_and_day_cost(tmp_path: Path, server: fs.FakeSe
     assert days == {date.today().isoformat(): pytest.approx(2 * one)}
 
 
+def _strict_json(text: str) -> Any:
+    """json.loads that refuses NaN and Infinity, as every other JSON reader does."""
+
+    def refuse(word: str) -> None:
+        raise ValueError(f"{word} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("damaged", ["NaN", "Infinity", "-1e400", '"lots"', "[1, 2"])
+def test_a_damaged_cost_tally_is_reported_moved_aside_and_never_printed(
+    tmp_path: Path, server: fs.FakeServer, damaged: str
+) -> None:
+    """A non-finite (or otherwise damaged) amount in costs.json: `ask --json` stays valid JSON
+    with a finite cost_today, the damage is named on stderr and the file moved aside, not
+    lost; the good days are kept."""
+    cb = make_cb(tmp_path, server.base_url, prices=PRICES)
+    today = date.today().isoformat()
+    tally = cb.work / "costs.json"
+    text = f'{{"2026-01-01": 0.25, "{today}": {damaged}}}' if damaged != "[1, 2" else damaged
+    tally.write_text(text, encoding="utf-8")
+    usage = SHAPES[0][1]
+    server.add(fs.text("a", usage=usage), fs.text("b", usage=usage))
+    one = (100 * 2.0 + 1100 * 0.5 + 85 * 8.0) / 1_000_000
+    proc = cb.invoke("ask", "--json", "x")
+    assert proc.returncode == 0, proc.stderr
+    obj = _strict_json(proc.stdout)
+    assert obj["cost_today"] == pytest.approx(one)
+    assert "costs.json held " in proc.stderr and "moved aside to costs.json.damaged-" in proc.stderr
+    (aside,) = cb.work.glob("costs.json.damaged-*")
+    assert aside.read_text(encoding="utf-8") == text  # the damaged file is kept as it was
+    days = _strict_json(tally.read_text(encoding="utf-8"))
+    kept = {} if damaged == "[1, 2" else {"2026-01-01": 0.25}
+    assert days == {**kept, today: pytest.approx(one)}
+    again = cb.invoke("ask", "--json", "-s", obj["session_id"], "y")  # the tally goes on
+    assert _strict_json(again.stdout)["cost_today"] == pytest.approx(2 * one)
+    assert "costs.json" not in again.stderr
+
+
 def test_a_model_without_a_price_shows_no_cost(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url, prices={"other-model": PRICES["test-model"]})
     server.add(fs.text("a", usage=SHAPES[0][1]))
