@@ -7,9 +7,7 @@ directly with injected streams.
 
 from __future__ import annotations
 
-import os
 import sys
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,32 +31,29 @@ from countbot_cli.conversation.server_window import (
     with_window,
 )
 from countbot_cli.conversation.store import SessionStore
-from countbot_cli.conversation.tokens import TokenCounter
-from countbot_cli.errors import (
-    EXIT_EMPTY_ANSWER,
-    EXIT_INTERRUPTED,
-    EXIT_MAX_ITERATIONS,
-    CountbotError,
-    UnexpectedError,
-    UsageError,
+from countbot_cli.conversation.structured import (
+    Structured,
+    ask_structured,
+    load_schema,
+    schema_settings,
 )
+from countbot_cli.conversation.tokens import TokenCounter
+from countbot_cli.errors import CountbotError, UsageError
 from countbot_cli.memory.keeper import MemoryKeeper
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.memory.tool import memory_tool
 from countbot_cli.provider import Provider
 from countbot_cli.provider import make_provider as provider_of
-from countbot_cli.textsafe import json_text, sanitize
+from countbot_cli.textsafe import sanitize
 from countbot_cli.tools import ToolContext, ToolRegistry, default_tools
 from countbot_cli.tools.approval import ApprovalPolicy, Confirmer
-from countbot_cli.ui.codeblocks import extracted
+from countbot_cli.ui.ask_report import report, script_status
 from countbot_cli.ui.confirm import TerminalConfirmer
 from countbot_cli.ui.terminal import isatty
-from countbot_cli.ui.transcript import cached_note, cost_text, today_note
 from countbot_cli.ui.turnview import JsonlView, JsonView, MarkdownView, PlainView
 
 if TYPE_CHECKING:
     from countbot_cli.config.providers import ProviderConfig
-    from countbot_cli.conversation.engine import TurnResult
     from countbot_cli.conversation.session import Session
 
 
@@ -88,6 +83,7 @@ class AskOptions(CommonOptions):
     extract: str | None = None  # -x "first" / --extract-all "all": print only the code
     jsonl: bool = False  # --jsonl: one JSON object a line as the turn happens
     fallback: list[str] = field(default_factory=list)  # --fallback NAME: the chain for this ask
+    schema: str | None = None  # --schema FILE|JSON (conversation/structured.py)
 
 
 def load_settings(
@@ -353,6 +349,9 @@ def run_ask(
         raise UsageError("use either -s/--session ID or -c/--continue, not both")
     if sum(map(bool, (opts.extract, opts.json_out, opts.jsonl))) > 1:
         raise UsageError("use only one of -x/--extract, --json and --jsonl")
+    if opts.schema is not None and opts.extract:
+        raise UsageError("--schema prints the JSON value itself; it cannot be used with -x")
+    schema = load_schema(opts.schema) if opts.schema is not None else None
     if opts.no_save and (opts.session or opts.cont):
         raise UsageError(
             "--no-save starts a throwaway conversation; it cannot be used with -s or -c"
@@ -363,6 +362,8 @@ def run_ask(
     if not refs:  # "nothing to ask" is said before the config is read
         compose_prompt(opts.prompt, stdin_text)
     settings = load_settings(opts, err=err)
+    if schema is not None:  # response_format, or an instruction
+        settings = schema_settings(settings, schema)
     if not (opts.session or opts.cont):  # a one-off ask leaves no automatic-memory line
         settings = replace(settings, memory=replace(settings.memory, auto_memory=False))
     text, attached = compose_message(opts.prompt, stdin_text, refs, settings)
@@ -389,12 +390,15 @@ def run_ask(
     )
     try:
         # the answer is settled on screen, then memory upkeep runs under a status line
-        result = conversation.send(text, view, attached=attached)
+        if schema is None:
+            shaped = Structured(conversation.send(text, view, attached=attached))
+        else:
+            shaped = ask_structured(conversation, text, view, schema, attached)
     finally:
         conversation.close()
-    code = _report(opts, result, provider, out, err)
+    code = report(opts, shaped, provider, out, err)
     if isinstance(view, JsonlView):
-        view.end(result, code, script_status(result, code))
+        view.end(shaped.result, code, script_status(shaped, code), parsed=shaped.value)
     return code
 
 
@@ -411,90 +415,8 @@ def _make_view(opts: AskOptions, out: TextIO, err: TextIO, *, plain: bool, model
     waiting = f"… waiting for {model}"
     if opts.jsonl:
         return JsonlView(out, err)
-    if opts.json_out or opts.extract:
-        return JsonView(err)
+    if opts.json_out or opts.extract or opts.schema is not None:
+        return JsonView(err)  # -x and --schema print what they found, at the end
     if plain:
         return PlainView(out, err, waiting=waiting)
     return MarkdownView(out, err, waiting=waiting)
-
-
-def script_status(result: TurnResult, code: int) -> str:
-    """The `status` of --json and --jsonl's end event, agreeing with the exit code: `ok`,
-    `failed`, `interrupted`, `max_iterations` (exit 8) or `empty` (exit 7)."""
-    if result.status != "ok" or code == 0:
-        return result.status
-    return {EXIT_MAX_ITERATIONS: "max_iterations", EXIT_EMPTY_ANSWER: "empty"}.get(code, "failed")
-
-
-def _report(
-    opts: AskOptions, result: TurnResult, provider: Provider, out: TextIO, err: TextIO
-) -> int:
-    code = _exit_code(opts, result, out, err)
-    if opts.json_out:
-        obj: dict[str, Any] = {
-            "session_id": result.session_id,
-            "model": result.model,
-            "answer": result.answer,
-            "usage": result.usage.to_dict() if result.usage_reported else None,
-            "tool_calls": result.tool_calls,
-            "finish_reason": result.finish_reason,
-            "status": script_status(result, code),
-            "exit_code": code,
-        }
-        if result.cost_today is not None:
-            obj["cost_today"] = result.cost_today
-        if result.fallback is not None:  # answered by a link of the chain: from, to, reason
-            obj["fallback"] = result.fallback
-        if result.error is not None:
-            obj["error"] = {
-                "message": result.error.user_message(),
-                "exit_code": result.error.exit_code,
-            }
-        out.write(json_text(obj, indent=None) + "\n")
-        out.flush()
-    if result.error is not None and result.status == "failed":
-        print_error(result.error, err)
-    stats = provider.last_stats
-    if stats is not None and isatty(err) and not opts.json_out:
-        err.write(f"\x1b[2m{stats.describe()}\x1b[0m\n")
-    if result.session_id and isatty(err) and not opts.json_out:
-        u = result.usage
-        cached = cached_note(u.cached_tokens)
-        usage = (
-            f" · {u.prompt_tokens}{cached}+{u.completion_tokens} tokens" if u.total_tokens else ""
-        )
-        if u.cost is not None:
-            usage += f" · cost {cost_text(u.cost)}{today_note(result.cost_today)}"
-        sid = result.session_id
-        err.write(f"\x1b[2msession {sid}{usage} · continue with -s {sid[:8]}\x1b[0m\n")
-        err.flush()
-    return code
-
-
-def _exit_code(opts: AskOptions, result: TurnResult, out: TextIO, err: TextIO) -> int:
-    """-x's code on stdout; an empty answer (7) or a stopped tool loop (8) said on stderr."""
-    if result.status == "interrupted":
-        return EXIT_INTERRUPTED
-    if result.error is not None:
-        return result.error.exit_code
-    if result.finish_reason in ("max_iterations", "repeated_tool_call"):  # the engine's
-        return EXIT_MAX_ITERATIONS  # notice said why countbot stopped the tool loop
-    if not result.answer.strip():
-        _notice(err, "the answer was empty")
-        return EXIT_EMPTY_ANSWER
-    if opts.extract:
-        code = extracted(result.answer, every=opts.extract == "all")
-        if not code:
-            _notice(err, "the answer has no fenced code block (-x printed nothing)")
-            return EXIT_EMPTY_ANSWER
-        out.write(sanitize(code))
-        out.flush()
-    return 0
-
-
-def print_error(error: CountbotError, err: TextIO) -> None:
-    if isinstance(error, UnexpectedError) and os.environ.get("COUNTBOT_DEBUG"):
-        # the turn was saved; now show the bug the error line names
-        traceback.print_exception(error.__cause__ or error, file=err)
-    err.write(f"countbot: error: {sanitize(error.user_message())}\n")
-    err.flush()

@@ -360,3 +360,13 @@ REPEATED_CALL_NOTICE = (
     "stopped: the model asked for the same {name} call {n} times in this turn (a loop); "
     "the answer may be incomplete. Ask again, or more precisely."
 )
+
+# `ask --schema` (conversation/structured.py)
+SCHEMA_INSTRUCTION = (
+    "Answer with one JSON value and nothing else (no prose, no code fence) that conforms to "
+    "this JSON schema:\n{schema}"
+)
+SCHEMA_REPAIR = (
+    "Your answer does not conform to the JSON schema: {errors}. Your answer was:\n{answer}\n"
+    "Reply again with only the corrected JSON value (no prose, no code fence)."
+)

@@ -304,6 +304,15 @@ def ask(
             "the config's `fallback:` chain.",
         ),
     ] = None,
+    schema: Annotated[
+        str | None,
+        typer.Option(
+            "--schema",
+            metavar="FILE|JSON",
+            help="Answer with one JSON value conforming to this JSON schema (a file, or the "
+            "schema itself); checked, repaired once, else exit 7. Prints the value.",
+        ),
+    ] = None,
     yes: YesOpt = False,
     no_tools: NoToolsOpt = False,
     role: RoleOpt = None,
@@ -335,6 +344,7 @@ def ask(
             no_tools=no_tools,
             extract="all" if extract_all else "first" if extract else None,
             jsonl=jsonl,
+            schema=schema,
             context_window=context_window,
             fallback=list(fallback or []),
         )

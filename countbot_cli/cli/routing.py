@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-# the root options that take values (see main_options), and how many
+# the options that take values (the root's, see main_options, and ask's), and how many
 VALUE_OPTIONS = {
     "--config": 1,
     "--session": 1,
@@ -36,6 +36,7 @@ VALUE_OPTIONS = {
     "--attach": 1,
     "-a": 1,
     "--option": 2,
+    "--schema": 1,
     "-o": 2,
 }
 ROOT_ONLY = frozenset({"-h", "--help", "-V", "--version"})

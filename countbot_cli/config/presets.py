@@ -52,6 +52,7 @@ class Preset:
     stream_tools: bool = True
     include_usage: bool = True
     prompt_cache_key: bool | None = None  # accepts `prompt_cache_key` (routes to one cache)
+    json_schema: bool = False  # takes response_format {"type": "json_schema"} (ask --schema)
     start_hint: str | None = None  # how to start a local server, for connection diagnoses
 
     @property
@@ -61,7 +62,8 @@ class Preset:
 
 _ROWS = (
     Preset("openai", "OpenAI", api_base=OPENAI_BASE, api_key_env="OPENAI_API_KEY",
-           model="gpt-4o-mini", context_window=128_000, prompt_cache_key=True),
+           model="gpt-4o-mini", context_window=128_000, prompt_cache_key=True,
+           json_schema=True),
     # DeepSeek's quick start names deepseek-flash; deepseek-chat/-reasoner were retired on
     # 2026-07-24 (api-docs.deepseek.com). 128k: the older models' window, a safe lower bound.
     Preset("deepseek", "DeepSeek", api_base="https://api.deepseek.com/v1",
@@ -75,13 +77,13 @@ _ROWS = (
            api_key_env="ZHIPUAI_API_KEY", model="glm-4-flash", context_window=128_000),
     Preset("openrouter", "OpenRouter", api_base="https://openrouter.ai/api/v1",
            api_key_env="OPENROUTER_API_KEY", model="openai/gpt-4o-mini",
-           context_window=128_000),
+           context_window=128_000, json_schema=True),
     # Ollama's /v1 silently truncates at the server's num_ctx (2048 or 4096 by default).
     Preset("ollama", "Ollama", api_base="http://localhost:11434/v1", context_window=4_096,
-           start_hint="start it with `ollama serve`"),
-    Preset("vllm", "vLLM", api_base="http://localhost:8000/v1",
+           json_schema=True, start_hint="start it with `ollama serve`"),
+    Preset("vllm", "vLLM", api_base="http://localhost:8000/v1", json_schema=True,
            start_hint="start it with `vllm serve MODEL`"),
-    Preset("lmstudio", "LM Studio", api_base="http://localhost:1234/v1",
+    Preset("lmstudio", "LM Studio", api_base="http://localhost:1234/v1", json_schema=True,
            start_hint="start the local server in LM Studio (Developer tab)"),
     # Older llama-server builds and llama-cpp-python's server fail on streamed tool calls.
     Preset("llamacpp", "llama.cpp server", api_base="http://localhost:8080/v1",

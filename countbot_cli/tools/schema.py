@@ -1,10 +1,11 @@
-"""A small JSON-schema checker for the subset tool schemas use.
+"""A small JSON-schema checker for the subset tool schemas and `ask --schema` use.
 
-Supported: `type` (object, string, integer, number, boolean, array), `properties`, `required`,
-`additionalProperties: false`, `enum`, `minimum`, `maximum`, `items`. Messages name the argument
-and say what to send, e.g. "argument 'path' is required" or "'mode' must be one of overwrite,
-append". `coerce` first mends what small models often get wrong: "12" for an integer, "true" for
-a boolean.
+Supported: `type` (object, string, integer, number, boolean, array, null, or a list of them),
+`properties`, `required`, `additionalProperties: false`, `enum`, `const`, `minimum`, `maximum`,
+`minLength`, `maxLength`, `items`, `minItems`, `maxItems`; other keywords are not checked.
+Messages name the argument (or, for `ask --schema`, the property) and say what to send, e.g.
+"argument 'path' is required" or "'mode' must be one of overwrite, append". `coerce` first
+mends what small models often get wrong: "12" for an integer, "true" for a boolean.
 """
 
 from __future__ import annotations
@@ -18,34 +19,45 @@ _TYPE_WORDS = {
     "number": "a number",
     "boolean": "true or false",
     "array": "an array",
+    "null": "null",
 }
 
 
-def validate(schema: dict[str, Any], value: Any, name: str = "") -> list[str]:
-    """Every violation of `schema` by `value`, as one-line messages ([] if it conforms)."""
+def validate(
+    schema: dict[str, Any], value: Any, name: str = "", *, noun: str = "argument"
+) -> list[str]:
+    """Every violation of `schema` by `value`, as one-line messages ([] if it conforms).
+    `noun` names an object's members in the messages ("argument", "property")."""
     expected = schema.get("type")
-    if isinstance(expected, str) and not _has_type(value, expected):
-        label = f"'{name}'" if name else "arguments"
-        return [f"{label} must be {_TYPE_WORDS.get(expected, expected)}"]
+    kinds = [expected] if isinstance(expected, str) else expected
+    if isinstance(kinds, list) and kinds and not any(_has_type(value, str(k)) for k in kinds):
+        label = f"'{name}'" if name else ("arguments" if noun == "argument" else "the answer")
+        words = " or ".join(_TYPE_WORDS.get(str(k), str(k)) for k in kinds)
+        return [f"{label} must be {words}"]
     errors: list[str] = []
+    label = f"'{name}'" if name else "the value"
     if "enum" in schema and value not in schema["enum"]:
         choices = ", ".join(str(c) for c in schema["enum"])
-        errors.append(f"'{name}' must be one of {choices}")
+        errors.append(f"{label} must be one of {choices}")
+    if "const" in schema and value != schema["const"]:
+        errors.append(f"{label} must be {schema['const']!r}")
     if _is_number(value):
         errors.extend(_check_bounds(schema, value, name))
+    if isinstance(value, str | list):
+        errors.extend(_check_length(schema, value, label))
     if isinstance(value, dict):
-        errors.extend(_check_object(schema, value, name))
+        errors.extend(_check_object(schema, value, name, noun))
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         for i, item in enumerate(value):
-            errors.extend(validate(schema["items"], item, f"{name}[{i}]"))
+            errors.extend(validate(schema["items"], item, f"{name}[{i}]", noun=noun))
     return errors
 
 
-def _check_object(schema: dict[str, Any], value: dict[str, Any], name: str) -> list[str]:
+def _check_object(schema: dict[str, Any], value: dict[str, Any], name: str, noun: str) -> list[str]:
     props: dict[str, Any] = schema.get("properties") or {}
     prefix = f"{name}." if name else ""
     errors = [
-        f"argument '{prefix}{key}' is required"
+        f"{noun} '{prefix}{key}' is required"
         for key in schema.get("required") or ()
         if key not in value
     ]
@@ -53,10 +65,24 @@ def _check_object(schema: dict[str, Any], value: dict[str, Any], name: str) -> l
         for key in value:
             if key not in props:
                 allowed = ", ".join(props) or "none"
-                errors.append(f"unknown argument '{prefix}{key}'; allowed: {allowed}")
+                errors.append(f"unknown {noun} '{prefix}{key}'; allowed: {allowed}")
     for key, sub in props.items():
         if key in value and isinstance(sub, dict):
-            errors.extend(validate(sub, value[key], prefix + key))
+            errors.extend(validate(sub, value[key], prefix + key, noun=noun))
+    return errors
+
+
+def _check_length(schema: dict[str, Any], value: str | list[Any], label: str) -> list[str]:
+    unit = "characters" if isinstance(value, str) else "items"
+    low_key, high_key = (
+        ("minLength", "maxLength") if isinstance(value, str) else ("minItems", "maxItems")
+    )
+    low, high = schema.get(low_key), schema.get(high_key)
+    errors = []
+    if isinstance(low, int) and len(value) < low:
+        errors.append(f"{label} must have at least {low} {unit}")
+    if isinstance(high, int) and len(value) > high:
+        errors.append(f"{label} must have at most {high} {unit}")
     return errors
 
 
@@ -79,6 +105,8 @@ def _has_type(value: Any, expected: str) -> bool:
         return _is_number(value) and float(value).is_integer()
     if expected == "number":
         return _is_number(value)
+    if expected == "null":
+        return value is None
     checks: dict[str, type | tuple[type, ...]] = {
         "object": dict,
         "string": str,

@@ -190,7 +190,14 @@ class JsonlView(PlainView):
     def tool_denied(self, call: ToolCall, how: str, reason: str) -> None:
         self.emit("tool_call", id=call.id, name=call.name, run=False, approval=how, reason=reason)
 
-    def end(self, result: TurnResult, exit_code: int, status: str | None = None) -> None:
+    def end(
+        self,
+        result: TurnResult,
+        exit_code: int,
+        status: str | None = None,
+        *,
+        parsed: object = None,
+    ) -> None:
         """The last lines: usage (null counts when the server reported none), the error if any,
         whole answer, the status (`status`, else the turn's) and the exit code."""
         if result.usage_reported:
@@ -207,6 +214,7 @@ class JsonlView(PlainView):
             status=status or result.status,
             finish_reason=result.finish_reason,
             exit_code=exit_code,
+            **({"parsed": parsed} if parsed is not None else {}),
         )
 
     def finish(self) -> None:
