@@ -14,6 +14,10 @@ thread-safe, from the first source that has it; nothing here ever opens a networ
 ``pat_str`` and the special tokens come from ``tiktoken_ext.openai_public``: its constructor runs
 with its BPE loader swapped for ours in a private copy of its globals, so tiktoken's module
 state is untouched and tiktoken's own network loader is never reached.
+
+Each message is counted once per process, whichever counter asks (token_cache.py), and a text
+over EXACT_MAX_CHARS (256 Ki characters) is estimated instead of tokenized: BPE on one long
+line costs seconds a megabyte, and a message that size is a large share of any window.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from countbot_cli.conversation.model_limits import (
     is_openai_model,
     normalize_model,
 )
+from countbot_cli.conversation.token_cache import CountCache
 
 SUPPORTED_ENCODINGS = (O200K, CL100K)
 DATA_ENV = "COUNTBOT_TIKTOKEN_DATA"
@@ -177,6 +182,7 @@ class EncodingLoader:
         self._lock = threading.Lock()
         self._name_locks: dict[str, threading.Lock] = {}
         self._done: dict[str, tuple[Encoding | None, str]] = {}
+        self.counts = CountCache()  # what its counters counted (one count per message)
 
     def _sources(self) -> list[tuple[str, Path, Callable[[Path, str], bytes | None]]]:
         out: list[tuple[str, Path, Callable[[Path, str], bytes | None]]] = []
@@ -235,7 +241,7 @@ TOKENS_PER_TOOL_CALL = 3  # approximation: a tool call's name and arguments are 
 TOKENS_PER_NON_TEXT_PART = 85  # an image part: OpenAI's low-detail cost, a floor
 RATIO_MIN, RATIO_MAX = 0.5, 2.0
 CALIBRATION_MIN_TOKENS = 64  # smaller prompts are mostly chat-template noise: ignored
-_CACHE_MAX = 200_000
+EXACT_MAX_CHARS = 256 * 1024  # a longer text is estimated (4 bytes a token), not tokenized
 
 MessageLike = Any  # countbot_cli.messages.Message or an API dict
 
@@ -259,7 +265,6 @@ class TokenCounter:
         self._ratio = 1.0
         self._calibrated = False
         self._lock = threading.Lock()
-        self._cache: dict[tuple[Any, int], int] = {}
         self.hits = 0
         self.misses = 0
 
@@ -297,8 +302,17 @@ class TokenCounter:
     def _text(self, text: str) -> int:
         if not text:
             return 0
-        enc = self._encoding()
-        return len(enc.encode_ordinary(text)) if enc is not None else estimate_tokens(text)
+        counts = self._loader.counts
+        known = counts.text(self.encoding_name, text)
+        if known is not None:
+            return known
+        if len(text) > EXACT_MAX_CHARS:  # BPE on one long line takes seconds a megabyte
+            n = estimate_tokens(text)
+        else:
+            enc = self._encoding()
+            n = len(enc.encode_ordinary(text)) if enc is not None else estimate_tokens(text)
+        counts.put_text(self.encoding_name, text, n)
+        return n
 
     def _content(self, content: Any) -> int:
         if isinstance(content, str):
@@ -311,7 +325,7 @@ class TokenCounter:
 
     def _raw_message(self, msg: MessageLike) -> int:
         key, role, content, name, calls = _fields(msg)
-        cached = self._cache.get(key)
+        cached = self._loader.counts.message(self.encoding_name, key)
         if cached is not None:
             self.hits += 1
             return cached
@@ -321,9 +335,7 @@ class TokenCounter:
             n += self._text(str(name)) + TOKENS_PER_NAME
         for call_name, args in calls:
             n += TOKENS_PER_TOOL_CALL + self._text(call_name) + self._text(args)
-        if len(self._cache) >= _CACHE_MAX:
-            self._cache.clear()
-        self._cache[key] = n
+        self._loader.counts.put_message(self.encoding_name, key, n)
         return n
 
     def _scale(self, raw: int) -> int:

@@ -450,3 +450,25 @@ def test_context_window_override() -> None:
     assert context_window_for("gpt-4o", 32_000) == 32_000
     assert context_window_for("unknown", 65_536) == 65_536
     assert context_window_for("gpt-4o", None) == context_window_for("gpt-4o", 0) == 128_000
+
+
+def test_counters_of_one_model_share_their_counts() -> None:
+    """The budget's, the toolbar's and the memory keeper's counters: a message counted by one
+    is a lookup for the others, and so is a long text."""
+    msgs = [Message("user", f"shared message {i} " * 20) for i in range(50)]
+    first, second = TokenCounter("gpt-4o"), TokenCounter("gpt-4o")
+    total = first.count_messages(msgs)
+    assert second.count_messages(msgs) == total and (second.hits, second.misses) == (50, 0)
+    long_text = "a fairly long text to count once. " * 500
+    n = first.count_text(long_text)
+    assert TokenCounter("gpt-4o").count_text(long_text) == n  # the default loader's share
+
+
+def test_a_text_over_the_exact_limit_is_estimated() -> None:
+    from countbot_cli.conversation.tokens import EXACT_MAX_CHARS, estimate_tokens
+
+    counter = TokenCounter("gpt-4o")
+    counter.preload(background=False)
+    huge = "q" * (EXACT_MAX_CHARS + 1)
+    assert counter.count_text(huge) == estimate_tokens(huge)
+    assert counter.count_text("q" * 1000) == len(counter._encoding().encode_ordinary("q" * 1000))

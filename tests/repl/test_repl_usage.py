@@ -125,3 +125,48 @@ def test_context_says_when_the_provider_reports_no_cache(
     out = h.text()
     assert "cached: the provider reported no prompt cache" in out
     assert "history: no earlier messages sent" in out and "recalled memory: none" in out
+
+
+def test_a_huge_answer_is_counted_once_and_estimated_not_tokenized(
+    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One answer line over tokens.EXACT_MAX_CHARS: after it is shown, the toolbar, the next
+    turn's budget, /tokens and the memory upkeep all need its size. It is counted once (the
+    counters share their counts) and estimated, never run through the tokenizer (BPE on one
+    10 MB line took 15-20 s, three times over)."""
+    from countbot_cli.conversation import tokens
+
+    big = "z" * (tokens.EXACT_MAX_CHARS + 1000)
+    estimated: list[int] = []
+    tokenized: list[int] = []
+    real_estimate = tokens.estimate_tokens
+
+    def estimate(text: str) -> int:
+        if len(text) >= len(big):
+            estimated.append(len(text))
+        return real_estimate(text)
+
+    monkeypatch.setattr(tokens, "estimate_tokens", estimate)
+    encoding = tokens.DEFAULT_LOADER.load(tokens.CL100K)
+    if encoding is not None:
+        real_encode = type(encoding).encode_ordinary
+
+        def encode(self: Any, text: str) -> Any:
+            if len(text) >= len(big):
+                tokenized.append(len(text))
+            return real_encode(self, text)
+
+        monkeypatch.setattr(type(encoding), "encode_ordinary", encode)
+    h = Harness(tmp_path, server, memory={"auto_messages": 2})
+    answers = [fs.text(big, chunk_size=1 << 16), fs.text("small")]
+
+    def respond(body: dict[str, Any]) -> fs.Reply:
+        if body["messages"][0]["role"] == "system" and answers:
+            return answers.pop(0)
+        return fs.text("User asked for a long line.")  # the memory upkeep's summaries
+
+    server.responder = respond
+    h.run(["one long line please\r", "and now?\r", "/tokens\r", "/context\r"])
+    assert "small" in h.text()
+    assert tokenized == []
+    assert len(estimated) == 1, estimated
