@@ -3,13 +3,17 @@
 The recipe (research/protocol_safety.md §5): temporary file in the same folder, write, fsync,
 `os.replace`, fsync the folder; files 0600. Locks are `flock` on a separate `*.lock` file, because
 `os.replace` swaps the data file's inode. A damaged file is moved aside, never overwritten.
+`read_capped` reads a file that may be hostile (a project's, or one a FIFO replaced): without
+blocking, stat'ed on the open descriptor, at most a given number of bytes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -28,6 +32,45 @@ def read_keyed(path: Path) -> tuple[bytes, Key]:
     with open(path, "rb") as f:
         st = os.fstat(f.fileno())
         return f.read(), (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+class NotRegularFile(OSError):
+    """A path that is a FIFO, a device, a socket or a folder where a file was expected."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(errno.EINVAL, f"is {kind}, not a regular file", str(path))
+        self.kind = kind
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def read_capped(path: Path, limit: int) -> tuple[bytes, int]:
+    """(at most the first `limit` bytes of the regular file `path`, its size), for a file that
+    may be hostile: opened without blocking, stat'ed on the open descriptor before any read, so
+    a FIFO or a device raises `NotRegularFile` instead of hanging, and a huge file costs
+    `limit` bytes. Other problems raise OSError (FileNotFoundError, PermissionError, …)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
+            raise NotRegularFile(path, kind)
+        parts: list[bytes] = []
+        left = limit
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 16))):
+            parts.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(parts), st.st_size
 
 
 def key_of(path: Path) -> Key | None:

@@ -328,14 +328,23 @@ def config_path(config: ConfigOpt = None) -> None:
 
 
 @config_app.command(
-    "trust", help="Apply a project's ./config.yaml (or PATH) as it is now: validate, show, record."
+    "trust",
+    help="Apply a project's ./config.yaml (or PATH, or its AGENTS.md) as it is now: validate, "
+    "show, ask, record.",
 )
 def config_trust(
     path: Annotated[Path | None, typer.Argument(help="The file (default: ./config.yaml).")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (no terminal).")] = False,
 ) -> None:
+    from countbot_cli.cli.trust import Review, page_on_terminal
     from countbot_cli.cli.trust import config_trust as _trust
 
-    guarded(lambda: _trust(path, out=sys.stdout))
+    tty = bool(sys.stdin and sys.stdin.isatty())
+    on_screen = tty and sys.stdout.isatty()
+    review = Review(
+        sys.stdout, yes, _yes_no if tty else None, page_on_terminal if on_screen else None
+    )
+    guarded(lambda: _trust(path, out=sys.stdout, review=review))
 
 
 allow_app = typer.Typer(

@@ -1,24 +1,73 @@
 """`countbot config trust|untrust [PATH]` and the trust lines of `config show|path`.
 
-`config trust` reads the file once, validates those bytes as a whole config (no command runs),
-prints what they set that matters for safety, and records them (`trust.trust`). Each function
-writes to the stream it is given and returns an exit code; a problem is raised as a
-CountbotError.
+`config trust` reads the file once (capped, stat'ed first: a FIFO or a huge file is refused),
+shows what the user would trust and asks before it records those bytes (`trust.trust`):
+
+- a config file: validated as a whole config (no command runs), then what it sets that matters
+  for safety (`summary`) and a `warning:` line for each setting that hands something over
+  (`warnings`: a key sent to a server that is no known provider's, a key command, commands or
+  tools run without asking, MCP servers' commands, files outside the project);
+- an instructions file (config/instructions.py): the whole text that would be sent, paged on a
+  terminal (`$PAGER`, else less), cut where the system prompt cuts it.
+
+Then a y/N question on the terminal; without one, `--yes` is needed (exit 2 otherwise, after
+showing). Each function writes to the stream it is given and returns an exit code; a problem
+is raised as a CountbotError.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
+from urllib.parse import urlsplit
 
+from countbot_cli import keyguard
 from countbot_cli.config.file import Section, read_config
+from countbot_cli.config.instructions import MAX_BYTES as INSTRUCTIONS_MAX_BYTES
 from countbot_cli.config.instructions import NAMES as INSTRUCTION_FILES
+from countbot_cli.config.instructions import read_sent
 from countbot_cli.config.mcp import McpServer
+from countbot_cli.config.presets import PRESETS
+from countbot_cli.config.providers import ProviderConfig
 from countbot_cli.config.settings import Settings, check_file, default_home
+from countbot_cli.conversation.session import plural
 from countbot_cli.errors import EXIT_OK, UsageError
-from countbot_cli.textsafe import sanitize_line
+from countbot_cli.textsafe import sanitize, sanitize_line
+
+_LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+@dataclass
+class Review:
+    """How `config trust` shows a file and asks about it: `confirm` is the y/N question and
+    `page` a pager, each None when there is no terminal; `yes` (--yes) agrees unasked."""
+
+    out: TextIO
+    yes: bool = False
+    confirm: Callable[[str], bool] | None = None
+    page: Callable[[str], None] | None = None
+
+    def show_long(self, text: str) -> bool:
+        """`text` through the pager on a terminal (True), else written out (False)."""
+        if self.page is not None:
+            self.page(text)
+            return True
+        self.out.write(text if text.endswith("\n") else text + "\n")
+        return False
+
+    def agreed(self, what: str) -> bool:
+        if self.yes:
+            return True
+        if self.confirm is None:
+            raise UsageError(
+                f"not trusting {what}: there is no terminal to ask on",
+                hint="read what it holds above, then run again with --yes",
+            )
+        self.out.flush()
+        return self.confirm(f"Trust {what} as shown?")
 
 
 def _target(path: Path | None, cwd: Path) -> Path:
@@ -33,23 +82,32 @@ def config_trust(
     out: TextIO,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    review: Review | None = None,
 ) -> int:
-    """Validate PATH, show what it sets, then record its path and SHA-256."""
+    """Validate PATH, show what it sets, ask, then record its path and SHA-256."""
     from countbot_cli.config import trust
 
     env = os.environ if env is None else env
     cwd = Path(os.path.abspath(Path.cwd() if cwd is None else cwd))
+    review = review or Review(out)
     target = _target(path, cwd)
     if not target.is_file():
         what = "is not a file" if target.exists() else "does not exist"
         raise UsageError(f"{target} {what}", hint="usage: countbot config trust [PATH]")
     if target.name in INSTRUCTION_FILES:
-        return _trust_instructions(target, out, env)
+        return _trust_instructions(target, out, env, review)
     data = read_config(target)
     settings, root = check_file(target, data, env=env, cwd=target.parent)
+    if env is os.environ:  # its keys, read to check it, go to no pager or child
+        keyguard.forget(os.environ, settings.providers.values())
     out.write(f"{sanitize_line(str(target))} sets:\n")
     for label, value in summary(settings, root):
         out.write(f"  {label:<9} {sanitize_line(value)}\n")
+    for line in warnings(settings, root, target.parent):
+        out.write(f"warning: {sanitize_line(line)}\n")
+    if not review.agreed(sanitize_line(str(target))):
+        out.write("not trusted: nothing recorded\n")
+        return EXIT_OK
     record = trust.trust(target, data, default_home(env))
     out.write(
         f"trusted {sanitize_line(record.path)} (sha256 {record.sha256[:16]}…): countbot applies "
@@ -59,22 +117,39 @@ def config_trust(
     return EXIT_OK
 
 
-def _trust_instructions(target: Path, out: TextIO, env: Mapping[str, str]) -> int:
-    """An instructions file (config/instructions.py): its size and first lines, then trusted."""
+def _trust_instructions(target: Path, out: TextIO, env: Mapping[str, str], review: Review) -> int:
+    """An instructions file: the whole text that would be sent, then the question."""
     from countbot_cli.config import trust
 
-    data = target.read_bytes()
-    lines = data.decode("utf-8", "replace").splitlines()
-    out.write(f"{sanitize_line(str(target))}: {len(data):,} bytes, {len(lines)} lines, sent ")
-    out.write("in the system prompt of every request started in its folder; it begins:\n")
-    for line in lines[:5]:
-        out.write(f"  {sanitize_line(line)}\n")
+    try:
+        data, size = read_sent(target)
+    except OSError as exc:
+        raise UsageError(f"{target}: cannot read it ({exc.strerror or exc})") from None
+    text = data.decode("utf-8", "replace")
+    where = sanitize_line(str(target))
+    head = (
+        f"{where}: {size:,} bytes, sent in the system prompt of every request started in its folder"
+    )
+    if size > INSTRUCTIONS_MAX_BYTES:
+        head += f"; only its first {INSTRUCTIONS_MAX_BYTES:,} bytes are sent: those are shown and trusted"
+    if review.show_long(f"{head}:\n\n{sanitize(text)}"):
+        out.write(f"{head} ({plural(len(text.splitlines()), 'line')} paged)\n")
+    if not review.agreed(f"{where} ({len(data):,} bytes)"):
+        out.write("not trusted: nothing recorded\n")
+        return EXIT_OK
     record = trust.trust(target, data, default_home(env))
     out.write(
         f"trusted {sanitize_line(record.path)} (sha256 {record.sha256[:16]}…) until the file "
         "changes; `countbot config untrust` forgets it\n"
     )
     return EXIT_OK
+
+
+def page_on_terminal(text: str) -> None:
+    """`text` through the user's pager (`$MANPAGER`, `$PAGER`, else less), as pydoc pages."""
+    import pydoc
+
+    pydoc.pager(text)
 
 
 def config_untrust(
@@ -114,6 +189,64 @@ def summary(settings: Settings, root: Section) -> list[tuple[str, str]]:
     ]
     rows += [("mcp", _mcp_row(m)) for m in settings.mcp.servers]
     return rows
+
+
+def warnings(settings: Settings, root: Section, folder: Path) -> list[str]:
+    """The settings of a file that hand something over: where the keys go, what runs
+    without asking, what starts, what is written outside `folder` (the file's own)."""
+    found: list[str] = []
+    providers = root.section("providers")
+    for name, p in settings.providers.items():
+        found += _provider_warnings(name, p, providers.section(name).text("api_key_cmd"))
+    t = settings.tools
+    for rule in t.allow:
+        every = " (every command)" if rule.strip() == "*" else ""
+        found.append(f"tools.allow `{rule}`: commands it matches{every} run without asking")
+    if t.approval == "auto":
+        found.append("tools.approval: auto: file writes and edits run without asking")
+    if t.allow_outside_workspace:
+        found.append("tools.allow_outside_workspace: the tools may open files outside it")
+    for m in settings.mcp.servers:
+        how = f"connects to {m.url}" if m.url else f"runs `{m.describe()}`"
+        found.append(f"MCP server '{m.name}' {how} when a turn offers tools")
+    for label, place in (
+        ("memory.file", settings.memory.file),
+        ("sessions_dir", settings.sessions_dir),
+    ):
+        if not place.resolve().is_relative_to(folder.resolve()):
+            found.append(f"{label} writes outside the project: {place}")
+    return found
+
+
+def _provider_warnings(name: str, p: ProviderConfig, key_cmd: str | None) -> list[str]:
+    if p.type != "openai":
+        return []
+    found = []
+    if key_cmd:
+        found.append(f"provider '{name}' runs `{key_cmd}` at every start, for its key")
+    origin = _key_origin(p, key_cmd)
+    host = (urlsplit(p.api_base).hostname or "").lower()
+    preset = next(
+        (pr for pr in PRESETS.values() if pr.api_base and urlsplit(pr.api_base).hostname == host),
+        None,
+    )
+    if origin and preset is None and host not in _LOCAL_HOSTS:
+        found.append(
+            f"provider '{name}' sends your API key ({origin}) to {p.api_base}, "
+            "which is not a known provider's server"
+        )
+    elif p.api_key_env and preset is not None and p.api_key_env != preset.api_key_env:
+        found.append(f"provider '{name}' sends the value of ${p.api_key_env} to {p.api_base}")
+    return found
+
+
+def _key_origin(p: ProviderConfig, key_cmd: str | None) -> str:
+    """Where the key of `p` comes from ("" when it has none)."""
+    if key_cmd:
+        return "from its command"
+    if p.api_key_source == "config file":
+        return "written in the file"
+    return f"${p.api_key_env}" if p.api_key_env else ""
 
 
 def _mcp_row(m: McpServer) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from countbot_cli.errors import ConfigError
+from countbot_cli.fileio import read_capped
 
 
 @dataclass
@@ -32,13 +33,13 @@ MAX_VALUES = 20_000  # keys and values once aliases are expanded; the example fi
 
 
 def read_config(path: Path) -> bytes:
-    """The file's bytes (at most MAX_BYTES): hashed for trust and parsed from the same copy."""
+    """The file's bytes (at most MAX_BYTES, stat'ed before reading: a FIFO is refused, a huge
+    file is not read): hashed for trust and parsed from the same copy."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_BYTES + 1)
+        data, size = read_capped(path, MAX_BYTES + 1)
     except OSError as e:
         raise ConfigError(f"cannot read the file: {e.strerror or e}", file=str(path)) from None
-    if len(data) > MAX_BYTES:
+    if max(size, len(data)) > MAX_BYTES:
         raise ConfigError(
             f"larger than {MAX_BYTES >> 20} MiB: too big for a config file", file=str(path)
         )

@@ -4,7 +4,10 @@ Its text goes into the stable head of the system prompt (conversation/context.py
 conversation, so it costs no cache miss from turn to turn. A file in the project folder may come
 from a cloned repository, so it follows SPEC §3's trust rule: it is used only when the user has
 trusted these exact bytes (`countbot config trust AGENTS.md`, config/trust.py); otherwise it is
-left out and `notice` says so once. Over MAX_BYTES it is cut, with a note.
+left out and `notice` says so once. Only its first MAX_BYTES are ever read (`read_sent`: the
+file is stat'ed on the open descriptor first, so a FIFO is refused and a 3 GiB file costs
+32,000 bytes): they are what is sent, what `config trust` shows and what the trust record's
+digest covers; a longer file is cut, with a note.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from countbot_cli.config import trust
+from countbot_cli.fileio import read_capped
 
 NAMES = ("COUNTBOT.md", "AGENTS.md")  # the first one present wins
 MAX_BYTES = 32_000
@@ -33,6 +37,12 @@ def find(workspace: Path) -> Path | None:
     return None
 
 
+def read_sent(path: Path) -> tuple[bytes, int]:
+    """(the bytes of `path` that would be sent: at most MAX_BYTES, the file's size). OSError
+    (fileio.NotRegularFile for a FIFO, a device or a folder) when it cannot be read."""
+    return read_capped(path, MAX_BYTES)
+
+
 def load_instructions(workspace: Path, home: Path) -> Instructions | None:
     """The instructions file of `workspace` (None when there is none); `home` is countbot's
     own config folder, where the trust records live."""
@@ -40,7 +50,7 @@ def load_instructions(workspace: Path, home: Path) -> Instructions | None:
     if path is None:
         return None
     try:
-        data = path.read_bytes()
+        data, size = read_sent(path)
     except OSError as exc:
         return Instructions(path.name, "", f"ignored {path}: {exc.strerror or exc}")
     verdict = trust.status(path, data, home)
@@ -52,7 +62,6 @@ def load_instructions(workspace: Path, home: Path) -> Instructions | None:
             f"ignored {path}: {why}; review it, then run: countbot config trust {path.name}",
         )
     notice = ""
-    if len(data) > MAX_BYTES:
-        data = data[:MAX_BYTES]
+    if size > MAX_BYTES:
         notice = f"{path}: only the first {MAX_BYTES:,} bytes are sent"
     return Instructions(path.name, data.decode("utf-8", "replace"), notice)

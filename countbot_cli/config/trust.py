@@ -5,8 +5,9 @@ repository, so it is applied only once the user has run `countbot config trust`.
 the file's real path and the SHA-256 of the exact bytes the user looked at in `trusted.json`, in
 countbot's own config folder (never in the project); a changed file is untrusted again.
 
-`status()` is the one place that decides; `is_trusted()` is the helper for any other project
-file countbot would take instructions from (an instructions file, MCP servers).
+`status()` is the one place that decides, on the bytes the caller read (capped: a project file
+is never read whole before it is trusted). The list itself is read the same careful way: a FIFO
+or device in its place is a ConfigError, never a hang.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from countbot_cli.fileio import atomic_write, locked, move_aside
+from countbot_cli.errors import ConfigError
+from countbot_cli.fileio import NotRegularFile, atomic_write, locked, move_aside, read_capped
 
 TRUST_FILE = "trusted.json"
 LOCK_TIMEOUT = 5.0
+MAX_STORE_BYTES = 1 << 20  # thousands of records; more is not a list countbot wrote
 
 Status = Literal["trusted", "untrusted", "changed"]
 
@@ -56,15 +59,6 @@ def status(path: Path, data: bytes, home: Path) -> Status:
     if record is None:
         return "untrusted"
     return "trusted" if record.sha256 == digest(data) else "changed"
-
-
-def is_trusted(path: Path, home: Path, data: bytes | None = None) -> bool:
-    """True when `path` (or `data`, the bytes read from it) is trusted as it is now."""
-    try:
-        content = path.read_bytes() if data is None else data
-    except OSError:
-        return False
-    return status(path, content, home) == "trusted"
 
 
 def records(home: Path) -> dict[str, TrustRecord]:
@@ -116,11 +110,20 @@ def _update(home: Path, change: Callable[[dict[str, TrustRecord]], None]) -> Non
 
 
 def _read(target: Path) -> tuple[dict[str, TrustRecord], bool]:
-    """(records, the file exists but is damaged)."""
+    """(records, the file exists but is damaged). Something else than a file at its path (a
+    FIFO would hang every read) is damage the user must clear: a ConfigError (exit 2)."""
     try:
-        raw = target.read_bytes()
+        raw, _size = read_capped(target, MAX_STORE_BYTES + 1)
+    except NotRegularFile as exc:
+        raise ConfigError(
+            f"{exc.strerror}; countbot keeps its list of trusted files there",
+            file=str(target),
+            hint="move it away: countbot writes a new one when you next trust a file",
+        ) from None
     except OSError:  # missing (or unreadable): nothing is trusted
         return {}, False
+    if len(raw) > MAX_STORE_BYTES:
+        return {}, True
     try:
         body = json.loads(raw)
         table = {}

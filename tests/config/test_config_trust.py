@@ -64,7 +64,8 @@ def load(box: SimpleNamespace, cwd: Path | None = None) -> Settings:
 
 def do_trust(box: SimpleNamespace, path: Path | None = None) -> str:
     out = io.StringIO()
-    assert cmd_trust.config_trust(path, out=out, env=box.env, cwd=box.work) == 0
+    review = cmd_trust.Review(out, yes=True)  # `config trust --yes`
+    assert cmd_trust.config_trust(path, out=out, env=box.env, cwd=box.work, review=review) == 0
     return out.getvalue()
 
 
@@ -285,7 +286,7 @@ def test_a_cloned_repositorys_config_has_no_effect_until_trusted(tmp_path: Path)
         saved = list((cb.user_home / "sessions").glob("*.json"))
         assert any("hello" in p.read_text(encoding="utf-8") for p in saved)
 
-        proc = cb.invoke("config", "trust")
+        proc = cb.invoke("config", "trust", "--yes")
         assert proc.returncode == 0, proc.stderr
         for words in (attacker.base_url, "SOME_SECRET_VAR", "approval auto · allow *", "allowed"):
             assert words in proc.stdout

@@ -91,7 +91,7 @@ def test_instructions_file_only_when_trusted(tmp_path: Path) -> None:
         assert "ignored" in err and "AGENTS.md" in err and "countbot config trust" in err
         assert len([ln for ln in err.splitlines() if "AGENTS.md" in ln]) == 1
 
-        proc = cb.invoke("config", "trust", "AGENTS.md")
+        proc = cb.invoke("config", "trust", "--yes", "AGENTS.md")
         assert proc.returncode == 0, proc.stderr
         assert "Always answer in haiku." in proc.stdout and "trusted" in proc.stdout
         system, _, err = _ask(cb, server, "hi")
@@ -104,7 +104,7 @@ def test_instructions_file_only_when_trusted(tmp_path: Path) -> None:
         (cb.work / "COUNTBOT.md").write_text("Use metric units.\n", "utf-8")
         system, _, err = _ask(cb, server, "hi")
         assert "haiku" not in system and "metric" not in system and "COUNTBOT.md" in err
-        assert cb.invoke("config", "trust", "COUNTBOT.md").returncode == 0
+        assert cb.invoke("config", "trust", "--yes", "COUNTBOT.md").returncode == 0
         system, _, _ = _ask(cb, server, "hi")
         assert "## Project instructions (COUNTBOT.md)\nUse metric units." in system
         # a changed file is untrusted again
