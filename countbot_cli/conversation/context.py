@@ -18,6 +18,7 @@ budget trims the window further, in the same blocks (`budget.WindowBudget`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -50,6 +51,8 @@ class TurnContext:
     pinned: list[str] = field(default_factory=list)  # pinned memory lines, in the head
     instructions: str = ""  # the instructions file's name when one is in the head
     language: str = "en"
+    # the stable head part by part (what each was built from), for cache_report.py
+    head: dict[str, str] = field(default_factory=dict)
 
     def api_user(self) -> dict[str, Any]:
         """The current message as sent: the recalled lines first, then the user's words."""
@@ -131,6 +134,13 @@ def build_context(
 ) -> TurnContext:
     """`instructions`: (file name, text) of a trusted instructions file."""
     head = system_prompt(facts)
+    parts = {
+        "system prompt": head,
+        "instructions": "\n".join(instructions or ()),
+        "pinned line": "\n".join(pinned),
+        "session summary": summary,
+        "tools": json.dumps(list(tools), sort_keys=True, ensure_ascii=False),
+    }
     if instructions is not None:
         head = with_instructions(head, *instructions)
     system = with_session_context(with_pinned_memory(head, list(pinned)), summary)
@@ -145,6 +155,7 @@ def build_context(
         pinned=list(pinned),
         instructions=instructions[0] if instructions else "",
         language=facts.language,
+        head=parts,
     )
     if budget is not None:
         fixed = [{"role": "system", "content": system}, ctx.api_user(), *tools]

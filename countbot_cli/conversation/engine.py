@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from countbot_cli.config.prices import charge, day_cost
 from countbot_cli.conversation.budget import WindowBudget
+from countbot_cli.conversation.cache_report import CacheReport, probe
 from countbot_cli.conversation.context import TurnContext, build_context, history_window
 from countbot_cli.conversation.session import Session, new_session, title_from
 from countbot_cli.conversation.tool_round import RepeatedCalls, ToolRunner
@@ -76,6 +77,7 @@ class TurnResult:
     notices: list[str] = field(default_factory=list)  # for after the answer (e.g. a fork)
     cost_today: float | None = None  # all priced calls of the day, all sessions (prices set)
     fallback: dict[str, str] | None = None  # answered by a fallback link: from, to, reason
+    cache: CacheReport = field(default_factory=CacheReport)  # why the prompt cache missed
 
 
 @dataclass
@@ -208,6 +210,8 @@ class Engine:
             model=self.provider.model,
             context=ctx,
         )
+        p = self.provider  # what changed since the session's previous request (cache_report)
+        result.cache = probe(session, ctx, p.name, p.model, self.settings.provider.preset)
         convo = ctx.api_messages()
         records: list[dict[str, Any]] = []
         self._current = rnd = _Round()
@@ -229,6 +233,8 @@ class Engine:
             rnd = self._failed(exc, result)
         result.answer = rnd.text
         result.reasoning = rnd.reasoning
+        if result.status == "ok":
+            result.cache.observe(result.usage)
         if result.usage.cost is not None:
             result.cost_today = day_cost(self.settings.data_dir, self.today())
         result.tool_calls = [
@@ -393,6 +399,8 @@ class Engine:
             s.tool_conversations.extend(records)
             s.usage.add(result.usage)
             s.model = result.model or s.model
+            if "prompt_tokens" in result.cache.stored:  # answered: the next turn compares
+                s.last_request = result.cache.stored
             s.updated_at = utc_now()
             if not s.title:
                 s.title = title_from(new_messages[0].content)

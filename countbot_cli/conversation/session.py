@@ -62,6 +62,8 @@ class Session:
     cursors: dict[str, int] = field(default_factory=dict)  # memory cursors; opaque to the store
     usage: Usage = field(default_factory=Usage)
     schema_version: int = SCHEMA_VERSION
+    # the fingerprint of the last request (conversation/cache_report.py): hashes, no text
+    last_request: dict[str, Any] = field(default_factory=dict)
 
     def all_messages(self) -> list[Message]:
         """The whole transcript: archived messages first, then the live ones."""
@@ -106,6 +108,7 @@ class Session:
             "messages": [m.to_dict() for m in self.messages],
             "archived": [m.to_dict() for m in self.archived],
             "tool_conversations": [_json_copy(r) for r in self.tool_conversations],
+            **({"last_request": _json_copy(self.last_request)} if self.last_request else {}),
         }
 
     @classmethod
@@ -129,6 +132,7 @@ class Session:
                 tool_conversations=_records(d.get("tool_conversations")),
                 cursors=_cursors(d.get("cursors")),
                 usage=_usage(d.get("usage")),
+                last_request=_mapping(d.get("last_request")),
             )
         except (TypeError, AttributeError, KeyError) as e:
             raise ValueError(f"bad session shape: {e}") from e
@@ -218,6 +222,11 @@ def _records(items: Any) -> list[dict[str, Any]]:
     if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
         raise ValueError("'tool_conversations' must be a list of objects")
     return [_json_copy(x) for x in items]  # the session must not share objects with `d`
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """A stored object (anything else, from an older or damaged file: none)."""
+    return dict(_json_copy(value)) if isinstance(value, dict) else {}
 
 
 def _json_copy(value: Any) -> Any:

@@ -5,7 +5,8 @@ prompt (persona and rules, the session summary, pinned memory lines, the instruc
 memory lines recalled for the message (sent with it, after the history), the history window
 (count, tokens, first and last message), the tools, the current message, and how much of the
 request the provider read from its prompt cache, said as whole parts of the request (the cached
-count is the provider's; the parts are counted with the meter's tokenizer). Each memory line
+count is the provider's; the parts are counted with the meter's tokenizer), and what changed
+since the session's previous request (conversation/cache_report.py: why a turn missed). Each memory line
 gets its `countbot memory pin N` / `mute N` hint with its entry number (as `memory show` numbers
 them).
 """
@@ -24,6 +25,7 @@ from countbot_cli.textsafe import sanitize_line
 from countbot_cli.ui.transcript import first_line
 
 if TYPE_CHECKING:
+    from countbot_cli.conversation.cache_report import CacheReport
     from countbot_cli.conversation.chat import Conversation
     from countbot_cli.conversation.context import TurnContext
     from countbot_cli.conversation.session import Session
@@ -59,7 +61,18 @@ def context_report(meter: ContextMeter, conversation: Conversation) -> str:
     else:
         u = last.usage
         lines.append(_cached_row(ctx, u.prompt_tokens, u.cached_tokens, counter, tool_tokens))
+    lines.append(_changes_row(last.cache))
     return "\n".join(lines) + "\n"
+
+
+def _changes_row(report: CacheReport) -> str:
+    """What changed since the session's previous request (conversation/cache_report.py)."""
+    if not report.previous:
+        return "  since the previous request: none to compare with (the first of this session)"
+    said = sanitize_line(report.details()) or "nothing in the head, history or model changed"
+    return f"  since the previous request: {said}" + (
+        " — the cache missed" if report.missed else ""
+    )
 
 
 def _system_rows(

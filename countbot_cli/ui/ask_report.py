@@ -18,7 +18,7 @@ from countbot_cli.errors import (
 from countbot_cli.textsafe import json_text, sanitize
 from countbot_cli.ui.codeblocks import extracted
 from countbot_cli.ui.terminal import isatty
-from countbot_cli.ui.transcript import cached_note, cost_text, today_note
+from countbot_cli.ui.transcript import ask_usage
 
 if TYPE_CHECKING:
     from countbot_cli.conversation.structured import Structured
@@ -63,6 +63,7 @@ def report(
             "finish_reason": result.finish_reason,
             "status": script_status(shaped, code),
             "exit_code": code,
+            "cache": result.cache.to_json(),  # what changed since the previous request
         }
         if opts.schema is not None:
             obj["parsed"] = shaped.value
@@ -81,13 +82,7 @@ def report(
     if stats is not None and isatty(err) and not opts.json_out:
         err.write(f"\x1b[2m{stats.describe()}\x1b[0m\n")
     if result.session_id and isatty(err) and not opts.json_out:
-        u = result.usage
-        cached = cached_note(u.cached_tokens)
-        usage = (
-            f" · {u.prompt_tokens}{cached}+{u.completion_tokens} tokens" if u.total_tokens else ""
-        )
-        if u.cost is not None:
-            usage += f" · cost {cost_text(u.cost)}{today_note(result.cost_today)}"
+        usage = ask_usage(result)
         sid = result.session_id
         err.write(f"\x1b[2msession {sid}{usage} · continue with -s {sid[:8]}\x1b[0m\n")
         err.flush()

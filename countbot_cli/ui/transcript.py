@@ -267,11 +267,25 @@ def usage_line(result: TurnResult, elapsed: float, stats: ProviderStats | None =
         parts.append(f"{u.prompt_tokens:,} in{cached} · {u.completion_tokens:,} out tokens")
     if u.cost is not None:
         parts.append(f"cost {cost_text(u.cost)}{today_note(result.cost_today)}")
+    if result.cache.missed:  # a turn that should have read the cache did not: why
+        parts.append(sanitize_line(result.cache.short()))
     parts.append(f"{elapsed:.1f} s")
     if result.tool_calls:
         n = len(result.tool_calls)
         parts.append(f"{n} tool call{'s' if n != 1 else ''}")
     return " · ".join(parts)
+
+
+def ask_usage(result: TurnResult) -> str:
+    """`ask`'s dim line on a terminal, after `session ID`: tokens, cost, a cache miss's why."""
+    u = result.usage
+    cached = cached_note(u.cached_tokens)
+    usage = f" · {u.prompt_tokens}{cached}+{u.completion_tokens} tokens" if u.total_tokens else ""
+    if u.cost is not None:
+        usage += f" · cost {cost_text(u.cost)}{today_note(result.cost_today)}"
+    if result.cache.missed:
+        usage += f" · {sanitize_line(result.cache.short())}"
+    return usage
 
 
 def cached_note(cached: int | None) -> str:

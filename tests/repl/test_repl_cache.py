@@ -1,0 +1,82 @@
+"""`/context` says what changed since the previous request and whether the cache missed
+(issue 24 point 2): `/system`, `/model` and an idle gap (fake clock) in the chat, and the usage
+line's short form of a miss."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fakeserver as fs
+import pytest
+from test_repl import Harness
+
+from countbot_cli.conversation import cache_report
+
+MISS = {
+    "prompt_tokens": 2000,
+    "completion_tokens": 5,
+    "prompt_tokens_details": {"cached_tokens": 0},
+}
+HIT = {
+    "prompt_tokens": 2000,
+    "completion_tokens": 5,
+    "prompt_tokens_details": {"cached_tokens": 1900},
+}
+QUIET = {"memory": {"overflow_summary": False, "auto_memory": False, "inject": "off"}}
+
+
+def changes_rows(out: str) -> list[str]:
+    return [ln.strip() for ln in out.splitlines() if "since the previous request:" in ln]
+
+
+def test_context_names_system_and_model_changes(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server, **QUIET)
+    server.add(
+        fs.text("one", usage=MISS),
+        fs.text("two", usage=HIT),
+        fs.text("three", usage=MISS),
+        fs.text("four", usage=MISS),
+    )
+    h.run(
+        [
+            "hello\r",
+            "/context\r",
+            "again\r",
+            "/context\r",
+            "/system Answer in French.\r",
+            "and now\r",
+            "/context\r",
+            "/model other-model\r",
+            "last one\r",
+            "/context\r",
+        ]
+    )
+    assert changes_rows(h.text()) == [
+        "since the previous request: none to compare with (the first of this session)",
+        "since the previous request: nothing in the head, history or model changed",
+        "since the previous request: system prompt changed — the cache missed",
+        "since the previous request: model changed (test/test-model → test/other-model)"
+        " — the cache missed",
+    ]
+    side = h.err.getvalue()
+    assert "cache miss: system prompt changed" in side  # the usage line, in short
+    assert side.count("cache miss") == 2  # the first turn and the hit say nothing
+
+
+def test_context_names_an_idle_gap(
+    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = Harness(tmp_path, server, provider={"preset": "openai"}, **QUIET)
+    now = [1_000_000.0]
+    monkeypatch.setattr(cache_report, "clock", lambda: now[0])
+
+    def later(h: Harness) -> None:
+        h.wait_for("one")
+        now[0] += 12 * 60
+
+    server.add(fs.text("one", usage=MISS), fs.text("two", usage=MISS))
+    h.run(["hello\r", later, "again\r", "/context\r"])
+    assert changes_rows(h.text()) == [
+        "since the previous request: idle 12 min > the provider's 5 min cache lifetime"
+        " — the cache missed"
+    ]
