@@ -1,8 +1,6 @@
 """Composition root: builds settings, store, provider, and the conversation (tools, approval
-policy, memory, engine) that `ask` and the REPL hold; and runs `ask`.
-
-The typer layer (cli/) only parses flags and calls in here; tests can call these functions
-directly with injected streams.
+policy, memory, engine) that `ask` and the REPL hold; and runs `ask`. The typer layer (cli/)
+only parses flags and calls in here; tests call these functions with injected streams.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from countbot_cli.config.fallback import check_names
-from countbot_cli.config.instructions import load_instructions
+from countbot_cli.config.instructions import instructions_for
 from countbot_cli.config.options import apply_options
 from countbot_cli.config.settings import Settings, untrusted_notice
 from countbot_cli.config.settings import load_settings as settings_from
@@ -40,6 +38,7 @@ from countbot_cli.conversation.structured import (
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.errors import CountbotError, UsageError
 from countbot_cli.memory.keeper import MemoryKeeper
+from countbot_cli.memory.report import Probe
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.memory.tool import memory_tool
 from countbot_cli.provider import Provider
@@ -84,6 +83,8 @@ class AskOptions(CommonOptions):
     jsonl: bool = False  # --jsonl: one JSON object a line as the turn happens
     fallback: list[str] = field(default_factory=list)  # --fallback NAME: the chain for this ask
     schema: str | None = None  # --schema FILE|JSON (conversation/structured.py)
+    no_memory: bool = False  # --no-memory: nothing sent from or written to memory
+    remember: bool = False  # --remember: this exchange distilled into memory now
 
 
 def load_settings(
@@ -267,29 +268,12 @@ def build_backend(
         policy=policy,
         budget=make_budget(settings, counter),
         recall=keeper.recall if settings.memory.inject != "off" else None,
-        pinned=keeper.pinned,
-        instructions=_instructions(settings),
+        pinned=None if settings.memory.off else keeper.pinned,  # ask --no-memory
+        instructions=instructions_for(settings, lambda m: _notice(sys.stderr, m)),
         streaming=streaming,
     )
     engine.window_notice = assumed_window_notice(settings, provider)
     return Backend(engine, keeper)
-
-
-def _instructions(settings: Settings) -> tuple[str, str] | None:
-    """The trusted instructions file of the workspace (config/instructions.py), or None; an
-    untrusted or cut one is named once on stderr."""
-    if settings.trust_store is None:
-        return None
-    found = load_instructions(settings.tools.workspace, settings.trust_store.parent)
-    if found is None:
-        return None
-    if found.notice and found.notice not in _said:
-        _said.add(found.notice)
-        _notice(sys.stderr, found.notice)
-    return (found.name, found.text) if found.text else None
-
-
-_said: set[str] = set()  # notices given in this process (a /model switch builds a new engine)
 
 
 def _policy(settings: Settings, *, yes: bool, confirmer: Confirmer | None) -> ApprovalPolicy:
@@ -323,7 +307,8 @@ def _tool_registry(
         workspace=str(t.workspace),
         everywhere=t.search_all_sessions,
     )
-    registry = ToolRegistry([*default_tools(ctx), memory_tool(memory), search], ctx)
+    mine = [] if settings.memory.off else [memory_tool(memory)]  # ask --no-memory: none
+    registry = ToolRegistry([*default_tools(ctx), *mine, search], ctx)
     if settings.mcp.servers:  # their tools join on the first turn that offers tools
         from countbot_cli.tools.mcp import add_mcp_tools
 
@@ -366,6 +351,7 @@ def run_ask(
         settings = schema_settings(settings, schema)
     if not (opts.session or opts.cont):  # a one-off ask leaves no automatic-memory line
         settings = replace(settings, memory=replace(settings.memory, auto_memory=False))
+    settings, probe = Probe.start(settings, no_memory=opts.no_memory, remember=opts.remember)
     text, attached = compose_message(opts.prompt, stdin_text, refs, settings)
     store = make_store(settings, err)
     session, is_new = open_session(store, settings, ref=opts.session, cont=opts.cont)
@@ -394,6 +380,7 @@ def run_ask(
             shaped = Structured(conversation.send(text, view, attached=attached))
         else:
             shaped = ask_structured(conversation, text, view, schema, attached)
+        probe.after(conversation, shaped.result, view)  # --remember; result.memory
     finally:
         conversation.close()
     code = report(opts, shaped, provider, out, err)

@@ -261,7 +261,8 @@ def ask(
         bool,
         typer.Option(
             "--json",
-            help="Print one JSON object: session_id, model, answer, usage, tool_calls, finish_reason.",
+            help="Print one JSON object: session_id, model, answer, usage, tool_calls, "
+            "finish_reason, memory_used, memory_written.",
         ),
     ] = False,
     plain: Annotated[
@@ -313,6 +314,15 @@ def ask(
             "schema itself); checked, repaired once, else exit 7. Prints the value.",
         ),
     ] = None,
+    no_memory: Annotated[
+        bool,
+        typer.Option(
+            "--no-memory", help="Send nothing from MEMORY.md and write nothing to it this call."
+        ),
+    ] = False,
+    remember: Annotated[
+        bool, typer.Option("--remember", help="Distil this exchange into MEMORY.md now.")
+    ] = False,
     yes: YesOpt = False,
     no_tools: NoToolsOpt = False,
     role: RoleOpt = None,
@@ -347,6 +357,8 @@ def ask(
             schema=schema,
             context_window=context_window,
             fallback=list(fallback or []),
+            no_memory=no_memory,
+            remember=remember,
         )
         return run_ask(opts)
 

@@ -12,11 +12,16 @@ digest covers; a longer file is cut, with a note.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from countbot_cli.config import trust
 from countbot_cli.fileio import read_capped
+
+if TYPE_CHECKING:
+    from countbot_cli.config.settings import Settings
 
 NAMES = ("COUNTBOT.md", "AGENTS.md")  # the first one present wins
 MAX_BYTES = 32_000
@@ -65,3 +70,21 @@ def load_instructions(workspace: Path, home: Path) -> Instructions | None:
     if size > MAX_BYTES:
         notice = f"{path}: only the first {MAX_BYTES:,} bytes are sent"
     return Instructions(path.name, data.decode("utf-8", "replace"), notice)
+
+
+def instructions_for(settings: Settings, notice: Callable[[str], None]) -> tuple[str, str] | None:
+    """(name, text) of the trusted instructions file of the workspace for the system prompt, or
+    None; an untrusted or cut one is named once (`notice`) per process (a /model switch builds
+    a new engine)."""
+    if settings.trust_store is None:
+        return None
+    found = load_instructions(settings.tools.workspace, settings.trust_store.parent)
+    if found is None:
+        return None
+    if found.notice and found.notice not in _said:
+        _said.add(found.notice)
+        notice(found.notice)
+    return (found.name, found.text) if found.text else None
+
+
+_said: set[str] = set()  # notices given in this process

@@ -90,6 +90,7 @@ class MemorySettings:
     auto_messages: int = 30
     auto_chars: int = 15000
     inject: str = "relevant"  # relevant | recent | off
+    off: bool = False  # `ask --no-memory`: no pinned lines, no memory tool (not a config key)
 
 
 @dataclass(frozen=True)

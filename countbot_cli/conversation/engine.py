@@ -76,6 +76,7 @@ class TurnResult:
     context: TurnContext | None = None
     notices: list[str] = field(default_factory=list)  # for after the answer (e.g. a fork)
     cost_today: float | None = None  # all priced calls of the day, all sessions (prices set)
+    memory: dict[str, Any] = field(default_factory=dict)  # ask's memory_used/_written (--json)
     fallback: dict[str, str] | None = None  # answered by a fallback link: from, to, reason
     cache: CacheReport = field(default_factory=CacheReport)  # why the prompt cache missed
 

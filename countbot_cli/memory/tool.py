@@ -10,6 +10,7 @@ the file line number that `read` and `countbot memory delete` take.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from datetime import date
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from countbot_cli.memory.store import MemoryStore
 
 SOURCE_TOOL = "tool"
+_SHOWN = re.compile(r"^\[\d+\] (\d{4}-\d\d-\d\d\|[^|\n]*\|[^\n]*)$", re.MULTILINE)
 DEFAULT_MAX_RESULTS = 15
 DEFAULT_RECENT = 10
 MAX_CONTENT_CHARS = 2000
@@ -79,6 +81,11 @@ DESCRIPTION = (
 
 def _line(e: Entry) -> str:
     return f"[{e.line_no}] {e.line}"
+
+
+def shown_lines(result_text: str) -> list[str]:
+    """The MEMORY.md lines a search or read result showed the model (`[N] line` rows)."""
+    return [m.group(1) for m in _SHOWN.finditer(result_text)]
 
 
 def _count(n: int) -> str:

@@ -64,6 +64,7 @@ def report(
             "status": script_status(shaped, code),
             "exit_code": code,
             "cache": result.cache.to_json(),  # what changed since the previous request
+            **result.memory,  # memory_used, memory_written (memory/report.py)
         }
         if opts.schema is not None:
             obj["parsed"] = shaped.value

@@ -9,6 +9,7 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from countbot_cli.errors import OutputClosed
+from countbot_cli.memory.tool import shown_lines
 from countbot_cli.textsafe import StreamSanitizer, json_text, sanitize
 from countbot_cli.tools.shell import failed_stderr_tail
 from countbot_cli.ui.livetail import LiveTail
@@ -61,6 +62,7 @@ class PlainView:
         self.out = _AnswerOut(out)
         self.notices = _StderrNotices(err, waiting=waiting)
         self._last = ""
+        self.memory_shown: list[str] = []  # MEMORY.md lines the memory tool showed the model
         # holds back an escape sequence cut by a chunk boundary until it is complete
         self._clean = StreamSanitizer()
 
@@ -88,6 +90,8 @@ class PlainView:
         pass  # piped: the command's output is the model's, not the screen's (MarkdownView draws it)
 
     def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
+        if prepared.call.name == "memory" and result.ok:  # for --json's memory_used
+            self.memory_shown += shown_lines(result.content)
         state = "ok" if result.ok else (result.error or "failed")
         self.notice(f"← {prepared.call.name}: {state}")
         for line in failed_stderr_tail(result):  # why a command failed, on screen
@@ -199,7 +203,8 @@ class JsonlView(PlainView):
         parsed: object = None,
     ) -> None:
         """The last lines: usage (null counts when the server reported none), the error if any,
-        whole answer, the status (`status`, else the turn's) and the exit code."""
+        whole answer, the status (`status`, else the turn's), the exit code and what `ask` put
+        in `result.memory` (memory_used, memory_written: memory/report.py)."""
         if result.usage_reported:
             self.emit("usage", **result.usage.to_dict())
         else:  # the server reported none: null, never a count of 0
@@ -215,6 +220,7 @@ class JsonlView(PlainView):
             finish_reason=result.finish_reason,
             exit_code=exit_code,
             **({"parsed": parsed} if parsed is not None else {}),
+            **result.memory,
         )
 
     def finish(self) -> None:

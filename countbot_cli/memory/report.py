@@ -1,0 +1,147 @@
+"""Memory in scripts (issue 22 point 4): what `ask --json` and `--jsonl`'s end event say about
+memory, `--no-memory` and `--remember`.
+
+- `memory_used`: every MEMORY.md entry the request carried, each with `why`: `pinned` (in the
+  system prompt), `recalled` (sent with the message, `memory.inject`) or `tool` (shown to the
+  model by the memory tool), and its `number` as `memory show` numbers it (None when the line
+  is gone since).
+- `memory_written`: the entries that are new in MEMORY.md after the call (the memory tool's
+  writes, the overflow line, automatic memory, `--remember`), each with its `source` and the
+  session and messages it came from (`MEMORY.sources.jsonl`).
+- `--no-memory`: nothing from MEMORY.md is sent (no pinned or recalled lines, no memory tool)
+  and nothing is written for that call (no upkeep, no rolling summary).
+- `--remember`: this exchange is distilled into MEMORY.md now, whatever the thresholds of
+  automatic memory say (the conversation-to-memory prompt, the same quality screen).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from countbot_cli.errors import CountbotError, UsageError
+from countbot_cli.memory import sources
+from countbot_cli.memory.digest import AUTO_CHARS, format_newest
+from countbot_cli.memory.keeper import NOTHING_NOTE, SOURCE_AUTO, MemoryKeeper
+from countbot_cli.memory.store import MemoryStore
+from countbot_cli.messages import Message
+from countbot_cli.prompts import conversation_memory_prompt
+
+
+class Shown(Protocol):
+    """The view of `ask`: where notices go, and the lines the memory tool showed the model."""
+
+    memory_shown: list[str]
+
+    def notice(self, text: str) -> None: ...
+
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from countbot_cli.config.settings import Settings
+    from countbot_cli.conversation.chat import Conversation
+    from countbot_cli.conversation.engine import TurnResult
+    from countbot_cli.memory.search import Entry
+
+
+def without_memory(settings: Settings) -> Settings:
+    """`--no-memory`: nothing sent from MEMORY.md, nothing written, for this call."""
+    off = replace(
+        settings.memory,
+        inject="off",
+        overflow_summary=False,
+        session_summary=False,
+        auto_memory=False,
+        off=True,
+    )
+    return replace(settings, memory=off)
+
+
+def _row(number: int | None, e: Entry, **extra: Any) -> dict[str, Any]:
+    return {"number": number, "date": e.date, "source": e.source, "content": e.content, **extra}
+
+
+@dataclass
+class Probe:
+    """The MEMORY.md of one `ask`, before and after the call."""
+
+    store: MemoryStore
+    remember: bool = False
+    before: set[str] = field(default_factory=set)
+
+    @classmethod
+    def start(
+        cls, settings: Settings, *, no_memory: bool, remember: bool
+    ) -> tuple[Settings, Probe]:
+        """The settings of the call (`--no-memory`: `without_memory`) and its probe."""
+        if no_memory and remember:
+            raise UsageError("--remember writes memory and --no-memory forbids it: use one")
+        if no_memory:
+            settings = without_memory(settings)
+        probe = cls(MemoryStore(settings.memory.file), remember=remember)
+        try:
+            probe.before = {sources.line_key(e.line) for e in probe.store.entries()}
+        except CountbotError:  # an unreadable MEMORY.md is said by the turn, not here
+            pass
+        return settings, probe
+
+    def after(self, conversation: Conversation, result: TurnResult, view: Shown) -> None:
+        """After the turn and its upkeep: `--remember` distils the exchange (a failure is a
+        notice; the answer stands), then `result.memory` gets the fields."""
+        keeper = conversation.backend.keeper
+        if self.remember and result.status == "ok" and isinstance(keeper, MemoryKeeper):
+            saved = conversation.session.messages[-2:] if result.session_id else []
+            user = result.context.user.content if result.context is not None else ""
+            exchange = saved or [
+                Message(role="user", content=user if isinstance(user, str) else ""),
+                Message(role="assistant", content=result.answer),
+            ]
+            try:
+                note = remember(keeper, result.session_id, exchange)
+            except CountbotError as exc:
+                note = f"--remember: {exc.user_message()}"
+            if note:
+                view.notice(note)
+        result.memory = self.fields(result, view.memory_shown)
+
+    def fields(self, result: TurnResult, tool_lines: Sequence[str] = ()) -> dict[str, Any]:
+        """`memory_used` and `memory_written` of the call."""
+        try:
+            numbered = self.store.numbered()
+        except CountbotError:
+            return {"memory_used": [], "memory_written": []}
+        ctx = result.context
+        sent = [("pinned", t) for t in (ctx.pinned if ctx else [])]
+        sent += [("recalled", t) for t in (ctx.memory_entries if ctx else [])]
+        by_prompt = {f"{e.date}: {e.content}": (n, e) for n, e in numbered}
+        by_line = {e.line: (n, e) for n, e in numbered}
+        used = [_row(*by_prompt[t], why=why) for why, t in sent if t in by_prompt]
+        used += [_row(*by_line[x], why="tool") for x in dict.fromkeys(tool_lines) if x in by_line]
+        links = sources.load(self.store.path)
+        written = []
+        for n, e in numbered:
+            key = sources.line_key(e.line)
+            if key not in self.before:
+                rec = links.get(key)
+                origin = [{"session": rec["session"], "messages": rec["messages"]}] if rec else []
+                written.append(_row(n, e, sources=origin))
+        return {"memory_used": used, "memory_written": written}
+
+
+def remember(keeper: MemoryKeeper, session_id: str | None, exchange: Sequence[Message]) -> str:
+    """Distil `exchange` into one MEMORY.md line now (source auto-memory); the note to show."""
+    language = keeper.settings.persona.language
+    text = format_newest(exchange, AUTO_CHARS)
+    if not text:
+        return NOTHING_NOTE
+    reply = keeper.summariser.summarise(conversation_memory_prompt(text, language), "--remember")
+    instructions = conversation_memory_prompt("", language)
+    keeper.screen.nothing = 0
+    existing = [e.content for e in keeper.memory.entries()]
+    if not keeper.screen.keep(reply, instructions, existing):
+        keeper.screen.report([])  # a junk reply raises, like automatic memory's
+        return NOTHING_NOTE
+    origin = {"session": session_id, "messages": [m.id for m in exchange]} if session_id else None
+    entry = keeper.memory.add(reply, SOURCE_AUTO, date=keeper.today(), origin=origin)
+    return "" if entry is not None else "--remember: already in memory"
