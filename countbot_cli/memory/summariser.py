@@ -4,7 +4,8 @@ Upkeep runs after the answer was shown, and `ask` cannot exit before it ends. Th
 provider a hung summariser would cost 3 attempts of 120 s each, per call. So a summary call:
 
 - goes to a dedicated provider made from the chat provider's settings with no retries and a read
-  timeout of at most `SUMMARY_READ_TIMEOUT` (an in-process local model is used as it is);
+  timeout of at most `SUMMARY_READ_TIMEOUT`; the local model's calls go through its upkeep
+  view (`LocalProvider.for_upkeep`), which gives the chat its KV cache back after each call;
 - is streamed, so a total deadline can be checked as events arrive, and a reasoning model's
   thinking keeps the connection alive;
 - fails after `SUMMARY_READ_TIMEOUT` in all (silence or a slow trickle alike);
@@ -33,6 +34,7 @@ from countbot_cli.conversation.tokens import context_window_for
 from countbot_cli.errors import CountbotError, ReadTimeoutError
 from countbot_cli.messages import ChatRequest, Finished, TextDelta
 from countbot_cli.provider import Provider, make_provider
+from countbot_cli.provider.local import LocalProvider
 from countbot_cli.provider.openai_compat import OpenAICompatProvider
 
 if TYPE_CHECKING:
@@ -146,8 +148,10 @@ class Summariser:
                 provider.close()
 
     def _provider(self, read_timeout: float) -> tuple[Provider, bool]:
-        """A dedicated HTTP provider (no retries, short read timeout), or the chat provider
-        itself when it is not an HTTP one (the local model, test doubles)."""
+        """A dedicated HTTP provider (no retries, short read timeout), the local model's
+        upkeep view (it keeps the chat's KV cache), or the chat provider itself (test doubles)."""
+        if isinstance(self.provider, LocalProvider):
+            return self.provider.for_upkeep(), False
         if not isinstance(self.provider, OpenAICompatProvider):
             return self.provider, False
         cfg = self.provider.cfg

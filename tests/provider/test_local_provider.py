@@ -22,9 +22,23 @@ from cbenv import provider_settings
 from countbot_cli.errors import EXIT_USAGE, ConfigError, ContextLengthError, ProviderError
 from countbot_cli.messages import ChatRequest, Finished, TextDelta, ToolCallDelta
 from countbot_cli.provider import local as localmod
-from countbot_cli.provider.local import LOCAL_HINT, LocalProvider, LocalStats, bundled_model_path
+from countbot_cli.provider import local_child
+from countbot_cli.provider.local import (
+    LOCAL_HINT,
+    LocalProvider,
+    LocalStats,
+    bundled_model_path,
+    request_fields,
+)
+from countbot_cli.provider.local_process import current_process
 
 N_CTX = 2048
+
+
+def child_pid() -> int:
+    proc = current_process()
+    assert proc is not None
+    return proc.pid
 
 
 Cfg = partial(
@@ -193,33 +207,36 @@ def test_tools_the_template_cannot_use_get_a_text_answer(provider: LocalProvider
     assert fin.tool_calls == [] and fin.finish_reason in ("stop", "length")
 
 
+def model_tokens(gguf: str) -> int:
+    """Tokens in the KV cache of the model process's copy of the bundled model."""
+    proc = current_process()
+    assert proc is not None
+    with proc.busy():
+        models = proc.call("models")["models"]
+    return next(n for p, ctx, n in models if (p, ctx) == (str(Path(gguf).resolve()), N_CTX))
+
+
 def test_closing_the_stream_stops_generation_at_once(provider: LocalProvider, gguf: str) -> None:
-    loaded = localmod._MODELS[(str(Path(gguf).resolve()), N_CTX)]
     req = ask("Write a very long essay about the history of Europe.", max_tokens=400)
     gen = provider.stream(req)
     got = [next(gen), next(gen), next(gen)]
     assert any(isinstance(e, TextDelta) for e in got)
-    start = time.perf_counter()
-    gen.close()
-    assert time.perf_counter() - start < 1.0
-    assert loaded.lock.acquire(blocking=False)  # the model is free for the next request
-    loaded.lock.release()
-    assert loaded.llm.n_tokens < 200  # far fewer than the 400 tokens it was allowed
+    pid = child_pid()
+    gen.close()  # a cancel the child obeys before its next token
+    assert child_pid() == pid  # stopped, not killed: the model and its cache stay
+    assert model_tokens(gguf) < 200  # far fewer than the 400 tokens it was allowed
     fin = provider.complete(ask("hi", max_tokens=3))  # and still works
     assert isinstance(fin, Finished)
 
 
-def test_ctrl_c_while_generating_propagates_and_frees_the_model(
-    provider: LocalProvider, gguf: str
-) -> None:
+def test_ctrl_c_while_generating_propagates_and_frees_the_model(provider: LocalProvider) -> None:
     gen = provider.stream(ask("Tell me a long story.", max_tokens=300))
     next(gen)
     next(gen)
     with pytest.raises(KeyboardInterrupt):
         gen.throw(KeyboardInterrupt())
-    loaded = localmod._MODELS[(str(Path(gguf).resolve()), N_CTX)]
-    assert loaded.lock.acquire(blocking=False)
-    loaded.lock.release()
+    fin = provider.complete(ask("hi", max_tokens=2))  # the model is free for the next request
+    assert isinstance(fin, Finished) and fin.usage is not None
 
 
 def test_prompt_longer_than_the_context_is_a_context_length_error(
@@ -375,6 +392,7 @@ def io_sink() -> Any:
 
 
 def test_a_reply_without_max_tokens_is_still_bounded(provider: LocalProvider) -> None:
-    kw = provider._kwargs(ask("Write forever."), llm=None, stream=True)
-    assert kw["max_tokens"] == localmod.DEFAULT_MAX_TOKENS
-    assert provider._kwargs(ask("x", max_tokens=7), llm=None, stream=True)["max_tokens"] == 7
+    kw = local_child.chat_kwargs(request_fields(ask("Write forever."), "m"), llm=None, stream=True)
+    assert kw["max_tokens"] == local_child.DEFAULT_MAX_TOKENS
+    seven = request_fields(ask("x", max_tokens=7), "m")
+    assert local_child.chat_kwargs(seven, llm=None, stream=True)["max_tokens"] == 7
