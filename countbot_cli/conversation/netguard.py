@@ -2,9 +2,10 @@
 
 httpx's timeouts are per operation, and its read timeout starts again with every byte, so a
 server sending one header or body byte a second never trips it. The fetch therefore runs over
-its own httpcore network backend (`guarded_transport`): every connect, TLS handshake, read and
-write is given at most the time left until the fetch's deadline, and one with no time left fails
-at once as a timeout, so the whole fetch ends by the deadline whatever the server does.
+its own httpcore network backend (`guarded_transport`): every name lookup, connect, TLS
+handshake, read and write is given at most the time left until the fetch's deadline, and one
+with no time left fails at once as a timeout, so the whole fetch ends by the deadline whatever
+the server (or the name resolver) does.
 
 The same backend decides where a connection may go. Each host is resolved (`Dialer.resolve`)
 and every address ranked, from public to this machine: public, private (RFC 1918, IPv6 unique
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -141,10 +143,7 @@ class GuardedBackend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:
-        try:
-            addresses = self.dialer.resolve(host, port)
-        except OSError as exc:  # the name does not resolve
-            raise httpcore.ConnectError(f"{host}: {exc.strerror or exc}") from None
+        addresses = self._resolve(host, port)
         if not addresses:
             raise httpcore.ConnectError(f"{host}: no address")
         ranks = [address_rank(a) for a in addresses]
@@ -154,6 +153,26 @@ class GuardedBackend(httpcore.NetworkBackend):
         if worst > self.allowed:
             raise HopRefused(host, addresses[ranks.index(worst)], worst, self.allowed)
         return self._first_that_answers(addresses, port, timeout)
+
+    def _resolve(self, host: str, port: int) -> list[str]:
+        """The addresses of `host`, asked in a thread so that a resolver that does not answer
+        (getaddrinfo has no timeout) still ends by the deadline."""
+        answer: list[list[str] | OSError] = []
+
+        def ask() -> None:
+            try:
+                answer.append(self.dialer.resolve(host, port))
+            except OSError as exc:  # the name does not resolve
+                answer.append(exc)
+
+        thread = threading.Thread(target=ask, name="countbot-resolve", daemon=True)
+        thread.start()
+        thread.join(self.deadline.left(None, httpcore.ConnectTimeout))
+        if not answer:
+            raise httpcore.ConnectTimeout(f"{host}: the name resolver did not answer in time")
+        if isinstance(answer[0], OSError):
+            raise httpcore.ConnectError(f"{host}: {answer[0].strerror or answer[0]}")
+        return answer[0]
 
     def _first_that_answers(
         self, addresses: list[str], port: int, timeout: float | None

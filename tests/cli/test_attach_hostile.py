@@ -152,6 +152,30 @@ def test_a_server_trickling_a_byte_at_a_time_still_ends_at_the_timeout(
     assert [p for p, _h in pages.seen] == [path]  # type: ignore[attr-defined]
 
 
+def test_a_name_resolver_that_never_answers_still_ends_at_the_timeout(
+    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """getaddrinfo has no timeout: countbot stops waiting for it at the deadline, while the
+    lookup is still stuck."""
+    stuck, answered = threading.Event(), threading.Event()
+
+    def resolve(host: str, port: int) -> list[str]:
+        stuck.wait(HANG_BOUND)
+        answered.set()
+        return [PUBLIC_IPS["site.example"]]
+
+    monkeypatch.setattr(netguard, "DIALER", Dialer(resolve, Dialer().connect))
+    cb = make_cb(tmp_path, server.base_url, attachments={"url_timeout": 1})
+    url = "http://site.example/page"
+    try:
+        proc = cb.invoke("ask", "x", "-a", url)
+        assert not answered.is_set()  # it gave up on the lookup, not waited it out
+    finally:
+        stuck.set()
+    line = _refused(cb, server, proc, EXIT_NETWORK)
+    assert f"-a {url}: timed out after 1 s; nothing was sent" in line
+
+
 # ---- where a redirect may lead ----
 
 
