@@ -14,6 +14,9 @@ it passes every check (`rejection` names the first one it fails):
   was computed or answered in a conversation stays in its session; a memory line is a fact
   about the user or their work that later sessions need, and a sum stored there (the bundled
   135M model's are often wrong) would be recalled into every later prompt as a truth;
+- not a copy of the conversation: the transcript's role labels (`USER:`, `ASSISTANT:`, the
+  way the summariser is shown the messages) or a question (`What is 12 times 7?`): a fact is
+  a statement;
 - at most `MAX_CHARS` characters (a summary is one line of facts, not an essay);
 - not a duplicate of a stored line (same words, ignoring case, spacing and punctuation).
 
@@ -80,6 +83,9 @@ _ANSWER = re.compile(
     r"|^(?:answer|result)\b|答案(?:是|为)|结果(?:是|为)"
 )
 
+# the summariser's transcript format (memory/digest.py summary_line), upper case as it is sent
+_TRANSCRIPT = re.compile(r"(?:^|\s)(?:USER|ASSISTANT|SYSTEM|TOOL):")
+
 
 def words_of(text: str) -> str:
     """Lower case, every run of punctuation and spacing one space (for comparisons)."""
@@ -97,6 +103,8 @@ def rejection(reply: str, *, instructions: str, existing: Iterable[str]) -> str 
         return "it repeated the instructions or a system prompt"
     if _SUM.search(reply) or _SUM_IN_WORDS.search(plain) or _ANSWER.search(plain):
         return "it was a worked answer, not a fact to keep"
+    if _TRANSCRIPT.search(reply) or reply.strip().endswith(("?", "？")):
+        return "it copied the conversation, not a fact to keep"
     if len(reply) > MAX_CHARS:
         return f"it was longer than {MAX_CHARS} characters"
     if any(words_of(line) == plain for line in existing):

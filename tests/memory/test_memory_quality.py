@@ -49,6 +49,9 @@ JUNK = [
     ("an answer", "The answer is 84.", "worked answer"),
     ("chinese sum", "12乘以7等于84", "worked answer"),
     ("chinese answer", "答案是84。", "worked answer"),
+    ("transcript", "USER: What is 12 times 7? ASSISTANT: 80", "copied the conversation"),
+    ("a question", "What is the capital of France?", "copied the conversation"),
+    ("chinese question", "用户住在哪里？", "copied the conversation"),
     ("too long", "User likes tea. " * 60, f"longer than {MAX_CHARS}"),
     ("duplicate", "user deploys with ansible; PREFERS redis 7, with appendonly!", "stored line"),
 ]
@@ -70,6 +73,8 @@ def test_each_junk_class_is_rejected(reply: str, why: str) -> None:
         "User is 34, lives in Lyon and deploys on port 8080",
         "User's monthly budget is 1,500 EUR; prefers 2-space indentation",
         "User asked for answers in French",
+        "User: Ada; lives in Lyon",
+        "User wonders whether to move to Rust (undecided)",
         f"用户的测试数据{NO_MEMORY_SENTINEL}；用户偏好 Redis 7",
     ],
 )
