@@ -146,6 +146,7 @@ class Usage:
     total_tokens: int = 0
     cached_tokens: int | None = None
     cost: float | None = None  # in the currency of the configured prices; None: no prices
+    saved: float | None = None  # what the cached tokens saved at the prices (None: unknown)
 
     def add(self, other: Usage | None) -> None:
         if other is None:
@@ -157,6 +158,8 @@ class Usage:
             self.cached_tokens = (self.cached_tokens or 0) + other.cached_tokens
         if other.cost is not None:
             self.cost = (self.cost or 0.0) + other.cost
+        if other.saved is not None:
+            self.saved = (self.saved or 0.0) + other.saved
 
     def to_dict(self) -> dict[str, int | float]:
         d: dict[str, int | float] = {
@@ -168,6 +171,8 @@ class Usage:
             d["cached_tokens"] = self.cached_tokens
         if self.cost is not None:
             d["cost"] = round(self.cost, 6)
+        if self.saved is not None:
+            d["saved"] = round(self.saved, 6)
         return d
 
     @classmethod

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 COSTS_FILE = "costs.json"  # the day's total cost (config/prices.py)
+SAVED_FILE = "cache_savings.json"  # what cached tokens saved each day (config/prices.py)
 CONTEXT_WINDOWS_FILE = "context_windows.json"  # servers' context windows (provider/window.py)
 RATIOS_FILE = ".countbot_tokens.json"  # learned token ratios (conversation/budget.py)
 HISTORY_FILE = ".countbot_history"  # the REPL's input history (repl/loop.py)
-DATA_FILES = (COSTS_FILE, CONTEXT_WINDOWS_FILE, RATIOS_FILE, HISTORY_FILE)  # in data_dir
+DATA_FILES = (COSTS_FILE, SAVED_FILE, CONTEXT_WINDOWS_FILE, RATIOS_FILE, HISTORY_FILE)
 SEARCH_INDEX_FILE = "search-index.sqlite3"  # in the sessions folder (conversation/search.py)
 MARKS_SUFFIX = ".marks.json"  # MEMORY.md -> MEMORY.marks.json (memory/marks.py)
 SOURCES_SUFFIX = ".sources.jsonl"  # MEMORY.md -> MEMORY.sources.jsonl (memory/sources.py)

@@ -26,7 +26,7 @@ from types import MappingProxyType
 
 from countbot_cli import fileio
 from countbot_cli.config.file import Section
-from countbot_cli.config.own_files import COSTS_FILE
+from countbot_cli.config.own_files import COSTS_FILE, SAVED_FILE
 from countbot_cli.errors import CountbotError
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.messages import Usage
@@ -51,6 +51,12 @@ class Price:
         return (
             fresh * self.input + cached * cached_price + u.completion_tokens * self.output
         ) / PER
+
+    def saved(self, u: Usage) -> float:
+        """What the cached prompt tokens saved: their count at input less cached_input."""
+        cached = min(u.cached_tokens or 0, u.prompt_tokens)
+        cached_price = self.input if self.cached_input is None else self.cached_input
+        return cached * max(0.0, self.input - cached_price) / PER
 
 
 def parse_prices(sec: Section) -> Mapping[str, Price]:
@@ -98,9 +104,15 @@ def charge(
     if price is None:
         return None
     usage.cost = price.cost(usage)
+    if usage.cached_tokens is not None:  # the provider says what it cached
+        usage.saved = price.saved(usage)
     if data_dir is None:
         return None
-    return DayCosts(data_dir / COSTS_FILE).add(usage.cost, today or date.today())
+    day = today or date.today()
+    notice = DayCosts(data_dir / COSTS_FILE).add(usage.cost, day)
+    if usage.saved is not None:
+        notice = DayCosts(data_dir / SAVED_FILE).add(usage.saved, day) or notice
+    return notice
 
 
 class DayCosts:
@@ -164,6 +176,11 @@ def _amount(value: object) -> bool:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     return math.isfinite(value) and value >= 0
+
+
+def day_saved(data_dir: Path, day: date | None = None) -> float | None:
+    """What cached tokens saved on today's (or `day`'s) priced calls; None: nothing known."""
+    return DayCosts(data_dir / SAVED_FILE).get(day or date.today())
 
 
 def day_cost(data_dir: Path, day: date | None = None) -> float | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from countbot_cli.config.prices import charge, day_cost
+from countbot_cli.config.prices import charge, day_cost, day_saved
 from countbot_cli.conversation.budget import WindowBudget
 from countbot_cli.conversation.cache_report import CacheReport, probe
 from countbot_cli.conversation.context import TurnContext, build_context, history_window
@@ -77,6 +77,7 @@ class TurnResult:
     notices: list[str] = field(default_factory=list)  # for after the answer (e.g. a fork)
     cost_today: float | None = None  # all priced calls of the day, all sessions (prices set)
     memory: dict[str, Any] = field(default_factory=dict)  # ask's memory_used/_written (--json)
+    saved_today: float | None = None  # what the cache saved on them (prices set)
     fallback: dict[str, str] | None = None  # answered by a fallback link: from, to, reason
     cache: CacheReport = field(default_factory=CacheReport)  # why the prompt cache missed
 
@@ -238,6 +239,8 @@ class Engine:
             result.cache.observe(result.usage)
         if result.usage.cost is not None:
             result.cost_today = day_cost(self.settings.data_dir, self.today())
+        if result.usage.saved is not None:
+            result.saved_today = day_saved(self.settings.data_dir, self.today())
         result.tool_calls = [
             {"name": r["tool"], "arguments": r["arguments"], "outcome": r["outcome"]}
             for r in records

@@ -259,12 +259,19 @@ def _usage(value: Any) -> Usage:
         if not isinstance(v, int) or isinstance(v, bool):
             raise ValueError(f"usage '{k}' must be an integer")
         nums[k] = v
-    cached, cost = value.get("cached_tokens"), value.get("cost")
+    cached, cost, saved = value.get("cached_tokens"), value.get("cost"), value.get("saved")
     if cached is not None and (not isinstance(cached, int) or isinstance(cached, bool)):
         raise ValueError("usage 'cached_tokens' must be an integer")
     if cost is not None and (not isinstance(cost, (int, float)) or isinstance(cost, bool)):
         raise ValueError("usage 'cost' must be a number")
-    return Usage(**nums, cached_tokens=cached, cost=None if cost is None else float(cost))
+    if saved is not None and (not isinstance(saved, (int, float)) or isinstance(saved, bool)):
+        saved = None  # only ever a tally: a bad one is dropped, never the session
+    return Usage(
+        **nums,
+        cached_tokens=cached,
+        cost=None if cost is None else float(cost),
+        saved=None if saved is None else float(saved),
+    )
 
 
 def new_session_id() -> str:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from countbot_cli.config.prices import day_cost
+from countbot_cli.config.prices import day_cost, day_saved
 from countbot_cli.conversation.session import plural
 from countbot_cli.conversation.tokens import (
     REPLY_PRIMING,
@@ -293,10 +293,15 @@ def _spent(conversation: Conversation) -> list[str]:
     )
     if u.cost is not None:
         line += f" · cost {cost_text(u.cost)}"
+    if u.saved is not None:
+        line += f" · cache saved {cost_text(u.saved)}"
     lines = [line]
-    today = day_cost(conversation.engine.settings.data_dir, conversation.engine.today())
+    engine = conversation.engine
+    today = day_cost(engine.settings.data_dir, engine.today())
+    saved = day_saved(engine.settings.data_dir, engine.today())
     if today is not None:
-        lines.append(f"  today, all sessions: cost {cost_text(today)}")
+        cache = f" · cache saved {cost_text(saved)}" if saved is not None else ""
+        lines.append(f"  today, all sessions: cost {cost_text(today)}{cache}")
     return lines
 
 

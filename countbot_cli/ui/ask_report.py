@@ -70,6 +70,8 @@ def report(
             obj["parsed"] = shaped.value
         if result.cost_today is not None:
             obj["cost_today"] = result.cost_today
+        if result.saved_today is not None:  # what the cache saved today, all sessions
+            obj["saved_today"] = result.saved_today
         if result.fallback is not None:  # answered by a link of the chain: from, to, reason
             obj["fallback"] = result.fallback
         if result.error is not None or shaped.errors:

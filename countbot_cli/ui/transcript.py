@@ -80,6 +80,8 @@ def _meta(s: Session) -> str:
         parts.append(f"tokens {u.prompt_tokens} in{cached} / {u.completion_tokens} out")
     if u.cost is not None:
         parts.append(f"cost {cost_text(u.cost)}")
+    if u.saved is not None:
+        parts.append(f"cache saved {cost_text(u.saved)}")
     return " · ".join(parts)
 
 
@@ -267,6 +269,8 @@ def usage_line(result: TurnResult, elapsed: float, stats: ProviderStats | None =
         parts.append(f"{u.prompt_tokens:,} in{cached} · {u.completion_tokens:,} out tokens")
     if u.cost is not None:
         parts.append(f"cost {cost_text(u.cost)}{today_note(result.cost_today)}")
+    if u.saved is not None:
+        parts.append(f"cache saved {cost_text(u.saved)}{today_note(result.saved_today)}")
     if result.cache.missed:  # a turn that should have read the cache did not: why
         parts.append(sanitize_line(result.cache.short()))
     parts.append(f"{elapsed:.1f} s")
@@ -283,6 +287,8 @@ def ask_usage(result: TurnResult) -> str:
     usage = f" · {u.prompt_tokens}{cached}+{u.completion_tokens} tokens" if u.total_tokens else ""
     if u.cost is not None:
         usage += f" · cost {cost_text(u.cost)}{today_note(result.cost_today)}"
+    if u.saved is not None:
+        usage += f" · cache saved {cost_text(u.saved)}{today_note(result.saved_today)}"
     if result.cache.missed:
         usage += f" · {sanitize_line(result.cache.short())}"
     return usage

@@ -1,6 +1,7 @@
 """`/context` says what changed since the previous request and whether the cache missed
 (issue 24 point 2): `/system`, `/model` and an idle gap (fake clock) in the chat, and the usage
-line's short form of a miss."""
+line's short form of a miss; with prices, what the cache saved in the usage line and /tokens
+(point 3)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ HIT = {
     "completion_tokens": 5,
     "prompt_tokens_details": {"cached_tokens": 1900},
 }
+PRICES = {"test-model": {"input": 2.0, "cached_input": 0.5, "output": 8.0}}
+USAGE = {
+    "prompt_tokens": 1200,
+    "completion_tokens": 85,
+    "prompt_tokens_details": {"cached_tokens": 1100},
+}
+SAVED = 1100 * (2.0 - 0.5) / 1_000_000  # what the cache saved a turn (issue 24 point 3)
 QUIET = {"memory": {"overflow_summary": False, "auto_memory": False, "inject": "off"}}
 
 
@@ -80,3 +88,15 @@ def test_context_names_an_idle_gap(
         "since the previous request: idle 12 min > the provider's 5 min cache lifetime"
         " — the cache missed"
     ]
+
+
+def test_the_chat_shows_what_the_cache_saved(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server, prices=PRICES)
+    server.add(fs.text("one", usage=USAGE), fs.text("two", usage=USAGE))
+    h.run(["hi\r", "again\r", "/tokens\r"])
+    side = " ".join(h.err.getvalue().split())  # the console wraps at 100 columns
+    assert f"cache saved {SAVED:.4f} (today {SAVED:.4f})" in side
+    assert f"cache saved {SAVED:.4f} (today {2 * SAVED:.4f})" in side
+    out = h.text()
+    assert f"· cache saved {2 * SAVED:.4f}" in out.split("this session so far:")[1].splitlines()[0]
+    assert "today, all sessions: cost" in out and f"· cache saved {2 * SAVED:.4f}" in out
