@@ -1,31 +1,81 @@
-"""Ctrl-C held back while something must not be cut in half (a save, a memory write)."""
+"""Signals: SIGTERM and SIGHUP stop countbot the way Ctrl-C does, and all three are held back
+while something must not be cut in half (a save, a memory write).
+
+`stop_on_termination()` is the entry point's first step, before anything heavy is imported, so
+a SIGTERM at any moment of start-up (importing, parsing the command line) ends countbot with
+exit 130 like one during a turn (typer maps a KeyboardInterrupt while parsing to 130, and
+`__main__` one while importing); only the interpreter's own start, before countbot's code runs,
+still dies by the signal (shell status 143). A signal held around the first save of a turn is
+raised once that save is complete and known, so the turn's last save updates the same file.
+"""
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
+
+from countbot_cli.errors import Terminated
+
+_TERMINATING = ("SIGTERM", "SIGHUP")
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def stop_on_termination() -> None:
+    """SIGTERM and SIGHUP (the terminal closed) raise `Terminated`, a KeyboardInterrupt: the
+    turn in progress is saved (marked interrupted) instead of lost. Main thread only."""
+    for name in _TERMINATING:
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, _stop)
 
 
 @contextmanager
 def sigint_deferred() -> Iterator[None]:
-    """Hold Ctrl-C for the duration of the block, then deliver it as KeyboardInterrupt.
-
-    Only the main thread can install signal handlers; elsewhere the block runs unprotected.
-    """
+    """Hold Ctrl-C, SIGTERM and SIGHUP for the duration of the block, then deliver them:
+    `Terminated` for a termination (when `stop_on_termination` handles it), else
+    KeyboardInterrupt. Only the main thread can install signal handlers; elsewhere the block
+    runs unprotected."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    pending: list[bool] = []
+    pending: list[int] = []
+    saved: dict[int, Callable[[int, Any], Any] | int | None] = {}
+
+    def hold(signum: int, frame: object) -> None:
+        pending.append(signum)
+
     try:
-        previous = signal.signal(signal.SIGINT, lambda *_: pending.append(True))
+        saved[signal.SIGINT] = signal.signal(signal.SIGINT, hold)
+        for name in _TERMINATING:
+            sig = getattr(signal, name, None)
+            if sig is not None and callable(signal.getsignal(sig)):
+                saved[sig] = signal.signal(sig, hold)
     except ValueError:
+        _restore(saved)
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-        if pending:
-            raise KeyboardInterrupt
+        _restore(saved)
+        _deliver(pending, saved)
+
+
+def _restore(saved: dict[int, Any]) -> None:
+    for sig, previous in saved.items():
+        signal.signal(sig, previous)
+
+
+def _deliver(pending: list[int], saved: dict[int, Any]) -> None:
+    """A held termination first (it stops the program), else a held Ctrl-C."""
+    for sig in pending:
+        if sig != signal.SIGINT and callable(saved.get(sig)):
+            saved[sig](sig, None)
+    if pending:
+        raise KeyboardInterrupt

@@ -438,6 +438,7 @@ def _name(command: typer.models.CommandInfo) -> str:
 
 def run(argv: list[str]) -> None:
     from countbot_cli.cli.routing import command_of, join_option_pairs, route
+    from countbot_cli.interrupts import stop_on_termination
 
     if argv[:1] == ["__complete"]:  # the shell asking for candidates (cli/complete.py)
         import typer.main
@@ -445,7 +446,7 @@ def run(argv: list[str]) -> None:
         from countbot_cli.cli.complete import run_complete
 
         raise SystemExit(run_complete(typer.main.get_command(app), argv[1:]))
-    _terminate_like_ctrl_c()
+    stop_on_termination()  # done by __main__ already; again for a caller of run()
     names = command_names()
     argv = join_option_pairs(route(argv, names, stdin_tty=_stdin_is_tty()))
     _app_for(command_of(argv, names))(args=argv, prog_name="countbot")
@@ -468,18 +469,3 @@ def _stdin_is_tty() -> bool:
         return sys.stdin is not None and sys.stdin.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-def _terminate_like_ctrl_c() -> None:
-    """SIGTERM and SIGHUP (the terminal closed) stop countbot the way Ctrl-C does, so the turn
-    in progress is saved (marked interrupted) instead of lost."""
-    import signal
-
-    from countbot_cli.errors import Terminated
-
-    def stop(signum: int, frame: object) -> None:
-        raise Terminated
-
-    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-        if sig is not None:
-            signal.signal(sig, stop)

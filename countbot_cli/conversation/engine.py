@@ -221,9 +221,9 @@ class Engine:
         try:
             if save and self.store is not None:  # the question first: a crash keeps it
                 pending = replace(user, status=STATUS_INTERRUPTED)  # until the answer replaces it
-                with sigint_deferred():
+                with sigint_deferred():  # a signal held here is raised with is_new settled
                     self._save(session, [pending], [], result, is_new=is_new, replaces=replaces)
-                is_new = False
+                    is_new = False
             rnd = self._run_rounds(convo, view, result, records)
         except (KeyboardInterrupt, OutputClosed) as exc:
             stop = exc if isinstance(exc, (Terminated, OutputClosed)) else None
