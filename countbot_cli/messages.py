@@ -213,6 +213,7 @@ class ChatRequest:
     max_tokens: int | None = None
     stream: bool = True
     tool_choice: Any = None
+    cache_key: str | None = None  # the session id: `prompt_cache_key` where the provider takes it
 
 
 # ---- stream events: what a provider yields while an answer arrives ----

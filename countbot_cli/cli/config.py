@@ -119,6 +119,7 @@ def provider_dict(p: ProviderConfig) -> dict[str, Any]:
         d.update(
             stream_tools=p.stream_tools,
             include_usage=p.include_usage,
+            prompt_cache_key=p.prompt_cache_key,
             connect_timeout=p.connect_timeout,
             read_timeout=p.read_timeout,
             max_retries=p.max_retries,
@@ -165,6 +166,7 @@ def settings_dict(s: Settings) -> dict[str, Any]:
         },
         "sessions_dir": str(s.sessions_dir),
         "mcp": {"servers": {m.name: mcp_server_dict(m) for m in s.mcp.servers}},
+        "fallback": list(s.fallback.names),
     }
 
 

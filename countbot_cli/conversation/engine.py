@@ -117,6 +117,7 @@ class Engine:
         self.instructions = instructions
         self.today = today
         self._current = _Round()
+        self._cache_key: str | None = None  # the session of the turn running (prompt_cache_key)
         self.streaming = streaming
         self._provider_tools: bool | None = None  # can the provider's model take tools?
         # said once, when history is first trimmed to fit a context window only assumed
@@ -212,6 +213,7 @@ class Engine:
             model=self.provider.model,
             context=ctx,
         )
+        self._cache_key = session.id
         p = self.provider  # what changed since the session's previous request (cache_report)
         result.cache = probe(session, ctx, p.name, p.model, self.settings.provider.preset)
         convo = ctx.api_messages()
@@ -331,6 +333,7 @@ class Engine:
             temperature=s.temperature,
             max_tokens=s.max_tokens,
             stream=self.streaming,
+            cache_key=self._cache_key,
         )
         events: Iterable[StreamEvent] = (
             self.provider.stream(req) if self.streaming else [self.provider.complete(req)]

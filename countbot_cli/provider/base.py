@@ -44,6 +44,8 @@ class ProviderSettings(Protocol):
     def api_key_env(self) -> str | None: ...  # the variable that should hold the key (hints)
     @property
     def extra_body(self) -> Mapping[str, object]: ...  # per-call options (-o) for the body
+    @property
+    def prompt_cache_key(self) -> bool: ...  # send ChatRequest.cache_key as prompt_cache_key
 
 
 class ProviderStats(Protocol):

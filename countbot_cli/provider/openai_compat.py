@@ -129,6 +129,8 @@ def build_request(
         body["temperature"] = req.temperature
     if req.max_tokens is not None:
         body["max_tokens"] = req.max_tokens
+    if req.cache_key and cfg.prompt_cache_key:  # one conversation, one cache (OpenAI's routing)
+        body["prompt_cache_key"] = req.cache_key
     # per-call options (-o KEY VALUE): config/options.py keeps countbot's own fields out
     body.update({k: v for k, v in cfg.extra_body.items() if k not in body})
     body["stream"] = req.stream
