@@ -347,6 +347,37 @@ def rolling_summary_prompt(
     )
 
 
+# ---- memory tidy (memory/tidy.py): related MEMORY.md lines, reviewed by the user after ----
+
+_TIDY_EN = """You tidy a long-term memory file. Below are groups of related memory lines, each \
+with its number and date. Within a group, find lines that say the same thing (merge them into \
+one line), lines an older one is superseded by (a newer line that changes the fact: keep the \
+newer), and exact or near repeats (drop the extra copy). Leave lines that only look alike.
+
+Answer with one JSON object a line, nothing else:
+{{"kind": "merge", "keep": N, "remove": [M], "text": "the merged line", "why": "…"}}
+{{"kind": "supersede", "keep": NEWER, "remove": [OLDER], "why": "…"}}
+{{"kind": "drop", "keep": N, "remove": [M], "why": "…"}}
+Use only numbers from one group per object. If nothing should change, answer exactly: []
+
+{groups}"""
+
+_TIDY_ZH = """你负责整理长期记忆文件。下面是几组相关的记忆，每条带编号和日期。在每组内找出：说的是同一件事的几条（合并成一条）、\
+被更新的一条取代的旧记忆（保留较新的）、完全或几乎重复的记忆（删去多余的）。只是看起来相似的不要动。
+
+每行输出一个 JSON 对象，不要输出其他内容：
+{{"kind": "merge", "keep": N, "remove": [M], "text": "合并后的记忆", "why": "…"}}
+{{"kind": "supersede", "keep": 较新, "remove": [较旧], "why": "…"}}
+{{"kind": "drop", "keep": N, "remove": [M], "why": "…"}}
+每个对象只能用同一组里的编号。如果不需要修改，只输出：[]
+
+{groups}"""
+
+
+def tidy_prompt(groups_text: str, language: str) -> str:
+    return (_TIDY_ZH if is_chinese(language) else _TIDY_EN).format(groups=groups_text)
+
+
 def is_sentinel(reply: str) -> bool:
     """True only when the whole reply is the sentinel (CountBot matched any substring: a bug)."""
     return reply.strip().strip("。.").strip() == NO_MEMORY_SENTINEL

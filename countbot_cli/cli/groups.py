@@ -280,6 +280,60 @@ def memory_unmute(
     _mark("unmute", line, config)
 
 
+@memory_app.command(
+    "tidy",
+    help="Propose merges, supersessions and drops of MEMORY.md lines as a diff; apply the ones "
+    "you answer yes to (the lines taken out go to MEMORY.archive.jsonl). Without a terminal "
+    "it only prints them.",
+)
+def memory_tidy(
+    no_model: Annotated[
+        bool, typer.Option("--no-model", help="Only the proposals found without the model.")
+    ] = False,
+    config: ConfigOpt = None,
+) -> None:
+    def go() -> int:
+        from countbot_cli.memory.store import MemoryStore
+        from countbot_cli.ui.memory_tidy import memory_tidy as _tidy
+
+        settings = load_for_command(config, require_provider=False)
+        store = MemoryStore(settings.memory.file)
+        tty = bool(sys.stdin and sys.stdin.isatty() and sys.stdout.isatty())
+        model = None if no_model else _tidy_model(store, settings)
+        return _tidy(
+            store, sys.stdout, ask=_line if tty else None, edit=_edit if tty else None, model=model
+        )
+
+    guarded(go)
+
+
+def _tidy_model(store: Any, settings: Any) -> Any:
+    """memory tidy's model on the configured provider; None when there is none to ask (the
+    embedded model is too small to judge which facts replace which)."""
+    from countbot_cli.app import make_provider
+    from countbot_cli.errors import CountbotError
+    from countbot_cli.memory.tidy import TidyModel
+
+    if settings.provider.type == "local":
+        return None
+    try:
+        return TidyModel(store, settings, make_provider(settings, sys.stderr))
+    except CountbotError:
+        return None
+
+
+def _line(question: str) -> str | None:
+    try:
+        return input(question)
+    except (EOFError, KeyboardInterrupt):
+        return None
+
+
+def _edit(text: str) -> str | None:
+    sys.stdout.write(f"  the line now: {text}\n")
+    return _line("  new text (empty: leave it): ")
+
+
 @memory_app.command("add", help="Add an entry to long-term memory.")
 def memory_add(
     text: Annotated[list[str], typer.Argument(metavar="TEXT")], config: ConfigOpt = None

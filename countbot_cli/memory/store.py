@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date as Date
@@ -290,6 +290,44 @@ class MemoryStore:
             self._write(new.render())
             self._snap = new.with_key(self._stat_key())
         return gone
+
+    def rewrite(
+        self,
+        drop: Collection[str],
+        change: Mapping[str, str],
+        before: Callable[[list[Entry], dict[str, Entry]], None] | None = None,
+    ) -> list[Entry] | None:
+        """One locked atomic rewrite against the file as it is now (`memory tidy`): the entries
+        whose `sources.line_key` is in `drop` are removed, those in `change` get that content
+        (date and source kept). None, and nothing written, when one of them is gone (changed
+        by someone else since). `before(removed, changed)` runs under the lock just before the
+        write (changed: old key -> the new entry), so an archive is written first. Every other
+        line, a concurrent writer's included, is kept byte for byte."""
+        with self._locked():
+            snap = self._load()
+            keys = {line_key(e.line): e for e in snap.entries()}
+            if any(k not in keys for k in (*drop, *change)):
+                return None
+            by_line = {keys[k].line_no: k for k in (*drop, *change)}
+            lines: list[str] = []
+            moved: dict[str, int] = {}  # changed key -> its line in the new file
+            for n, raw in enumerate(snap.lines, 1):
+                key = by_line.get(n)
+                if key is None:
+                    lines.append(raw)
+                elif key in change:
+                    e = keys[key]
+                    lines.append(f"{e.date}|{e.source}|{normalize_content(change[key])}")
+                    moved[key] = len(lines)
+            text = "\n".join(lines) + ("\n" if snap.ends_nl and lines else "")
+            new = _mi.Snapshot.parse(text.encode("utf-8", "surrogateescape"), key=None)
+            at = {e.line_no: e for e in new.entries()}
+            changed = {k: at[n] for k, n in moved.items()}
+            if before is not None:
+                before([keys[k] for k in drop], changed)
+            self._write(new.render())
+            self._snap = new.with_key(self._stat_key())
+        return [keys[k] for k in drop]
 
     def hold_lock(self) -> contextlib.AbstractContextManager[None]:
         """Hold the MEMORY.md lock (e.g. while the user edits the file); writers wait."""

@@ -302,14 +302,17 @@ class Repl:
         self.console.print(Text(sanitize(text), style="yellow"), soft_wrap=True)
 
     def confirm(self, question: str) -> bool:
+        answer = self.ask(f"{question} [y/N] ")
+        return answer is not None and answer.strip().lower() in ("y", "yes")
+
+    def ask(self, question: str) -> str | None:
         from prompt_toolkit import PromptSession
 
         asker: PromptSession[str] = PromptSession(input=self._input, output=self._output)
         try:
-            answer = asker.prompt(f"{sanitize(question)} [y/N] ")
+            return asker.prompt(sanitize(question))
         except (KeyboardInterrupt, EOFError):
-            return False
-        return answer.strip().lower() in ("y", "yes")
+            return None
 
     def _ask_in_turn(self, question: str) -> bool:
         """A y/N question in the middle of a turn: the view settled, the keys echoed again."""

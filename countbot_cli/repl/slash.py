@@ -25,6 +25,7 @@ from countbot_cli.repl.attach import cmd_attach, cmd_mcp
 from countbot_cli.repl.branching import cmd_edit, cmd_fork, cmd_recap, cmd_resume, cmd_search
 from countbot_cli.repl.context_view import context_report
 from countbot_cli.repl.copy_answer import cmd_copy
+from countbot_cli.repl.tidy_cmd import cmd_memory_tidy
 from countbot_cli.repl.toolbar import token_report
 from countbot_cli.repl.tuning_cmds import cmd_role, cmd_set, complete_keys, complete_roles
 from countbot_cli.textsafe import sanitize, sanitize_line
@@ -323,12 +324,14 @@ def cmd_memory(repl: ReplHost, arg: str) -> None:
         memory_search(store, rest.split(), out)
     elif sub == "add" and rest:
         memory_add(store, rest, out)
+    elif sub == "tidy":
+        return cmd_memory_tidy(repl)
     elif sub == "tail":
         if rest and not rest.isdigit():
             raise UsageError("usage: /memory tail N")
         memory_show(store, out, tail=int(rest) if rest else 10)
     else:
-        raise UsageError("usage: /memory [search WORDS | add TEXT | tail N]")
+        raise UsageError("usage: /memory [search WORDS | add TEXT | tail N | tidy]")
     repl.write(out.getvalue())
     if sub == "add":
         repl.meter.invalidate()
@@ -430,11 +433,14 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "memory",
-        "[search WORDS|add TEXT|tail N]",
+        "[search WORDS|add TEXT|tail N|tidy]",
         "long-term memory (MEMORY.md)",
         cmd_memory,
         _words(
-            ("search", "find entries"), ("add", "remember a fact"), ("tail", "the last N entries")
+            ("search", "find entries"),
+            ("add", "remember a fact"),
+            ("tail", "the last N entries"),
+            ("tidy", "merge, supersede, drop lines"),
         ),
     ),
     Command("tokens", "", "what the next request holds, against the context window", cmd_tokens),

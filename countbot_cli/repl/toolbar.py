@@ -29,6 +29,7 @@ from countbot_cli.conversation.tokens import (
     TokenCounter,
     context_window_for,
 )
+from countbot_cli.memory.tidy import worth_tidying
 from countbot_cli.messages import Message
 from countbot_cli.prompts import system_prompt, with_session_context
 from countbot_cli.textsafe import sanitize_line
@@ -319,7 +320,7 @@ def toolbar_text(
 ) -> str:
     """The REPL's bottom toolbar: provider/model · title · context used/window (percent) · the
     tool mode, `--yes` and the tools allowed for the session (`tools ask --yes +write_file`) ·
-    the memory upkeep. At most `width` columns: the title goes first, then the upkeep mark,
+    the memory upkeep, or a hint to tidy a grown MEMORY.md. At most `width` columns: the title goes first, then the upkeep mark,
     then the tools; the model and the context stay longest (the model is cut last of all)."""
     c = conversation
     p = c.provider
@@ -338,6 +339,7 @@ def toolbar_text(
         (1, meter.summary(c)),
         (2, tools),
         *([(3, "⟳ memory")] if upkeep else []),
+        *([(3, "memory: /memory tidy")] if worth_tidying(c.settings.memory.file) else []),
     ]
     return fit_parts(parts, max(width, 1))
 

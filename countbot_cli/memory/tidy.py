@@ -1,0 +1,358 @@
+"""`countbot memory tidy`: merges, supersessions and drops of MEMORY.md lines, proposed and
+applied only on a yes (issue 22 point 3). The questions are the UI's (ui/memory_tidy.py).
+
+Proposals come from two places:
+
+- **Found cheaply** (`find`): each entry's words (CJK as bigrams) in an inverted index; only
+  entries sharing at least two words that are not in half the file are compared. Same words
+  (case, spacing, punctuation ignored): a `drop` of the older copy. One entry's words inside
+  another's, or nearly the same words and the same numbers: a `merge` into the fuller one.
+  Mostly the same words with different numbers or values (`port 6380` / `port 6390`), or a
+  newer line that says it changed ("now", "moved", "no longer", 改为 …): a `supersede`, the
+  newer line kept. Each entry is in one proposal at most; pinned lines are never removed.
+- **From the model** (`ask_model`): groups of related entries the rules did not settle (some
+  shared words), sent in at most `MAX_CALLS` bounded summary calls of `GROUP_CHARS`, answered
+  as one JSON object a proposal; anything malformed or naming entries outside its group is
+  ignored.
+
+`apply` makes one proposal real under MEMORY.md's lock (`MemoryStore.rewrite`, against the file
+as it is then, so a concurrent writer loses nothing): the removed lines go to the archive
+(memory/archive.py) with their sources first, then MEMORY.md is rewritten; a merged line's new
+text gets the sources of the lines it stands for.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from countbot_cli.jsonsafe import loads_bounded
+from countbot_cli.memory import archive, sources
+from countbot_cli.memory import marks as memory_marks
+from countbot_cli.memory.quality import words_of
+from countbot_cli.memory.search import Entry
+from countbot_cli.memory.store import MemoryStore
+from countbot_cli.memory.summariser import Postponed, Summariser
+from countbot_cli.prompts import tidy_prompt
+from countbot_cli.textsafe import CJK_CHARS, LazyPattern
+
+if TYPE_CHECKING:
+    from countbot_cli.config.settings import Settings
+    from countbot_cli.provider import Provider
+
+KINDS = ("drop", "merge", "supersede")
+MERGE_SHARE = 0.8  # word overlap (Jaccard) of a merge, numbers equal
+SUPERSEDE_SHARE = 0.6  # word overlap of a supersession, numbers or values differing
+CHANGE_SHARE = 0.35  # ... enough when the newer line says it changed
+MODEL_SHARE = 0.25  # related enough to ask the model about
+MAX_DF_SHARE = 0.5  # a word in more than half the entries links nothing
+MAX_DF = 40  # ... nor one in more than this many (it would cost its square in pairs)
+HINT_ENTRIES = 200  # the toolbar suggests /memory tidy from this many entries ...
+HINT_GROWTH = 100  # ... once the file grew by this many since the last tidy
+MAX_CALLS = 2
+GROUP_CHARS = 6000  # entries shown in one call
+MAX_GROUP = 5
+_NUMBER = re.compile(r"\d+(?:[.:]\d+)*")
+_CJK_RUN = LazyPattern(f"[{CJK_CHARS}]+")
+_CHANGED = LazyPattern(
+    r"\b(?:now|moved|changed|switched|no longer|instead|anymore|renamed|replaced|updated)\b"
+    r"|现在|改为|改成|搬到|换成|不再|已经改"
+)
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "by",
+        "from",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "it",
+        "its",
+        "this",
+        "that",
+        "user",
+        "users",
+        "s",
+        "uses",
+        "use",
+        "has",
+        "have",
+    ]
+)
+_OBJECT = re.compile(r"\{[^{}]*\}")
+
+
+@dataclass
+class Proposal:
+    kind: str  # drop | merge | supersede
+    keep: Entry  # the line that stays
+    remove: list[Entry]  # the lines that leave MEMORY.md (archived)
+    text: str  # the kept line's content after it (its own unless merged or edited)
+    why: str
+
+
+def words(content: str) -> set[str]:
+    """The comparison words of a line: lower case, no punctuation or stop words, CJK runs as
+    bigrams, numbers kept."""
+    plain = words_of(content)
+    out = {w for w in _CJK_RUN.re.sub(" ", plain).split() if w not in _STOP}
+    for run in _CJK_RUN.re.findall(plain):
+        out.update(run[i : i + 2] for i in range(max(1, len(run) - 1)))
+    return out
+
+
+def _share(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+def _newer(a: Entry, b: Entry) -> tuple[Entry, Entry]:
+    """(newer, older) by date, then by place in the file."""
+    return (a, b) if (a.date, a.line_no) >= (b.date, b.line_no) else (b, a)
+
+
+def classify(a: Entry, b: Entry, wa: set[str], wb: set[str]) -> Proposal | None:
+    """The rule-based proposal for two entries, if any."""
+    new, old = _newer(a, b)
+    if words_of(a.content) == words_of(b.content):
+        return Proposal("drop", new, [old], new.content, "the same words again")
+    nums_a, nums_b = set(_NUMBER.findall(a.content)), set(_NUMBER.findall(b.content))
+    plain_a, plain_b = wa - nums_a, wb - nums_b
+    share = _share(plain_a, plain_b)
+    full, part = (a, b) if len(wa) >= len(wb) else (b, a)
+    inside = (wb <= wa) if full is a else (wa <= wb)  # all of the shorter's words, numbers too
+    if inside or (share >= MERGE_SHARE and nums_a == nums_b):
+        return Proposal("merge", full, [part], full.content, "its words are in the fuller line")
+    changed = bool(_CHANGED.re.search(new.content.casefold()))
+    differ = nums_a != nums_b and nums_a and nums_b
+    if (share >= SUPERSEDE_SHARE and (differ or changed)) or (changed and share >= CHANGE_SHARE):
+        return Proposal("supersede", new, [old], new.content, "the newer line says otherwise")
+    return None
+
+
+def _pairs(entries: Sequence[Entry], bags: list[set[str]]) -> dict[tuple[int, int], float]:
+    """Entry pairs (indices) sharing two words or more that are not everywhere: their share."""
+    index: defaultdict[str, list[int]] = defaultdict(list)
+    for i, bag in enumerate(bags):
+        for w in bag:
+            index[w].append(i)
+    cap = max(2, min(MAX_DF, int(len(entries) * MAX_DF_SHARE)))
+    common: defaultdict[tuple[int, int], int] = defaultdict(int)
+    for hits in index.values():
+        if 1 < len(hits) <= cap:
+            for x in range(len(hits)):
+                for y in range(x + 1, len(hits)):
+                    common[(hits[x], hits[y])] += 1
+    return {p: _share(bags[p[0]], bags[p[1]]) for p, n in common.items() if n >= 2}
+
+
+def find(store: MemoryStore) -> tuple[list[Proposal], list[list[Entry]]]:
+    """The rule-based proposals (best first), and the groups of related entries they left
+    for the model."""
+    entries = store.entries()
+    marks = memory_marks.load(store.path)
+    bags = [words(e.content) for e in entries]
+    pairs = sorted(_pairs(entries, bags).items(), key=lambda kv: -kv[1])
+    used: set[int] = set()
+    found: list[Proposal] = []
+    left: list[tuple[int, int]] = []
+    for (i, j), share in pairs:
+        if i in used or j in used:
+            continue
+        p = classify(entries[i], entries[j], bags[i], bags[j])
+        if p is not None and not any(marks.is_pinned(e) for e in p.remove):
+            found.append(p)
+            used.update((i, j))
+        elif share >= MODEL_SHARE:
+            left.append((i, j))
+    return found, _groups(entries, [(i, j) for i, j in left if not {i, j} & used])
+
+
+def _groups(entries: Sequence[Entry], pairs: list[tuple[int, int]]) -> list[list[Entry]]:
+    """Connected entries of the pairs, MAX_GROUP at most each (union-find)."""
+    parent: dict[int, int] = {}
+
+    def root(x: int) -> int:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    for i, j in pairs:
+        parent[root(i)] = root(j)
+    groups: defaultdict[int, list[int]] = defaultdict(list)
+    for x in list(parent):
+        groups[root(x)].append(x)
+    return [[entries[i] for i in sorted(g)[:MAX_GROUP]] for g in groups.values() if len(g) > 1]
+
+
+def ask_model(
+    store: MemoryStore,
+    groups: list[list[Entry]],
+    summarise: Callable[[str, str], str],
+    language: str,
+) -> list[Proposal]:
+    """The model's proposals for `groups`, in at most MAX_CALLS calls (SummaryError and
+    Postponed propagate to the caller, which keeps the rule-based ones)."""
+    number = {e.line_no: n for n, e in store.numbered()}
+    out: list[Proposal] = []
+    batches: list[list[list[Entry]]] = [[]]
+    size = 0
+    for group in groups:
+        cost = sum(len(e.content) + 16 for e in group)
+        if batches[-1] and size + cost > GROUP_CHARS:
+            if len(batches) == MAX_CALLS:
+                break
+            batches.append([])
+            size = 0
+        batches[-1].append(group)
+        size += cost
+    for batch in batches:
+        if batch:
+            try:
+                reply = summarise(tidy_prompt(_show(batch, number), language), "memory tidy")
+            except Postponed:  # out of time, or an earlier call failed: keep what came
+                break
+            out += _read(reply, batch, number)
+    return out
+
+
+class TidyModel:
+    """The model's proposals for groups (`ask_model`) through one bounded summariser run per
+    call (a call that fails or runs out of time ends it: what came before is kept)."""
+
+    def __init__(self, store: MemoryStore, settings: Settings, provider: Provider) -> None:
+        self.store = store
+        self.language = settings.persona.language
+        self.summariser = Summariser(settings, provider)  # its calls and characters sent
+
+    def __call__(self, groups: list[list[Entry]]) -> list[Proposal]:
+        with self.summariser.run():
+            return ask_model(self.store, groups, self.summariser.summarise, self.language)
+
+
+def _show(batch: list[list[Entry]], number: dict[int, int]) -> str:
+    blocks = []
+    for k, group in enumerate(batch, 1):
+        rows = [f"[{number[e.line_no]}] {e.date} {e.content}" for e in group]
+        blocks.append(f"Group {k}:\n" + "\n".join(rows))
+    return "\n\n".join(blocks)
+
+
+def _read(reply: str, batch: list[list[Entry]], number: dict[int, int]) -> list[Proposal]:
+    """The proposals of a reply: JSON objects whose entries are all in one group."""
+    out: list[Proposal] = []
+    for raw in _OBJECT.findall(reply):
+        try:
+            obj = loads_bounded(raw.encode())
+        except ValueError:
+            continue
+        p = _proposal(obj, batch, number) if isinstance(obj, dict) else None
+        if p is not None:
+            out.append(p)
+    return out
+
+
+def _proposal(
+    obj: dict[str, Any], batch: list[list[Entry]], number: dict[int, int]
+) -> Proposal | None:
+    kind, keep, remove = obj.get("kind"), obj.get("keep"), obj.get("remove")
+    if kind not in KINDS or not isinstance(keep, int) or not isinstance(remove, list):
+        return None
+    for group in batch:
+        by_n = {number[e.line_no]: e for e in group}
+        if keep in by_n and remove and all(isinstance(r, int) and r in by_n for r in remove):
+            if keep in remove:
+                return None
+            text = obj.get("text") if kind == "merge" else None
+            kept = by_n[keep]
+            content = text.strip() if isinstance(text, str) and text.strip() else kept.content
+            why = str(obj.get("why") or "the model says so")[:200]
+            return Proposal(kind, kept, [by_n[r] for r in dict.fromkeys(remove)], content, why)
+    return None
+
+
+def apply(store: MemoryStore, p: Proposal, *, today: date | None = None) -> bool:
+    """Make `p` real (see the module); False when its lines changed meanwhile."""
+    links = sources.load(store.path)
+    keep_key = sources.line_key(p.keep.line)
+    change = {keep_key: p.text} if p.text != p.keep.content else {}
+    day = (today or date.today()).isoformat()
+
+    def first(removed: list[Entry], changed: dict[str, Entry]) -> None:
+        stands = changed.get(keep_key, p.keep)
+        after = len(store.entries()) - len(removed)
+        records: list[dict[str, Any]] = [
+            {
+                "line": e.line,
+                "key": sources.line_key(e.line),
+                "reason": p.kind,
+                "by": stands.line,
+                "at": day,
+                "sources": links.get(sources.line_key(e.line)),
+                "entries_after": after,
+            }
+            for e in removed
+        ]
+        archive.append(store.path, records)
+        if keep_key in changed:  # the merged line stands for all of them
+            origin = _merged_origin([links.get(keep_key)] + [links.get(r["key"]) for r in records])
+            if origin is not None:
+                line = changed[keep_key].line
+                sources.append(store.path, [{"key": sources.line_key(line), **origin}])
+
+    drop = [sources.line_key(e.line) for e in p.remove]
+    return store.rewrite(drop, change, first) is not None
+
+
+def _merged_origin(records: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The sources of a merged line: the first session's messages, all of them."""
+    found = [r for r in records if r]
+    if not found:
+        return None
+    session = found[0]["session"]
+    messages = [m for r in found if r["session"] == session for m in r.get("messages", [])]
+    return {"session": session, "messages": list(dict.fromkeys(messages)), "source": "tidy"}
+
+
+_hints: dict[Path, tuple[tuple[tuple[float, ...], ...], bool]] = {}
+
+
+def worth_tidying(memory_file: Path) -> bool:
+    """Whether MEMORY.md has grown enough to be worth tidying (the toolbar's hint): at least
+    HINT_ENTRIES entries and HINT_GROWTH more than after the last tidy. Cached by the files'
+    sizes and times, so a redraw costs two stats."""
+    stamp = tuple(_stamp(p) for p in (memory_file, archive.archive_path(memory_file)))
+    hit = _hints.get(memory_file)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    n = len(MemoryStore(memory_file).entries()) if stamp[0] else 0
+    last = archive.entries_after_last_tidy(memory_file) or 0
+    worth = n >= HINT_ENTRIES and n - last >= HINT_GROWTH
+    _hints[memory_file] = (stamp, worth)
+    return worth
+
+
+def _stamp(path: Path) -> tuple[float, ...]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ()
+    return (st.st_size, st.st_mtime_ns)
