@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from countbot_cli.provider import Provider
 
 UPKEEP_INTERRUPTED = "memory upkeep interrupted; it runs again after the next turn"
+# provider types whose model answers one call at a time: a turn waits for the upkeep on them
+SERIAL_PROVIDERS = ("local",)
 TOOL_MODES = ("ask", "auto", "off")
 
 
@@ -216,12 +218,17 @@ class Conversation:
             self._runs_seen = w.runs
             self.reload()
 
+    @property
+    def turn_waits_for_upkeep(self) -> bool:
+        """The next turn will wait for the upkeep running now (the REPL's spinner says so)."""
+        return self.upkeep_running and self.settings.provider.type in SERIAL_PROVIDERS
+
     def _before_turn(self) -> None:
         """A turn may start while the upkeep runs (their writes merge in the file), except on
         the embedded model, which cannot answer two calls at once: then it waits."""
         if self.worker is None:
             return
-        if self.settings.provider.type == "local":
+        if self.settings.provider.type in SERIAL_PROVIDERS:
             self.wait_upkeep()
         elif not self.worker.running:
             self.settle_session()

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from countbot_cli.conversation.engine import TurnResult
 
 RECENT_EXCHANGES = 3
+UPKEEP_WAIT = "waiting for the memory upkeep (the local model answers one call at a time)"
 
 
 class Repl:
@@ -216,10 +217,12 @@ class Repl:
         self._join_preload()
         model = self.conversation.provider.model
         spin = self._spinner if self._spinner is not None else isatty(self.side.file)
+        waiting = f"waiting for {sanitize_line(model)}"
+        upkeep = self.conversation.turn_waits_for_upkeep  # the embedded model is busy with it
         view = ReplView(
             self.console,
             self.side,
-            waiting=f"waiting for {sanitize_line(model)}",
+            waiting=UPKEEP_WAIT if upkeep else waiting,
             spinner=spin,
             stats=lambda: self.conversation.provider.last_stats,
             keep_tool=self.tool_outputs.keep,
@@ -227,6 +230,9 @@ class Repl:
         self.screen.view = view
         try:
             with QuietKeys(sys.stdin if self._input is None else None) as self.screen.keys:
+                if upkeep:
+                    self.conversation.wait_upkeep()
+                    view.waiting(waiting)
                 result = op(view)
         except KeyboardInterrupt as exc:  # Ctrl-C held during the save is delivered after it
             if isinstance(exc, Terminated):

@@ -152,6 +152,11 @@ class ReplView:
         self.tail: LiveTail | None = None  # a running command's last lines
         self._start_spinner(waiting)
 
+    def waiting(self, label: str) -> None:
+        """What the spinner says until the answer starts (after waiting for the upkeep)."""
+        self._waiting = label
+        self._start_spinner(label)
+
     def _end_tail(self) -> None:
         tail, self.tail = self.tail, None
         if tail is not None:

@@ -423,6 +423,36 @@ def test_spinners_go_to_the_side_stream_and_memory_upkeep_runs_behind_the_prompt
     assert "User says hi." in h.cb.memory_file.read_text(encoding="utf-8")
 
 
+def test_a_turn_waiting_for_the_upkeep_on_a_serial_model_says_so(
+    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the embedded model (one call at a time) the next turn waits for a running upkeep:
+    the spinner says so, then says it waits for the model. The loopback provider stands in
+    for it here, counted as a provider that answers one call at a time."""
+    from countbot_cli.conversation import chat
+
+    monkeypatch.setattr(chat, "SERIAL_PROVIDERS", ("openai",))
+    h = Harness(tmp_path, server, memory={"auto_messages": 2})
+    # the upkeep's summary call takes 3 s: the next message is typed while it runs
+    server.add(fs.text("the answer"), fs.text("User says hi.", first_delay=3))
+    server.add(fs.text("second answer"), fs.text("User says hi again."))
+    h.run(["hi\r", "again\r"], spinner=True)
+    err = h.err.getvalue()
+    assert chat_bodies_in_order(server)[:3] == ["hi", "memory", "again"]
+    wait = err.index("waiting for the memory upkeep")
+    assert err.index("waiting for test-model", wait) > wait  # then for the model
+    assert "second answer" in h.text()
+
+
+def chat_bodies_in_order(server: fs.FakeServer) -> list[str]:
+    """What each request asked: the user's message, or "memory" for an upkeep call."""
+    out = []
+    for body in server.chat_bodies():
+        last = body["messages"][-1]["content"]
+        out.append(last if last in ("hi", "again") else "memory")
+    return out
+
+
 def test_control_sequences_and_markup_in_answers_are_neutralised(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:

@@ -1,0 +1,77 @@
+"""Memory upkeep never evicts the chat (issue 18, point 4): a summary call on the embedded model
+goes through `LocalProvider.for_upkeep()`, whose calls leave the model's KV cache as they found
+it, so the chat's next turn reuses its prefix as the turns before it did (real bundled model).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from cbenv import provider_settings
+
+from countbot_cli.messages import ChatRequest, Finished
+from countbot_cli.provider.local import LocalProvider
+
+Cfg = partial(
+    provider_settings,
+    name="local",
+    type="local",
+    api_base="",
+    api_key=None,
+    model="",
+    context_window=2048,
+)
+SYSTEM = "You are a helpful assistant. " * 8  # a prefix worth caching
+SUMMARY = "Summarise in one line: the user said their name is Ada and that they live in Lyon."
+
+
+def turn(prov: LocalProvider, chat: list[dict[str, Any]], text: str) -> Finished:
+    """One chat turn (streamed, as the engine asks): the question, then the answer kept."""
+    chat.append({"role": "user", "content": text})
+    req = ChatRequest(model="", messages=list(chat), max_tokens=8, temperature=0)
+    fin = list(prov.stream(req))[-1]
+    assert isinstance(fin, Finished) and fin.usage is not None
+    chat.append({"role": "assistant", "content": fin.content})
+    return fin
+
+
+def summary_call(prov: LocalProvider) -> None:
+    req = ChatRequest(model="", messages=[{"role": "user", "content": SUMMARY}], max_tokens=16)
+    assert isinstance(list(prov.stream(req))[-1], Finished)
+
+
+def test_the_turn_after_an_upkeep_call_reuses_the_chats_prefix() -> None:
+    prov = LocalProvider(Cfg())
+    chat: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+    turn(prov, chat, "Tell me about cats.")
+    before = turn(prov, chat, "And dogs?")
+    assert before.usage is not None and before.usage.cached_tokens  # turns reuse the prefix
+    summary_call(prov.for_upkeep())  # what the summariser does between two turns
+    after = turn(prov, chat, "And birds?")
+    assert after.usage is not None and after.usage.cached_tokens is not None
+    # everything the previous turn evaluated (its prompt and answer) is still cached
+    assert after.usage.cached_tokens >= before.usage.prompt_tokens
+    # the same call on the chat's own provider would have thrown the chat's cache away
+    summary_call(prov)
+    evicted = turn(prov, chat, "And fish?")
+    assert evicted.usage is not None and evicted.usage.cached_tokens is not None
+    assert evicted.usage.cached_tokens < 10
+
+
+def test_the_summariser_calls_the_local_model_through_its_upkeep_view(tmp_path: Path) -> None:
+    from countbot_cli.config.settings import load_settings
+    from countbot_cli.memory.summariser import Summariser
+
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    settings = load_settings(env=env, cwd=tmp_path)
+    prov = LocalProvider(Cfg())
+    chat: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+    turn(prov, chat, "Tell me about cats.")
+    before = turn(prov, chat, "And dogs?")
+    assert Summariser(settings, prov).summarise(SUMMARY, "summary")  # a real summary call
+    after = turn(prov, chat, "And birds?")
+    assert before.usage is not None and after.usage is not None
+    assert after.usage.cached_tokens is not None
+    assert after.usage.cached_tokens >= before.usage.prompt_tokens
