@@ -5,7 +5,10 @@
     ├── ConfigError                    exit 2   bad config file (names file, line and key)
     ├── FetchError                     exit 6   `-a URL`: no connection, timeout, 5xx (nothing sent)
     ├── StorageError                   exit 1   a session or memory file could not be read/written
-    │   └── SessionLockedError         exit 1   another process holds the session too long
+    │   ├── SessionLockedError         exit 1   another process holds the session too long
+    │   └── DamagedDataError           exit 2   damaged data the user can act on: a damaged
+    │                                           session file (moved aside), a folder where a
+    │                                           file countbot keeps belongs, an unusable index
     ├── ProviderError                  exit 3   the provider rejected the request (4xx)
     │   ├── ModelNotFoundError         exit 3   404 / unknown model
     │   ├── ContextLengthError         exit 3   prompt too long for the model
@@ -50,7 +53,7 @@ EXIT_INTERRUPTED = 130
 EXIT_CODES_HELP = """Exit codes:
   0 success                   5 rate limit or quota, after retries
   1 unexpected error          6 network, timeout or server error, after retries
-  2 usage or configuration    7 empty answer (with -x: no code block in it)
+  2 usage, config or data    7 empty answer (with -x: no code block in it)
   3 provider rejected (4xx)   8 the tool-round limit (max_iterations) or a repeated call
   4 authentication (401/403)  130 interrupted"""
 
@@ -113,6 +116,13 @@ class StorageError(CountbotError):
 
 class SessionLockedError(StorageError):
     pass
+
+
+class DamagedDataError(StorageError):
+    """Data countbot keeps is damaged or something else stands at its path: not a bug (exit 1)
+    but something the user can look at and fix, so exit 2 like a bad config file."""
+
+    exit_code = EXIT_USAGE
 
 
 class ProviderError(CountbotError):

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-from countbot_cli.errors import SessionLockedError, StorageError
+from countbot_cli.errors import DamagedDataError, SessionLockedError, StorageError
 
 Key = tuple[int, int, int]  # (inode, mtime_ns, size): a file is unchanged while this is equal
 
@@ -71,6 +71,16 @@ def read_capped(path: Path, limit: int) -> tuple[bytes, int]:
     finally:
         os.close(fd)
     return b"".join(parts), st.st_size
+
+
+def read_error(path: Path, e: OSError, what: str = "") -> StorageError:
+    """Why `path` could not be read: DamagedDataError (exit 2) when a folder or another thing
+    that is not a file stands where countbot keeps `what`, StorageError otherwise."""
+    if isinstance(e, IsADirectoryError) or e.errno == errno.EISDIR:
+        return DamagedDataError(
+            f"{path} is a folder, not {what or 'a file'}", hint="move it away or rename it"
+        )
+    return StorageError(f"cannot read {path}: {e.strerror or e}")
 
 
 def key_of(path: Path) -> Key | None:

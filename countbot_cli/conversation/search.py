@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from countbot_cli.config.own_files import SEARCH_INDEX_FILE as INDEX_FILE
 from countbot_cli.conversation.search_text import Terms, best_matches, index_text, parse_query
 from countbot_cli.conversation.session import Session
 from countbot_cli.conversation.store import SessionStore
-from countbot_cli.errors import CountbotError, StorageError, UsageError
+from countbot_cli.errors import CountbotError, DamagedDataError, StorageError, UsageError
 from countbot_cli.fileio import Key
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.messages import Message
@@ -169,6 +170,12 @@ class SessionSearch:
         import sqlite3
 
         self.store.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            if not stat.S_ISREG(os.lstat(self.path).st_mode):  # a folder, a link, a FIFO there
+                raise DamagedDataError(
+                    f"search index {self.path} is not a file",
+                    hint="move it away; countbot builds the index again",
+                )
         with contextlib.suppress(FileExistsError):  # private from the start (SQLite uses umask)
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         con = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)

@@ -35,7 +35,7 @@ from typing import Any, NoReturn, TypeVar
 
 from countbot_cli import fileio
 from countbot_cli.conversation.session import SchemaVersionError, Session, header_from_dict
-from countbot_cli.errors import StorageError, UsageError
+from countbot_cli.errors import DamagedDataError, StorageError, UsageError
 from countbot_cli.fileio import Key
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.messages import utc_now
@@ -110,7 +110,7 @@ class SessionStore:
             except FileNotFoundError:
                 raise UsageError(f"no session with id '{sid}'") from None
             except OSError as e:
-                raise StorageError(f"cannot read {path}: {e.strerror or e}") from e
+                raise fileio.read_error(path, e, "a session file") from e
             try:
                 return self._parse(sid, data)[0]
             except ValueError as e:
@@ -136,7 +136,7 @@ class SessionStore:
             except FileNotFoundError:
                 raise gone from None
             except OSError as e:
-                raise StorageError(f"cannot read {path}: {e.strerror or e}") from e
+                raise fileio.read_error(path, e, "a session file") from e
             try:
                 session, snap = self._parse(sid, data)
             except ValueError as e:
@@ -474,7 +474,7 @@ def _encode(doc: dict[str, Any], prev: Chunks) -> tuple[bytes, Chunks]:
 
 def _damaged(path: Path, moved: Path | None, err: Exception) -> StorageError:
     where = f"; moved it to {moved}" if moved else ""
-    return StorageError(f"session file {path} is damaged ({err}){where}")
+    return DamagedDataError(f"session file {path} is damaged ({err}){where}")
 
 
 def _row(key: Key, head: dict[str, Any]) -> Row:

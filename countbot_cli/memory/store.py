@@ -360,7 +360,7 @@ class MemoryStore:
             except FileNotFoundError:
                 return _mi.Snapshot.parse(b"", key=None)
             except OSError as exc:
-                raise StorageError(f"cannot read {self.path}: {exc.strerror}") from exc
+                raise fileio.read_error(self.path, exc, "the memory file") from exc
             # stat again: if the file changed while being read, do not cache under the old key
             snap = _mi.Snapshot.parse(data, key=key if key == self._stat_key() else ())
         self._snap = snap

@@ -97,3 +97,31 @@ def test_a_question_typed_as_a_sentence_finds_its_session_in_any_script(tmp_path
         assert proc.returncode == 0, proc.stderr
         hits = json.loads(proc.stdout)
         assert hits and hits[0]["id"] == made[title], question
+
+
+def test_damaged_data_the_user_can_act_on_exits_2_not_1(tmp_path: Path) -> None:
+    """Exit 1 is a bug's; damaged or misplaced data is the user's to fix: exit 2, one line
+    saying what and where, nothing lost (a damaged session file is moved aside)."""
+    cb, made = setup(tmp_path)
+    index = cb.sessions_dir / INDEX_FILE
+    index.unlink(missing_ok=True)
+    index.mkdir()  # a folder where the search index belongs
+    proc = cb.invoke("sessions", "search", "redis")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert f"search index {index} is not a file" in line and "move it away" in line
+    index.rmdir()
+    for sid, args in ((made[3], ("sessions", "show")), (made[1], ("ask", "-s"))):
+        (cb.sessions_dir / f"{sid}.json").write_text('{"id": "x", "messages": [', "utf-8")
+        proc = cb.invoke(*args, sid, *(["and now?"] if args[0] == "ask" else []))
+        assert proc.returncode == 2, (args, proc.stderr)
+        (line,) = proc.stderr.splitlines()
+        assert "is damaged" in line and "moved it to" in line, line
+        (aside,) = cb.sessions_dir.glob(f"{sid}.json.corrupt-*")
+        assert aside.read_text(encoding="utf-8") == '{"id": "x", "messages": ['
+    folder = cb.sessions_dir / f"{made[2]}.json"
+    folder.unlink()
+    folder.mkdir()  # a folder where a session file belongs
+    proc = cb.invoke("sessions", "show", made[2])
+    assert proc.returncode == 2, proc.stderr
+    assert "is a folder, not a session file" in proc.stderr

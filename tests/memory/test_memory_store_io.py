@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from countbot_cli.errors import StorageError
+from countbot_cli.errors import DamagedDataError, StorageError
 from countbot_cli.memory.store import DEFAULT_HEADER, MemoryStore
 
 
@@ -60,9 +60,10 @@ def test_lock_held_elsewhere_times_out_with_storage_error(path: Path) -> None:
 def test_unusable_paths_are_storage_errors(tmp_path: Path) -> None:
     folder = tmp_path / "is_a_dir"
     folder.mkdir()
-    with pytest.raises(StorageError, match="cannot read"):
+    with pytest.raises(DamagedDataError, match="is a folder, not the memory file") as info:
         MemoryStore(folder).entries()
-    with pytest.raises(StorageError, match="cannot"):
+    assert info.value.exit_code == 2  # not a bug: the user can move the folder
+    with pytest.raises(DamagedDataError, match="is a folder"):
         MemoryStore(folder).add("x")
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
