@@ -126,8 +126,8 @@ def make_provider(settings: Settings, err: TextIO | None = None) -> Provider:
     if p.type == "local" and p.implicit:
         _notice(
             stream,
-            f"no provider configured: using the embedded local model {p.model} "
-            "(offline; `countbot config init` sets up another)",
+            f"no provider configured: using the embedded local model {p.model} (offline, for "
+            "a smoke test and short answers; `countbot config init` sets up another)",
         )
     return provider_of(p, on_notice=lambda m: _notice(stream, m))
 
