@@ -44,8 +44,7 @@ if TYPE_CHECKING:
     from countbot_cli.provider import Provider
 
 UPKEEP_INTERRUPTED = "memory upkeep interrupted; it runs again after the next turn"
-# provider types whose model answers one call at a time: a turn waits for the upkeep on them
-SERIAL_PROVIDERS = ("local",)
+SERIAL_PROVIDERS = ("local",)  # their model answers one call at a time: turns wait for upkeep
 TOOL_MODES = ("ask", "auto", "off")
 
 
@@ -219,13 +218,11 @@ class Conversation:
             self.reload()
 
     @property
-    def turn_waits_for_upkeep(self) -> bool:
-        """The next turn will wait for the upkeep running now (the REPL's spinner says so)."""
+    def turn_waits_for_upkeep(self) -> bool:  # the next one will (the REPL's spinner says so)
         return self.upkeep_running and self.settings.provider.type in SERIAL_PROVIDERS
 
     def _before_turn(self) -> None:
-        """A turn may start while the upkeep runs (their writes merge in the file), except on
-        the embedded model, which cannot answer two calls at once: then it waits."""
+        """A turn may start while the upkeep runs (writes merge), except on a serial model."""
         if self.worker is None:
             return
         if self.settings.provider.type in SERIAL_PROVIDERS:
