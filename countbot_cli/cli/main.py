@@ -305,6 +305,15 @@ def ask(
             "the config's `fallback:` chain.",
         ),
     ] = None,
+    template: Annotated[
+        str | None,
+        typer.Option(
+            "--template",
+            "-t",
+            metavar="NAME",
+            help="Ask templates/NAME.md, its $ARGUMENTS / $1…$9 filled from the prompt words.",
+        ),
+    ] = None,
     schema: Annotated[
         str | None,
         typer.Option(
@@ -334,14 +343,14 @@ def ask(
         from countbot_cli.app import AskOptions, run_ask
         from countbot_cli.cli.roles import choose
 
-        chosen = choose(role, system, model, option)
+        chosen = choose(role, system, model, option, list(prompt or []), template)
         opts = AskOptions(
             config=config_or_global(config),
             provider=provider,
             model=chosen.model,
             system=chosen.system,
             options=chosen.options,
-            prompt=list(prompt or []),
+            prompt=chosen.prompt,
             session=session,
             cont=cont,
             no_save=no_save,

@@ -13,13 +13,21 @@ class Chosen:
     system: str | None
     model: str | None
     options: dict[str, Any] = field(default_factory=dict)
+    prompt: list[str] = field(default_factory=list)  # the question's words, after -r/-t took theirs
 
 
 def choose(
-    role: str | None, system: str | None, model: str | None, words: list[str] | None
+    role: str | None,
+    system: str | None,
+    model: str | None,
+    words: list[str] | None,
+    prompt: list[str] | None = None,
+    template: str | None = None,
 ) -> Chosen:
-    """Resolve `-r`, `--system`, `-m` and `-o` (UsageError/ConfigError, exit 2, when wrong).
-    `words` are `-o`'s values, `KEY=VALUE` each (routing.join_option_pairs joined them)."""
+    """Resolve `-r`, `-t`, `--system`, `-m` and `-o` (UsageError/ConfigError, exit 2, when
+    wrong). `words` are `-o`'s values, `KEY=VALUE` each (routing.join_option_pairs joined
+    them); `prompt` the question's words: a role's placeholders take the first of them, a
+    template (`-t`) takes them all and becomes the question (config/templates.py)."""
     from countbot_cli.config.options import parse_pairs
     from countbot_cli.errors import UsageError
 
@@ -32,13 +40,22 @@ def choose(
             )
         pairs.append((key, value))
     given = parse_pairs(pairs)
-    if role is None:
-        return Chosen(system, model, given)
-    from countbot_cli.config.roles import load_role
+    rest = list(prompt or [])
+    options: dict[str, Any] = {}
+    if template is not None:
+        from countbot_cli.config.templates import fill, load_template
 
-    r = load_role(role)
+        t = load_template(template)
+        model, options = model or t.model, dict(t.options)
+        rest = [fill(t, rest)]
+    if role is None:
+        return Chosen(system, model, {**options, **given}, rest)
+    from countbot_cli.config.roles import load_role
+    from countbot_cli.config.templates import role_with_arguments
+
+    r, rest = role_with_arguments(load_role(role), rest)
     text = "\n\n".join(t for t in (r.text, system) if t)
-    return Chosen(text or None, model or r.model, {**r.options, **given})
+    return Chosen(text or None, model or r.model, {**r.options, **options, **given}, rest)
 
 
 def roles_list(out: TextIO, err: TextIO) -> int:

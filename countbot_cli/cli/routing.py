@@ -6,7 +6,8 @@ The rule, applied to the words after `countbot` before typer parses them:
   command (`sessions`, `ask`, `config`, …) runs that command; anything else (several words, or a
   word that names no command) is a prompt, and the whole line is run as `countbot ask …`;
 - `--` forces a prompt: `countbot -- sessions` asks about "sessions";
-- no word at all: with stdin a terminal (or `--pick`), the interactive chat; with stdin piped, `ask` (so
+- no word at all: with stdin a terminal (or `--pick`), the interactive chat; with stdin piped,
+  or `-t NAME` (a template is a question), `ask` (so
   `git diff | countbot` answers like `git diff | countbot ask`);
 - `-h/--help` and `-V/--version` before any word are left to the root command.
 
@@ -37,6 +38,8 @@ VALUE_OPTIONS = {
     "-a": 1,
     "--option": 2,
     "--schema": 1,
+    "--template": 1,
+    "-t": 1,
     "-o": 2,
 }
 ROOT_ONLY = frozenset({"-h", "--help", "-V", "--version"})
@@ -47,7 +50,9 @@ def route(argv: list[str], commands: Collection[str], *, stdin_tty: bool) -> lis
     word = _deciding_word(argv)
     if word == "--":
         return ["ask", *argv]
-    if word is None:  # `--pick` is the chat's alone: never an `ask`
+    if word is None:  # `--pick` is the chat's alone: never an `ask`; a template is a question
+        if any(w in ("-t", "--template") or w.startswith("--template=") for w in argv):
+            return ["ask", *argv]
         return argv if stdin_tty or "--pick" in argv else ["ask", *argv]
     return argv if word in ROOT_ONLY or word in commands else ["ask", *argv]
 

@@ -39,9 +39,13 @@ class Role:
     text: str  # the markdown after the front matter, stripped
     model: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    description: str | None = None  # the front matter's one line (listings, Tab completion)
 
     @property
     def first_line(self) -> str:
+        """The description, else the first line of the text (listings)."""
+        if self.description:
+            return " ".join(self.description.split())
         for line in self.text.splitlines():
             if line.strip():
                 return " ".join(line.split())
@@ -80,28 +84,28 @@ def parse_role(name: str, file: Path) -> Role:
     match = FRONT.match(text)
     if match is None:
         return Role(name=name, file=file, text=text.strip())
-    model, options = _front_matter(match.group(1), file)
-    return Role(
-        name=name, file=file, text=text[match.end() :].strip(), model=model, options=options
-    )
+    texts, options = _front_matter(match.group(1), file)
+    body = text[match.end() :].strip()
+    return Role(name, file, body, texts.get("model"), options, texts.get("description"))
 
 
 FRONT_KEYS = ("model", "description", "options", *opts.KNOWN)
 
 
-def _front_matter(block: str, file: Path) -> tuple[str | None, dict[str, Any]]:
-    """(model, options) of a front matter; its keys are checked as the config file's are (an
+def _front_matter(block: str, file: Path) -> tuple[dict[str, str], dict[str, Any]]:
+    """({model, description}, options) of a front matter; its keys are checked as the config file's are (an
     unknown key is exit 2 with "did you mean"); other request fields go under `options:`."""
     node = parse_yaml("\n" + block, str(file))  # the block starts on the file's second line
     if node is None or node.value is None:
-        return None, {}
+        return {}, {}
     if not isinstance(node.value, dict):
         raise ConfigError(
             "the front matter must be `key: value` lines (model, temperature, …)",
             file=str(file),
             line=node.line,
         )
-    model, found = None, {}
+    texts: dict[str, str] = {}
+    found: dict[str, Any] = {}
     for key, entry in node.value.items():
         line = entry.line
         if key not in FRONT_KEYS:
@@ -113,13 +117,13 @@ def _front_matter(block: str, file: Path) -> tuple[str | None, dict[str, Any]]:
             if not isinstance(entry.value, str) or not entry.value.strip():
                 what = "a model name" if key == "model" else "one line of text"
                 raise ConfigError(f"{key} must be {what}", file=str(file), line=line)
-            model = entry.value.strip() if key == "model" else model
+            texts[key] = entry.value.strip()
             continue
         if key == "options":
             found.update(_extra_options(entry, file))
             continue
         found[str(key)] = _option(str(key), entry, file)
-    return model, found
+    return texts, found
 
 
 def _extra_options(entry: Node, file: Path) -> dict[str, Any]:

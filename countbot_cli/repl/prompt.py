@@ -20,6 +20,7 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion, Path
 from prompt_toolkit.document import Document
 
 from countbot_cli.repl.slash import COMMANDS, lookup, parse
+from countbot_cli.repl.template_cmds import custom_commands
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
@@ -101,6 +102,18 @@ def key_bindings() -> KeyBindings:
     return kb
 
 
+def _custom_completions(word: str, start: int) -> Iterator[Completion]:
+    """The templates and roles that complete `/word` (repl/template_cmds.py)."""
+    try:
+        found = [c for c in custom_commands() if c[0].lower().startswith(word) and not lookup(c[0])]
+    except Exception:  # completion must never break typing
+        return
+    for name, meta, takes in found:
+        yield Completion(
+            f"/{name}{' ' if takes else ''}", start, display=f"/{name}", display_meta=meta
+        )
+
+
 def is_command_line(text: str) -> bool:
     """`text` is one line holding a slash command (`//text` is a message)."""
     return "\n" not in text and not text.startswith("//") and parse(text) is not None
@@ -167,6 +180,7 @@ class SlashCompleter(Completer):
                         display=f"/{cmd.name}",
                         display_meta=cmd.help,
                     )
+            yield from _custom_completions(word, -len(text))
             return
         name, _, arg = text[1:].partition(" ")
         found = lookup(name.lower())

@@ -25,6 +25,7 @@ from countbot_cli.repl.attach import cmd_attach, cmd_mcp
 from countbot_cli.repl.branching import cmd_edit, cmd_fork, cmd_recap, cmd_resume, cmd_search
 from countbot_cli.repl.context_view import context_report
 from countbot_cli.repl.copy_answer import cmd_copy
+from countbot_cli.repl.template_cmds import custom_help, run_custom
 from countbot_cli.repl.tidy_cmd import cmd_memory_tidy
 from countbot_cli.repl.toolbar import token_report
 from countbot_cli.repl.tuning_cmds import cmd_role, cmd_set, complete_keys, complete_roles
@@ -83,6 +84,8 @@ def dispatch(repl: ReplHost, line: str) -> None:
     parsed = parse(line)
     name, arg = parsed if parsed is not None else ("", "")
     cmd = lookup(name) if name else lookup("help")
+    if cmd is None and run_custom(repl, name, arg):  # a template or a role: /NAME args
+        return
     if cmd is None:
         near = nearest(name)
         hint = f"; did you mean {', '.join('/' + n for n in near)}?" if near else ""
@@ -105,7 +108,9 @@ def cmd_help(repl: ReplHost, arg: str) -> None:
         return
     width = max(len(f"/{c.name} {c.args}") for c in COMMANDS)
     rows = [f"  {f'/{c.name} {c.args}'.ljust(width)}  {c.help}" for c in COMMANDS]
-    repl.write("Commands:\n" + "\n".join(rows) + "\n\nKeys: " + KEYS_HELP + "\n")
+    repl.write(
+        "Commands:\n" + "\n".join(rows) + "\n\n" + custom_help() + "\nKeys: " + KEYS_HELP + "\n"
+    )
 
 
 def cmd_new(repl: ReplHost, arg: str) -> None:

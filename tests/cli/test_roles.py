@@ -145,3 +145,42 @@ def test_the_chat_starts_with_a_role(tmp_path: Path, server: fs.FakeServer) -> N
 def _expect(child: pexpect.spawn, text: str) -> None:
     while child.expect_exact(["\x1b[6n", text]) == 0:
         child.send("\x1b[1;1R")
+
+
+def test_a_template_is_asked_with_its_arguments(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    folder = cb.user_home / "templates"
+    folder.mkdir(parents=True)
+    (folder / "review.md").write_text(
+        "---\ndescription: review a file\ntemperature: 0.1\n---\nReview $1 for $2 (costs $$0).\n",
+        encoding="utf-8",
+    )
+    server.add(fs.text("looks fine"), fs.text("fine too"))
+    proc = cb.invoke("-t", "review", "main.py", "bugs")  # the bare prompt takes -t too
+    assert proc.returncode == 0, proc.stderr
+    body = server.chat_bodies()[-1]
+    assert body["messages"][-1]["content"] == "Review main.py for bugs (costs $0)."
+    assert body["temperature"] == 0.1  # the template's front matter
+    assert cb.invoke("ask", "--template", "review", "a.py", "style").returncode == 0
+    assert (
+        server.chat_bodies()[-1]["messages"][-1]["content"] == "Review a.py for style (costs $0)."
+    )
+    missing = cb.invoke("ask", "-t", "review", "main.py")
+    assert missing.returncode == 2 and "template 'review' needs 2 arguments ($1 $2), got 1" in (
+        missing.stderr
+    )
+    unknown = cb.invoke("ask", "-t", "nope", "x")
+    assert unknown.returncode == 2 and "no template 'nope'" in unknown.stderr
+    assert len(server.chat_bodies()) == 2
+
+
+def test_a_roles_placeholders_take_the_first_prompt_words(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    _role(cb, "translate", "Translate everything into $1.\n")
+    server.add(fs.text("Bonjour"))
+    assert cb.invoke("-r", "translate", "French", "good morning").returncode == 0
+    body = server.chat_bodies()[-1]
+    assert "Translate everything into French." in body["messages"][0]["content"]
+    assert body["messages"][-1]["content"] == "good morning"

@@ -62,3 +62,50 @@ def test_role_puts_its_text_in_the_system_message_and_lists_roles(
     assert "  terse  Answer in five words." in out
     unknown = [line for line in out.splitlines() if "no role 'nobody'" in line]
     assert len(unknown) == 1 and str(roles) in unknown[0] and "pirate, terse" in unknown[0]
+
+
+def test_templates_and_roles_are_slash_commands_with_arguments(
+    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from countbot_cli.repl.prompt import SlashCompleter
+
+    xdg = tmp_path / "xdg"
+    (xdg / "countbot" / "templates").mkdir(parents=True)
+    (xdg / "countbot" / "roles").mkdir(parents=True)
+    (xdg / "countbot" / "templates" / "review.md").write_text(
+        "---\ndescription: review a file for a concern\n---\nReview $1 for $2.\n", "utf-8"
+    )
+    (xdg / "countbot" / "templates" / "ask-all.md").write_text("Q: $ARGUMENTS\n", "utf-8")
+    (xdg / "countbot" / "roles" / "translate.md").write_text("Translate into $1.\n", "utf-8")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
+    h = Harness(tmp_path, server)
+    server.add(fs.text("one"), fs.text("two"), fs.text("three"))
+    h.run(
+        [
+            '/review main.py "off-by-one errors"\r',
+            "/review main.py\r",  # too few: said, nothing sent
+            "/ask-all why   is it so?\r",
+            "/translate French\r",
+            "good morning\r",
+            "/help\r",
+        ]
+    )
+    bodies = server.chat_bodies()
+    assert len(bodies) == 3
+    assert bodies[0]["messages"][-1]["content"] == "Review main.py for off-by-one errors."
+    assert bodies[1]["messages"][-1]["content"] == "Q: why   is it so?"
+    assert "Translate into French." in bodies[2]["messages"][0]["content"]
+    assert bodies[2]["messages"][-1]["content"] == "good morning"
+    out = h.text()
+    assert "template 'review' needs 2 arguments ($1 $2), got 1" in out
+    assert "Role: translate." in out
+    comp = SlashCompleter(h.make())
+    found = {
+        c.text: c.display_meta_text for c in comp.get_completions(Document("/re"), CompleteEvent())
+    }
+    assert found["/review "] == "template: review a file for a concern"  # Tab completes it
+    assert "/resume " in found
+    assert "/review  template: review a file for a concern" in h.text()

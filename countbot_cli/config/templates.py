@@ -1,0 +1,116 @@
+"""Templates: prompt files with arguments, `<config folder>/templates/NAME.md`, and the same
+placeholders in roles (issue 23 point 8).
+
+A template is markdown with the front matter of a role (config/roles.py: `model`,
+`description`, the `-o` keys, `options:`), checked the same way. Its text is a message with
+placeholders, filled from the arguments:
+
+- `$ARGUMENTS`: every argument, as given (in the chat: the text after `/NAME`);
+- `$1` … `$9`: one argument each (in the chat split like a shell does: quotes group words);
+- `$$`: a literal `$`.
+
+Too few arguments for the highest `$N`, arguments for a template with no placeholder, or more
+than its `$1…$N` take (without `$ARGUMENTS`) are UsageErrors (exit 2) that say how many it
+takes. A role's placeholders take the first words of the prompt (`-r NAME ARGS… QUESTION`):
+`$1…$N` the first N, `$ARGUMENTS` all of them; the words left are the question. Like roles,
+templates come only from the user's own config folder, never from a project.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from countbot_cli.config.roles import NAME_RE, Role, parse_role
+from countbot_cli.config.settings import default_home
+from countbot_cli.errors import UsageError
+
+PLACEHOLDER = re.compile(r"\$(\$|ARGUMENTS|[1-9])")
+
+
+def templates_dir(env: Mapping[str, str] | None = None) -> Path:
+    return default_home(os.environ if env is None else env) / "templates"
+
+
+def template_names(env: Mapping[str, str] | None = None) -> list[str]:
+    try:
+        names = [p.stem for p in templates_dir(env).iterdir() if p.suffix == ".md" and p.is_file()]
+    except OSError:
+        return []
+    return sorted(n for n in names if NAME_RE.fullmatch(n))
+
+
+def load_template(name: str, env: Mapping[str, str] | None = None) -> Role:
+    """The template called `name` (a Role value: its text, model, options, description)."""
+    folder = templates_dir(env)
+    if not NAME_RE.fullmatch(name) or not (folder / f"{name}.md").is_file():
+        known = template_names(env)
+        have = f"the templates are: {', '.join(known)}" if known else "there are none yet"
+        raise UsageError(
+            f"no template {name!r} in {folder} ({have})",
+            hint=f"create {folder / (name + '.md')} (markdown; $ARGUMENTS, $1…$9 take arguments)",
+        )
+    return parse_role(name, folder / f"{name}.md")
+
+
+def arity(text: str) -> tuple[int, bool]:
+    """(the highest `$N` used, whether `$ARGUMENTS` is used)."""
+    marks = {m.group(1) for m in PLACEHOLDER.finditer(text)}
+    highest = max((int(m) for m in marks if m.isdigit()), default=0)
+    return highest, "ARGUMENTS" in marks
+
+
+def takes_arguments(text: str) -> bool:
+    highest, everything = arity(text)
+    return bool(highest or everything)
+
+
+def split_arguments(text: str) -> list[str]:
+    """The chat's `/NAME a "b c"`: words as a shell splits them; UsageError on a lone quote."""
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        raise UsageError(f"cannot read the arguments: {e}") from None
+
+
+def fill(template: Role, args: list[str], raw: str | None = None, *, what: str = "template") -> str:
+    """`template`'s text with its placeholders filled from `args` (`raw`: `$ARGUMENTS`, else
+    the arguments joined by spaces); UsageError when the count does not fit."""
+    highest, everything = arity(template.text)
+    label = f"{what} '{template.name}'"
+    if args and not (highest or everything):
+        raise UsageError(f"{label} takes no arguments (it has no $1…$9 or $ARGUMENTS)")
+    if len(args) < highest:
+        marks = " ".join(f"${i}" for i in range(1, highest + 1))
+        raise UsageError(
+            f"{label} needs {highest} argument{'s' if highest > 1 else ''} ({marks}), "
+            f"got {len(args)}"
+        )
+    if len(args) > highest and not everything:
+        raise UsageError(
+            f"{label} takes {highest} argument{'s' if highest > 1 else ''}, got {len(args)}"
+        )
+    joined = raw.strip() if raw is not None else " ".join(args)
+
+    def value(m: re.Match[str]) -> str:
+        mark = m.group(1)
+        if mark == "$":
+            return "$"
+        return joined if mark == "ARGUMENTS" else args[int(mark) - 1]
+
+    return PLACEHOLDER.sub(value, template.text)
+
+
+def role_with_arguments(role: Role, words: list[str]) -> tuple[Role, list[str]]:
+    """`-r NAME WORDS…`: the role with its placeholders filled from the first words (all of
+    them for `$ARGUMENTS`), and the words left for the question."""
+    highest, everything = arity(role.text)
+    if not (highest or everything):
+        return role, words
+    taken = len(words) if everything else highest
+    text = fill(role, words[:taken], what="role")
+    return replace(role, text=text), words[taken:]
