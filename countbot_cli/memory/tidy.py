@@ -10,8 +10,9 @@ Proposals come from two places:
   Mostly the same words with different numbers or values (`port 6380` / `port 6390`), or a
   newer line that says it changed ("now", "moved", "no longer", 改为 …): a `supersede`, the
   newer line kept. Each entry is in one proposal at most; pinned lines are never removed.
-- **From the model** (`ask_model`): groups of related entries the rules did not settle (some
-  shared words), sent in at most `MAX_CALLS` bounded summary calls of `GROUP_CHARS`, answered
+- **From the model** (`ask_model`): groups of related entries the rules did not settle (a
+  rarity-weighted share of words, at least one of them rare: lines merely phrased alike are not
+  related), strongest pairs first, sent in at most `MAX_CALLS` bounded summary calls of `GROUP_CHARS`, answered
   as one JSON object a proposal; anything malformed or naming entries outside its group is
   ignored.
 
@@ -23,6 +24,7 @@ text gets the sources of the lines it stands for.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections import defaultdict
@@ -50,11 +52,12 @@ KINDS = ("drop", "merge", "supersede")
 MERGE_SHARE = 0.8  # word overlap (Jaccard) of a merge, numbers equal
 SUPERSEDE_SHARE = 0.6  # word overlap of a supersession, numbers or values differing
 CHANGE_SHARE = 0.35  # ... enough when the newer line says it changed
-MODEL_SHARE = 0.25  # related enough to ask the model about
+MODEL_SHARE = 0.15  # related enough to ask the model about (two rare words shared, at least)
 MAX_DF_SHARE = 0.5  # a word in more than half the entries links nothing
 MAX_DF = 40  # ... nor one in more than this many (it would cost its square in pairs)
 HINT_ENTRIES = 200  # the toolbar suggests /memory tidy from this many entries ...
 HINT_GROWTH = 100  # ... once the file grew by this many since the last tidy
+RARE_DF = 3  # a pair shares at least one word this rare (a name, a number, a host)
 MAX_CALLS = 2
 GROUP_CHARS = 6000  # entries shown in one call
 MAX_GROUP = 5
@@ -149,7 +152,9 @@ def classify(a: Entry, b: Entry, wa: set[str], wb: set[str]) -> Proposal | None:
 
 
 def _pairs(entries: Sequence[Entry], bags: list[set[str]]) -> dict[tuple[int, int], float]:
-    """Entry pairs (indices) sharing two words or more that are not everywhere: their share."""
+    """Entry pairs (indices) sharing two words or more that are not everywhere, with how
+    related they are: the rarity-weighted share of their words (a shared name weighs more than
+    a shared "deploys", so related lines pair before lines that are merely phrased alike)."""
     index: defaultdict[str, list[int]] = defaultdict(list)
     for i, bag in enumerate(bags):
         for w in bag:
@@ -161,7 +166,17 @@ def _pairs(entries: Sequence[Entry], bags: list[set[str]]) -> dict[tuple[int, in
             for x in range(len(hits)):
                 for y in range(x + 1, len(hits)):
                     common[(hits[x], hits[y])] += 1
-    return {p: _share(bags[p[0]], bags[p[1]]) for p, n in common.items() if n >= 2}
+    n = len(entries) + 1
+    weight = {w: math.log(n / len(hits)) for w, hits in index.items()}
+
+    def related(a: set[str], b: set[str]) -> float:
+        shared = a & b
+        if not any(len(index[w]) <= RARE_DF for w in shared):
+            return 0.0  # only phrased alike: nothing names the same thing
+        union = sum(weight[w] for w in a | b)
+        return sum(weight[w] for w in shared) / union if union else 0.0
+
+    return {p: related(bags[p[0]], bags[p[1]]) for p, k in common.items() if k >= 2}
 
 
 def find(store: MemoryStore) -> tuple[list[Proposal], list[list[Entry]]]:
@@ -187,20 +202,23 @@ def find(store: MemoryStore) -> tuple[list[Proposal], list[list[Entry]]]:
 
 
 def _groups(entries: Sequence[Entry], pairs: list[tuple[int, int]]) -> list[list[Entry]]:
-    """Connected entries of the pairs, MAX_GROUP at most each (union-find)."""
-    parent: dict[int, int] = {}
-
-    def root(x: int) -> int:
-        while parent.setdefault(x, x) != x:
-            x = parent[x]
-        return x
-
+    """Groups of related entries from the pairs, strongest pair first: a pair starts a group,
+    or joins the group one of its entries is in while that has room (MAX_GROUP)."""
+    groups: list[list[int]] = []
+    member: dict[int, int] = {}
     for i, j in pairs:
-        parent[root(i)] = root(j)
-    groups: defaultdict[int, list[int]] = defaultdict(list)
-    for x in list(parent):
-        groups[root(x)].append(x)
-    return [[entries[i] for i in sorted(g)[:MAX_GROUP]] for g in groups.values() if len(g) > 1]
+        gi, gj = member.get(i), member.get(j)
+        if gi is None and gj is None:
+            member[i] = member[j] = len(groups)
+            groups.append([i, j])
+        elif (gi is None) != (gj is None):
+            g = gi if gi is not None else gj
+            assert g is not None
+            if len(groups[g]) < MAX_GROUP:
+                new = j if gi is not None else i
+                member[new] = g
+                groups[g].append(new)
+    return [[entries[i] for i in sorted(g)] for g in groups]
 
 
 def ask_model(
