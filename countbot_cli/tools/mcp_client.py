@@ -2,7 +2,8 @@
 
 The official `mcp` SDK is async (anyio). `McpHub` owns a daemon thread running an asyncio
 loop; each server is one task there that opens the transport (stdio: the SDK starts the
-program in a new session, so its whole process group is stopped with it; or streamable HTTP),
+program in a new session, so its whole process group is stopped with it, and the descendants
+that left the group with `setsid` are ended after it (proctree.py); or streamable HTTP),
 initializes the `ClientSession`, lists its tools and then waits to be stopped. Calls are
 submitted to the loop from the tool runner's thread and waited for with a timeout; setting the
 `cancel` event (Ctrl-C) cancels the call's task, which the SDK reports to the server.
@@ -18,14 +19,17 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import contextvars
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from countbot_cli import __version__
 from countbot_cli.config.mcp import McpServer
+from countbot_cli.tools import proctree
 
 STATE_NEW = "not started"
 STATE_RUNNING = "running"
@@ -64,6 +68,7 @@ class ServerConn:
     task: concurrent.futures.Future[None] | None = None
     stderr: IO[str] | None = None
     restarted: bool = False  # a crashed server is started again once, no more
+    pid: int | None = None  # a stdio server's process (its descendants are ended with it)
     generation: int = 0  # which start this is: an old one unwinding leaves the new one be
 
     @property
@@ -197,6 +202,10 @@ class McpHub:
                 conn.state = STATE_RUNNING
                 ready.set_result(None)
                 await stop.wait()
+                # read before the SDK stops it: a child that left its group (setsid) is
+                # still linked to it now, and would be reparented to init after
+                left = proctree.descendants(conn.pid) if conn.pid else []
+            await asyncio.to_thread(proctree.end, left)
         except BaseException as exc:  # noqa: BLE001 - every failure is the server's state
             current = conn.generation == generation
             if current and conn.state == STATE_RUNNING and not stop.is_set():
@@ -260,6 +269,34 @@ def _import_sdk() -> None:
     import mcp.client.stdio  # noqa: F401
     import mcp.client.streamable_http  # noqa: F401
 
+    _watch_spawns()
+
+
+_SPAWNED: contextvars.ContextVar[Callable[[int], None] | None] = contextvars.ContextVar(
+    "countbot_mcp_spawned", default=None
+)
+
+
+def _watch_spawns() -> None:
+    """Learn each stdio server's pid: the SDK keeps its process to itself, so its spawn
+    function is wrapped once to tell the task that spawned it (`_SPAWNED`). An SDK without
+    that function starts servers as before, without the descendants' reaping."""
+    import mcp.client.stdio as stdio
+
+    real = getattr(stdio, "_create_platform_compatible_process", None)
+    if real is None or getattr(real, "countbot_watched", False):
+        return
+
+    async def spawn(*args: Any, **kwargs: Any) -> Any:
+        process = await real(*args, **kwargs)
+        tell = _SPAWNED.get()
+        if tell is not None:
+            tell(process.pid)
+        return process
+
+    spawn.countbot_watched = True  # type: ignore[attr-defined]
+    stdio._create_platform_compatible_process = spawn
+
 
 def _timed_out(timeout: float) -> CallOutcome:
     return CallOutcome(error=f"no answer within {timeout:g} s (timed out)", timed_out=True)
@@ -307,6 +344,7 @@ async def _transport(conn: ServerConn) -> Any:
         cwd=cfg.cwd,
     )
     conn.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+    _SPAWNED.set(lambda pid: setattr(conn, "pid", pid))  # this task's spawn (_watch_spawns)
     async with stdio_client(params, errlog=conn.stderr) as streams:
         yield streams
 

@@ -332,3 +332,36 @@ def test_ctrl_c_during_a_call_cancels_it(tmp_path: Path, server: fs.FakeServer) 
     assert record["outcome"] == "interrupted", record
     assert len(server.chat_bodies()) == 1  # the model was not asked again
     assert not alive(pid_of(pidfile))
+
+
+def test_a_child_the_server_started_with_setsid_does_not_outlive_countbot(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """The server's process group is stopped with it; a child that left the group (setsid)
+    is ended too, as long as it was still the server's descendant when countbot stopped."""
+    import shutil
+
+    import pytest
+
+    if shutil.which("setsid") is None or not Path("/proc/self/stat").exists():
+        pytest.skip("needs setsid and /proc")
+    pidfile, escaped = tmp_path / "time.pid", tmp_path / "escaped.pid"
+    script = (
+        f'setsid sh -c \'echo $$ $(cut -d" " -f6 /proc/$$/stat) > "{escaped}"; exec sleep 300\' & '
+        f'echo $$ > "{pidfile}"; exec "{TIME_BIN}" --local-timezone UTC'
+    )
+    cb = mcp_cb(tmp_path, server, time={"command": "sh", "args": ["-c", script]})
+    try:
+        proc = cb.invoke("mcp", "list")
+        assert proc.returncode == 0, proc.stderr
+        assert "time  running" in proc.stdout
+        child, sid = (int(n) for n in escaped.read_text().split())
+        assert sid == child  # it really left the server's session and group
+        deadline = time.monotonic() + 10  # a hang bound
+        while alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(child)
+        assert not alive(pid_of(pidfile))
+    finally:
+        if escaped.exists() and alive(int(escaped.read_text().split()[0])):
+            os.kill(int(escaped.read_text().split()[0]), signal.SIGKILL)
