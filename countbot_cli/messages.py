@@ -67,13 +67,17 @@ class Message:
     # attached images as data URLs: sent with this turn only, never stored
     images: list[str] | None = field(default=None, repr=False, compare=False)
     model: str | None = None  # an answer: the model that gave it (a fallback link's, say)
+    # a question: the recalled memory block it was sent with, kept and sent again with it
+    # (the `keep` cache layout, conversation/context.py); None: sent as typed
+    kept: str | None = None
 
     def to_api(self) -> dict[str, Any]:
         """The dict sent to the provider. Assistant tool-call messages carry content "" (not null).
         With images, `content` is a list of parts: the text, then one `image_url` each."""
-        d: dict[str, Any] = {"role": self.role, "content": self.content or ""}
+        sent = (self.kept or "") + (self.content or "")
+        d: dict[str, Any] = {"role": self.role, "content": sent}
         if self.images:
-            text = [{"type": "text", "text": self.content}] if self.content else []
+            text = [{"type": "text", "text": sent}] if sent else []
             d["content"] = text + [
                 {"type": "image_url", "image_url": {"url": url}} for url in self.images
             ]
@@ -105,6 +109,8 @@ class Message:
             d["attachments"] = self.attachments
         if self.model:
             d["model"] = self.model
+        if self.kept:
+            d["kept"] = self.kept
         return d
 
     @classmethod
@@ -125,6 +131,7 @@ class Message:
             id=str(d.get("id") or new_id("m_")),
             attachments=_records(d.get("attachments")),
             model=d["model"] if isinstance(d.get("model"), str) else None,
+            kept=d["kept"] if isinstance(d.get("kept"), str) else None,
         )
 
 

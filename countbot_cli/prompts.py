@@ -192,11 +192,16 @@ def with_instructions(prompt: str, name: str, text: str) -> str:
 def with_recalled_memory(user_text: str, entries: list[str], language: str) -> str:
     """The current message as sent with recalled memory lines before it (the volatile tail:
     they change from turn to turn, so they never go into the system prompt)."""
+    return recall_block(entries, language) + user_text
+
+
+def recall_block(entries: list[str], language: str) -> str:
+    """What goes before the user's words when memory lines are recalled ("" for none)."""
     if not entries:
-        return user_text
+        return ""
     header = RECALL_HEADER_ZH if is_chinese(language) else RECALL_HEADER_EN
     lines = "\n".join(f"- {e}" for e in entries)
-    return f"{header}\n{lines}\n{RECALL_END}\n\n{user_text}"
+    return f"{header}\n{lines}\n{RECALL_END}\n\n"
 
 
 # ---- memory prompts (CountBot's rules, in our own words) ----

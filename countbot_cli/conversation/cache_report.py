@@ -45,6 +45,9 @@ LIFETIME: dict[str, float] = {"openai": 300.0}
 # Prompts below this many tokens are never cached (OpenAI: 1,024); others: no minimum known.
 MINIMUM: dict[str, int] = {"openai": 1024}
 MISS_SHARE = 0.5  # less than this share of the shared prefix read from the cache: a miss
+# presets whose cache hits only whole persisted units: recalled lines stay with their question
+# (context.py's `keep` layout; bench/bench_cache_rules.py measured it against the others)
+KEEP_RECALL = frozenset({"deepseek"})
 
 
 def _h(text: str) -> str:

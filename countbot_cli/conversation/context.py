@@ -14,6 +14,13 @@ what the overflow summary archives (memory/keeper.py), after which the window st
 first live message again. Messages of failed turns and user messages whose turn was interrupted
 before any answer arrived are kept in the session but never sent again. An optional token
 budget trims the window further, in the same blocks (`budget.WindowBudget`).
+
+Layout per provider (issue 24, measured by bench/bench_cache_rules.py): DeepSeek caches only
+whole persisted prefix units (a request's prompt, and its prompt with the answer), so a tail
+that changes and is never saved keeps every request from matching the previous one. With
+`keep_recall` (the `deepseek` preset, cache_report.KEEP_RECALL) the recalled lines sent with a
+question stay with it (`Message.kept`) and are sent again with it; lines a message of the window
+keeps already are not sent again. Other providers keep the volatile tail.
 """
 
 from __future__ import annotations
@@ -53,13 +60,14 @@ class TurnContext:
     language: str = "en"
     # the stable head part by part (what each was built from), for cache_report.py
     head: dict[str, str] = field(default_factory=dict)
+    keep_recall: bool = False  # the `keep` layout: recalled lines stay with their question
 
     def api_user(self) -> dict[str, Any]:
         """The current message as sent: the recalled lines first, then the user's words."""
         if not self.memory_entries:
             return self.user.to_api()
         text = with_recalled_memory(self.user.content, self.memory_entries, self.language)
-        return replace(self.user, content=text).to_api()
+        return replace(self.user, content=text, kept=None).to_api()
 
     def api_messages(self) -> list[dict[str, Any]]:
         return (
@@ -67,6 +75,12 @@ class TurnContext:
             + [m.to_api() for m in self.window]
             + [self.api_user()]
         )
+
+
+def not_kept(entries: Sequence[str], window: Sequence[Message]) -> list[str]:
+    """The recalled lines that no message of the window keeps already (`Message.kept`)."""
+    kept = "".join(m.kept for m in window if m.kept)
+    return [e for e in entries if f"\n- {e}\n" not in kept]
 
 
 def sendable(messages: Sequence[Message]) -> list[Message]:
@@ -131,8 +145,10 @@ def build_context(
     instructions: tuple[str, str] | None = None,
     tools: Sequence[dict[str, Any]] = (),
     budget: Budget | None = None,
+    keep_recall: bool = False,
 ) -> TurnContext:
-    """`instructions`: (file name, text) of a trusted instructions file."""
+    """`instructions`: (file name, text) of a trusted instructions file. `keep_recall`: the
+    `keep` layout (see the module): only lines not kept in a message of the window are sent."""
     head = system_prompt(facts)
     parts = {
         "system prompt": head,
@@ -156,9 +172,14 @@ def build_context(
         instructions=instructions[0] if instructions else "",
         language=facts.language,
         head=parts,
+        keep_recall=keep_recall,
     )
+    if keep_recall:
+        ctx.memory_entries = not_kept(memory_entries, window)
     if budget is not None:
         fixed = [{"role": "system", "content": system}, ctx.api_user(), *tools]
         ctx.window = budget(window, fixed)
+        if keep_recall:  # a message trimmed away takes its kept lines with it
+            ctx.memory_entries = not_kept(memory_entries, ctx.window)
     ctx.omitted = total - len(ctx.window)
     return ctx

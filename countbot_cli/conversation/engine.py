@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from countbot_cli.config.prices import charge, day_cost, day_saved
 from countbot_cli.conversation.budget import WindowBudget
-from countbot_cli.conversation.cache_report import CacheReport, probe
+from countbot_cli.conversation.cache_report import KEEP_RECALL, CacheReport, probe
 from countbot_cli.conversation.context import TurnContext, build_context, history_window
 from countbot_cli.conversation.session import Session, new_session, title_from
 from countbot_cli.conversation.tool_round import RepeatedCalls, ToolRunner
@@ -50,7 +50,12 @@ from countbot_cli.messages import (
     Usage,
     utc_now,
 )
-from countbot_cli.prompts import MAX_ITERATIONS_NOTICE, REPEATED_CALL_NOTICE, PromptFacts
+from countbot_cli.prompts import (
+    MAX_ITERATIONS_NOTICE,
+    REPEATED_CALL_NOTICE,
+    PromptFacts,
+    recall_block,
+)
 from countbot_cli.tools.approval import ApprovalPolicy
 
 if TYPE_CHECKING:
@@ -170,6 +175,7 @@ class Engine:
             instructions=self.instructions,
             tools=self.tool_schemas(),
             budget=self.budget,
+            keep_recall=self.settings.provider.preset in KEEP_RECALL,
         )
 
     def _say_assumed_window(self, ctx: TurnContext, session: Session, view: TurnView) -> None:
@@ -217,6 +223,8 @@ class Engine:
         p = self.provider  # what changed since the session's previous request (cache_report)
         result.cache = probe(session, ctx, p.name, p.model, self.settings.provider.preset)
         convo = ctx.api_messages()
+        if ctx.keep_recall:  # the lines sent with the question stay with it (context.py)
+            user.kept = recall_block(ctx.memory_entries, ctx.language) or None
         records: list[dict[str, Any]] = []
         self._current = rnd = _Round()
         stop: BaseException | None = None  # re-raised once the turn is saved

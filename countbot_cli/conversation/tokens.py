@@ -424,8 +424,8 @@ def _fields(msg: MessageLike) -> tuple[tuple[Any, int], str, Any, Any, list[tupl
     if not isinstance(msg, dict):
         calls = [(c.name, c.arguments) for c in msg.tool_calls or []]
         images = tuple(msg.images or ())
-        key = (msg.id, hash((msg.role, msg.content, msg.name, tuple(calls), images)))
-        content = msg.to_api()["content"] if images else msg.content
+        key = (msg.id, hash((msg.role, msg.kept, msg.content, msg.name, tuple(calls), images)))
+        content = msg.to_api()["content"] if images or msg.kept else msg.content
         return key, msg.role, content, msg.name, calls
     fns = [c.get("function") or {} for c in msg.get("tool_calls") or [] if isinstance(c, dict)]
     calls = [(str(f.get("name") or ""), str(f.get("arguments") or "")) for f in fns]
