@@ -11,8 +11,9 @@ dim line saying how to resume the conversation if it was saved. Tools allowed wi
 and the instructions of `/system` belong to one conversation: `/new` and `/resume` reset them
 (a session's `/system` text is kept in its file).
 
-Keys typed while an answer streams are not echoed into it and wait for the next prompt (a
-typed-ahead Enter sends them then).
+Keys typed while an answer streams are not echoed into it: they go to the type-ahead queue
+(repl/typeahead.py), whose lines are sent in order after the answer; Esc Enter stops the answer
+and sends the line at once.
 
 Start-up: prompt_toolkit is imported first and the prompt drawn at once; rich, the markdown
 renderer and httpx are imported in a daemon thread while the user types (the first turn waits
@@ -43,12 +44,13 @@ from countbot_cli.repl.host import TurnOp
 from countbot_cli.repl.prompt import make_prompt, trim_history
 from countbot_cli.repl.tool_outputs import ToolOutputs
 from countbot_cli.repl.toolbar import ContextMeter, toolbar_text
+from countbot_cli.repl.typeahead import LineQueue, TypeAhead
 from countbot_cli.repl.view import ReplView, TurnOnScreen, write_banner
 from countbot_cli.textsafe import sanitize, sanitize_line
 from countbot_cli.ui import stream
 from countbot_cli.ui.session_picker import pick_session
 from countbot_cli.ui.stream import make_console
-from countbot_cli.ui.terminal import QuietKeys, isatty
+from countbot_cli.ui.terminal import isatty
 from countbot_cli.ui.transcript import render_recent
 
 if TYPE_CHECKING:
@@ -103,6 +105,7 @@ class Repl:
         self.meter.on_ready = self._redraw_prompt
         self.tool_outputs = ToolOutputs()  # every tool call's full output, for /last-tool
         self.prompts_shown = 0  # how many times the prompt was shown (tests wait on it)
+        self.typed = LineQueue()  # typed ahead while answers stream (repl/typeahead.py)
         # the memory upkeep runs after the answer without holding the next prompt back
         conversation.upkeep_in_background(self._redraw_prompt)
         conversation.fallback.offer = self._ask_in_turn  # the embedded model, offered once
@@ -120,7 +123,7 @@ class Repl:
                 self._upkeep_notes()
                 self.prompts_shown += 1
                 try:
-                    text = prompt.prompt()
+                    text = prompt.prompt(default=self.typed.take_typing())
                 except Terminated:
                     raise  # SIGTERM/SIGHUP: quit, never "press Ctrl-D"
                 except KeyboardInterrupt:
@@ -129,6 +132,7 @@ class Repl:
                 except EOFError:
                     break
                 self._handle_safely(text)
+                self._send_typed_ahead()
         finally:
             self._close()
         if not self.conversation.is_new:  # how to come back to it
@@ -170,6 +174,15 @@ class Repl:
             slash.dispatch(self, stripped)
         else:
             self.send(text.strip("\n"))
+
+    def _send_typed_ahead(self) -> None:
+        """The lines queued while answers streamed (repl/typeahead.py), in order, each its
+        own message; what is still queued is shown dimmed above each one sent."""
+        while self.typed.lines and not self._exit:
+            line = self.typed.lines.pop(0)
+            waiting = " · ".join(f"«{sanitize_line(q)[:40]}»" for q in self.typed.lines)
+            self.info(f"› {sanitize_line(line)}" + (f"   (queued: {waiting})" if waiting else ""))
+            self._handle_safely(line)
 
     def request_exit(self) -> None:
         self._exit = True
@@ -229,7 +242,8 @@ class Repl:
         )
         self.screen.view = view
         try:
-            with QuietKeys(sys.stdin if self._input is None else None) as self.screen.keys:
+            keys = TypeAhead(sys.stdin if self._input is None else None, self.typed)
+            with keys as self.screen.keys:
                 if upkeep:
                     self.conversation.wait_upkeep()
                     view.waiting(waiting)

@@ -43,7 +43,9 @@ COMMAND_RE = re.compile(r"/([A-Za-z][\w-]*)(?:\s+|$)")
 KEYS_HELP = (
     "Enter sends · Alt-Enter, Esc Enter or Ctrl-J: new line · Ctrl-R: search history · "
     "Tab: complete · Ctrl-X Ctrl-E: edit in $EDITOR · Ctrl-C: stop the answer or clear the line · "
-    "Ctrl-D or /exit: quit · //text sends text that starts with /"
+    "Ctrl-D or /exit: quit · //text sends text that starts with / · "
+    "while an answer streams: Enter queues the line, Esc Enter stops the answer and sends it, "
+    "Up takes back the last queued line"
 )
 
 

@@ -1,0 +1,93 @@
+"""The type-ahead queue on a real terminal (issue 23 point 6): lines typed while an answer
+streams are sent after it, in order, each its own message; Esc Enter stops the answer and sends
+its line at once; a line not ended with Enter waits in the next prompt. And LineQueue's keys."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import fakeserver as fs
+import pexpect
+import pytest
+from cbenv import make_cb
+from test_repl_pty import TOOLBAR_END, expect, spawn
+
+from countbot_cli.repl.typeahead import LineQueue
+
+pty_only = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")
+SLOW = "".join(f"item {i}\n\n" for i in range(200))  # about 6 s at this pace
+
+
+def users(server: fs.FakeServer) -> list[str]:
+    return [b["messages"][-1]["content"] for b in server.chat_bodies()]
+
+
+@pty_only
+def test_two_lines_typed_during_a_slow_stream_are_sent_after_it_in_order(tmp_path: Path) -> None:
+    with fs.FakeServer() as server:
+        cb = make_cb(tmp_path, server.base_url)
+        server.add(fs.text("".join(f"item {i}\n\n" for i in range(40)), chunk_size=6, delay=0.02))
+        server.add(fs.text("first answered"), fs.text("second answered"))
+        child = spawn(cb.env, cb.work)
+        try:
+            expect(child, TOOLBAR_END)
+            child.send("count please\r")
+            expect(child, "item 2")
+            child.send("first queued\r")
+            child.send("second queux")
+            child.send("\x7fed\r")  # edited before it was sent
+            child.send("not finished")  # no Enter: waits in the next prompt
+            expect(child, "› first queued   (queued: «second queued»)")  # shown, dimmed
+            expect(child, "› second queued")
+            expect(child, "second answered")
+            expect(child, "> not finished")  # on the prompt line, to finish
+            expect(child, TOOLBAR_END)
+            child.sendcontrol("u")
+            child.sendcontrol("d")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+        assert users(server) == ["count please", "first queued", "second queued"]
+        roles = [m["role"] for m in cb.only_session()["messages"]]
+        assert roles == ["user", "assistant"] * 3  # each its own message, none merged
+
+
+@pty_only
+def test_esc_enter_stops_the_answer_and_sends_now(tmp_path: Path) -> None:
+    with fs.FakeServer() as server:
+        cb = make_cb(tmp_path, server.base_url)
+        server.add(fs.text(SLOW, chunk_size=8, delay=0.03), fs.text("sent at once"))
+        child = spawn(cb.env, cb.work)
+        try:
+            expect(child, TOOLBAR_END)
+            child.send("tell me everything\r")
+            expect(child, "item 3")
+            child.send("stop and answer this\x1b\r")
+            expect(child, "sent at once")
+            expect(child, TOOLBAR_END)
+            child.sendcontrol("d")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+        assert users(server) == ["tell me everything", "stop and answer this"]
+        msgs = cb.only_session()["messages"]
+        assert msgs[1]["status"] == "interrupted" and "item 199" not in msgs[1]["content"]
+        assert msgs[2]["content"] == "stop and answer this"
+
+
+def test_line_queue_keys() -> None:
+    q = LineQueue()
+    assert q.feed("one\rtwo\r") is False and q.lines == ["one", "two"]
+    q.feed("\x1b[A")  # Up: the last queued line back, to edit
+    assert q.lines == ["one"] and q.typing == "two"
+    q.feed("\x15")  # Ctrl-U: removed
+    assert q.typing == "" and q.lines == ["one"]
+    q.feed("a b c\x17\x17d\r")  # Ctrl-W twice
+    assert q.lines == ["one", "a d"]
+    q.feed("\x1b")  # an escape split across reads
+    assert q.feed("\r") is False and q.lines == ["one", "a d"]  # Esc Enter on an empty line
+    q.feed("now")
+    assert q.feed("\x1b\r") is True and q.lines[0] == "now"
+    q.feed("\r\r  \r\x1b[Bhé")
+    assert q.lines == ["now", "one", "a d"] and q.take_typing() == "hé" and q.typing == ""
