@@ -26,6 +26,7 @@ from countbot_cli.conversation.search_tool import search_sessions_tool
 from countbot_cli.conversation.server_window import (
     assumed_window_notice,
     fitted_to_server,
+    settle_late_windows,
     with_window,
 )
 from countbot_cli.conversation.store import SessionStore
@@ -383,6 +384,7 @@ def run_ask(
         probe.after(conversation, shaped.result, view)  # --remember; result.memory
     finally:
         conversation.close()
+        settle_late_windows()  # a window asked beside the request is cached for the next ask
     code = report(opts, shaped, provider, out, err)
     if isinstance(view, JsonlView):
         view.end(shaped.result, code, script_status(shaped, code), parsed=shaped.value)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,7 @@ from countbot_cli import fileio
 from countbot_cli.config.own_files import RATIOS_FILE
 from countbot_cli.conversation.context import block_start, window_step
 from countbot_cli.conversation.images import TOKENS_PER_IMAGE_MAX
+from countbot_cli.conversation.server_window import late_window
 from countbot_cli.conversation.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, context_window_for
 from countbot_cli.conversation.trim import trim_messages
 from countbot_cli.jsonsafe import loads_bounded
@@ -125,7 +126,11 @@ class WindowBudget:
         margin: float = MARGIN,
         ratios: RatioFile | None = None,
         step: int = 1,
+        late: Callable[[], int | None] | None = None,
+        max_tokens: int | None = None,
     ) -> None:
+        """`late`: the window the server reports after this budget was made (None until then),
+        taken at the start of a turn, with the reply reserve for it from `max_tokens`."""
         self.counter = counter
         self.step = step  # the window's start moves by this many messages (context.window_step)
         self.context_window = context_window
@@ -136,6 +141,17 @@ class WindowBudget:
         self._seeded = ratios is None
         self._memo: dict[int, tuple[Message, str, int]] = {}
         self._memo_ratio = counter.ratio
+        self._late = late
+        self._max_tokens = max_tokens
+        self.reported = False  # the window is the one the server reported late
+
+    def _take_late_window(self) -> None:
+        n = self._late() if self._late is not None else None
+        if n is not None:
+            self.context_window = n
+            self.reserve = reply_reserve(self._max_tokens, n)
+            self._late = None
+            self.reported = True
 
     @property
     def limit(self) -> int:
@@ -223,6 +239,7 @@ class WindowBudget:
 
     def __call__(self, window: list[Message], fixed: list[dict[str, Any]]) -> list[Message]:
         self._seed()
+        self._take_late_window()
         if not window or self._fits_without_counting(window, fixed):
             return window
         budget = self.history_budget(fixed)
@@ -253,10 +270,13 @@ def make_budget(settings: Settings, counter: TokenCounter) -> WindowBudget:
     """The budget for `settings`' provider and model (`context_window` in the config wins); it
     keeps learned ratios in `settings.data_dir`."""
     window = context_window_for(counter.model, settings.provider.context_window)
+    late = late_window(settings.provider) if settings.provider.context_window is None else None
     return WindowBudget(
         counter,
         context_window=window,
         reserve=reply_reserve(settings.max_tokens, window),
         ratios=RatioFile(settings.data_dir / RATIOS_FILE),
         step=window_step(settings.persona.max_history_messages),
+        late=late.value if late is not None else None,
+        max_tokens=settings.max_tokens,
     )

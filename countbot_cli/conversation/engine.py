@@ -182,6 +182,8 @@ class Engine:
         """Once: the token budget left history out against a window countbot only assumed."""
         if self.window_notice is None or not ctx.omitted:
             return
+        if self.budget is not None and self.budget.reported:  # the server told, late
+            return
         capped = history_window(session.messages, self.settings.persona.max_history_messages)
         if len(ctx.window) < len(capped):
             view.notice(self.window_notice)

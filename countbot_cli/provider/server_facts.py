@@ -25,7 +25,14 @@ from typing import Any
 from countbot_cli.config.presets import PRESETS
 from countbot_cli.config.providers import ProviderConfig
 from countbot_cli.errors import ConfigError
-from countbot_cli.provider.window import UNKNOWN_TTL, ProbeCache, probe_client
+from countbot_cli.provider.window import (
+    LLAMACPP,
+    OLLAMA,
+    UNKNOWN_TTL,
+    ProbeCache,
+    probe_client,
+    server_kind,
+)
 
 CACHE_FILE = "servers.json"
 Fetch = Callable[[str, str, Any], tuple[Any, str]]  # (method, url, body) -> (JSON, Server header)
@@ -46,7 +53,7 @@ def facts_from(api_base: str, fetch: Fetch) -> ServerFacts | None:
     rows = data.get("data") if isinstance(data, dict) else data
     rows = [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
     models = tuple(sorted({str(r["id"]) for r in rows if isinstance(r.get("id"), str)}))
-    llamacpp = "llama.cpp" in server.lower() or any(_llamacpp_row(r) for r in rows)
+    llamacpp = server_kind(data, server) == LLAMACPP
     if not llamacpp:
         root = base[: -len("/v1")] if base.endswith("/v1") else base
         props, server = fetch("GET", f"{root}/props", None)
@@ -54,11 +61,6 @@ def facts_from(api_base: str, fetch: Fetch) -> ServerFacts | None:
             isinstance(props, dict) and isinstance(props.get("default_generation_settings"), dict)
         )
     return ServerFacts(models, llamacpp)
-
-
-def _llamacpp_row(row: Mapping[str, Any]) -> bool:
-    owner = row.get("owned_by")
-    return owner == "llamacpp" or (owner == "me" and isinstance(row.get("permissions"), list))
 
 
 def probe_facts(api_base: str, headers: Mapping[str, str]) -> ServerFacts | None:
@@ -110,3 +112,12 @@ def _only_model(p: ProviderConfig, facts: ServerFacts | None) -> str:
         f"no model chosen for provider '{p.name}' {why}",
         hint="export COUNTBOT_MODEL=NAME or pass -m NAME (`countbot models` lists them)",
     )
+
+
+def known_kind(p: ProviderConfig, data_dir: Path) -> str | None:
+    """What `p`'s server is known to be without asking: its preset, else what it said about
+    itself earlier (`servers.json`); None for any other server."""
+    if p.preset in (LLAMACPP, OLLAMA):
+        return p.preset
+    row = ProbeCache(data_dir / CACHE_FILE).read_row(p.api_base)
+    return LLAMACPP if row is not None and row.get("llamacpp") else None

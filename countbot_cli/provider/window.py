@@ -3,12 +3,17 @@
 Asked only when the model is in no table and no window is configured (`context_window`,
 `COUNTBOT_CONTEXT_WINDOW`, `--context-window`), with a short timeout, and the answer (or that
 there was none) is cached per base URL and model in `<data_dir>/context_windows.json`, so a
-normal turn makes no request for it. Where a server can tell:
+normal turn makes no request for it. The caller asks in a thread beside the first request
+(conversation/server_window.py), never before it. Where a server can tell:
 
 - the OpenAI-style model list `GET {api_base}/models`: the model's `max_model_len` (vLLM) or
   `context_length` / `top_provider.context_length` (OpenRouter and its imitators);
 - llama.cpp's server `GET {root}/props`: `default_generation_settings.n_ctx` or `n_ctx`;
 - Ollama `POST {root}/api/show {"model": …}`: the `*.context_length` of its `model_info`.
+
+The last two are asked only of a server known to be of that kind (issue 25 point 5): by its
+preset, or by what its model list said (`server_kind`: llama.cpp's `Server` header or
+`owned_by`, Ollama's `owned_by: "library"`). Another server is never sent Ollama's POST.
 
 `root` is the base URL without a trailing `/v1`. Anything missing, slow, malformed or
 implausible is no answer; the caller then assumes its default and says so once when history
@@ -34,15 +39,43 @@ UNKNOWN_TTL = 24 * 3600  # a server that could not tell is asked again after a d
 MAX_BODY = 4_000_000
 PLAUSIBLE = range(256, 100_000_001)
 
-Fetch = Callable[[str, str, Any], Any]  # (method, url, json body or None) -> parsed JSON or None
+# (method, url, json body or None) -> (parsed JSON or None, the `Server` header or "")
+Fetch = Callable[[str, str, Any], tuple[Any, str]]
+LLAMACPP, OLLAMA = "llamacpp", "ollama"  # the server kinds that have their own window question
 
 
 def probe_window(
-    api_base: str, model: str, headers: Mapping[str, str], *, timeout: float = PROBE_TIMEOUT
+    api_base: str,
+    model: str,
+    headers: Mapping[str, str],
+    *,
+    kind: str | None = None,
+    timeout: float | None = None,
 ) -> int | None:
-    """Ask the server at `api_base` for `model`'s context window; None when it cannot tell."""
-    with probe_client(api_base, headers, timeout) as fetch:
-        return window_from(api_base, model, lambda m, u, b: fetch(m, u, b)[0])
+    """Ask the server at `api_base` for `model`'s context window; None when it cannot tell.
+    `kind`: what the server is known to be (its preset), else its model list says.
+    `timeout`: for each request, PROBE_TIMEOUT unless given."""
+    with probe_client(api_base, headers, timeout or PROBE_TIMEOUT) as fetch:
+        return window_from(api_base, model, fetch, kind)
+
+
+def server_kind(models: Any, server: str) -> str | None:
+    """LLAMACPP or OLLAMA when a `GET /models` answer (its JSON, its `Server` header) says the
+    server is one; None for any other server or no answer."""
+    if "llama.cpp" in server.lower():
+        return LLAMACPP
+    rows = models.get("data") if isinstance(models, dict) else models
+    rows = [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+    if any(_llamacpp_row(r) for r in rows):
+        return LLAMACPP
+    if any(r.get("owned_by") == "library" for r in rows):  # Ollama: a model's namespace
+        return OLLAMA
+    return None
+
+
+def _llamacpp_row(row: Mapping[str, Any]) -> bool:
+    owner = row.get("owned_by")
+    return owner == "llamacpp" or (owner == "me" and isinstance(row.get("permissions"), list))
 
 
 @contextlib.contextmanager
@@ -76,19 +109,20 @@ def probe_client(
         yield fetch
 
 
-def window_from(api_base: str, model: str, fetch: Fetch) -> int | None:
-    """The first plausible window of the three places, asked in turn."""
+def window_from(api_base: str, model: str, fetch: Fetch, kind: str | None = None) -> int | None:
+    """The model list's window; else, for a server known (by `kind`, else by that list) to be
+    llama.cpp's or Ollama, what its own place says. Another server is asked nothing more."""
     base = api_base.rstrip("/")
     root = base[: -len("/v1")] if base.endswith("/v1") else base
-    asks: list[tuple[str, str, Any, Callable[[Any, str], int | None]]] = [
-        ("GET", f"{base}/models", None, _from_models),
-        ("GET", f"{root}/props", None, _from_props),
-        ("POST", f"{root}/api/show", {"model": model}, _from_ollama),
-    ]
-    for method, url, body, read in asks:
-        n = read(fetch(method, url, body), model)
-        if n is not None:
-            return n
+    models, server = fetch("GET", f"{base}/models", None)
+    n = _from_models(models, model)
+    if n is not None:
+        return n
+    kind = kind or server_kind(models, server)
+    if kind == LLAMACPP:
+        return _from_props(fetch("GET", f"{root}/props", None)[0], model)
+    if kind == OLLAMA:
+        return _from_ollama(fetch("POST", f"{root}/api/show", {"model": model})[0], model)
     return None
 
 
@@ -184,13 +218,20 @@ def discover_window(
     model: str,
     headers: Mapping[str, str],
     data_dir: Path,
-    probe: Callable[[str, str, Mapping[str, str]], int | None] = probe_window,
+    probe: Callable[..., int | None] = probe_window,
+    *,
+    kind: str | None = None,
 ) -> int | None:
     """The server's window for `model`, from the cache or asked once."""
     cache = WindowCache(data_dir / CACHE_FILE)
     found, n = cache.get(api_base, model)
     if found:
         return n
-    n = probe(api_base, model, headers)
+    n = probe(api_base, model, headers, kind=kind)
     cache.put(api_base, model, n)
     return n
+
+
+def cached_window(api_base: str, model: str, data_dir: Path) -> tuple[bool, int | None]:
+    """(found, window) from the cache alone: no request."""
+    return WindowCache(data_dir / CACHE_FILE).get(api_base, model)

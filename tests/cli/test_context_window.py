@@ -51,8 +51,9 @@ def test_a_server_that_cannot_tell_leaves_the_assumed_window_said_once(
     line = next(ln for ln in trimmed[-1].splitlines() if ASSUMED in ln)
     assert "test-model" in line and "--context-window" in line and "COUNTBOT_CONTEXT_WINDOW" in line
     assert sent_history(server) < 6  # 3 earlier exchanges: not all were sent
-    # asked once (/v1/models, /props, /api/show), then the "cannot tell" is cached
-    assert probes(server) == [*KIND, "/v1/models", "/props", "/api/show"]
+    # asked once, then the "cannot tell" is cached: a server of no known kind is asked only
+    # its model list (Ollama's POST /api/show goes to Ollama alone)
+    assert probes(server) == [*KIND, "/v1/models"]
 
 
 def test_the_servers_window_is_used_and_cached(tmp_path: Path, server: fs.FakeServer) -> None:

@@ -319,3 +319,20 @@ def test_ask_learns_the_token_ratio_from_reported_usage(tmp_path: Path) -> None:
         before = (cb.work / ".countbot_tokens.json").read_bytes()
         assert cb.invoke("ask", "--no-save", "hi").returncode == 0
         assert (cb.work / ".countbot_tokens.json").read_bytes() == before
+
+
+def test_a_window_the_server_reports_late_is_taken_at_the_next_turn() -> None:
+    """The server's window asked beside the first request (server_window.LateWindow): turns
+    before its answer are budgeted against the assumed window, the turn after it against the
+    reported one, with the reply reserve for that window."""
+    reported: list[int | None] = [None]
+    budget = WindowBudget(
+        TokenCounter("gpt-4o"), context_window=2000, reserve=250, late=lambda: reported[0]
+    )
+    window, fixed = chat(150), fixed_for("system", "next")
+    first = budget(window, fixed)
+    assert len(first) < len(window) and not budget.reported  # the assumed 2,000 tokens
+    reported[0] = 100_000
+    assert budget(window, fixed) == window  # the reported 100,000
+    assert budget.reported and budget.context_window == 100_000
+    assert budget.reserve == reply_reserve(None, 100_000)

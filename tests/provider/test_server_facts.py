@@ -72,3 +72,18 @@ def test_no_single_model_is_a_config_error_naming_them(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         fit_to_server(p, tmp_path, lambda b, h: None)
     assert "did not answer" in str(err.value)
+
+
+def test_the_kind_known_without_asking_comes_from_the_preset_or_what_the_server_said(
+    tmp_path: Path,
+) -> None:
+    from countbot_cli.provider.server_facts import CACHE_FILE, known_kind
+    from countbot_cli.provider.window import ProbeCache
+
+    p = provider_settings(api_base="http://h:1/v1")
+    assert known_kind(p, tmp_path) is None
+    assert known_kind(replace(p, preset="llamacpp"), tmp_path) == "llamacpp"
+    assert known_kind(replace(p, preset="ollama"), tmp_path) == "ollama"
+    assert known_kind(replace(p, preset="vllm"), tmp_path) is None
+    ProbeCache(tmp_path / CACHE_FILE).write_row("http://h:1/v1", {"llamacpp": True})
+    assert known_kind(p, tmp_path) == "llamacpp"

@@ -74,11 +74,19 @@ PROPS = ("GET", "/props")
 SHOW = ("POST", "/api/show")
 
 
+LLAMA_ROWS = js({"data": [{"id": "m", "owned_by": "llamacpp"}]})
+OLLAMA_ROWS = js({"data": [{"id": "m", "owned_by": "library"}]})
+
+
 @pytest.mark.parametrize(
-    ("routes", "want"),
+    ("routes", "kind", "want"),
     [
-        ({PROPS: js({"default_generation_settings": {"n_ctx": 16384}})}, 16384),  # llama.cpp
-        ({PROPS: js({"n_ctx": 4096})}, 4096),  # older llama.cpp
+        (
+            {MODELS: LLAMA_ROWS, PROPS: js({"default_generation_settings": {"n_ctx": 16384}})},
+            None,
+            16384,
+        ),
+        ({PROPS: js({"n_ctx": 4096})}, "llamacpp", 4096),  # older llama.cpp, by its preset
         (
             {
                 MODELS: js(
@@ -90,24 +98,82 @@ SHOW = ("POST", "/api/show")
                     }
                 )
             },
+            None,
             32768,
         ),  # vLLM
-        ({MODELS: js({"data": [{"id": "m", "context_length": 200000}]})}, 200000),  # OpenRouter
-        ({MODELS: js({"data": [{"id": "m", "top_provider": {"context_length": 65536}}]})}, 65536),
         (
-            {SHOW: js({"model_info": {"general.arch": "qwen2", "qwen2.context_length": 32768}})},
+            {MODELS: js({"data": [{"id": "m", "context_length": 200000}]})},
+            None,
+            200000,
+        ),  # OpenRouter
+        (
+            {MODELS: js({"data": [{"id": "m", "top_provider": {"context_length": 65536}}]})},
+            None,
+            65536,
+        ),
+        (
+            {
+                MODELS: OLLAMA_ROWS,
+                SHOW: js({"model_info": {"general.arch": "qwen2", "qwen2.context_length": 32768}}),
+            },
+            None,
             32768,
-        ),  # Ollama
+        ),  # Ollama, by its model list
+        (
+            {SHOW: js({"model_info": {"llama.context_length": 8192}})},
+            "ollama",
+            8192,
+        ),  # Ollama, by its preset
     ],
-    ids=["llama.cpp", "llama.cpp-old", "vllm", "openrouter", "openrouter-top", "ollama"],
+    ids=[
+        "llama.cpp",
+        "llama.cpp-old",
+        "vllm",
+        "openrouter",
+        "openrouter-top",
+        "ollama",
+        "ollama-preset",
+    ],
 )
 def test_each_server_shape_is_read(
-    http: Routes, routes: dict[tuple[str, str], Route], want: int
+    http: Routes, routes: dict[tuple[str, str], Route], kind: str | None, want: int
 ) -> None:
     http.routes = {MODELS: js({"data": [{"id": "m"}]}), **routes}
-    assert probe_window(base(http), "m", {"Authorization": "Bearer k"}) == want
+    assert probe_window(base(http), "m", {"Authorization": "Bearer k"}, kind=kind) == want
     show = [b for (method, path, b) in http.seen if path == "/api/show"]
     assert all(b == {"model": "m"} for b in show)
+
+
+def test_a_server_of_no_known_kind_is_asked_only_its_model_list(http: Routes) -> None:
+    """Ollama's POST goes only to Ollama, llama.cpp's /props only to llama.cpp (issue 25 point 5):
+    any other server is asked its model list and nothing more, whatever it would answer."""
+    http.routes = {
+        MODELS: js({"data": [{"id": "m", "owned_by": "someone"}]}),
+        PROPS: js({"n_ctx": 4096}),
+        SHOW: js({"model_info": {"llama.context_length": 8192}}),
+    }
+    assert probe_window(base(http), "m", {}) is None
+    assert [(m, p) for (m, p, _) in http.seen] == [MODELS]
+
+
+def test_llamacpp_by_its_server_header_is_asked_props(http: Routes) -> None:
+    orig = _Handler.send_header
+
+    def with_server(self: _Handler, name: str, value: str) -> None:
+        orig(self, name, value)
+        if name == "Content-Type":
+            orig(self, "Server", "llama.cpp")
+
+    _Handler.send_header = with_server  # type: ignore[method-assign]
+    try:
+        http.routes = {
+            PROPS: js({"n_ctx": 2048}),
+            SHOW: js({"model_info": {"a.context_length": 9}}),
+        }
+        assert probe_window(base(http), "m", {}) == 2048
+    finally:
+        _Handler.send_header = orig  # type: ignore[method-assign]
+    assert [p for (_, p, _) in http.seen] == ["/v1/models", "/props"]
 
 
 @pytest.mark.parametrize(
@@ -123,12 +189,14 @@ def test_each_server_shape_is_read(
     ],
     ids=["missing", "not-json", "wrong-types", "zero-negative", "bool-huge", "status", "other"],
 )
+@pytest.mark.parametrize("kind", ["llamacpp", "ollama"])
 def test_missing_or_malformed_answers_are_no_answer(
-    http: Routes, routes: dict[tuple[str, str], Route]
+    http: Routes, routes: dict[tuple[str, str], Route], kind: str
 ) -> None:
     http.routes = routes
-    assert probe_window(base(http), "m", {}) is None
-    assert [p for (_, p, _) in http.seen] == ["/v1/models", "/props", "/api/show"]
+    assert probe_window(base(http), "m", {}, kind=kind) is None
+    own = "/props" if kind == "llamacpp" else "/api/show"
+    assert [p for (_, p, _) in http.seen] == ["/v1/models", own]
 
 
 def test_an_unreachable_server_is_no_answer_quickly() -> None:
@@ -166,11 +234,11 @@ def test_a_server_that_hangs_is_given_up_on(http: Routes) -> None:
 def test_the_answer_is_cached_per_base_url_and_model(http: Routes, tmp_path: Path) -> None:
     http.routes = {PROPS: js({"n_ctx": 4096})}
     url = base(http)
-    assert discover_window(url, "m", {}, tmp_path) == 4096
+    assert discover_window(url, "m", {}, tmp_path, kind="llamacpp") == 4096
     asked = len(http.seen)
-    assert discover_window(url, "m", {}, tmp_path) == 4096
+    assert discover_window(url, "m", {}, tmp_path, kind="llamacpp") == 4096
     assert len(http.seen) == asked  # from the cache: no request
-    assert discover_window(url, "m2", {}, tmp_path) == 4096
+    assert discover_window(url, "m2", {}, tmp_path, kind="llamacpp") == 4096
     assert len(http.seen) > asked  # another model is asked
     cached = json.loads((tmp_path / CACHE_FILE).read_text(encoding="utf-8"))
     assert cached[f"{url} m"]["n"] == 4096
@@ -179,7 +247,7 @@ def test_the_answer_is_cached_per_base_url_and_model(http: Routes, tmp_path: Pat
 def test_no_answer_is_cached_for_a_day(tmp_path: Path) -> None:
     calls: list[str] = []
 
-    def probe(api_base: str, model: str, headers: Any) -> int | None:
+    def probe(api_base: str, model: str, headers: Any, kind: str | None) -> int | None:
         calls.append(model)
         return None
 
@@ -192,4 +260,4 @@ def test_no_answer_is_cached_for_a_day(tmp_path: Path) -> None:
     now[0] = UNKNOWN_TTL + 1
     assert cache.get("http://x/v1", "m") == (False, None)  # asked again after a day
     (tmp_path / CACHE_FILE).write_text("{damaged", encoding="utf-8")
-    assert discover_window("http://x/v1", "m", {}, tmp_path, probe=lambda *a: 2048) == 2048
+    assert discover_window("http://x/v1", "m", {}, tmp_path, probe=lambda *a, **k: 2048) == 2048
