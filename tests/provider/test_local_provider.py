@@ -120,13 +120,14 @@ def test_stats_record_first_token_and_speed(provider: LocalProvider) -> None:
     stats = provider.last_stats
     assert isinstance(stats, LocalStats)
     assert stats.load_seconds == 0.0  # loaded by the fixture, not by this answer
-    assert stats.first_token_seconds is not None and 0 < stats.first_token_seconds < 10
+    # measured, not judged: how fast a loaded machine runs the model is bench_local's figure
+    assert stats.first_token_seconds is not None and stats.first_token_seconds > 0
     assert stats.completion_tokens >= 2
     rate = stats.tokens_per_second
-    assert rate is not None and rate > 1
+    assert rate is not None and rate > 0
     line = stats.describe()
     assert "tokens/s" in line and "loaded" not in line
-    assert provider.load_seconds is not None and 0 < provider.load_seconds < 30
+    assert provider.load_seconds is not None and provider.load_seconds > 0
 
 
 def test_stats_describe_mentions_the_load_when_the_answer_loaded_the_model() -> None:
