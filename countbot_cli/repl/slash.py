@@ -277,7 +277,8 @@ def cmd_system(repl: ReplHost, arg: str) -> None:
 def cmd_summary(repl: ReplHost, arg: str) -> None:
     if not arg:
         text = repl.conversation.session.summary
-        repl.info(f"Summary: {sanitize(text)}" if text else "No summary (/summary TEXT sets one).")
+        none = "No summary of yours (/summary TEXT sets one; /recap shows the rolling one)."
+        repl.info(f"Summary: {sanitize(text)}" if text else none)
         return
     text = "" if arg.lower() == "clear" else arg
     repl.conversation.set_summary(text)

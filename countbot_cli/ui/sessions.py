@@ -202,7 +202,8 @@ def sessions_summary(
     *,
     out: TextIO,
 ) -> int:
-    """Show (no text), set (text) or clear the session summary injected into the system prompt."""
+    """Show (no text), set (text) or clear the session summary injected into the system prompt;
+    with none of the user's, `show` prints the rolling one (memory/rolling.py), marked."""
     if clear and text is not None:
         raise UsageError("give a summary text or --clear, not both")
     if text is not None and not text.strip():
@@ -215,8 +216,13 @@ def sessions_summary(
         store.set_summary(sid, text)
         out.write(f"Summary of {sid} saved.\n")
     else:
-        summary = store.load(sid).summary
-        out.write((sanitize(summary) if summary else f"Session {sid} has no summary.") + "\n")
+        session = store.load(sid)
+        if session.summary:
+            out.write(sanitize(session.summary) + "\n")
+        elif session.rolling_summary:  # what the requests carry while the user set none
+            out.write(f"(rolling) {sanitize(session.rolling_summary)}\n")
+        else:
+            out.write(f"Session {sid} has no summary.\n")
     return EXIT_OK
 
 

@@ -43,8 +43,9 @@ def transcript(session: Session) -> list[Item]:
         ("title", sanitize_line(session.title) or UNTITLED),
         ("meta", _meta(session)),
     ]
-    if session.summary:
-        items.append(("note", "Summary: " + sanitize(session.summary)))
+    said = recap(session)  # the user's summary, else the rolling one
+    if said is not None:
+        items.append(("note", said))
     tools = _tools_by_answer(session)
     if session.archived:
         n = len(session.archived)

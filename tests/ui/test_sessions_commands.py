@@ -158,6 +158,9 @@ def test_show_plain_transcript(store: SessionStore) -> None:
     assert text.startswith("Reading files\nid abc123def456 · openai/gpt-4o-mini · 5 messages")
     assert "Summary: User likes short answers" in text
     assert text.index("ancient history") < text.index("Current history:")
+    store.update("abc123def456", lambda s: setattr(s, "summary", ""))
+    store.update("abc123def456", lambda s: setattr(s, "rolling_summary", "Reading two files."))
+    assert "Recap: Reading two files." in run(sessions_show, store, "abc")[1]  # else the rolling
     assert text.index("── You ·") < text.index("read a.txt please")
     assert "You · failed (not sent again; /retry re-runs it)" in text
     assert "Assistant · interrupted" in text
@@ -272,6 +275,8 @@ def test_summary_show_set_clear(store: SessionStore) -> None:
     assert code == 0 and text.startswith("Likes tea") and "\x1b" not in text
     run(sessions_summary, store, "abc", clear=True)
     assert store.load("abc000000001").summary == ""
+    store.update("abc000000001", lambda s: setattr(s, "rolling_summary", "About tea."))
+    assert run(sessions_summary, store, "abc")[1] == "(rolling) About tea.\n"
     with pytest.raises(UsageError, match="not both"):
         run(sessions_summary, store, "abc", "x", clear=True)
     with pytest.raises(UsageError, match="empty"):
