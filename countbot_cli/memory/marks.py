@@ -110,3 +110,18 @@ def _save(memory_file: Path, marks: Marks) -> None:
         fileio.atomic_write(path, (blob + "\n").encode("utf-8"))
     except OSError as exc:
         raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def carry(memory_file: Path, old_key: str, new_line: str) -> None:
+    """A line's pin or mute moves to the line that replaced it (`memory tidy`'s merge); the
+    caller holds MEMORY.md's lock."""
+    marks = load(memory_file)
+    new_key = line_key(new_line)
+    moved = False
+    for table in (marks.pinned, marks.muted):
+        if old_key in table:
+            table[new_key] = new_line
+            del table[old_key]
+            moved = True
+    if moved:
+        _save(memory_file, marks)

@@ -230,6 +230,7 @@ def ask_model(
     """The model's proposals for `groups`, in at most MAX_CALLS calls (SummaryError and
     Postponed propagate to the caller, which keeps the rule-based ones)."""
     number = {e.line_no: n for n, e in store.numbered()}
+    marks = memory_marks.load(store.path)
     out: list[Proposal] = []
     batches: list[list[list[Entry]]] = [[]]
     size = 0
@@ -249,7 +250,7 @@ def ask_model(
             except Postponed:  # out of time, or an earlier call failed: keep what came
                 break
             out += _read(reply, batch, number)
-    return out
+    return [p for p in out if not any(marks.is_pinned(e) for e in p.remove)]  # never a pin
 
 
 class TidyModel:
@@ -330,7 +331,8 @@ def apply(store: MemoryStore, p: Proposal, *, today: date | None = None) -> bool
             for e in removed
         ]
         archive.append(store.path, records)
-        if keep_key in changed:  # the merged line stands for all of them
+        if keep_key in changed:  # the merged line stands for all of them, marks included
+            memory_marks.carry(store.path, keep_key, changed[keep_key].line)
             origin = _merged_origin([links.get(keep_key)] + [links.get(r["key"]) for r in records])
             if origin is not None:
                 line = changed[keep_key].line

@@ -27,13 +27,16 @@ def test_memory_tidy_in_the_chat_asks_and_applies(tmp_path: Path, server: fs.Fak
         h.wait_for("[1/1] supersede")
         h.inp.send_text("y\r")
 
-    h.run(["/memory tidy\r", answer, "/memory\r"])
+    server.add(fs.text("6390."))
+    h.run(["/memory tidy\r", answer, "/memory\r", "which redis port listens?\r"])
     out = h.text()
     assert f"- 1  2026-01-01  user  {OLD}" in out and f"+ 3  2026-02-01  user  {NEW}" in out
     assert "applied" in out and "Applied 1 of 1" in out
     assert [e.content for e in store.entries()] == ["The cat is called Miso", NEW]
     assert [r["line"] for r in archive.load(store.path)] == [f"2026-01-01|user|{OLD}"]
-    assert server.chat_bodies() == []  # nothing the rules left for the model: no call
+    (body,) = server.chat_bodies()  # nothing the rules left for the model: no call for it
+    sent = body["messages"][-1]["content"]
+    assert NEW in sent and OLD not in sent  # an archived line is never recalled
 
 
 def test_the_toolbar_hints_at_tidying_a_grown_memory(tmp_path: Path, server: fs.FakeServer) -> None:

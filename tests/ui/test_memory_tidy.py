@@ -97,6 +97,23 @@ def test_e_edits_the_line_that_stays_and_a_applies_the_rest(store: MemoryStore) 
     assert store.path.read_text().startswith(DEFAULT_HEADER)
 
 
+def test_a_merge_keeps_the_pin_and_the_model_never_removes_a_pinned_line(
+    store: MemoryStore,
+) -> None:
+    from countbot_cli.memory import marks
+
+    numbers = {e.content: n for n, e in store.numbered()}
+    marks.set_mark(store, numbers[DARK.lower() + "."], "pinned", True)
+    tidy(store, "e", "q", edit="The user prefers dark mode everywhere")
+    assert [e.content for e in marks.pinned_entries(store)] == [
+        "The user prefers dark mode everywhere"
+    ]
+    pinned = marks.pinned_entries(store)[0]
+    group = [pinned, next(e for e in store.entries() if e.content == PLAIN)]
+    bad = json.dumps({"kind": "drop", "keep": numbers[PLAIN], "remove": [store.number_of(pinned)]})
+    assert ask_model(store, [group], lambda prompt, what: bad, "en") == []
+
+
 def test_without_a_terminal_it_only_prints(tmp_path: Path) -> None:
     cb = make_cb(tmp_path, "http://127.0.0.1:9")
     related = ("The user lives in Berlin, Germany", "The user no longer lives in Berlin: Lisbon")
