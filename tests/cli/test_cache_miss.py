@@ -25,7 +25,14 @@ MISS = {
     "completion_tokens": 5,
     "prompt_tokens_details": {"cached_tokens": 0},
 }
-QUIET = {"memory": {"overflow_summary": False, "auto_memory": False, "inject": "off"}}
+QUIET = {
+    "memory": {
+        "overflow_summary": False,
+        "session_summary": False,
+        "auto_memory": False,
+        "inject": "off",
+    }
+}
 
 
 def ask_json(cb: Any, *args: str) -> dict[str, Any]:

@@ -30,7 +30,14 @@ USAGE = {
     "prompt_tokens_details": {"cached_tokens": 1100},
 }
 SAVED = 1100 * (2.0 - 0.5) / 1_000_000  # what the cache saved a turn (issue 24 point 3)
-QUIET = {"memory": {"overflow_summary": False, "auto_memory": False, "inject": "off"}}
+QUIET = {
+    "memory": {
+        "overflow_summary": False,
+        "session_summary": False,
+        "auto_memory": False,
+        "inject": "off",
+    }
+}
 
 
 def changes_rows(out: str) -> list[str]:
@@ -100,3 +107,34 @@ def test_the_chat_shows_what_the_cache_saved(tmp_path: Path, server: fs.FakeServ
     out = h.text()
     assert f"· cache saved {2 * SAVED:.4f}" in out.split("this session so far:")[1].splitlines()[0]
     assert "today, all sessions: cost" in out and f"· cache saved {2 * SAVED:.4f}" in out
+
+
+def test_context_names_a_pinned_line_and_the_window_step(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    from countbot_cli.memory.marks import set_mark
+    from countbot_cli.memory.store import MemoryStore
+
+    h = Harness(tmp_path, server, persona={"max_history_messages": 4}, **QUIET)
+    server.add(*(fs.text(f"answer {k}", usage=MISS) for k in range(1, 5)))
+
+    def pin(h: Harness) -> None:
+        h.wait_for("answer 2")
+        set_mark(MemoryStore(h.cb.memory_file), 1, "pinned", True)  # `countbot memory pin 1`
+
+    h.run(
+        [
+            "/memory add The user likes green tea\r",
+            "one\r",
+            "two\r",
+            pin,
+            "three\r",
+            "/context\r",
+            "four\r",
+            "/context\r",
+        ]
+    )
+    assert changes_rows(h.text()) == [
+        "since the previous request: pinned line changed — the cache missed",
+        "since the previous request: window stepped (4 messages archived) — the cache missed",
+    ]
