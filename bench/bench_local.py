@@ -1,7 +1,7 @@
 """Benchmark of the embedded local model (SPEC §9). Prints medians; no targets, for information.
 
-- Time to first token and tokens per second of provider `type: local` (SmolLM2-135M run
-  in-process by llama-cpp-python) against the same GGUF behind llama-cpp-python's own server
+- Time to first token and tokens per second of provider `type: local` (SmolLM2-135M run by
+  llama-cpp-python in countbot's model process) against the same GGUF behind llama-cpp-python's own server
   (`python -m llama_cpp.server`, started here on a free loopback port) driven by countbot's
   OpenAI-compatible provider. Same messages, same context size, temperature 0, same max_tokens,
   alternating in the same run (so drifting load on a shared machine hits both alike; prompt
@@ -10,9 +10,12 @@
   prompt evaluated, is printed as "cold"). Each run changes only the user message, as a chat
   does, so both sides reuse the cached system-prompt prefix. Tokens are counted with the model's
   own tokenizer on both sides (the server's stream carries no usage).
-- Extra resident memory of a countbot process once the local model is loaded: a child process
-  imports countbot's app, then loads the model and answers once; RSS before and after, for the
-  preset's context window (8192) and for 2048 (the KV cache is most of the difference).
+- Extra resident memory once the local model is loaded: a child process imports countbot's
+  app, then loads the model (in its model process) and answers once; RSS before and after
+  (countbot and its model process together), for the preset's context window (8192) and for
+  2048 (the KV cache is most of the difference).
+- bench_local_child.py measures the model process itself: in and out of process, the 40-turn
+  memory upkeep run and prompt speed with and without the AMX crash fix.
 
 Run: .venv/bin/python bench/bench_local.py [--runs N] [--max-tokens N]
 """
@@ -38,6 +41,7 @@ from countbot_cli.config.providers import ProviderConfig  # noqa: E402
 from countbot_cli.messages import ChatRequest, StreamEvent, TextDelta  # noqa: E402
 from countbot_cli.provider import Provider  # noqa: E402
 from countbot_cli.provider.local import LocalProvider, bundled_model_path  # noqa: E402
+from countbot_cli.provider.local_process import current_process  # noqa: E402
 
 SYSTEM = (
     "You are countbot, a helpful assistant in a terminal. Answer clearly and briefly. "
@@ -146,7 +150,9 @@ def memory_child(n_ctx: int) -> None:
     base = rss_mb()
     prov = LocalProvider(settings(type="local", model="", context_window=n_ctx))
     measure(prov.stream(request(0, 32)), len)
-    print(json.dumps({"base": base, "loaded": rss_mb()}))
+    child = current_process()
+    model = rss_mb(child.pid) if child is not None else 0.0
+    print(json.dumps({"base": base, "loaded": rss_mb() + model}))
 
 
 def memory(n_ctx: int) -> dict[str, float]:
@@ -207,11 +213,11 @@ def main() -> int:
         proc.wait(timeout=10)
     print(f"SmolLM2-135M-Instruct Q4_1, n_ctx {args.n_ctx}, max_tokens {args.max_tokens}, "
           f"temperature 0, median of {args.runs} runs; load average {load_avg}")  # fmt: skip
-    print(f"  model load (in-process, once per process): {load * 1000:.0f} ms; "
+    print(f"  model process start + load (once per countbot): {load * 1000:.0f} ms; "
           f"server start to /v1/models: {up:.2f} s")  # fmt: skip
-    print(summary("local provider (in-process)", local_s, local_cold))
+    print(summary("local provider (its process)", local_s, local_cold))
     print(summary("llama_cpp.server via countbot", server_s, server_cold))
-    print("resident memory of a countbot process (app imported -> model loaded, one answer):")
+    print("resident memory of countbot + its model process (app -> model loaded, one answer):")
     for n_ctx in (8192, 2048):
         m = memory(n_ctx)
         print(f"  n_ctx {n_ctx:>5}: {m['base']:6.1f} MB -> {m['loaded']:6.1f} MB "

@@ -54,7 +54,7 @@ EXAMPLE_CONFIG = """\
 # providers:
 #   openai:
 #     # type: openai          # openai: any OpenAI-compatible HTTP API | local: a GGUF file run
-#     #                       #   in-process by llama-cpp-python (no server, no key)
+#     #                       #   by llama-cpp-python in its own process (no server, no key)
 #     preset: openai          # base URL, key variable, default model, context window, quirks
 #     # api_base: https://api.openai.com/v1   # ends in /v1 (or the service's equivalent)
 #     #

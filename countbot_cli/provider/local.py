@@ -40,6 +40,7 @@ from countbot_cli.config.presets import LOCAL_MODEL_FILE, LOCAL_MODEL_NAME
 from countbot_cli.errors import (
     ConfigError,
     ContextLengthError,
+    CountbotError,
     ProviderError,
     StreamError,
     TransientError,
@@ -319,7 +320,7 @@ class LocalProvider:
                         first = time.perf_counter()
                     yield from events
                 pending = False
-            except ProviderError:
+            except CountbotError:  # its last reply (an error) or its death: nothing to stop
                 pending = False
                 raise
             finally:  # also on Ctrl-C or when the consumer closes us: stop generating now

@@ -99,7 +99,9 @@ class ModelProcess:
         self._ids = 0
         self._lock = threading.Lock()
         self._owner: int | None = None
-        self._read_any(START_TIMEOUT)  # {"ready": true}
+        if self._read_any(START_TIMEOUT) is None:  # no {"ready": true}: it hangs
+            self.kill()
+            raise self._died()
         self.start_seconds = time.perf_counter() - started
         self._start_reported = False
 

@@ -266,6 +266,7 @@ def test_bad_gguf_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
         list(prov.stream(ask("hi")))
     assert info.value.exit_code == EXIT_USAGE
     assert "bad.gguf" in str(info.value) and "GGUF" in str(info.value)
+    assert current_process() is not None  # the model process said so and lives on
     assert (str(bad.resolve()), N_CTX) not in localmod.loaded_models()
 
 
