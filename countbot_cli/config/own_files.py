@@ -30,9 +30,18 @@ SAVED_FILE = "cache_savings.json"  # what cached tokens saved each day (config/p
 CONTEXT_WINDOWS_FILE = "context_windows.json"  # servers' context windows (provider/window.py)
 RATIOS_FILE = ".countbot_tokens.json"  # learned token ratios (conversation/budget.py)
 HISTORY_FILE = ".countbot_history"  # the REPL's input history (repl/loop.py)
-DATA_FILES = (COSTS_FILE, SAVED_FILE, CONTEXT_WINDOWS_FILE, RATIOS_FILE, HISTORY_FILE)
+SERVERS_FILE = "servers.json"  # what each server said it is (provider/server_facts.py)
+DATA_FILES = (
+    COSTS_FILE,
+    SAVED_FILE,
+    CONTEXT_WINDOWS_FILE,
+    RATIOS_FILE,
+    HISTORY_FILE,
+    SERVERS_FILE,
+)
 SEARCH_INDEX_FILE = "search-index.sqlite3"  # in the sessions folder (conversation/search.py)
 MARKS_SUFFIX = ".marks.json"  # MEMORY.md -> MEMORY.marks.json (memory/marks.py)
+ARCHIVE_SUFFIX = ".archive.jsonl"  # MEMORY.md -> MEMORY.archive.jsonl (memory/archive.py)
 SOURCES_SUFFIX = ".sources.jsonl"  # MEMORY.md -> MEMORY.sources.jsonl (memory/sources.py)
 
 _COMPANION = re.compile(r"\.(lock|[a-z]+-\d{8}T\d{6}Z(-\d+)?)")  # after the name

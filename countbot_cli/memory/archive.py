@@ -17,10 +17,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from countbot_cli.config.own_files import ARCHIVE_SUFFIX as SUFFIX
 from countbot_cli.errors import StorageError
 from countbot_cli.jsonsafe import loads_bounded
 
-SUFFIX = ".archive.jsonl"
 TAIL_BYTES = 8192  # the last record is read from the file's end
 
 

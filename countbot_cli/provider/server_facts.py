@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from countbot_cli.config.own_files import SERVERS_FILE as CACHE_FILE
 from countbot_cli.config.presets import PRESETS
 from countbot_cli.config.providers import ProviderConfig
 from countbot_cli.errors import ConfigError
@@ -34,7 +35,6 @@ from countbot_cli.provider.window import (
     server_kind,
 )
 
-CACHE_FILE = "servers.json"
 Fetch = Callable[[str, str, Any], tuple[Any, str]]  # (method, url, body) -> (JSON, Server header)
 
 
