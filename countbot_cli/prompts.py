@@ -282,7 +282,7 @@ def conversation_memory_prompt(messages_text: str, language: str) -> str:
 # ---- the rolling session summary (memory/rolling.py): one call per window step ----
 
 ROLLING_LEAD = "Summary of the earlier part of this conversation (those messages are not shown):"
-MEMORY_MARK, SUMMARY_MARK = "MEMORY:", "SUMMARY:"
+MEMORY_MARK, SUMMARY_MARK, TITLE_MARK = "MEMORY:", "SUMMARY:", "TITLE:"
 
 _ROLLING_MEMORY_EN = """1. MEMORY: one long-term memory entry with what has lasting value in the messages leaving the window: the user's explicit preferences and habits, important decisions, project settings and technical details, key tool results; concrete (names, numbers, dates, versions), items separated by "；"; no greetings, one-off results or temporary data. If nothing is worth keeping, write exactly {sentinel}.
 """
@@ -304,7 +304,7 @@ _ROLLING_MEMORY_ZH = """1. MEMORY: 把移出窗口的消息中有长期价值的
 _ROLLING_ZH = """你负责维护一段对话的滚动摘要，这段对话较早的消息正在移出窗口{and_memory}。请写出：
 
 {memory_rule}{n}. SUMMARY: 结合下面的消息更新后的对话摘要：对话的主题、用户的目标和限制、已确定的决定和事实、未解决的问题、目前的进展。纯文本，不超过 {words} 字；保留仍然重要的内容，去掉不再重要的内容。
-
+{title_rule}
 目前的摘要:
 {summary}
 {backlog}
@@ -321,11 +321,18 @@ def rolling_context(summary: str) -> str:
 
 
 def rolling_summary_prompt(
-    summary: str, backlog: str, messages_text: str, language: str, *, memory: bool, words: int
+    summary: str,
+    backlog: str,
+    messages_text: str,
+    language: str,
+    *,
+    memory: bool,
+    words: int,
+    title: bool = False,
 ) -> str:
     """One call per window step: the session's rolling summary brought up to date with the
-    block leaving the window (and `backlog`, older messages it missed) and, with `memory`, the
-    overflow memory entry of the block in the same reply."""
+    block leaving the window (and `backlog`, older messages it missed); with `memory`, the
+    overflow memory entry of the block in the same reply; with `title`, a title for it."""
     zh = is_chinese(language)
     none = "（暂无）" if zh else "(none yet)"
     if backlog:
@@ -337,7 +344,18 @@ def rolling_summary_prompt(
         backlog = f"\n{head}\n{backlog}\n"
     rule = (_ROLLING_MEMORY_ZH if zh else _ROLLING_MEMORY_EN).format(sentinel=NO_MEMORY_SENTINEL)
     labels = [MEMORY_MARK + " …", SUMMARY_MARK + " …"] if memory else [SUMMARY_MARK + " …"]
-    two = ("两行" if zh else "two lines") if memory else ("一行" if zh else "one line")
+    title_rule = ""
+    if title:
+        n = len(labels) + 1
+        title_rule = (
+            f"{n}. TITLE: 这段对话的标题，不超过 12 个字。\n"
+            if zh
+            else f"{n}. TITLE: a title for the conversation, at most 8 words.\n"
+        )
+        labels.append(TITLE_MARK + " …")
+    two = (("一行", "两行", "三行") if zh else ("one line", "two lines", "three lines"))[
+        len(labels) - 1
+    ]
     and_memory = ("，同时提取长期记忆" if zh else ", and its long-term memory") if memory else ""
     return (_ROLLING_ZH if zh else _ROLLING_EN).format(
         and_memory=and_memory,
@@ -349,6 +367,7 @@ def rolling_summary_prompt(
         messages=messages_text,
         lines=two,
         labels="\n".join(labels),
+        title_rule=title_rule,
     )
 
 

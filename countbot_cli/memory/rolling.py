@@ -20,6 +20,8 @@ session's `rolling_summary` up to date with that block, so a step costs one call
   or unusable still writes its memory line and archives the block, but the summary and its
   cursor (`cursors["rolling"]`, the key of the last message folded in) stay: the next step
   shows the missed messages as a backlog, so they are summarised then.
+- **A title.** While the session's title is still the first question's (`title_from`), the same
+  call asks for a title, which replaces it once; a title the user gave is never replaced.
 - **Compatible.** Files without `rolling_summary` load with none; older countbots ignore it.
 """
 
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from countbot_cli.conversation.context import sendable
+from countbot_cli.conversation.session import title_from
 from countbot_cli.memory.digest import format_newest, is_no_memory, message_key, summary_line
 from countbot_cli.messages import Message
 from countbot_cli.prompts import overflow_summary_prompt, rolling_summary_prompt
@@ -43,18 +46,40 @@ CURSOR_ROLLING = "rolling"  # message_key of the last message folded into the ro
 ROLLING_CHARS = 1200  # the summary is cut here (at a word) if the model wrote more
 ROLLING_WORDS = 150  # what the prompt asks for
 BACKLOG_CHARS = 4000  # older messages the summary missed, newest kept
-_LABEL = re.compile(r"[*#\s]*\b(MEMORY|SUMMARY)\b\s*\**\s*[:：]\s*\**", re.IGNORECASE)
+_LABEL = re.compile(r"[*#\s]*\b(MEMORY|SUMMARY|TITLE)\b\s*\**\s*[:：]\s*\**", re.IGNORECASE)
+TITLE_WORDS = 12
 
 
-def split_reply(reply: str) -> tuple[str | None, str | None]:
-    """(memory part, summary part) of a `MEMORY: … SUMMARY: …` reply; None for a part whose
-    label is missing (both None: the model ignored the format)."""
+def labelled(reply: str) -> dict[str, str]:
+    """The parts of a `MEMORY: … SUMMARY: … TITLE: …` reply by label (the first of each)."""
     marks = list(_LABEL.finditer(reply))
     parts: dict[str, str] = {}
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(reply)
         parts.setdefault(m.group(1).upper(), reply[m.end() : end].strip(" *\n\t"))
+    return parts
+
+
+def split_reply(reply: str) -> tuple[str | None, str | None]:
+    """(memory part, summary part) of a reply; None for a part whose label is missing (both
+    None: the model ignored the format)."""
+    parts = labelled(reply)
     return parts.get("MEMORY"), parts.get("SUMMARY")
+
+
+def auto_title(session: Session) -> bool:
+    """Whether the title is still the one the first question gave it (never the user's)."""
+    first = next((m for m in session.all_messages() if m.role == "user"), None)
+    return first is not None and bool(session.title) and session.title == title_from(first.content)
+
+
+def clean_title(text: str | None) -> str | None:
+    """A model's title: one line, no quotes, at most TITLE_WORDS words and TITLE_MAX chars."""
+    if not text:
+        return None
+    words = " ".join(text.split()).strip(" \"'“”‘’「」《》.。").split()[:TITLE_WORDS]
+    title = title_from(" ".join(words))
+    return title or None
 
 
 def clean_summary(text: str | None, limit: int = ROLLING_CHARS) -> str | None:
@@ -95,6 +120,8 @@ class Rolling:
     backlog: list[str] = field(default_factory=list)
     limit: int = ROLLING_CHARS  # of the summary
     backlog_chars: int = BACKLOG_CHARS
+    title: bool = False  # a title asked for too (the first question's is still the title)
+    new_title: str | None = None  # the last reply's
 
     @classmethod
     def start(cls, settings: Settings, session: Session, window: int) -> Rolling:
@@ -114,6 +141,7 @@ class Rolling:
             backlog=text.split("\n") if text else [],
             limit=limit,
             backlog_chars=backlog_chars,
+            title=enabled and auto_title(session),
         )
 
     def prompt(self, lines: Sequence[str]) -> str:
@@ -127,24 +155,32 @@ class Rolling:
             self.language,
             memory=self.memory,
             words=ROLLING_WORDS,
+            title=self.title,
         )
 
     def read(self, reply: str | None) -> tuple[str | None, str | None]:
         """(the reply for a memory line, the new summary) of one call's reply."""
+        self.new_title = None
         if reply is None or not self.enabled:
             return reply, None
-        memory, summary = split_reply(reply)
+        parts = labelled(reply)
+        memory, summary = parts.get("MEMORY"), parts.get("SUMMARY")
         if memory is None and summary is None:  # no labels: take it as the memory line
             return (reply if self.memory else None), None
+        self.new_title = clean_title(parts.get("TITLE")) if self.title else None
         return (memory if self.memory else None), clean_summary(summary, self.limit)
 
     def commit(self, summary: str | None, batch: Sequence[Message]) -> Callable[[Session], None]:
         """The batch's change to the session (applied inside the write that archives it)."""
 
+        title = self.new_title
+
         def apply(s: Session) -> None:
             if summary is not None and batch:
                 s.rolling_summary = summary
                 s.cursors[CURSOR_ROLLING] = message_key(batch[-1].id)
+            if title is not None and auto_title(s):  # never over a title the user gave
+                s.title = title
 
         return apply
 
@@ -152,6 +188,8 @@ class Rolling:
         """After the batch's write: the next batch builds on what this one left."""
         if not self.enabled:
             return
+        if self.new_title is not None:
+            self.title = False  # titled once: the first question no longer names it
         if summary is not None:
             self.summary, self.backlog = summary, []
             return

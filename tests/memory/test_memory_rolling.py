@@ -14,7 +14,7 @@ from memory_rig import RigFactory, backlog_lines, dialogue_lines, messages_of, q
 
 from countbot_cli.conversation.session import Session
 from countbot_cli.memory.rolling import ROLLING_CHARS, clean_summary, split_reply
-from countbot_cli.prompts import MEMORY_MARK, ROLLING_LEAD, SUMMARY_MARK
+from countbot_cli.prompts import MEMORY_MARK, ROLLING_LEAD, SUMMARY_MARK, TITLE_MARK
 
 ROLLING = {"auto_memory": False, "inject": "off"}
 
@@ -160,3 +160,25 @@ def test_a_session_file_without_a_rolling_summary_loads() -> None:
     old.rolling_summary = "the gist"
     assert old.context_summary() == f"{ROLLING_LEAD}\nthe gist"
     assert Session.from_dict(old.to_dict()).rolling_summary == "the gist"
+
+
+def test_a_model_made_title_replaces_the_first_questions_once_never_the_users(
+    rig_factory: Any,
+) -> None:
+    titled = f"{MEMORY_MARK} fact\n{SUMMARY_MARK} a trip\n{TITLE_MARK} “Planning the Lisbon trip”."
+    rig = rig_factory(persona={"max_history_messages": 6}, memory=ROLLING)
+    rig.summariser.replies = [fs.text(titled), fs.text(titled.replace("Lisbon", "Porto"))]
+    for k in range(1, 7):
+        rig.turn(q(k))
+    first, second = rig.summariser.of("overflow")
+    assert f"{TITLE_MARK} …" in first and f"{TITLE_MARK} …" not in second  # asked once
+    assert rig.saved()["title"] == "Planning the Lisbon trip"
+    assert rig.store.list()[0]["title"] == "Planning the Lisbon trip"
+    mine = rig_factory(persona={"max_history_messages": 6}, memory=ROLLING)
+    mine.summariser.replies = [fs.text(titled)]
+    mine.turn(q(1))
+    mine.conversation.rename("My own name")  # /rename
+    for k in range(2, 5):
+        mine.turn(q(k))
+    assert f"{TITLE_MARK} …" not in mine.summariser.of("overflow")[0]
+    assert mine.saved()["title"] == "My own name"
