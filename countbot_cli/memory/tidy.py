@@ -193,6 +193,8 @@ def find(store: MemoryStore) -> tuple[list[Proposal], list[list[Entry]]]:
         if i in used or j in used:
             continue
         p = classify(entries[i], entries[j], bags[i], bags[j])
+        if p is not None and p.kind == "drop" and marks.is_pinned(p.remove[0]):
+            p = Proposal("drop", p.remove[0], [p.keep], p.remove[0].content, p.why)  # the pin
         if p is not None and not any(marks.is_pinned(e) for e in p.remove):
             found.append(p)
             used.update((i, j))

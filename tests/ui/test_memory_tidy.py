@@ -109,6 +109,11 @@ def test_a_merge_keeps_the_pin_and_the_model_never_removes_a_pinned_line(
         "The user prefers dark mode everywhere"
     ]
     pinned = marks.pinned_entries(store)[0]
+    store.add("the user prefers dark mode everywhere!", "tool")  # a copy of the pinned line
+    (p,) = [p for p in find(store)[0] if p.kind == "drop"]
+    assert p.keep == pinned and [e.content for e in p.remove] == [
+        "the user prefers dark mode everywhere!"
+    ]  # the pinned one stays, older or not
     group = [pinned, next(e for e in store.entries() if e.content == PLAIN)]
     bad = json.dumps({"kind": "drop", "keep": numbers[PLAIN], "remove": [store.number_of(pinned)]})
     assert ask_model(store, [group], lambda prompt, what: bad, "en") == []
