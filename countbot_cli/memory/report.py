@@ -58,6 +58,13 @@ def without_memory(settings: Settings) -> Settings:
     return replace(settings, memory=off)
 
 
+def entry_for(text: str, numbered: Sequence[tuple[int, Entry]]) -> tuple[int, Entry] | None:
+    """The numbered entry a memory line as a request carries it stands for (`DATE: CONTENT`,
+    or any wording that holds the content and its date): the longest such content wins."""
+    hits = [(n, e) for n, e in numbered if e.content and e.content in text and e.date in text]
+    return max(hits, key=lambda hit: len(hit[1].content), default=None)
+
+
 def _row(number: int | None, e: Entry, **extra: Any) -> dict[str, Any]:
     return {"number": number, "date": e.date, "source": e.source, "content": e.content, **extra}
 
@@ -114,9 +121,8 @@ class Probe:
         ctx = result.context
         sent = [("pinned", t) for t in (ctx.pinned if ctx else [])]
         sent += [("recalled", t) for t in (ctx.memory_entries if ctx else [])]
-        by_prompt = {f"{e.date}: {e.content}": (n, e) for n, e in numbered}
         by_line = {e.line: (n, e) for n, e in numbered}
-        used = [_row(*by_prompt[t], why=why) for why, t in sent if t in by_prompt]
+        used = [_row(*hit, why=why) for why, t in sent if (hit := entry_for(t, numbered))]
         used += [_row(*by_line[x], why="tool") for x in dict.fromkeys(tool_lines) if x in by_line]
         links = sources.load(self.store.path)
         written = []

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from countbot_cli.conversation.session import plural
 from countbot_cli.errors import CountbotError
+from countbot_cli.memory.report import entry_for
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.messages import Message
 from countbot_cli.textsafe import sanitize_line
@@ -166,14 +167,10 @@ def _hint(entry: str, memory_file: Path, verb: str) -> str:
 def _line_of(entry: str, memory_file: Path) -> int | None:
     """The entry number of a memory line as the prompt holds it (`DATE: CONTENT`)."""
     try:
-        numbered = MemoryStore(memory_file).numbered()
+        hit = entry_for(entry, MemoryStore(memory_file).numbered())
     except (CountbotError, OSError):
         return None
-    text = entry.strip()
-    for n, e in numbered:
-        if e.content and text.endswith(e.content) and (not e.date or e.date in text):
-            return n
-    return None
+    return hit[0] if hit else None
 
 
 def _tool_name(schema: dict[str, Any]) -> str:
