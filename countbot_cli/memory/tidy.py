@@ -12,9 +12,9 @@ Proposals come from two places:
   newer line kept. Each entry is in one proposal at most; pinned lines are never removed.
 - **From the model** (`ask_model`): groups of related entries the rules did not settle (a
   rarity-weighted share of words, at least one of them rare: lines merely phrased alike are not
-  related), strongest pairs first, sent in at most `MAX_CALLS` bounded summary calls of `GROUP_CHARS`, answered
-  as one JSON object a proposal; anything malformed or naming entries outside its group is
-  ignored.
+  related), strongest pairs first, sent in at most `MAX_CALLS` bounded summary calls of
+  `GROUP_CHARS`, answered as one JSON object a proposal; anything malformed, naming entries
+  outside its group or removing a pinned line is ignored.
 
 `apply` makes one proposal real under MEMORY.md's lock (`MemoryStore.rewrite`, against the file
 as it is then, so a concurrent writer loses nothing): the removed lines go to the archive
@@ -68,38 +68,9 @@ _CHANGED = LazyPattern(
     r"|现在|改为|改成|搬到|换成|不再|已经改"
 )
 _STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "of",
-        "to",
-        "in",
-        "on",
-        "at",
-        "for",
-        "with",
-        "by",
-        "from",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "it",
-        "its",
-        "this",
-        "that",
-        "user",
-        "users",
-        "s",
-        "uses",
-        "use",
-        "has",
-        "have",
-    ]
+    ("a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "for", "with", "by", "from")
+    + ("is", "are", "was", "were", "be", "it", "its", "this", "that", "has", "have")
+    + ("user", "users", "s", "uses", "use")
 )
 _OBJECT = re.compile(r"\{[^{}]*\}")
 
