@@ -16,6 +16,7 @@ from countbot_cli.config.instructions import instructions_for
 from countbot_cli.config.options import apply_options
 from countbot_cli.config.settings import Settings, untrusted_notice
 from countbot_cli.config.settings import load_settings as settings_from
+from countbot_cli.config.skills import listing, skills_for
 from countbot_cli.conversation.attachments import compose_message
 from countbot_cli.conversation.budget import make_budget
 from countbot_cli.conversation.chat import Backend, Conversation, open_session
@@ -271,10 +272,17 @@ def build_backend(
         recall=keeper.recall if settings.memory.inject != "off" else None,
         pinned=None if settings.memory.off else keeper.pinned,  # ask --no-memory
         instructions=instructions_for(settings, lambda m: _notice(sys.stderr, m)),
+        skills=_skills(settings) if tools is not None else [],  # read with read_file
         streaming=streaming,
     )
     engine.window_notice = assumed_window_notice(settings, provider)
     return Backend(engine, keeper)
+
+
+def _skills(settings: Settings) -> list[tuple[str, str, str]]:
+    """The skills' lines for the stable head (config/skills.py); left-out ones named once."""
+    found = skills_for(settings, lambda m: _notice(sys.stderr, m))
+    return listing(found, settings.tools.workspace)
 
 
 def _policy(settings: Settings, *, yes: bool, confirmer: Confirmer | None) -> ApprovalPolicy:
@@ -301,6 +309,8 @@ def _tool_registry(
         + settings.mcp.secret_values(),  # MCP servers' env and headers
         # countbot's own files always need approval, even inside the workspace
         protected=settings.own_files,
+        # the user's own skills (config/skills.py): read_file reads them without asking
+        readable=tuple(s.file.parent for s in skills_for(settings) if not s.project),
     )
     search = search_sessions_tool(
         settings.sessions_dir,

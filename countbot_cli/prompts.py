@@ -10,6 +10,7 @@ session summary follow it; recalled memory goes into the current message, not th
 from __future__ import annotations
 
 import platform
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
@@ -187,6 +188,22 @@ def with_instructions(prompt: str, name: str, text: str) -> str:
     if not text.strip():
         return prompt
     return f"{prompt}\n\n{INSTRUCTIONS_HEADER.format(name=name)}\n{text.strip()}"
+
+
+SKILLS_HEADER = (
+    "## Skills\n"
+    "Instructions for particular tasks, one file each. When a task matches a skill's "
+    "description, read its file with read_file first, then follow it."
+)
+
+
+def with_skills(prompt: str, skills: Sequence[tuple[str, str, str]]) -> str:
+    """The skills' names, descriptions and files (config/skills.py): part of the stable head;
+    their bodies are read with read_file only when needed."""
+    if not skills:
+        return prompt
+    rows = "\n".join(f"- {name}: {about} (file: {path})" for name, about, path in skills)
+    return f"{prompt}\n\n{SKILLS_HEADER}\n{rows}"
 
 
 def with_recalled_memory(user_text: str, entries: list[str], language: str) -> str:

@@ -7,8 +7,9 @@ shows what the user would trust and asks before it records those bytes (`trust.t
   for safety (`summary`) and a `warning:` line for each setting that hands something over
   (`warnings`: a key sent to a server that is no known provider's, a key command, commands or
   tools run without asking, MCP servers' commands, files outside the project);
-- an instructions file (config/instructions.py): the whole text that would be sent, paged on a
-  terminal (`$PAGER`, else less), cut where the system prompt cuts it.
+- an instructions file (config/instructions.py) or a project's skill (`skills/NAME/SKILL.md`,
+  config/skills.py): the whole text that would be sent, paged on a terminal (`$PAGER`, else
+  less), cut where the system prompt cuts it.
 
 Then a y/N question on the terminal; without one, `--yes` is needed (exit 2 otherwise, after
 showing). Each function writes to the stream it is given and returns an exit code; a problem
@@ -33,6 +34,7 @@ from countbot_cli.config.mcp import McpServer
 from countbot_cli.config.presets import PRESETS
 from countbot_cli.config.providers import ProviderConfig
 from countbot_cli.config.settings import Settings, check_file, default_home
+from countbot_cli.config.skills import SKILL_FILE
 from countbot_cli.conversation.session import plural
 from countbot_cli.errors import EXIT_OK, UsageError
 from countbot_cli.textsafe import sanitize, sanitize_line
@@ -94,7 +96,7 @@ def config_trust(
     if not target.is_file():
         what = "is not a file" if target.exists() else "does not exist"
         raise UsageError(f"{target} {what}", hint="usage: countbot config trust [PATH]")
-    if target.name in INSTRUCTION_FILES:
+    if target.name in INSTRUCTION_FILES or target.name == SKILL_FILE:  # shown whole, then asked
         return _trust_instructions(target, out, env, review)
     data = read_config(target)
     settings, root = check_file(target, data, env=env, cwd=target.parent)
@@ -129,6 +131,9 @@ def _trust_instructions(target: Path, out: TextIO, env: Mapping[str, str], revie
     where = sanitize_line(str(target))
     head = (
         f"{where}: {size:,} bytes, sent in the system prompt of every request started in its folder"
+        if target.name != SKILL_FILE
+        else f"{where}: {size:,} bytes, a skill: its name and description in the system prompt, "
+        "its text read by the model when a task matches"
     )
     if size > INSTRUCTIONS_MAX_BYTES:
         head += f"; only its first {INSTRUCTIONS_MAX_BYTES:,} bytes are sent: those are shown and trusted"

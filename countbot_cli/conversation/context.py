@@ -38,6 +38,7 @@ from countbot_cli.prompts import (
     with_pinned_memory,
     with_recalled_memory,
     with_session_context,
+    with_skills,
 )
 
 # (window, fixed_tokens_hint) -> trimmed window. `fixed` is everything that is not history:
@@ -143,22 +144,26 @@ def build_context(
     memory_entries: Sequence[str] = (),
     pinned: Sequence[str] = (),
     instructions: tuple[str, str] | None = None,
+    skills: Sequence[tuple[str, str, str]] = (),
     tools: Sequence[dict[str, Any]] = (),
     budget: Budget | None = None,
     keep_recall: bool = False,
 ) -> TurnContext:
-    """`instructions`: (file name, text) of a trusted instructions file. `keep_recall`: the
+    """`instructions`: (file name, text) of a trusted instructions file; `skills`: (name,
+    description, file) of each skill (config/skills.py). `keep_recall`: the
     `keep` layout (see the module): only lines not kept in a message of the window are sent."""
     head = system_prompt(facts)
     parts = {
         "system prompt": head,
         "instructions": "\n".join(instructions or ()),
+        "skills": "\n".join(" ".join(row) for row in skills),
         "pinned line": "\n".join(pinned),
         "session summary": summary,
         "tools": json.dumps(list(tools), sort_keys=True, ensure_ascii=False),
     }
     if instructions is not None:
         head = with_instructions(head, *instructions)
+    head = with_skills(head, skills)
     system = with_session_context(with_pinned_memory(head, list(pinned)), summary)
     window = history_window(history, max_history)
     total = len(sendable(history))

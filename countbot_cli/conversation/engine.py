@@ -15,7 +15,7 @@ session's "new or saved" rule, the system override, memory upkeep after it) is t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import date
@@ -106,6 +106,7 @@ class Engine:
         recall: Callable[[str], list[str]] | None = None,
         pinned: Callable[[], list[str]] | None = None,
         instructions: tuple[str, str] | None = None,
+        skills: Sequence[tuple[str, str, str]] = (),
         today: Callable[[], date] = date.today,
         streaming: bool = True,
     ) -> None:
@@ -120,6 +121,7 @@ class Engine:
         self.recall = recall
         self.pinned = pinned
         self.instructions = instructions
+        self.skills = skills  # (name, description, file) in the stable head (config/skills.py)
         self.today = today
         self._current = _Round()
         self._cache_key: str | None = None  # the session of the turn running (prompt_cache_key)
@@ -173,6 +175,7 @@ class Engine:
             memory_entries=memory,
             pinned=pinned,
             instructions=self.instructions,
+            skills=self.skills,
             tools=self.tool_schemas(),
             budget=self.budget,
             keep_recall=self.settings.provider.preset in KEEP_RECALL,

@@ -25,7 +25,7 @@ from countbot_cli.repl.attach import cmd_attach, cmd_mcp
 from countbot_cli.repl.branching import cmd_edit, cmd_fork, cmd_recap, cmd_resume, cmd_search
 from countbot_cli.repl.context_view import context_report
 from countbot_cli.repl.copy_answer import cmd_copy
-from countbot_cli.repl.template_cmds import custom_help, run_custom
+from countbot_cli.repl.template_cmds import cmd_skills, custom_help, run_custom
 from countbot_cli.repl.tidy_cmd import cmd_memory_tidy
 from countbot_cli.repl.toolbar import token_report
 from countbot_cli.repl.tuning_cmds import cmd_role, cmd_set, complete_keys, complete_roles
@@ -483,6 +483,12 @@ COMMANDS: tuple[Command, ...] = (
         _words(
             ("ask", "ask before changes"), ("auto", "allow file changes"), ("off", "no changes")
         ),
+    ),
+    Command(
+        "skills",
+        "",
+        "the skills the model may read (skills/NAME/SKILL.md); left-out ones",
+        cmd_skills,
     ),
     Command("last-tool", "", "the full output of the last tool call", cmd_last_tool),
     Command("copy", "[N]", "copy the last answer, or its N-th code block", cmd_copy),

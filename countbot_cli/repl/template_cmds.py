@@ -8,6 +8,7 @@ A name that is no built-in command is looked up in `templates/` first, then in `
 
 Too few or too many arguments are a one-line error and nothing is sent. Built-in commands win
 over a template or role of the same name. Tab completes the names with their descriptions.
+`/skills` lists the skills (config/skills.py) the model is told about, and the ones left out.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from countbot_cli.config.roles import load_role, role_names
+from countbot_cli.config.skills import find_skills
 from countbot_cli.config.templates import (
     fill,
     load_template,
@@ -68,6 +70,26 @@ def custom_commands() -> Iterator[tuple[str, str, bool]]:
                 continue
             line = sanitize_line(found.first_line)[:60]
             yield name, f"{kind}: {line}" if line else kind, takes_arguments(found.text)
+
+
+def cmd_skills(repl: ReplHost, arg: str) -> None:
+    """`/skills`: the skills listed to the model (their bodies are read only when needed), and
+    the ones left out with why (a project's SKILL.md not trusted, no description, …)."""
+    settings = repl.conversation.settings
+    if settings.trust_store is None:
+        repl.info("No skills: countbot has no config folder here.")
+        return
+    home = settings.trust_store.parent
+    found = find_skills(home, settings.tools.workspace, home)
+    for s in found.skills:
+        where = "project" if s.project else "yours"
+        repl.write(f"  {sanitize_line(s.name)}  {sanitize_line(s.description)[:80]}  ({where})\n")
+    for line in found.notices:
+        repl.warn(line)
+    if not found.skills:
+        repl.info(f"No skills yet: write {home / 'skills'}/NAME/SKILL.md (name, description)")
+    elif repl.conversation.engine.tools is None:
+        repl.info("Tools are off: the model cannot read a skill's file")
 
 
 def custom_help() -> str:

@@ -39,6 +39,7 @@ from countbot_cli.messages import ToolCall
 from countbot_cli.tools import schema as jsonschema
 from countbot_cli.tools.base import (
     KIND_EXEC,
+    KIND_READ,
     KIND_WRITE,
     PreparedCall,
     Progress,
@@ -197,11 +198,13 @@ class ToolRegistry:
             call,
             spec,
             args,
-            outside_paths=[p for p, inside in resolved if not inside],
+            outside_paths=[p for p, inside in resolved if not (inside or self._readable(spec, p))],
             paths=[p for p, _ in resolved],
         )
         if spec.kind != KIND_EXEC:  # exec asks anyway; its working_dir is only where it runs
             for path, _ in resolved:
+                if self._readable(spec, path):
+                    continue
                 why = sensitive_reason(path, self.ctx.workspace, self.ctx.protected)
                 if why is None and spec.kind == KIND_WRITE:
                     why = hard_link_reason(path)
@@ -209,6 +212,12 @@ class ToolRegistry:
                     shown = display_path(path, self.ctx.workspace)
                     prepared.sensitive.append(f"{shown}: {why}")
         return self._classify(prepared, allow_rules, deny_rules, exact_rules)
+
+    def _readable(self, spec: ToolSpec, path: Path) -> bool:
+        """A read of a folder in `ctx.readable` (the user's skills), not one of countbot's own."""
+        if spec.kind != KIND_READ or self.ctx.protected.reason(path) is not None:
+            return False
+        return any(path.is_relative_to(folder.resolve()) for folder in self.ctx.readable)
 
     def _resolve_paths(self, spec: ToolSpec, args: dict[str, Any]) -> list[tuple[Path, bool]]:
         """(resolved path, inside the workspace) for every path argument given."""
@@ -287,8 +296,8 @@ class ToolRegistry:
                     f"the path now resolves to {moved[0]}, which was not approved (a symlink "
                     "changed after the call was checked); not run"
                 )
-            if prepared.outside_paths:  # approved for exactly this call
-                ctx = dataclasses.replace(ctx, allow_outside_workspace=True)
+            if prepared.outside_paths or any(self._readable(spec, p) for p in now):
+                ctx = dataclasses.replace(ctx, allow_outside_workspace=True)  # approved or readable
             if prepared.sensitive:  # only ever approved by asking about exactly this call
                 ctx = dataclasses.replace(ctx, multi_link_ok=True)
             if progress is not None:

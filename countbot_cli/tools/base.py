@@ -44,6 +44,9 @@ class ToolContext:
     secret_values: tuple[str, ...] = field(default=(), repr=False)
     # countbot's own files and folders (config/own_files.py): always asked about
     protected: OwnFiles = OwnFiles()
+    # folders read-only tools may read without asking, outside the workspace or hidden: the
+    # user's own skills (config/skills.py); countbot's own files still ask
+    readable: tuple[Path, ...] = ()
     # True: the user approved this exact call, so appending through a file with several hard
     # links is allowed (set by the registry for a call asked about for a sensitive path)
     multi_link_ok: bool = False

@@ -109,3 +109,21 @@ def test_templates_and_roles_are_slash_commands_with_arguments(
     assert found["/review "] == "template: review a file for a concern"  # Tab completes it
     assert "/resume " in found
     assert "/review  template: review a file for a concern" in h.text()
+
+
+def test_slash_skills_lists_them_and_the_left_out(tmp_path: Path, server: fs.FakeServer) -> None:
+    h = Harness(tmp_path, server, tools=True)
+    cb = h.cb
+    _skill_file(cb.user_home, "release-notes")
+    _skill_file(cb.work, "deploy", "Deploy the site.")
+    h.run(["/skills\r"])
+    out = h.text()
+    assert "release-notes  Write release notes.  (yours)" in out
+    assert "deploy" in out and "not trusted" in out and "Deploy the site." not in out
+
+
+def _skill_file(folder: Path, name: str, description: str = "Write release notes.") -> Path:
+    path = folder / "skills" / name / "SKILL.md"
+    path.parent.mkdir(parents=True)
+    path.write_text(f"---\nname: {name}\ndescription: {description}\n---\nSteps.\n", "utf-8")
+    return path

@@ -1,0 +1,147 @@
+"""Skills (issue 23 point 9; CountBot's and the Agent Skills convention): folders of
+instructions for particular tasks, `skills/NAME/SKILL.md`, in the user's own config folder
+(`$XDG_CONFIG_HOME/countbot/skills/`) and in the workspace (`./skills/`).
+
+A SKILL.md starts with a front matter naming it and saying in one line what it is for::
+
+    ---
+    name: release-notes
+    description: Write release notes from the git log, grouped by kind of change.
+    ---
+    (the instructions, read only when needed)
+
+Only the name, the description and the file's path go into the stable head of the system
+prompt (`listing`, prompts.SKILLS_HEADER); the model reads the body with `read_file` when a task
+matches, so a skill costs a line until it is used. The user's own skill files may be read
+outside the workspace without asking (tools.ToolContext.readable). A project's skill may come
+from a cloned repository, so it follows the rule of AGENTS.md (config/instructions.py): it is
+listed only when the user trusted its SKILL.md as it is (`countbot config trust
+skills/NAME/SKILL.md`); otherwise it is left out and a notice says so once. The user's skill
+wins over a project's of the same name. Each SKILL.md is read capped (fileio.read_capped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from countbot_cli.config import trust
+from countbot_cli.config.file import parse_yaml
+from countbot_cli.config.instructions import MAX_BYTES as INSTRUCTIONS_MAX_BYTES
+from countbot_cli.config.roles import FRONT, NAME_RE
+from countbot_cli.errors import ConfigError
+from countbot_cli.fileio import read_capped
+
+if TYPE_CHECKING:
+    from countbot_cli.config.settings import Settings
+
+SKILL_FILE = "SKILL.md"
+FOLDER = "skills"
+MAX_BYTES = INSTRUCTIONS_MAX_BYTES  # of a SKILL.md read: what `config trust` shows and records
+MAX_SKILLS = 50
+MAX_DESCRIPTION = 300
+
+
+@dataclass(frozen=True)
+class Skill:
+    name: str
+    description: str
+    file: Path  # its SKILL.md
+    project: bool  # from the workspace (trusted), not the user's own folder
+
+
+@dataclass
+class Found:
+    skills: list[Skill]
+    notices: list[str]  # skills left out, and why
+
+
+def find_skills(user_home: Path, workspace: Path | None, trust_home: Path | None) -> Found:
+    """The user's skills, then the workspace's trusted ones (`trust_home`: where the trust
+    records live; None: no project skill is used)."""
+    found = Found([], [])
+    _scan(user_home / FOLDER, False, None, found)
+    if workspace is not None and trust_home is not None:
+        _scan(workspace / FOLDER, True, trust_home, found)
+    return found
+
+
+def _scan(folder: Path, project: bool, trust_home: Path | None, found: Found) -> None:
+    try:
+        files = sorted(p / SKILL_FILE for p in folder.iterdir() if (p / SKILL_FILE).is_file())
+    except OSError:
+        return
+    for file in files:
+        if len(found.skills) >= MAX_SKILLS:
+            found.notices.append(f"only the first {MAX_SKILLS} skills are listed")
+            return
+        skill, why = _read(file, project, trust_home)
+        if skill is None:
+            found.notices.append(f"ignored {file}: {why}")
+        elif any(s.name == skill.name for s in found.skills):
+            found.notices.append(f"ignored {file}: a skill named {skill.name} came first")
+        else:
+            found.skills.append(skill)
+
+
+def _read(file: Path, project: bool, trust_home: Path | None) -> tuple[Skill | None, str]:
+    try:
+        data, _size = read_capped(file, MAX_BYTES)
+    except OSError as exc:
+        return None, str(exc.strerror or exc)
+    if project and trust_home is not None:
+        verdict = trust.status(file, data, trust_home)
+        if verdict != "trusted":
+            why = "it changed since you trusted it" if verdict == "changed" else "not trusted"
+            rel = f"{FOLDER}/{file.parent.name}/{SKILL_FILE}"
+            return None, f"{why}; review it, then run: countbot config trust {rel}"
+    text = data.decode("utf-8", "replace")
+    match = FRONT.match(text)
+    if match is None:
+        return None, "no front matter with a name and a description"
+    try:
+        node = parse_yaml("\n" + match.group(1), str(file))
+    except ConfigError as e:
+        return None, e.user_message()
+    fields = node.value if node is not None and isinstance(node.value, dict) else {}
+    name = _text(fields.get("name")) or file.parent.name
+    description = _text(fields.get("description"))
+    if not NAME_RE.fullmatch(name):
+        return None, f"{name!r} is not a skill name (letters, digits, - _ .)"
+    if not description:
+        return None, "its front matter has no description (one line: what it is for)"
+    return Skill(name, description[:MAX_DESCRIPTION], file, project), ""
+
+
+def _text(node: object) -> str:
+    value = getattr(node, "value", None)
+    return " ".join(value.split()) if isinstance(value, str) else ""
+
+
+def listing(skills: list[Skill], workspace: Path) -> list[tuple[str, str, str]]:
+    """(name, description, path to read) for the system prompt: a project skill's path
+    relative to the workspace, the user's own absolute."""
+    rows = []
+    for s in skills:
+        path = s.file.relative_to(workspace) if s.project else s.file
+        rows.append((s.name, s.description, str(path)))
+    return rows
+
+
+def skills_for(settings: Settings, notice: Callable[[str], None] | None = None) -> list[Skill]:
+    """The skills of these settings (the user's folder is the trust store's); the ones left
+    out named once per process (`notice`)."""
+    if settings.trust_store is None:
+        return []
+    home = settings.trust_store.parent
+    found = find_skills(home, settings.tools.workspace, home)
+    for line in found.notices:
+        if notice is not None and line not in _said:
+            _said.add(line)
+            notice(line)
+    return found.skills
+
+
+_said: set[str] = set()  # notices given in this process
