@@ -104,7 +104,7 @@ def charge(
     if price is None:
         return None
     usage.cost = price.cost(usage)
-    if usage.cached_tokens is not None:  # the provider says what it cached
+    if usage.cached_tokens is not None and price.cached_input is not None:  # a discount
         usage.saved = price.saved(usage)
     if data_dir is None:
         return None

@@ -220,6 +220,7 @@ class JsonlView(PlainView):
             finish_reason=result.finish_reason,
             exit_code=exit_code,
             **({"parsed": parsed} if parsed is not None else {}),
+            **({"fallback": result.fallback} if result.fallback is not None else {}),
             **result.memory,
         )
 

@@ -1,7 +1,7 @@
 """What the prompt cache saved (issue 24 point 3), with prices configured: per turn, per
 session and per day, beside the cost — in `ask --json`, the session file, `sessions show`,
-and the chat's usage line and `/tokens`. Without `cached_input` the cache saves nothing; a
-provider that reports no cache figure shows no saving at all."""
+and the chat's usage line and `/tokens`. Without `cached_input` no saving is shown, nor for a
+provider that reports no cache figure."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_saved_per_turn_session_and_day(tmp_path: Path, server: fs.FakeServer) -
 @pytest.mark.parametrize(
     ("prices", "usage", "saved"),
     [
-        ({"test-model": {"input": 2.0, "output": 8.0}}, USAGE, 0.0),  # no cached price
+        ({"test-model": {"input": 2.0, "output": 8.0}}, USAGE, None),  # no cached price
         (PRICES, {"prompt_tokens": 1200, "completion_tokens": 85}, None),  # no cache figure
     ],
     ids=["no cached_input", "no cache reported"],

@@ -251,3 +251,19 @@ def test_a_missing_embedded_model_is_skipped_with_a_reason(
     proc = cb.invoke("ask", "hello")
     assert proc.returncode == 6
     assert "fallback local skipped: the embedded local model is not installed" in proc.stderr
+
+
+def test_jsonl_says_so_in_a_notice_and_the_end_event(
+    tmp_path: Path, server: fs.FakeServer, second: fs.FakeServer
+) -> None:
+    cb = two_providers(tmp_path, server.base_url, second.base_url)
+    server.add(fs.status(503))
+    second.add(fs.text("from b", model="model-b"))
+    proc = cb.invoke("ask", "--jsonl", "hello")
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    notices = [e["text"] for e in events if e["type"] == "notice"]
+    assert "test failed (server error (503)): answering with b (model-b)" in notices
+    end = events[-1]
+    assert end["type"] == "end" and end["model"] == "model-b" and end["answer"] == "from b"
+    assert end["fallback"] == {"from": "test", "to": "b", "reason": "server error (503)"}
