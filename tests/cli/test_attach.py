@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -51,7 +52,7 @@ class _Pages(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
         elif path == "/slow":
-            time.sleep(5)
+            time.sleep(30)
             self._send(200, "text/plain", b"too late")
         elif path.startswith("/huge"):
             self._huge(declared=path == "/huge-declared")
@@ -61,11 +62,14 @@ class _Pages(BaseHTTPRequestHandler):
             self._send(503, "text/plain", b"down")
 
     def _send(self, status: int, ctype: str, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except OSError:  # the client went away (a /slow answer long after its test ended):
+            pass  # a traceback here would land in whichever test's stderr is captured then
 
     def _huge(self, *, declared: bool) -> None:
         self.send_response(200)
@@ -83,9 +87,17 @@ class _Pages(BaseHTTPRequestHandler):
             pass  # the client stopped reading: as it should
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client gone (ECONNRESET, EPIPE) is no error of the page server's; its traceback
+        would be printed into whatever stderr an in-process countbot has captured then."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
 @pytest.fixture
 def pages() -> Iterator[ThreadingHTTPServer]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
+    srv = _QuietServer(("127.0.0.1", 0), _Pages)
     srv.daemon_threads = True
     srv.huge_sent = 0  # type: ignore[attr-defined]
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
@@ -336,7 +348,7 @@ def test_a_url_that_does_not_answer_in_time_is_a_network_error(
     url = _url(pages, "/slow")
     started = time.monotonic()
     line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_NETWORK)
-    assert time.monotonic() - started < 4.5
+    assert time.monotonic() - started < 20  # a hang bound: the page answers after 30 s
     assert f"-a {url}: timed out after 1 s; nothing was sent" in line
 
 
