@@ -15,6 +15,11 @@ thread-safe, from the first source that has it; nothing here ever opens a networ
 with its BPE loader swapped for ours in a private copy of its globals, so tiktoken's module
 state is untouched and tiktoken's own network loader is never reached.
 
+Memory (issue 25 point 1): an encoding is held only by tiktoken's Rust core once built (the
+Python rank table is dropped), and nothing loads one until a count matters: the budget proves
+most requests fit by a byte bound alone (budget.py), and the REPL's toolbar meter shows an
+estimate until the request nears the window or the user asks (/tokens, /context).
+
 Each message is counted once per process, whichever counter asks (token_cache.py), and a text
 over EXACT_MAX_CHARS (256 Ki characters) is estimated from 8 slices of it instead of tokenized
 whole: BPE on one long line costs seconds a megabyte (a 10 MB line: 5.8 s, each time).
@@ -25,6 +30,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import io
 import os
 import tempfile
 import threading
@@ -49,6 +55,7 @@ from countbot_cli.conversation.model_limits import (
     normalize_model,
 )
 from countbot_cli.conversation.token_cache import CountCache
+from countbot_cli.conversation.token_estimate import estimate_tokens
 
 SUPPORTED_ENCODINGS = (O200K, CL100K)
 DATA_ENV = "COUNTBOT_TIKTOKEN_DATA"
@@ -61,38 +68,6 @@ SOURCE_ESTIMATE = "estimate"
 
 class _Unavailable(Exception):
     """The BPE data does not have tiktoken's expected sha256."""
-
-
-def estimate_tokens(text: str) -> int:
-    """Estimate used when no encoding can be loaded.
-
-    One token per CJK ideograph, kana, hangul syllable or full-width form (cl100k gives about
-    1-1.3, o200k about 0.7 per Chinese character); every other character adds its UTF-8 byte
-    length to a pool counted at 4 bytes a token (OpenAI's rule of thumb for English, about right
-    for code; Cyrillic/Greek land near 2 characters a token). Calibration corrects the rest.
-    """
-    if text.isascii():
-        return (len(text) + 3) // 4
-    wide = pool = 0
-    for ch in text:
-        o = ord(ch)
-        if o < 0x80:
-            pool += 1
-        elif _is_wide(o):
-            wide += 1
-        else:
-            pool += 2 if o < 0x800 else 3 if o < 0x10000 else 4
-    return wide + (pool + 3) // 4
-
-
-def _is_wide(o: int) -> bool:
-    return (
-        0x2E80 <= o <= 0x9FFF
-        or 0xAC00 <= o <= 0xD7AF
-        or 0xF900 <= o <= 0xFAFF
-        or 0xFF00 <= o <= 0xFFEF
-        or 0x20000 <= o <= 0x3FFFF
-    )
 
 
 def _package_data_dir() -> Path | None:
@@ -139,8 +114,8 @@ def _read_cache(cache_dir: Path, name: str) -> bytes | None:
 
 def _parse_bpe(data: bytes) -> dict[bytes, int]:
     ranks: dict[bytes, int] = {}
-    for line in data.splitlines():
-        if line:
+    for line in io.BytesIO(data):  # line by line: no list of every line beside the table
+        if line.strip():
             token, rank = line.split()
             ranks[base64.b64decode(token)] = int(rank)
     return ranks
@@ -161,7 +136,11 @@ def _build(name: str, data: bytes) -> Encoding:
     env = {**ctor.__globals__, "load_tiktoken_bpe": load_bpe}
     isolated = types.FunctionType(ctor.__code__, env, ctor.__name__, ctor.__defaults__)
     params: dict[str, Any] = isolated()
-    return tiktoken.Encoding(**params)
+    enc = tiktoken.Encoding(**params)
+    # tiktoken's Rust core holds its own copy of the ranks; the Python dict kept beside it
+    # (16 MB for cl100k, 29 MB for o200k) is only read to pickle the Encoding, never to count
+    enc._mergeable_ranks = {}
+    return enc
 
 
 class EncodingLoader:

@@ -101,7 +101,7 @@ class Repl:
         self._models: list[str] | None = None
         self._models_lock = threading.Lock()
         self.meter = ContextMeter(self.settings)
-        self.meter.autoload = not preload  # else the preload thread loads the tokenizer
+        self.meter.autoload = not preload  # else once the preload thread has its imports
         self.meter.on_ready = self._redraw_prompt
         self.tool_outputs = ToolOutputs()  # every tool call's full output, for /last-tool
         self.prompts_shown = 0  # how many times the prompt was shown (tests wait on it)
@@ -394,7 +394,6 @@ class Repl:
     def _start_preload(self) -> None:
         if self._preload_thread is not None:
             return
-        model = self.conversation.provider.model
 
         def work() -> None:
             try:
@@ -403,10 +402,7 @@ class Repl:
             except Exception:  # preloading only saves time; the real import reports problems
                 pass
             self._preloaded.set()
-            try:
-                self.meter.load(model)  # the toolbar's count, then the toolbar is redrawn
-            except Exception:
-                pass
+            # not the tokenizer: its tables wait for a count that matters (repl/toolbar.py)
             self.meter.autoload = True
 
         self._preload_thread = threading.Thread(target=work, name="countbot-preload", daemon=True)

@@ -4,9 +4,11 @@
 tool definitions of the next request (without its new message) with the model's tokenizer
 (`tokens.TokenCounter`), calibrated against the provider's last reported prompt size. The bottom
 toolbar shows its total and `/tokens` its rows, so both always give the same figure. Until the
-tokenizer is loaded (in the background, after the first prompt is drawn) the toolbar uses the same
-rows counted at about four characters a token; a `~` marks any figure that is not the model's own
-tokenizer's.
+tokenizer is loaded the toolbar uses the same rows counted at about four characters a token; a `~`
+marks any figure that is not the model's own tokenizer's. The tokenizer's tables (26-48 MB) are
+loaded only when a count matters (issue 25 point 1): `/tokens` or `/context`, the budget of a
+request that may not fit, or the toolbar's estimate reaching `EXACT_FROM` of the window (then in
+the background, and the toolbar corrects itself when it is in).
 
 When the provider reports a prompt size that matches the messages alone far better than messages
 plus tool definitions (a local model whose chat template has no tools drops them), the tools are
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
     from countbot_cli.conversation.engine import Engine, TurnResult
 
 ESTIMATE_ENCODING = "estimate"  # not an encoding: TokenCounter then counts ~4 characters a token
+EXACT_FROM = 0.5  # the toolbar loads the tokenizer once its estimate is this share of the window
 
 
 @dataclass(frozen=True)
@@ -139,14 +142,11 @@ class ContextMeter:
 
     def breakdown(self, conversation: Conversation, *, wait: bool = True) -> Breakdown:
         """The next request, counted. wait=False never blocks on loading the tokenizer: it
-        counts with the estimate meanwhile (and starts the load when `autoload` is set)."""
+        counts with the estimate meanwhile (and starts the load when `autoload` is set and the
+        estimate is EXACT_FROM of the window or more)."""
         model = conversation.provider.model
-        if wait or self.ready(model):
-            counter = self.counter(model)
-        else:
-            if self.autoload:
-                self.load_in_background(model)
-            counter = self._estimator_for(model)
+        exact = wait or self.ready(model)
+        counter = self.counter(model) if exact else self._estimator_for(model)
         key = _fingerprint(conversation, counter)
         cached = self._cache
         if cached is not None and cached[0] == key:
@@ -154,6 +154,8 @@ class ContextMeter:
         self._calibrate(counter, conversation.engine)
         result = _count(counter, conversation, self.window(conversation), self._tools_sent)
         self._cache = (_fingerprint(conversation, counter), result)
+        if not exact and self.autoload and result.total >= EXACT_FROM * result.window:
+            self.load_in_background(model)  # near the window: the exact count matters now
         return result
 
     def _calibrate(self, counter: TokenCounter, engine: Engine) -> None:

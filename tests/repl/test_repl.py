@@ -523,3 +523,42 @@ def test_the_preload_starts_after_the_first_prompt_is_drawn_and_is_joined_on_sub
     assert started == [True]
     assert repl._preloaded.is_set()  # waited for by the first turn
     assert "ok" in h.text()
+
+
+def test_the_tokenizer_tables_wait_for_a_count_that_matters(
+    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25 point 1: the REPL's idle start-up (first prompt, toolbar, the preload thread)
+    and a short exchange load no BPE table; the toolbar counts with the estimate meanwhile.
+    /tokens is a count that matters: it loads the model's encoding."""
+    from countbot_cli.conversation import tokens
+
+    loader = tokens.EncodingLoader()  # this test's own process-wide loader: nothing loaded yet
+    monkeypatch.setattr(tokens, "DEFAULT_LOADER", loader)
+    h = Harness(tmp_path, server)
+    server.add(fs.text("a short answer"))
+    seen: dict[str, Any] = {}
+
+    def idle(h: Harness) -> None:
+        repl = h.repl
+        assert repl is not None
+        assert repl._preloaded.wait(20)  # a hang bound: the preload thread did its imports
+        deadline = time.monotonic() + 20
+        while not repl.meter.autoload and time.monotonic() < deadline:  # ... and finished
+            time.sleep(0.01)
+        assert repl.meter.autoload
+        seen["idle"] = [n for n in tokens.SUPPORTED_ENCODINGS if loader.is_loaded(n)]
+        seen["toolbar"] = repl.meter.summary(repl.conversation)
+
+    def after_turn(h: Harness) -> None:
+        h.wait_for("a short answer")
+        seen["after turn"] = [n for n in tokens.SUPPORTED_ENCODINGS if loader.is_loaded(n)]
+
+    name = tokens.encoding_for_model("test-model")
+    h.run(
+        [idle, "hi\r", after_turn, "/tokens\r", lambda h: h.wait_for("Next request to")],
+        preload=True,
+    )
+    assert seen["idle"] == [] and seen["after turn"] == []
+    assert seen["toolbar"].startswith("~")  # the estimate, marked as such
+    assert loader.is_loaded(name)  # /tokens counted with the real tables

@@ -228,7 +228,19 @@ def test_memory_lines_trace_to_their_messages_through_undo_retry_and_fork(
     # automatic memory finds where it stopped after an /undo by the time of the messages
     # (to the second: memory/keeper.py auto_cursor), so a second passes before each new turn
     later = lambda h: time.sleep(1.1)  # noqa: E731
-    h.run(["alpha\r", "/undo\r", later, "beta\r", later, "/retry\r", "/fork 2\r", "gamma\r"])
+
+    def distilled(h: Harness) -> None:
+        """The upkeep after "alpha" has written its line before /undo is typed (otherwise the
+        order of the two depends on how fast the machine is)."""
+        h.wait_for("answer to alpha")
+        deadline = time.monotonic() + 20  # a hang bound
+        while len(server.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        worker = h.repl.conversation.worker if h.repl is not None else None
+        assert worker is not None and worker.wait(20)
+
+    steps = ["alpha\r", distilled, "/undo\r", later, "beta\r", later, "/retry\r"]
+    h.run([*steps, "/fork 2\r", "gamma\r"])
     sessions = {x["title"]: x["id"] for x in h.store.list()}
     original, fork = sessions["beta"], sessions["beta (fork)"]
 
