@@ -185,6 +185,13 @@ attachments:
   url_timeout: 20           # seconds for a whole fetch, redirects included
   max_redirects: 4
 
+# The interactive chat's prompt (each also `/set KEY VALUE` for one chat).
+chat:
+  editing_mode: emacs       # or vi (the toolbar shows vi's insert/normal mode)
+  enter: send               # or newline (then Esc Enter / Alt-Enter sends)
+  notify: off               # bell, or desktop (notify-send where present): a long answer ended
+  notify_after: 10          # or an approval waits; seconds an answer must take to notify
+
 # When a turn fails after the retries for a reason another provider can fix (no connection,
 # timeout, 5xx, 429, out of quota), it runs on the next provider of this list, with one line
 # saying so; the answer records its model. 401/403 and rejected requests never fall back.

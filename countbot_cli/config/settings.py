@@ -24,6 +24,7 @@ from typing import Any
 from countbot_cli import keyguard
 from countbot_cli.config import own_files, saved_allow, trust
 from countbot_cli.config.attach import AttachSettings, parse_attach
+from countbot_cli.config.chat import ChatSettings, parse_chat
 from countbot_cli.config.fallback import Chain, parse_fallback
 from countbot_cli.config.file import (
     Section,
@@ -44,7 +45,7 @@ from countbot_cli.errors import ConfigError
 
 TOP_KEYS = (
     "default_provider", "providers", "temperature", "max_tokens", "max_iterations", "persona",
-    "memory", "tools", "sessions_dir", "attachments", "mcp", "prices", "fallback",
+    "memory", "tools", "sessions_dir", "attachments", "mcp", "prices", "fallback", "chat",
 )  # fmt: skip
 WINDOW_VAR = "COUNTBOT_CONTEXT_WINDOW"
 PERSONA_KEYS = ("ai_name", "user_name", "personality", "language", "max_history_messages")
@@ -134,6 +135,7 @@ class Settings:
     # model -> its prices (config.prices); empty: no cost is shown
     prices: Mapping[str, Price] = field(default_factory=lambda: MappingProxyType({}))
     fallback: Chain = Chain()  # providers a failed turn moves on to (config/fallback.py)
+    chat: ChatSettings = ChatSettings()  # the chat's prompt: vi mode, Enter, notify (config.chat)
 
     @property
     def own_files(self) -> own_files.OwnFiles:
@@ -355,6 +357,7 @@ def _build(
     memory = _memory(root.section("memory"), home, env)
     tools = _tools(root.section("tools"), home, env, cwd)
     attach = parse_attach(root.section("attachments"))
+    chat = parse_chat(root.section("chat"))
     mcp = parse_mcp(root.section("mcp"), home, env)
     prices = parse_prices(root.section("prices"))
     fallback = parse_fallback(root, env, home, find_local_model)
@@ -394,6 +397,7 @@ def _build(
         mcp=mcp,
         prices=prices,
         fallback=fallback,
+        chat=chat,
     )
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from countbot_cli.config.chat import ChatSettings
     from countbot_cli.conversation.attachments import PendingAttachments
     from countbot_cli.conversation.chat import Conversation
     from countbot_cli.conversation.engine import TurnResult
@@ -29,6 +30,9 @@ class ReplHost(Protocol):
     meter: ContextMeter
     tool_outputs: ToolOutputs  # every tool call's full output (/last-tool)
     attachments: PendingAttachments  # `/attach`: for the next message
+    chat: ChatSettings  # the prompt's editing mode, Enter and notify (config chat:, /set)
+
+    def apply_chat(self) -> None: ...  # after `chat` changed: the prompt follows it
 
     def send(self, text: str) -> TurnResult | None: ...
     def turn(self, op: TurnOp) -> TurnResult | None: ...

@@ -41,13 +41,14 @@ from countbot_cli.conversation.attachments import PendingAttachments
 from countbot_cli.errors import CountbotError, Terminated
 from countbot_cli.repl import slash
 from countbot_cli.repl.host import TurnOp
-from countbot_cli.repl.prompt import make_prompt, trim_history
+from countbot_cli.repl.prompt import editing_mode, make_prompt, trim_history
 from countbot_cli.repl.tool_outputs import ToolOutputs
 from countbot_cli.repl.toolbar import ContextMeter, toolbar_text
 from countbot_cli.repl.typeahead import LineQueue, TypeAhead
 from countbot_cli.repl.view import ReplView, TurnOnScreen, write_banner
 from countbot_cli.textsafe import sanitize, sanitize_line
 from countbot_cli.ui import stream
+from countbot_cli.ui.notify import notify
 from countbot_cli.ui.session_picker import pick_session
 from countbot_cli.ui.stream import make_console
 from countbot_cli.ui.terminal import isatty
@@ -106,6 +107,8 @@ class Repl:
         self.tool_outputs = ToolOutputs()  # every tool call's full output, for /last-tool
         self.prompts_shown = 0  # how many times the prompt was shown (tests wait on it)
         self.typed = LineQueue()  # typed ahead while answers stream (repl/typeahead.py)
+        self.chat = self.settings.chat  # vi mode, Enter, notify; /set changes them
+        self.screen.notify = lambda: self._notify("an approval is waiting")
         # the memory upkeep runs after the answer without holding the next prompt back
         conversation.upkeep_in_background(self._redraw_prompt)
         conversation.fallback.offer = self._ask_in_turn  # the embedded model, offered once
@@ -241,6 +244,7 @@ class Repl:
             keep_tool=self.tool_outputs.keep,
         )
         self.screen.view = view
+        started = time.monotonic()
         try:
             keys = TypeAhead(sys.stdin if self._input is None else None, self.typed)
             with keys as self.screen.keys:
@@ -258,7 +262,18 @@ class Repl:
             self.screen.view = None
         if result is not None:
             self.meter.note(result)
+        if time.monotonic() - started >= self.chat.notify_after:
+            self._notify("the answer is ready")
         return result
+
+    def _notify(self, message: str) -> None:
+        """The bell or a desktop notification (`chat.notify`; off by default)."""
+        notify(self.chat.notify, message, self.side.file)
+
+    def apply_chat(self) -> None:
+        """The prompt follows `chat` (after /set): editing mode; Enter is read per key."""
+        if self._prompt is not None:
+            self._prompt.editing_mode = editing_mode(self.chat.editing_mode)
 
     def show_recent(self) -> None:
         render_recent(self.console, self.conversation.session, RECENT_EXCHANGES)
@@ -371,9 +386,21 @@ class Repl:
         try:
             width = self._prompt.app.output.get_size().columns if self._prompt else 80
             upkeep = self.conversation.upkeep_running
-            return toolbar_text(self.conversation, self.meter, width, upkeep=upkeep)
+            mode = self._vi_mode()
+            text = toolbar_text(self.conversation, self.meter, width - len(mode), upkeep=upkeep)
+            return mode + text
         except Exception:  # a toolbar must never break the prompt
             return " countbot "
+
+    def _vi_mode(self) -> str:
+        """` vi:insert ·` / ` vi:normal ·` in front of the toolbar in vi mode, else ""."""
+        if self.chat.editing_mode != "vi" or self._prompt is None:
+            return ""
+        from prompt_toolkit.key_binding.vi_state import InputMode
+
+        state = self._prompt.app.vi_state.input_mode
+        names = {InputMode.NAVIGATION: "normal", InputMode.REPLACE: "replace"}
+        return f" vi:{names.get(state, 'insert')} ·"
 
     # ---- start-up and shut-down ----
 

@@ -51,7 +51,8 @@ def make_prompt(
         complete_while_typing=True,
         reserve_space_for_menu=4,
         bottom_toolbar=repl.toolbar,
-        key_bindings=key_bindings(),
+        key_bindings=key_bindings(lambda: repl.chat.enter == "newline"),
+        editing_mode=editing_mode(repl.chat.editing_mode),
         prompt_continuation=lambda width, _n, _soft: "… ".rjust(width),
         enable_open_in_editor=True,
         input=input,
@@ -66,19 +67,40 @@ def prompt_message(attached: int) -> StyleAndTextTuples:
     return [("class:attached", f"[{attached} attached] "), ("class:prompt", "> ")]
 
 
-def key_bindings() -> KeyBindings:
+def editing_mode(name: str) -> Any:
+    """prompt-toolkit's EditingMode for `chat.editing_mode` (vi or emacs)."""
+    from prompt_toolkit.enums import EditingMode
+
+    return EditingMode.VI if name == "vi" else EditingMode.EMACS
+
+
+def key_bindings(enter_newline: Callable[[], bool] = lambda: False) -> KeyBindings:
+    """`enter_newline()` true (`chat.enter: newline`): Enter inserts a new line and Esc Enter
+    (Alt-Enter) sends; a slash command's line still ends with Enter."""
     from prompt_toolkit.application.current import get_app
-    from prompt_toolkit.filters import Condition, is_searching
+    from prompt_toolkit.filters import Condition, is_searching, vi_mode
     from prompt_toolkit.key_binding import KeyBindings
 
     kb = KeyBindings()
+    swapped = Condition(enter_newline)
+    typing_text = Condition(lambda: not is_command_line(get_app().current_buffer.text))
+
+    @kb.add("enter", filter=swapped & ~is_searching & typing_text)
+    def _enter_newline(event: Any) -> None:
+        event.current_buffer.insert_text("\n")
+
+    # in vi mode Esc is the mode key: no Esc-chords, or a lone Esc would wait for the next key
+    # (Esc then Enter still sends: Enter in vi's normal mode ends the line; Ctrl-J: new line)
+    @kb.add("escape", "enter", filter=swapped & ~is_searching & ~vi_mode)
+    def _send(event: Any) -> None:
+        event.current_buffer.validate_and_handle()
 
     # a slash command is one line: there Ctrl-J keeps prompt-toolkit's meaning, Enter. An Enter
     # typed ahead while the terminal was out of the prompt's raw mode (a slash command's output
     # printing) reaches the prompt as "\n" (the terminal's ICRNL), that is as Ctrl-J.
     command = Condition(lambda: is_command_line(get_app().current_buffer.text))
 
-    @kb.add("escape", "enter", filter=~is_searching)
+    @kb.add("escape", "enter", filter=~is_searching & ~swapped & ~vi_mode)
     @kb.add("c-j", filter=~is_searching & ~command)
     def _newline(event: Any) -> None:
         event.current_buffer.insert_text("\n")

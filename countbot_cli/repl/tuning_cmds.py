@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from countbot_cli.config import options as opts
+from countbot_cli.config.chat import CHAT_KEYS, with_value
 from countbot_cli.config.roles import load_role, parse_role, role_names, roles_dir
 from countbot_cli.errors import CountbotError, UsageError
 from countbot_cli.textsafe import sanitize_line
@@ -33,6 +34,9 @@ def cmd_set(repl: ReplHost, arg: str) -> None:
             source = "" if name in c.tuning.options else " (from the role)"
             repl.write(f"  {sanitize_line(name)} = {sanitize_line(json.dumps(value))}{source}\n")
         return
+    if key in CHAT_KEYS:  # the prompt's own settings (config chat:), not a model option
+        _set_chat(repl, key, text)
+        return
     if not text:
         if key not in c.tuning.options:
             raise UsageError(f"{sanitize_line(key)} is not set (/set lists what is)")
@@ -49,6 +53,18 @@ def cmd_set(repl: ReplHost, arg: str) -> None:
     repl.info(
         f"{sanitize_line(key)} = {sanitize_line(json.dumps(value))} for the rest of this chat."
     )
+
+
+def _set_chat(repl: ReplHost, key: str, text: str) -> None:
+    if not text:
+        repl.info(f"{key} = {getattr(repl.chat, key)} (/set {key} VALUE changes it)")
+        return
+    try:
+        repl.chat = with_value(repl.chat, key, text)
+    except ValueError as e:
+        raise UsageError(f"/set {sanitize_line(str(e))}") from None
+    repl.apply_chat()
+    repl.info(f"{key} = {getattr(repl.chat, key)} for the rest of this chat.")
 
 
 def cmd_role(repl: ReplHost, arg: str) -> None:
@@ -91,6 +107,8 @@ def complete_keys(repl: ReplHost, arg: str) -> Iterator[tuple[str, str]]:
         return
     for key in opts.KNOWN:
         yield key, "set" if key in repl.conversation.tuning.options else ""
+    for key in CHAT_KEYS:
+        yield key, f"chat: {getattr(repl.chat, key)}"
 
 
 def _first_line(name: str) -> str:

@@ -99,6 +99,7 @@ class TurnOnScreen:
 
     view: ReplView | None = None
     keys: QuietKeys | None = None
+    notify: Callable[[], None] | None = None  # the bell/desktop note when an approval waits
 
 
 class PausingConfirmer:
@@ -112,6 +113,8 @@ class PausingConfirmer:
     def confirm(self, prepared: PreparedCall, reprepare: Reprepare | None = None) -> Decision:
         if self.screen.view is not None:
             self.screen.view.pause()
+        if self.screen.notify is not None:
+            self.screen.notify()
         keys = self.screen.keys
         if keys is None:
             return self.inner.confirm(prepared, reprepare)
