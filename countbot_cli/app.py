@@ -262,6 +262,9 @@ def build_backend(
     """An engine and its memory keeper on `provider` (store None: the engine saves nothing)."""
     counter = TokenCounter(provider.model)
     keeper = MemoryKeeper(settings, provider, store, memory, counter=counter)
+    if settings.memory.inject == "relevant":  # recall by meaning: the models load meanwhile
+        keeper.recaller.notice = lambda m: _notice(sys.stderr, m)
+        keeper.recaller.start()
     engine = Engine(
         settings=settings,
         provider=provider,

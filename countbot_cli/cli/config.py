@@ -35,6 +35,7 @@ from countbot_cli.errors import (
     ServerError,
     UsageError,
 )
+from countbot_cli.memory.embed import describe as describe_recall
 from countbot_cli.messages import ChatRequest
 from countbot_cli.textsafe import json_text, sanitize_line
 from countbot_cli.ui.terminal import isatty
@@ -190,6 +191,7 @@ def config_show(settings: Settings, out: TextIO, env: Mapping[str, str] | None =
     out.write(f"# effective configuration ({where}); API keys are masked\n")
     for label, value in trust_rows(settings, os.environ if env is None else env):
         out.write(f"# {label + ':' if label else '':<11} {value}\n")
+    out.write(f"# {'recall:':<11} {describe_recall(settings.memory.inject)}\n")
     if settings.provider.type == "none":
         out.write("# no provider is configured: " + NO_PROVIDER_HINT + "\n")
     text = yaml.safe_dump(settings_dict(settings), sort_keys=False, allow_unicode=True)

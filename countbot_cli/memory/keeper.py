@@ -49,8 +49,9 @@ from countbot_cli.memory.digest import (
     summary_line,
 )
 from countbot_cli.memory.quality import Screen
+from countbot_cli.memory.recall import Recall
 from countbot_cli.memory.rolling import Rolling
-from countbot_cli.memory.search import query_words, word_pattern, words_matched
+from countbot_cli.memory.search import query_words
 from countbot_cli.memory.summariser import Postponed, Summariser, SummaryError
 from countbot_cli.messages import Message
 from countbot_cli.prompts import (
@@ -80,8 +81,8 @@ CURSOR_RETRY_AT = "summary_retry_at"  # no summary call before this many turns (
 MAX_BACKOFF_TURNS = 16
 NOTHING_NOTE = "memory: nothing worth keeping in the older messages"
 MIN_BATCH = 4
-RECALL_ENTRIES = 5
-RECALL_TOKENS = 300
+RECALL_ENTRIES = 8
+RECALL_TOKENS = 200
 
 
 class _Stale(Exception):
@@ -122,6 +123,7 @@ class MemoryKeeper:
         self.summariser = summariser or Summariser(settings, provider)
         self._budget: WindowBudget | None = None
         self.screen = Screen()  # junk replies are not stored (memory/quality.py)
+        self.recaller = Recall(memory)  # memory.inject: relevant (memory/recall.py)
 
     @property
     def counter(self) -> TokenCounter:
@@ -421,7 +423,7 @@ class MemoryKeeper:
         out: list[str] = []
         used = 0
         for e in entries:
-            text = f"{e.date}: {e.content}"
+            text = self.recaller.label(e)
             cost = self.counter.count_text(text) + 2
             if used + cost > RECALL_TOKENS:
                 continue
@@ -432,15 +434,7 @@ class MemoryKeeper:
         return out if mode != "recent" else list(reversed(out))
 
     def _relevant(self, user_text: str) -> list[Any]:
-        words = query_words(user_text)
-        if not words:
-            return []
-        found = self.memory.search(words, limit=RECALL_ENTRIES * 4)
-        patterns = [word_pattern(w) for w in words]
-        scored = [(words_matched(patterns, e.content), e) for e in found]
-        scored = [se for se in scored if se[0] > 0]
-        scored.sort(key=lambda se: -se[0])  # stable: the store's order (newer first) breaks ties
-        return [e for _, e in scored[: RECALL_ENTRIES * 2]]
+        return self.recaller.relevant(user_text, RECALL_ENTRIES * 2)
 
 
 def _turns(session: Session) -> int:

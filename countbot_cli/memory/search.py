@@ -2,9 +2,9 @@
 
 This module is the one search vocabulary of memory: how a query becomes terms (`query_terms`:
 words and CJK runs, a long run also tried by its bigrams) for `memory search` and the memory
-tool, which entries hold them (`Index`, `has_every_term`), and how recall picks the words of a
-user message (`query_words`: no stop words, CJK bigrams) and matches them (`word_pattern`,
-`words_matched`).
+tool, which entries hold them (`Index`, `has_every_term`: a Latin word as a word, so "rent" is
+not found in "parents"), and how recall picks the words of a user message (`query_words`: no
+stop words, CJK bigrams; see words.py) and matches them (`word_pattern`, `Index.word_hits`).
 
 A `Snapshot` is one version of the file: its raw lines (kept verbatim so a rewrite changes only
 what it means to) plus parallel lists for the entries. Its `Index` (built on first search) holds
@@ -119,8 +119,8 @@ def query_words(text: str, limit: int = 40) -> list[str]:
 def word_pattern(word: str) -> re.Pattern[str]:
     """How a search word matches: CJK (and a word starting or ending with a symbol: "c++")
     as a substring; any other word from a word start, a word of 4 letters or less whole or with
-    a plural ending ("rent" must not match "parents" nor "use" "user"; "cat" matches "cats"), a
-    longer one also as a prefix ("deploy" matches "deployment")."""
+    a plural ending ("rent" must not match "parents" nor "use" "user"; "cat" matches "cats",
+    "fly" "flies"), a longer one also as a prefix ("deploy" matches "deployment")."""
     return latin_word_pattern(word) or re.compile(re.escape(word))
 
 
@@ -129,6 +129,9 @@ def latin_word_pattern(word: str) -> re.Pattern[str] | None:
     if not word or not (word[0].isalnum() and word[-1].isalnum()) or CJK_RUN.re.search(word):
         return None
     tail = r"(?:s|es)?\b" if len(word) <= 4 else ""
+    if len(word) > 2 and word.endswith("y"):  # fly -> flies, study -> studies, key -> keys
+        ends = r"(?:ys?|ies)\b" if len(word) <= 4 else r"(?:y|ies)"
+        return re.compile(r"\b" + re.escape(word[:-1]) + ends)
     return re.compile(r"\b" + re.escape(word) + tail)
 
 

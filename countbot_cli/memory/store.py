@@ -105,6 +105,10 @@ class MemoryStore:
     def entries(self) -> list[Entry]:
         return list(self._load().entries())
 
+    def snapshot(self) -> _mi.Snapshot:
+        """The file as it is now, parsed (never mutated: a write makes a new one)."""
+        return self._load()
+
     def tail(self, n: int) -> list[Entry]:
         """The last `n` entries in file order (oldest of them first)."""
         if n <= 0:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from countbot_cli.conversation.session import plural
 from countbot_cli.errors import CountbotError
+from countbot_cli.memory.embed import describe as describe_recall
 from countbot_cli.memory.report import entry_for
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.messages import Message
@@ -49,6 +50,7 @@ def context_report(meter: ContextMeter, conversation: Conversation) -> str:
     memory_file = conversation.engine.settings.memory.file
     lines = [f"Last request to {sanitize_line(last.model)}"]
     lines += _system_rows(ctx, conversation.session, counter, memory_file)
+    lines.append(f"  recall: {describe_recall(conversation.engine.settings.memory.inject)}")
     lines += _recalled_rows(ctx.memory_entries, memory_file)
     lines += _window_rows(ctx, counter)
     schemas = conversation.engine.tool_schemas()

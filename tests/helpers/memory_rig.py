@@ -21,7 +21,12 @@ from countbot_cli.conversation.engine import Engine, TurnResult
 from countbot_cli.conversation.session import Session
 from countbot_cli.conversation.store import SessionStore
 from countbot_cli.memory.keeper import MemoryKeeper
-from countbot_cli.prompts import MEMORY_MARK, SUMMARY_MARK, conversation_memory_prompt
+from countbot_cli.prompts import (
+    MEMORY_MARK,
+    RECALL_END,
+    SUMMARY_MARK,
+    conversation_memory_prompt,
+)
 
 AUTO_MARKS = tuple(conversation_memory_prompt("", lang).split("\n")[0] for lang in ("en", "zh"))
 LEAVING = "Messages leaving the window:"  # the block's header in the rolling prompt (English)
@@ -68,7 +73,7 @@ class Summariser:
     def __call__(self, body: dict[str, Any]) -> fs.Reply:
         msgs = body["messages"]
         if msgs[0]["role"] == "system":
-            words = msgs[-1]["content"].split()
+            words = msgs[-1]["content"].rsplit(RECALL_END, 1)[-1].split()  # after recalled lines
             return fs.text(f"answer {words[1] if len(words) > 1 else '?'}", chunk_size=50)
         prompt = msgs[0]["content"]
         kind = "auto" if prompt.startswith(AUTO_MARKS) else "overflow"

@@ -15,6 +15,8 @@ from memory_rig import RigFactory, q
 
 from countbot_cli.config.settings import load_settings
 from countbot_cli.memory.keeper import (
+    RECALL_ENTRIES,
+    RECALL_TOKENS,
     MemoryKeeper,
     format_newest,
     is_no_memory,
@@ -22,6 +24,7 @@ from countbot_cli.memory.keeper import (
     query_words,
     summary_line,
 )
+from countbot_cli.memory.recall import Recall
 from countbot_cli.messages import Message
 from countbot_cli.prompts import NO_MEMORY_SENTINEL
 
@@ -70,12 +73,15 @@ def test_recall_modes_and_budget(tmp_path: Path) -> None:
 
     def keeper(mode: str) -> MemoryKeeper:
         s = replace(settings, memory=replace(settings.memory, inject=mode))
-        return MemoryKeeper(s, _NoProvider(), None, memory)  # type: ignore[arg-type]
+        k = MemoryKeeper(s, _NoProvider(), None, memory)  # type: ignore[arg-type]
+        k.recaller = Recall(memory, semantic=False)  # by words (without the recall extra)
+        return k
 
     relevant = keeper("relevant")
     got = relevant.recall("how did deployment go?")
-    assert len(got) == 5  # at most 5 entries ...
-    assert sum(relevant.counter.count_text(g) for g in got) <= 300  # ... within 300 tokens
+    cost = [relevant.counter.count_text(g) + 2 for g in got]
+    assert sum(cost) <= RECALL_TOKENS < sum(cost) + cost[0]  # as many as fit the budget ...
+    assert len(got) == 4 <= RECALL_ENTRIES  # ... (4 of these), at most RECALL_ENTRIES
     assert all("deployment" in g for g in got)
     assert got[0].startswith(date.today().isoformat() + ": note 39 ")  # newest first on ties
     today = date.today().isoformat()
@@ -85,7 +91,7 @@ def test_recall_modes_and_budget(tmp_path: Path) -> None:
     assert relevant.recall("") == []
     recent = keeper("recent").recall("anything")
     assert recent[-1] == f"{today}: The user likes green tea"  # chronological, newest last
-    assert 1 <= len(recent) <= 5
+    assert 1 <= len(recent) <= RECALL_ENTRIES
     assert keeper("off").recall("deployment") == []
 
 
@@ -97,7 +103,9 @@ def recall_keeper(tmp_path: Path, entries: list[str]) -> MemoryKeeper:
     memory = MemoryStore(tmp_path / "MEMORY.md")
     for e in entries:
         memory.add(e, "user")
-    return MemoryKeeper(settings, _NoProvider(), None, memory)  # type: ignore[arg-type]
+    keeper = MemoryKeeper(settings, _NoProvider(), None, memory)  # type: ignore[arg-type]
+    keeper.recaller = Recall(memory, semantic=False)  # by words (without the recall extra)
+    return keeper
 
 
 def test_recall_picks_sensible_entries_in_english_and_chinese(tmp_path: Path) -> None:

@@ -1,0 +1,314 @@
+"""Benchmark: does recall send the line that answers the question? Today's code beside ours.
+
+Builds its own probe (bench/recall_probe.py: 300 MEMORY.md lines about one invented user, a
+quarter in Chinese, some facts updated later; 120 questions of four kinds), writes it as a
+MEMORY.md and asks every question through the real `MemoryKeeper.recall` (what
+`memory.inject: relevant` sends with the message). Prints per kind the fraction of questions
+whose answering line was sent, for this checkout and for the code before issue 21 (commit
+BASELINE, extracted with `git archive` and run in a child process), plus:
+
+- superseded-sent: update questions whose older, superseded line was sent alongside;
+- recalled tokens a turn (average, every question);
+- session search: the probe's facts said in 90 past sessions (among 40 others), the
+  question's session in the top 5 of `SessionSearch.search`, per kind;
+- cost: a warm recall over 2,000 lines, embedding one new line, the cold build of 2,000
+  lines, and `countbot ask --plain` with 2,000 memory lines against a loopback server (median),
+  ours against today's.
+
+    .venv/bin/python bench/bench_recall.py [--runs N] [--baseline REV] [--no-cost]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import replace
+from datetime import date, timedelta
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from recall_probe import FILLER, ITEMS, Item  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+BASELINE = "6da7ab7"  # main before issue 21
+KINDS = ("lexical", "paraphrase", "cross", "update")
+SESSION_KINDS = ("lexical", "paraphrase", "cross")
+BIG = 2000  # memory lines for the cost figures
+
+
+class _Model:
+    name = "bench"
+    model = "gpt-4o"
+    context_window = None
+
+
+def probe_rows() -> list[tuple[str, str]]:
+    """(date, content) of every probe line, oldest first; an update's old line is dated in
+    the first half of the year, its new line in the second, everything else anywhere."""
+    rng = random.Random(21)
+    start = date(2025, 1, 1)
+
+    def day(lo: int, hi: int) -> str:
+        return (start + timedelta(days=rng.randint(lo, hi))).isoformat()
+
+    rows = []
+    for item in ITEMS:
+        if item.old:
+            rows += [(day(0, 170), item.old), (day(190, 360), item.answer)]
+        else:
+            rows.append((day(0, 360), item.answer))
+    rows += [(day(0, 360), line) for line in FILLER]
+    return sorted(rows)
+
+
+def write_memory(path: Path, rows: list[tuple[str, str]]) -> None:
+    lines = ["# MEMORY"] + [f"{d}|user|{c}" for d, c in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def make_keeper(memory_file: Path, home: Path) -> Any:
+    from countbot_cli.config.settings import load_settings
+    from countbot_cli.memory.keeper import MemoryKeeper
+    from countbot_cli.memory.store import MemoryStore
+
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / "xdg"), "PATH": ""}
+    settings = load_settings(env=env, cwd=home, require_provider=False, require_model=False)
+    settings = replace(settings, memory=replace(settings.memory, inject="relevant"))
+    return MemoryKeeper(settings, _Model(), None, MemoryStore(memory_file))  # type: ignore[arg-type]
+
+
+def measure_recall(work: Path) -> dict[str, Any]:
+    memory_file = work / "MEMORY.md"
+    write_memory(memory_file, probe_rows())
+    keeper = make_keeper(memory_file, work)
+    keeper.recall("warm up")  # loads models and builds the vector cache (not a question)
+    found: dict[str, list[bool]] = {k: [] for k in KINDS}
+    stale: list[bool] = []
+    marked: list[bool] = []
+    tokens: list[int] = []
+    for item in ITEMS:
+        sent = keeper.recall(item.question)
+        contents = {s.split(": ", 1)[1] for s in sent}
+        unmarked = {s.split(": ", 1)[1] for s in sent if " (older): " not in s}
+        found[item.kind].append(item.answer in contents)
+        if item.old:
+            stale.append(item.old in unmarked)
+            marked.append(item.old in contents and item.old not in unmarked)
+        tokens.append(sum(keeper.counter.count_text(s) + 2 for s in sent))
+    return {
+        "found": {k: sum(v) / len(v) for k, v in found.items()},
+        "superseded_sent": sum(stale) / len(stale),
+        "superseded_marked": sum(marked) / len(marked),
+        "tokens": statistics.mean(tokens),
+        "lines": len(probe_rows()),
+        "questions": len(ITEMS),
+    }
+
+
+def session_items() -> list[tuple[int, Item]]:
+    return [(k, it) for k, it in enumerate(ITEMS) if it.kind in SESSION_KINDS]
+
+
+def build_sessions(root: Path) -> None:
+    """One past session per fact (the user says it, among small talk), and 40 of small talk."""
+    from countbot_cli.conversation.session import new_session
+    from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.messages import Message
+
+    rng = random.Random(5)
+    store = SessionStore(root)
+
+    def save(sid: str, said: list[str]) -> None:
+        s = new_session(provider="bench", model="m", title=said[0][:60])
+        s.id = sid
+        for text in said:
+            s.messages += [Message(role="user", content=text), Message("assistant", "Noted.")]
+        store.create(s)
+
+    for k, item in session_items():
+        said = rng.sample(FILLER, 2)
+        said.insert(rng.randint(0, 2), item.answer)
+        save(f"fact{k:04d}", said)
+    for n in range(40):
+        save(f"talk{n:04d}", rng.sample(FILLER, 3))
+
+
+def measure_sessions(work: Path) -> dict[str, float]:
+    from countbot_cli.conversation.search import SessionSearch
+    from countbot_cli.conversation.store import SessionStore
+
+    root = work / "sessions"
+    build_sessions(root)
+    search = SessionSearch(SessionStore(root), on_notice=lambda _m: None)
+    found: dict[str, list[bool]] = {k: [] for k in SESSION_KINDS}
+    for k, item in session_items():
+        try:
+            hits = search.search(item.question, limit=5, per_session=0).hits
+        except Exception:  # today's code: a question with nothing searchable raises
+            hits = []
+        found[item.kind].append(f"fact{k:04d}" in {h.id for h in hits})
+    return {k: sum(v) / len(v) for k, v in found.items()}
+
+
+def big_rows() -> list[tuple[str, str]]:
+    """The probe plus generated lines up to BIG (for the cost figures)."""
+    rng = random.Random(9)
+    rows = probe_rows()
+    words = [w for line in FILLER for w in line.split()]
+    while len(rows) < BIG:
+        rows.append(("2024-06-01", " ".join(rng.sample(words, 8)) + f" #{len(rows)}"))
+    return rows
+
+
+def measure_cost(work: Path) -> dict[str, float]:
+    """Warm recall, one new line, cold build (this checkout only)."""
+    memory_file = work / "BIG.md"
+    write_memory(memory_file, big_rows())
+    keeper = make_keeper(memory_file, work)
+    t0 = time.perf_counter()
+    keeper.recall("what car do I drive now")
+    cold = time.perf_counter() - t0
+    warm = []
+    for item in ITEMS[:40]:
+        t0 = time.perf_counter()
+        keeper.recall(item.question)
+        warm.append(time.perf_counter() - t0)
+    keeper.memory.add("bought a second-hand harp in Ghent", "user")
+    t0 = time.perf_counter()
+    keeper.recall("which harp did I buy")
+    one_new = time.perf_counter() - t0
+    return {
+        "cold_build_s": cold,
+        "warm_recall_ms": statistics.median(warm) * 1000,
+        "recall_with_one_new_line_ms": one_new * 1000,
+    }
+
+
+def measure_child(work: Path) -> dict[str, Any]:
+    return {"recall": measure_recall(work), "sessions": measure_sessions(work)}
+
+
+def baseline_tree(rev: str, dest: Path) -> Path:
+    data = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "countbot_cli"], capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=BytesIO(data)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest
+
+
+def run_child(pythonpath: Path | None, work: Path) -> dict[str, Any]:
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", str(work)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"measuring failed:\n{out.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.splitlines()[-1])
+    return result
+
+
+def time_ask(pythonpath: Path | None, tmp: Path, runs: int) -> float:
+    """Median seconds of `countbot ask --no-save --plain` with BIG memory lines."""
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+    import fakeserver as fs
+
+    home = tmp / f"ask-{'today' if pythonpath else 'ours'}"
+    (home / "xdg" / "countbot").mkdir(parents=True)
+    memory_file = home / "MEMORY.md"
+    write_memory(memory_file, big_rows())
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "XDG_CONFIG_HOME": str(home / "xdg"),
+    }
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    with fs.FakeServer() as server:
+        server.default = fs.text("fine")
+        (home / "xdg" / "countbot" / "config.yaml").write_text(
+            "default_provider: bench\nproviders:\n  bench:\n    type: openai\n"
+            f"    api_base: {server.base_url}\n    api_key: sk-bench\n    model: test-model\n"
+            "tools:\n  enabled: false\nmemory:\n  overflow_summary: false\n"
+            f"  auto_memory: false\n  inject: relevant\n  file: {memory_file}\n",
+            encoding="utf-8",
+        )
+        cmd = [sys.executable, "-m", "countbot_cli", "ask", "--no-save", "--plain"]
+        times = []
+        for n in range(runs + 1):
+            t0 = time.perf_counter()
+            res = subprocess.run(
+                [*cmd, "what car do I drive now"], env=env, cwd=home, capture_output=True
+            )
+            if res.returncode != 0:
+                raise SystemExit(f"ask failed: {res.stderr.decode()[-800:]}")
+            if n:  # the first run builds the vector cache
+                times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--baseline", default=BASELINE)
+    ap.add_argument("--runs", type=int, default=7, help="ask --plain runs per side")
+    ap.add_argument("--no-cost", action="store_true")
+    args = ap.parse_args()
+    if args.child is not None:
+        print(json.dumps(measure_child(args.child)))
+        return
+    with tempfile.TemporaryDirectory(prefix="cb-recall-") as t:
+        tmp = Path(t)
+        old = baseline_tree(args.baseline, tmp / "baseline")
+        for name in ("today", "ours", "cost"):
+            (tmp / name).mkdir()
+        today = run_child(old, tmp / "today")
+        ours = run_child(None, tmp / "ours")
+        report(today, ours, args.baseline)
+        if not args.no_cost:
+            cost = measure_cost(tmp / "cost")
+            ask_today, ask_ours = time_ask(old, tmp, args.runs), time_ask(None, tmp, args.runs)
+            print(f"\ncost ({BIG:,} memory lines)")
+            print(f"  warm recall a turn        {cost['warm_recall_ms']:8.1f} ms")
+            print(f"  recall + one new line     {cost['recall_with_one_new_line_ms']:8.1f} ms")
+            print(f"  cold build                {cost['cold_build_s']:8.1f} s")
+            print(f"  ask --plain today         {ask_today * 1000:8.0f} ms (median)")
+            print(
+                f"  ask --plain ours          {ask_ours * 1000:8.0f} ms ({ask_ours / ask_today:.2f}x)"
+            )
+
+
+def report(today: dict[str, Any], ours: dict[str, Any], rev: str) -> None:
+    r0, r1 = today["recall"], ours["recall"]
+    print(f"recall probe: {r1['lines']} lines, {r1['questions']} questions; today = {rev}")
+    print(f"{'':26}{'today':>8}{'ours':>8}")
+    for kind in KINDS:
+        print(f"  {kind + ' found':24}{r0['found'][kind]:8.2f}{r1['found'][kind]:8.2f}")
+    print(f"  {'superseded sent':24}{r0['superseded_sent']:8.2f}{r1['superseded_sent']:8.2f}")
+    m0, m1 = r0.get("superseded_marked", 0.0), r1["superseded_marked"]
+    print(f"  {'... sent marked (older)':24}{m0:8.2f}{m1:8.2f}")
+    print(f"  {'tokens a turn':24}{r0['tokens']:8.0f}{r1['tokens']:8.0f}")
+    print("session search, answering session in the top 5")
+    for kind in SESSION_KINDS:
+        print(f"  {kind:24}{today['sessions'][kind]:8.2f}{ours['sessions'][kind]:8.2f}")
+
+
+if __name__ == "__main__":
+    main()

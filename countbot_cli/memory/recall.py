@@ -1,0 +1,204 @@
+"""Which MEMORY.md lines go with a user message (`memory.inject: relevant`).
+
+Two rankings, fused:
+
+- **Lexical** (always): the message's content words (`query_words`: no stop words, CJK
+  bigrams), matched as words (`Index.word_hits`: "rent" is not in "parents"), each weighed by
+  how rare it is in the memory (IDF scaled to 0..1: a word on one line of N weighs 1, a word on
+  every line almost 0). So five lines sharing "now" do not push out the one sharing "Corolla".
+- **Semantic** (with the `recall` extra, memory/embed.py): the cosine of the message's vector
+  and each line's (cached in MEMORY.vectors.bin, memory/vectors.py), which finds "cello
+  lessons" for "which instrument do I play" and an English line for a Chinese question.
+
+The fused score is `cosine + LEX_WEIGHT * lexical`: a distinctive shared word lifts its line
+above lines that are only close in meaning, while a common one adds almost nothing and cannot
+crowd out a semantic match. A line is sent when its score reaches MIN_SCORE (a message about
+nothing in the memory sends nothing), best first.
+
+**Up to date.** Of two candidate lines about the same thing (their vectors' cosine at least
+SUPERSEDE_COSINE: "drives a Toyota Corolla" / "sold the Corolla, drives a Model 3"), only the
+newer (by date, then by place in the file) is sent; the older one stays in MEMORY.md.
+
+Without the extra (or when its models fail to load) recall is lexical only: the lines holding
+the rarest of the message's words, newest first among equals. Tuned with bench/bench_recall.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from countbot_cli.memory.embed import Embedder, available, shared
+from countbot_cli.memory.search import Entry, Snapshot, query_words
+from countbot_cli.memory.vectors import VectorCache
+from countbot_cli.textsafe import LazyPattern
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from countbot_cli.memory.store import MemoryStore
+
+LEX_WEIGHT = 0.1
+MIN_SCORE = 0.06  # above what the line scores for small talk (see embed.SMALL_TALK)
+SUPERSEDE_COSINE = 0.7
+SUPERSEDE_LEXICAL = 0.5
+# words by which a line says it is an update ("sold the Corolla, now drives ...", "换了新手机")
+UPDATE_CUES = LazyPattern(
+    r"\b(?:now|no longer|any ?more|moved|switched|changed|replaced|sold|left|quit|new|since|"
+    r"upgraded|migrated|rose|went up|cut down|instead|stopped|started)\b"
+    r"|现在|换|改|搬|不再|已经|升|跳槽|放弃|新的|不.了"
+)
+MARK_COSINE = 0.65  # a line sent with a newer one this close to it is marked as older
+
+
+class Recall:
+    """Recall over one memory file; semantic when the extra is installed and loads."""
+
+    def __init__(
+        self,
+        memory: MemoryStore,
+        *,
+        semantic: bool | None = None,
+        notice: Callable[[str], None] = lambda _m: None,
+    ) -> None:
+        self.memory = memory
+        self.notice = notice
+        use = available() if semantic is None else semantic
+        self.embedder: Embedder | None = shared() if use else None
+        self._cache: VectorCache | None = None
+        self._said_failure = False
+        self.older: set[int] = set()  # line numbers the last `relevant` marked as older
+
+    def label(self, entry: Entry) -> str:
+        """How a recalled entry is sent: `date: content`, `date (older): content` for a line
+        the last `relevant` found a newer line on the same thing for."""
+        older = " (older)" if entry.line_no in self.older else ""
+        return f"{entry.date}{older}: {entry.content}"
+
+    @property
+    def mode(self) -> str:
+        """ "semantic" or "lexical" (what `/context` and `config show` report)."""
+        return (
+            "semantic" if self.embedder is not None and self.embedder.error is None else "lexical"
+        )
+
+    def start(self) -> None:
+        """Start loading the models in the background when there is a memory to recall from
+        (no-op when lexical): the REPL while you type, `ask` while the request is prepared."""
+        try:
+            has_lines = self.memory.path.stat().st_size > 0
+        except OSError:
+            has_lines = False
+        if self.embedder is not None and has_lines:
+            self.embedder.start()
+
+    def relevant(self, text: str, limit: int) -> list[Entry]:
+        """At most `limit` entries for `text`, best first."""
+        snap = self.memory.snapshot()
+        if not snap.contents or not text.strip():
+            return []
+        self.older = set()
+        lexical = lexical_scores(snap, query_words(text))
+        semantic = self._semantic(snap, text)
+        if semantic is None:
+            order = list(lexical)
+            order.sort(key=lambda i: (lexical[i], snap.dates[i], i), reverse=True)
+            return [snap.entry(i) for i in order[:limit]]
+        vectors, cosines = semantic
+        scores = cosines.copy()
+        for i, s in lexical.items():
+            scores[i] += LEX_WEIGHT * s
+        picked, older = _pick(snap, scores, lexical, vectors, limit)
+        self.older = {snap.line_nos[i] for i in older}
+        return [snap.entry(i) for i in picked]
+
+    def _semantic(
+        self, snap: Snapshot, text: str
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32]] | None:
+        """(line vectors, cosine of each line with `text`), or None when recall is lexical."""
+        if self.embedder is None:
+            return None
+        try:
+            if self._cache is None:
+                self._cache = VectorCache(self.memory.path, self.embedder, self.notice)
+            vectors = self._cache.matrix(snap.contents)
+            probe = self.embedder.query(text) - self.embedder.small_talk()
+            return vectors, vectors @ probe
+        except (RuntimeError, OSError, ValueError) as e:
+            if not self._said_failure:
+                self._said_failure = True
+                self.notice(f"recall by meaning is off ({e}); recalling by words")
+            self.embedder = None
+            return None
+
+
+def lexical_scores(snap: Snapshot, words: list[str]) -> dict[int, float]:
+    """Entry index -> the summed rarity (IDF scaled to 0..1) of the words it holds."""
+    n = len(snap.contents)
+    index = snap.index()
+    norm = math.log(1 + n)
+    out: dict[int, float] = {}
+    for word in words:
+        hits = index.word_hits(word.casefold())
+        if not hits:
+            continue
+        weight = math.log(1 + n / len(hits)) / norm
+        for i in hits:
+            out[i] = out.get(i, 0.0) + weight
+    return out
+
+
+def _pick(
+    snap: Snapshot,
+    scores: NDArray[np.float32],
+    lexical: dict[int, float],
+    vectors: NDArray[np.float32],
+    limit: int,
+) -> tuple[list[int], set[int]]:
+    """(the best lines reaching MIN_SCORE, each line superseded by a newer one replaced by it
+    (`_successor`); the older lines of the rest that still read like an update of another
+    line sent)."""
+    import numpy as np
+
+    ranked = [int(i) for i in np.argsort(-scores, kind="stable")[:limit]]
+    out: list[int] = []
+    for i in (i for i in ranked if scores[i] >= MIN_SCORE):
+        j = _successor(snap, lexical, vectors, i)
+        if j not in out:
+            out.append(j)
+    if len(out) < 2:
+        return out, set()
+    close = vectors[out] @ vectors[out].T
+    np.fill_diagonal(close, -1.0)
+    older = set()
+    for a, i in enumerate(out):
+        b = int(close[a].argmax())
+        j = out[b]
+        if close[a, b] >= MARK_COSINE and (snap.dates[j], j) > (snap.dates[i], i):
+            older.add(i)
+    return out, older
+
+
+def _successor(
+    snap: Snapshot, lexical: dict[int, float], vectors: NDArray[np.float32], i: int
+) -> int:
+    """The line that supersedes line `i` (else `i`): newer, each the other's closest line in
+    the whole memory (cosine at least SUPERSEDE_COSINE), and not missing a word of the message
+    that line `i` holds (at most SUPERSEDE_LEXICAL less: "sister Lena lives in Vienna" is no
+    update of "mother lives in Lisbon" for "what is my sister's name")."""
+    import numpy as np
+
+    close = vectors @ vectors[i]
+    close[i] = -1.0
+    j = int(close.argmax())
+    if close[j] < SUPERSEDE_COSINE or (snap.dates[j], j) <= (snap.dates[i], i):
+        return i
+    if lexical.get(i, 0.0) - lexical.get(j, 0.0) > SUPERSEDE_LEXICAL:
+        return i
+    if not UPDATE_CUES.re.search(snap.contents[j].casefold()):
+        return i
+    back = vectors @ vectors[j]
+    back[j] = -1.0
+    return j if int(np.argmax(back)) == i else i

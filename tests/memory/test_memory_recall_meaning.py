@@ -1,0 +1,125 @@
+"""Recall by meaning (the `recall` extra, memory/recall.py), read from what the loopback server
+received: a paraphrase and a question in the other language find their line, a superseded line
+is not sent next to its update, an edited line is embedded again (alone), a damaged vector
+cache is rebuilt with a one-line notice; without the extra, recall is by words and says so."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import fakeserver as fs
+import pytest
+from cbenv import CB, make_cb
+
+from countbot_cli.memory import embed
+from countbot_cli.memory.recall import Recall
+from countbot_cli.memory.store import MemoryStore
+from countbot_cli.memory.vectors import vectors_path
+
+LINES = [
+    ("2025-01-10", "has taken cello lessons since 2019"),
+    ("2025-01-12", "drives a Toyota Corolla"),
+    ("2025-02-03", "usually flies KLM to Amsterdam"),
+    ("2025-02-20", "favourite colour is dark green"),
+    ("2025-03-01", "the production database is PostgreSQL 15"),
+    ("2025-03-09", "grows tomatoes and basil on the balcony"),
+    ("2025-04-02", "父母住在杭州西湖边"),
+    ("2025-04-15", "the book club is reading Middlemarch"),
+    ("2025-05-05", "prefers dark mode in every app"),
+    ("2025-05-30", "每周一早上开周会"),
+    ("2025-06-11", "sold the Corolla, now drives a Tesla Model 3"),
+    ("2025-07-01", "the espresso machine needs descaling every two months"),
+]
+
+
+def write_memory(cb: CB, lines: list[tuple[str, str]]) -> None:
+    text = "".join(f"{d}|user|{c}\n" for d, c in lines)
+    cb.memory_file.write_text("# MEMORY\n" + text, encoding="utf-8")
+
+
+def setup(tmp_path: Path, server: fs.FakeServer) -> CB:
+    cb = make_cb(tmp_path, server.base_url, memory={"inject": "relevant", "auto_memory": False})
+    write_memory(cb, LINES)
+    return cb
+
+
+def sent(cb: CB, server: fs.FakeServer, question: str) -> tuple[str, str]:
+    """(the current message as the provider received it, stderr) of one `ask`."""
+    server.add(fs.text("ok"))
+    proc = cb.invoke("ask", "--no-save", question)
+    assert proc.returncode == 0, proc.stderr
+    message: str = server.chat_bodies()[-1]["messages"][-1]["content"]
+    assert message.endswith(question)
+    return message, proc.stderr
+
+
+def test_a_paraphrase_and_the_other_language_find_their_line(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = setup(tmp_path, server)
+    message, err = sent(cb, server, "which instrument do I play?")  # no word in common
+    assert "cello lessons" in message
+    assert "embedding" not in err  # a dozen lines: no notice
+    assert "杭州西湖" in sent(cb, server, "where do my parents live?")[0]  # zh line, en question
+    assert "dark green" in sent(cb, server, "我喜欢什么颜色？")[0]  # en line, zh question
+    assert "KLM" in sent(cb, server, "which airline do I fly to Amsterdam?")[0]  # words still count
+    show = cb.invoke("config", "show")
+    assert "# recall:     by meaning and by words" in show.stdout
+
+
+def test_without_the_extra_recall_is_by_words_and_says_so(
+    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = importlib.util.find_spec
+
+    def missing(name: str, *args: Any) -> Any:  # as if `pip install` had left the extra out
+        return None if name in embed.PACKAGES else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", missing)
+    assert not embed.available()
+    cb = setup(tmp_path, server)
+    assert "cello" not in sent(cb, server, "which instrument do I play?")[0]
+    message = sent(cb, server, "which airline do I fly to Amsterdam?")[0]
+    assert "usually flies KLM to Amsterdam" in message
+    assert "rent" not in message  # nothing else shares a word
+    show = cb.invoke("config", "show")
+    assert "# recall:     by words only (the recall extra is not installed" in show.stdout
+    assert not vectors_path(cb.memory_file).exists()
+
+
+def test_the_superseded_line_is_not_sent_next_to_its_update(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = setup(tmp_path, server)
+    message, _ = sent(cb, server, "what car do I drive now?")
+    assert "now drives a Tesla Model 3" in message
+    assert "drives a Toyota Corolla" not in message
+    assert "drives a Toyota Corolla" in cb.memory_file.read_text("utf-8")  # never deleted
+
+
+def test_an_edited_line_is_embedded_again_and_a_damaged_cache_rebuilt(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = setup(tmp_path, server)
+    sent(cb, server, "what do I grow at home?")
+    cache = vectors_path(cb.memory_file)
+    assert cache.stat().st_size > 0
+    recall = Recall(MemoryStore(cb.memory_file))
+    recall.relevant("warm", 8)  # this process's cache, read from the file: nothing to embed
+    assert recall._cache is not None and recall._cache.embedded == 0
+    edited = [
+        (d, "grows chillies and mint on the balcony" if "tomatoes" in c else c) for d, c in LINES
+    ]
+    write_memory(cb, edited)  # as `memory edit` would leave it
+    picked = recall.relevant("what do I grow at home?", 8)
+    assert recall._cache.embedded == 1  # the edited line alone
+    assert "grows chillies and mint on the balcony" in [e.content for e in picked]
+
+    cache.write_bytes(b"countbot-memory-vectors\n{not json")
+    message, err = sent(cb, server, "which instrument do I play?")
+    assert "cello lessons" in message
+    notices = [line for line in err.splitlines() if "vector cache" in line]
+    assert len(notices) == 1 and "damaged" in notices[0] and "rebuilding it" in notices[0]
+    assert Recall(MemoryStore(cb.memory_file)).relevant("cello", 8)  # the rebuilt file reads
