@@ -144,12 +144,16 @@ def build_sessions(root: Path) -> None:
 
 
 def measure_sessions(work: Path) -> dict[str, float]:
-    from countbot_cli.conversation.search import SessionSearch
     from countbot_cli.conversation.store import SessionStore
+
+    try:  # by words and by meaning (issue 21); today's code has words only
+        from countbot_cli.memory.session_meaning import MeaningSearch as Search
+    except ImportError:
+        from countbot_cli.conversation.search import SessionSearch as Search  # type: ignore[assignment]
 
     root = work / "sessions"
     build_sessions(root)
-    search = SessionSearch(SessionStore(root), on_notice=lambda _m: None)
+    search = Search(SessionStore(root), on_notice=lambda _m: None)
     found: dict[str, list[bool]] = {k: [] for k in SESSION_KINDS}
     for k, item in session_items():
         try:

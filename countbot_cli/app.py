@@ -39,8 +39,10 @@ from countbot_cli.conversation.structured import (
 )
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.errors import CountbotError, UsageError
+from countbot_cli.memory import embed
 from countbot_cli.memory.keeper import MemoryKeeper
 from countbot_cli.memory.report import Probe
+from countbot_cli.memory.session_meaning import MeaningSearch
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.memory.tool import memory_tool
 from countbot_cli.provider import Provider
@@ -320,6 +322,7 @@ def _tool_registry(
         current,
         workspace=str(t.workspace),
         everywhere=t.search_all_sessions,
+        searcher=lambda store: MeaningSearch(store, on_notice=lambda _m: None),
     )
     mine = [] if settings.memory.off else [memory_tool(memory)]  # ask --no-memory: none
     registry = ToolRegistry([*default_tools(ctx), *mine, search], ctx)
@@ -374,6 +377,7 @@ def run_ask(
     tty_out = isatty(out)
     plain = opts.plain or not tty_out or opts.json_out or opts.jsonl
     view = _make_view(opts, out, err, plain=plain, model=provider.model)
+    embed.shared().wait = True  # the one turn waits for the recall models (the REPL does not)
     conversation = build_conversation(
         settings,
         store,

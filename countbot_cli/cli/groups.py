@@ -66,10 +66,10 @@ def sessions_search(
     config: ConfigOpt = None,
 ) -> None:
     def go() -> int:
-        from countbot_cli.conversation.search import SessionSearch
+        from countbot_cli.memory.session_meaning import MeaningSearch
         from countbot_cli.ui.session_search import sessions_search as _search
 
-        search = SessionSearch(_store(config))  # notices go where the store's go (stderr)
+        search = MeaningSearch(_store(config))  # notices go where the store's go (stderr)
         return _search(search, words, sys.stdout, json_out=json_out, limit=limit)
 
     guarded(go)

@@ -44,7 +44,9 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-SCHEMA_VERSION = 2  # 2: the workspace a session was started in
+SCHEMA_VERSION = 3  # 2: the workspace a session was started in; 3: what the user said
+SAID_FIRST, SAID_LAST = 6, 4  # the user messages kept for search by meaning (`said`) ...
+SAID_CHARS = 300  # ... each cut to this many characters: the semantic side's bounded cost
 BATCH = 64  # files indexed per transaction
 TITLE_WEIGHT = 4.0
 ROLES = ("user", "assistant")
@@ -58,6 +60,8 @@ _SCHEMA = (
     " ws TEXT NOT NULL DEFAULT '')",
     "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5("
     "title, body, tokenize='unicode61 remove_diacritics 2')",
+    "CREATE TABLE IF NOT EXISTS said(file INTEGER NOT NULL, text TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS said_file ON said(file)",
 )
 
 
@@ -132,6 +136,25 @@ class SessionSearch:
         hits = [self._hit(sid, score, terms, per_session) for sid, score in ranked]
         return Results([h for h in hits if h is not None], terms, every)
 
+    def said(
+        self, workspace: str | None = None, exclude: Collection[str] = ()
+    ) -> list[tuple[str, str]]:
+        """(session id, text) of what the user said in each session (a bounded part: the
+        first SAID_FIRST and last SAID_LAST messages, SAID_CHARS each), for search by meaning."""
+        where, args = ("", ()) if workspace is None else (" WHERE f.ws = ?", (workspace,))
+        rows = self._with_index(
+            lambda con: con.execute(
+                f"SELECT f.sid, s.text FROM said s JOIN files f ON f.rowid = s.file{where}", args
+            ).fetchall()
+        )
+        return [(sid, t) for sid, t in rows if sid not in exclude and sid in self._heads]
+
+    def hit(
+        self, sid: str, score: float, terms: Terms, per_session: int, said: str = ""
+    ) -> Hit | None:
+        """One result with its matching messages; `said` (a text of `said()`) first."""
+        return self._hit(sid, score, terms, per_session, said)
+
     def listed_ids(self) -> list[str]:
         """The ids of every session the last refresh saw (for short ids)."""
         return list(self._heads)
@@ -193,7 +216,7 @@ class SessionSearch:
             return
         with _txn(con):
             if _meta(con) not in (None, SCHEMA_VERSION):  # an older layout: start again
-                for table in ("meta", "files", "docs"):
+                for table in ("meta", "files", "docs", "said"):
                     con.execute(f"DROP TABLE IF EXISTS {table}")
             for stmt in _SCHEMA:
                 con.execute(stmt)
@@ -246,7 +269,9 @@ class SessionSearch:
 
     # ---- the matching messages ----
 
-    def _hit(self, sid: str, score: float, terms: Terms, per_session: int) -> Hit | None:
+    def _hit(
+        self, sid: str, score: float, terms: Terms, per_session: int, said: str = ""
+    ) -> Hit | None:
         head = self._heads[sid][1]
         hit = Hit(sid, head["title"], head["created_at"], head["updated_at"], score)
         if per_session <= 0:
@@ -258,7 +283,11 @@ class SessionSearch:
             return None
         msgs = [m for m in session.all_messages() if m.role in ROLES]
         archived = {m.id for m in session.archived}
-        for i in best_matches((m.content for m in msgs), terms, per_session):
+        picked = best_matches((m.content for m in msgs), terms, per_session)
+        close = [i for i, m in enumerate(msgs) if said and _said_text(m.content) == said][:1]
+        if close and close[0] not in picked:
+            picked = sorted([*close, *picked[: per_session - 1]])
+        for i in picked:
             m = msgs[i]
             hit.excerpts.append(Excerpt(m.id, m.role, m.created_at, m.content, m.id in archived))
         return hit
@@ -270,6 +299,7 @@ class _Doc:
     title: str
     body: str
     workspace: str = ""
+    said: tuple[str, ...] = ()
 
 
 def _read(store: SessionStore, sid: str) -> _Doc | None:
@@ -283,12 +313,25 @@ def _read(store: SessionStore, sid: str) -> _Doc | None:
         session = Session.from_dict(loads_bounded(data))
     except ValueError:
         return _Doc(key, "", "")
-    body = _body(session.all_messages())
-    return _Doc(key, index_text(session.title), body, session.workspace)
+    everything = session.all_messages()
+    title, body = index_text(session.title), _body(everything)
+    return _Doc(key, title, body, session.workspace, _said(everything))
 
 
 def _body(messages: list[Message]) -> str:
     return "\n".join(index_text(m.content) for m in messages if m.role in ROLES and m.content)
+
+
+def _said(messages: list[Message]) -> tuple[str, ...]:
+    texts = [_said_text(m.content) for m in messages if m.role == "user" and m.content.strip()]
+    kept = (
+        texts if len(texts) <= SAID_FIRST + SAID_LAST else texts[:SAID_FIRST] + texts[-SAID_LAST:]
+    )
+    return tuple(dict.fromkeys(kept))
+
+
+def _said_text(content: str) -> str:
+    return " ".join(content.split())[:SAID_CHARS]
 
 
 def _store_doc(con: sqlite3.Connection, sid: str, doc: _Doc | None) -> int:
@@ -305,6 +348,7 @@ def _store_doc(con: sqlite3.Connection, sid: str, doc: _Doc | None) -> int:
     con.execute(
         "INSERT INTO docs(rowid,title,body) VALUES(?,?,?)", (cur.lastrowid, doc.title, doc.body)
     )
+    con.executemany("INSERT INTO said VALUES(?,?)", [(cur.lastrowid, t) for t in doc.said])
     return 1
 
 
@@ -312,6 +356,7 @@ def _drop(con: sqlite3.Connection, sid: str) -> None:
     row = con.execute("SELECT rowid FROM files WHERE sid=?", (sid,)).fetchone()
     if row is not None:
         con.execute("DELETE FROM docs WHERE rowid=?", (row[0],))
+        con.execute("DELETE FROM said WHERE file=?", (row[0],))
         con.execute("DELETE FROM files WHERE rowid=?", (row[0],))
 
 

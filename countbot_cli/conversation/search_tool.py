@@ -13,11 +13,11 @@ the model is in is never returned (`current()` names it).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from countbot_cli.conversation.search import Hit, SessionSearch
+from countbot_cli.conversation.search import Hit, Results, SessionSearch
 from countbot_cli.conversation.store import SessionStore
 from countbot_cli.errors import CountbotError
 from countbot_cli.tools.base import KIND_READ, ToolContext, ToolError, ToolResult, ToolSpec
@@ -61,6 +61,25 @@ DESCRIPTION = (
 )
 
 
+class Searcher(Protocol):
+    """What the tool searches with: `SessionSearch`, or one that also searches by meaning
+    (memory/session_meaning.py, injected by the app: it is a higher layer)."""
+
+    def search(
+        self,
+        words: str,
+        *,
+        limit: int,
+        exclude: Collection[str],
+        per_session: int,
+        workspace: str | None,
+    ) -> Results: ...
+
+
+def _by_words(store: SessionStore) -> Searcher:
+    return SessionSearch(store, on_notice=lambda _m: None)
+
+
 CROSSING = "reads conversations from other projects, not only this workspace's"
 
 
@@ -70,17 +89,18 @@ def search_sessions_tool(
     *,
     workspace: str,
     everywhere: bool = False,
+    searcher: Callable[[SessionStore], Searcher] = _by_words,
 ) -> ToolSpec:
     """The tool over the sessions in `sessions_dir` started in `workspace` (`everywhere`: all
     of them, unasked); `current()` is the session to leave out."""
-    box: list[SessionSearch] = []
+    box: list[Searcher] = []
 
     def reasons(args: dict[str, Any]) -> list[str]:
         return [CROSSING] if args.get("all_projects") is True and not everywhere else []
 
     def run(args: dict[str, Any], _ctx: ToolContext, _cancel: threading.Event) -> ToolResult:
         if not box:
-            box.append(SessionSearch(SessionStore(sessions_dir), on_notice=lambda _m: None))
+            box.append(searcher(SessionStore(sessions_dir)))
         query = str(args["query"])
         limit = int(args.get("max_sessions") or DEFAULT_SESSIONS)
         mine = current()

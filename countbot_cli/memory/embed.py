@@ -85,6 +85,13 @@ class Embedder:
         self._thread: threading.Thread | None = None
         self._small_talk: Any = None
         self.error: str | None = None  # why the models could not load (then recall is lexical)
+        # False (the REPL): a turn never waits for the models; until they are loaded (in the
+        # background) recall is by words. True (`ask`): the one turn waits for them.
+        self.wait = True
+
+    @property
+    def ready(self) -> bool:
+        return self._use is not None and self._small_talk is not None
 
     def start(self) -> None:
         """Load in a background thread (the REPL's start, `ask` while the request is built)."""

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from countbot_cli.memory.embed import Embedder, available, shared
 from countbot_cli.memory.search import Entry, Snapshot, query_words
-from countbot_cli.memory.vectors import VectorCache
+from countbot_cli.memory.vectors import VectorCache, vectors_path
 from countbot_cli.textsafe import LazyPattern
 
 if TYPE_CHECKING:
@@ -120,9 +120,13 @@ class Recall:
         """(line vectors, cosine of each line with `text`), or None when recall is lexical."""
         if self.embedder is None:
             return None
+        if not self.embedder.wait and not self.embedder.ready:
+            self.embedder.start()  # by words this turn; by meaning once loaded
+            return None
         try:
             if self._cache is None:
-                self._cache = VectorCache(self.memory.path, self.embedder, self.notice)
+                path = vectors_path(self.memory.path)
+                self._cache = VectorCache(path, self.embedder, self.notice)
             vectors = self._cache.matrix(snap.contents)
             probe = self.embedder.query(text) - self.embedder.small_talk()
             return vectors, vectors @ probe

@@ -1,4 +1,5 @@
-"""The vectors of MEMORY.md's lines: `MEMORY.vectors.bin`, a cache beside it.
+"""The vectors of MEMORY.md's lines: `MEMORY.vectors.bin`, a cache beside it (and, the same
+way, of what was said in past sessions: `sessions/search-vectors.bin`).
 
 MEMORY.md stays the source of truth; this file only saves embedding every line again. Each
 vector is keyed by a hash of the line's content (not its number, date or source), so an edited
@@ -52,9 +53,14 @@ class VectorCache:
     """The vectors of one memory file's lines, in memory and on disk."""
 
     def __init__(
-        self, memory_file: Path, embedder: Embedder, notice: Callable[[str], None]
+        self,
+        path: Path,
+        embedder: Embedder,
+        notice: Callable[[str], None],
+        what: str = "memory lines",
     ) -> None:
-        self.path = vectors_path(Path(memory_file))
+        self.path = Path(path)
+        self.what = what  # what the vectors are of, for the notices
         self.embedder = embedder
         self.notice = notice
         self._rows: dict[bytes, int] = {}
@@ -86,14 +92,14 @@ class VectorCache:
     def _embed(self, texts: list[str]) -> NDArray[np.float32]:
         if len(texts) <= QUIET_BUILD:
             return self.embedder.lines(texts)
-        self.notice(f"embedding {len(texts):,} memory lines for recall by meaning (once)")
+        self.notice(f"embedding {len(texts):,} {self.what} for search by meaning (once)")
         step = max(1, len(texts) // PROGRESS_STEPS)
         said = [0]
 
         def progress(done: int, total: int) -> None:
             if done - said[0] >= step and done < total:
                 said[0] = done
-                self.notice(f"embedded {done:,} of {total:,} memory lines")
+                self.notice(f"embedded {done:,} of {total:,} {self.what}")
 
         return self.embedder.lines_in_batches(texts, progress)
 
@@ -122,7 +128,7 @@ class VectorCache:
         try:
             rows, matrix = _parse(self.path.read_bytes())
         except (OSError, Damaged) as e:
-            self.notice(f"the memory vector cache {self.path} was damaged ({e}); rebuilding it")
+            self.notice(f"the vector cache {self.path} was damaged ({e}); rebuilding it")
             rows, matrix = {}, np.zeros((0, DIM), np.float32)
         self._rows, self._matrix = rows, matrix
 

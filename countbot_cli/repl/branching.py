@@ -15,9 +15,9 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
-from countbot_cli.conversation.search import SessionSearch
 from countbot_cli.conversation.session import plural
 from countbot_cli.errors import UsageError
+from countbot_cli.memory.session_meaning import MeaningSearch
 from countbot_cli.textsafe import sanitize_line
 from countbot_cli.ui.session_search import sessions_search
 from countbot_cli.ui.transcript import recap
@@ -83,7 +83,7 @@ def cmd_search(repl: ReplHost, arg: str) -> None:
         raise UsageError("usage: /search WORDS (sessions holding the words; /resume WORDS picks)")
     c = repl.conversation
     out = io.StringIO()
-    search = SessionSearch(c.store, on_notice=repl.info)
+    search = MeaningSearch(c.store, on_notice=repl.info)
     sessions_search(search, arg.split(), out)
     repl.write(out.getvalue())
     repl.info("/resume ID switches to one")

@@ -39,6 +39,7 @@ from typing import IO, TYPE_CHECKING, Any
 from countbot_cli.config.own_files import HISTORY_FILE
 from countbot_cli.conversation.attachments import PendingAttachments
 from countbot_cli.errors import CountbotError, Terminated
+from countbot_cli.memory import embed
 from countbot_cli.repl import slash
 from countbot_cli.repl.host import TurnOp
 from countbot_cli.repl.prompt import editing_mode, make_prompt, trim_history
@@ -112,6 +113,7 @@ class Repl:
         # the memory upkeep runs after the answer without holding the next prompt back
         conversation.upkeep_in_background(self._redraw_prompt)
         conversation.fallback.offer = self._ask_in_turn  # the embedded model, offered once
+        embed.shared().wait = False  # recall by words until its models load in the background
 
     # ---- the loop ----
 

@@ -12,17 +12,18 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
-from countbot_cli.conversation.search import Hit, SessionSearch
+from countbot_cli.conversation.search import Hit
 from countbot_cli.conversation.search_text import Terms, snippet
 from countbot_cli.conversation.session import short_ids
 from countbot_cli.errors import EXIT_OK
+from countbot_cli.memory.session_meaning import MeaningSearch
 from countbot_cli.textsafe import json_text, sanitize_line
 from countbot_cli.ui.sessions import relative_time
 from countbot_cli.ui.transcript import ROLE_LABELS, UNTITLED
 
 
 def sessions_search(
-    search: SessionSearch,
+    search: MeaningSearch,
     words: Sequence[str],
     out: TextIO,
     *,

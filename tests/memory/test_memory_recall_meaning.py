@@ -6,6 +6,7 @@ cache is rebuilt with a one-line notice; without the extra, recall is by words a
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +124,35 @@ def test_an_edited_line_is_embedded_again_and_a_damaged_cache_rebuilt(
     notices = [line for line in err.splitlines() if "vector cache" in line]
     assert len(notices) == 1 and "damaged" in notices[0] and "rebuilding it" in notices[0]
     assert Recall(MemoryStore(cb.memory_file)).relevant("cello", 8)  # the rebuilt file reads
+
+
+def test_sessions_search_finds_a_paraphrase_and_the_other_language(tmp_path: Path) -> None:
+    from countbot_cli.conversation.session import new_session
+    from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.messages import Message
+
+    cb = make_cb(tmp_path, "http://127.0.0.1:9")
+    store = SessionStore(cb.sessions_dir)
+    made = {}
+    for title, said in (
+        ("Tuesday", "I have cello lessons every Tuesday evening"),
+        ("Weekend", "周末我们去望京那家海底捞吃火锅"),
+        ("Work", "the deploy window is Thursday morning"),
+        ("Tea", "I drink green tea in the morning"),
+    ):
+        s = new_session(provider="test", model="test-model", title=title)
+        s.messages = [Message(role="user", content=said), Message(role="assistant", content="ok")]
+        store.create(s)
+        made[title] = s.id
+    for question, title in (
+        ("which instrument do I play?", "Tuesday"),  # no word in common
+        ("where did we go for hot pot last weekend?", "Weekend"),  # a Chinese session
+        ("我早上喝什么茶？", "Tea"),  # a Chinese question, an English session
+    ):
+        proc = cb.invoke("sessions", "search", "--json", "-n", "2", question)
+        assert proc.returncode == 0, proc.stderr
+        hits = json.loads(proc.stdout)
+        assert hits and hits[0]["id"] == made[title], (question, hits)
+        assert hits[0]["snippets"], question  # the message that made it match is quoted
+    kumquat = cb.invoke("sessions", "search", "kumquat")  # a word: by its words only
+    assert "No session matches 'kumquat'" in kumquat.stdout + kumquat.stderr

@@ -99,6 +99,7 @@ def test_context_shows_the_parts_of_the_last_request_and_its_cached_prefix(
     assert "No request yet in this conversation" in out
     report = out[out.rindex("Last request to") :]
     assert "system prompt:" in report and "persona and rules" in report
+    assert "  recall: by meaning and by words (the recall extra" in report
     recalled = [ln for ln in report.splitlines() if "The user lives in Lyon" in ln]
     assert recalled and "countbot memory pin " in recalled[0]
     n = int(recalled[0].rsplit("pin ", 1)[1].rstrip(")"))
