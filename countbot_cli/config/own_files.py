@@ -40,6 +40,8 @@ DATA_FILES = (
     SERVERS_FILE,
 )
 SEARCH_INDEX_FILE = "search-index.sqlite3"  # in the sessions folder (conversation/search.py)
+SEARCH_VECTORS_FILE = "search-vectors.bin"  # ... beside it (memory/session_meaning.py)
+VECTORS_SUFFIX = ".vectors.bin"  # MEMORY.md -> MEMORY.vectors.bin (memory/vectors.py)
 MARKS_SUFFIX = ".marks.json"  # MEMORY.md -> MEMORY.marks.json (memory/marks.py)
 ARCHIVE_SUFFIX = ".archive.jsonl"  # MEMORY.md -> MEMORY.archive.jsonl (memory/archive.py)
 SOURCES_SUFFIX = ".sources.jsonl"  # MEMORY.md -> MEMORY.sources.jsonl (memory/sources.py)

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 
+from countbot_cli.config.own_files import SEARCH_VECTORS_FILE
 from countbot_cli.conversation.search import Results, SessionSearch
 from countbot_cli.conversation.store import SessionStore
 from countbot_cli.memory.embed import Embedder, available, shared
 from countbot_cli.memory.vectors import VectorCache
 from countbot_cli.words import CJK_RUN
 
-VECTORS_FILE = "search-vectors.bin"
 RANK_K = 5.0  # reciprocal rank fusion: 1 / (RANK_K + rank)
 MIN_MEANING = 0.05  # a session's best message, scored as recall scores lines (centred cosine)
 EVERY_WORD_WEIGHT = 1.2  # the weight of a rank by words when sessions hold every word ...
@@ -102,7 +102,7 @@ class MeaningSearch:
         try:
             said = self.words.said(workspace, exclude)
             if self._cache is None:
-                path = self.words.store.root / VECTORS_FILE
+                path = self.words.store.root / SEARCH_VECTORS_FILE
                 self._cache = VectorCache(path, self.embedder, self.notice, "session messages")
             vectors = self._cache.matrix([t for _, t in said])
             scores = vectors @ (self.embedder.query(text) - self.embedder.small_talk())

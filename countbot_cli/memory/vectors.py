@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from countbot_cli import fileio
+from countbot_cli.config.own_files import VECTORS_SUFFIX, memory_sidecar
 from countbot_cli.memory.embed import DIM, MODEL_TAG, Embedder
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-SUFFIX = ".vectors.bin"
 MAGIC = b"countbot-memory-vectors\n"
 KEY_BYTES = 16
 QUIET_BUILD = 32  # embedding this many lines or fewer says nothing
@@ -38,7 +38,7 @@ PROGRESS_STEPS = 4  # a cold build reports progress this many times
 
 def vectors_path(memory_file: Path) -> Path:
     """MEMORY.md -> MEMORY.vectors.bin (same folder)."""
-    return memory_file.with_name(memory_file.stem + SUFFIX)
+    return memory_sidecar(memory_file, VECTORS_SUFFIX)
 
 
 def content_key(content: str) -> bytes:
