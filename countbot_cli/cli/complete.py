@@ -5,8 +5,8 @@ for the candidates, one `word<TAB>description` a line.
 typer's own completion stays off (`add_completion=False`): it adds options to every start-up
 and imports its shell detection, which `--help` and `--version` would pay for. Here the cost is
 only paid when the shell asks: commands, subcommands and options come from the typer app itself,
-session ids from the session store, role names from the roles folder, option keys for `-o` from
-config/options.py.
+session ids from the session store, role and template names from their folders, option keys
+for `-o` from config/options.py.
 """
 
 from __future__ import annotations
@@ -127,6 +127,8 @@ def _for(
             yield from _sessions(config)
         elif "--role" in pending.opts:
             yield from _roles()
+        elif "--template" in pending.opts:
+            yield from _templates()
         elif "--option" in pending.opts:
             from countbot_cli.config.options import KNOWN
 
@@ -162,5 +164,16 @@ def _roles() -> Iterator[tuple[str, str]]:
         try:
             first = parse_role(name, roles_dir() / f"{name}.md").first_line[:60]
         except Exception:  # a broken role is still a name to complete
+            first = ""
+        yield name, first
+
+
+def _templates() -> Iterator[tuple[str, str]]:
+    from countbot_cli.config.templates import load_template, template_names
+
+    for name in template_names():
+        try:
+            first = load_template(name).first_line[:60]
+        except Exception:  # a broken template is still a name to complete
             first = ""
         yield name, first

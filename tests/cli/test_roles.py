@@ -117,6 +117,9 @@ def test_bash_completes_role_names(tmp_path: Path) -> None:
     assert sorted(bash_complete(cb, ["ask", "-r", "p"])[0]) == ["pirate", "poet"]
     assert bash_complete(cb, ["--role", "rev"])[0] == ["reviewer"]
     assert "temperature" in bash_complete(cb, ["ask", "-o", ""])[0]
+    (cb.user_home / "templates").mkdir()
+    (cb.user_home / "templates" / "review.md").write_text("Review $1.\n", encoding="utf-8")
+    assert bash_complete(cb, ["ask", "-t", "re"])[0] == ["review"]
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")

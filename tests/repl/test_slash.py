@@ -515,3 +515,16 @@ def test_tools_lists_the_saved_approvals(tmp_path: Path, server: fs.FakeServer) 
     out = h.text()
     assert 'command "git status", tool "write_file"' in out and str(rules) in out
     assert "countbot config allow remove RULE" in out
+
+
+def test_export_follows_the_same_rule_as_sessions_export(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    h = Harness(tmp_path, server)
+    server.add(fs.text("an answer"))
+    forced, txt = tmp_path / "forced.json", tmp_path / "notes.txt"
+    h.run(["a question\r", f"/export {forced} --format md\r", f"/export {txt}\r"])
+    assert forced.read_text(encoding="utf-8").startswith("# a question")  # --format wins
+    assert not txt.exists()
+    out = h.text()
+    assert "cannot tell the export format from '.txt'" in out and "--format md|json" in out
