@@ -244,6 +244,7 @@ class Repl:
             spinner=spin,
             stats=lambda: self.conversation.provider.last_stats,
             keep_tool=self.tool_outputs.keep,
+            typed=self.typed.summary,
         )
         self.screen.view = view
         started = time.monotonic()

@@ -5,7 +5,8 @@ still a SIGINT) and a reader thread feeds every key to the REPL's `LineQueue`:
 
 - Enter queues the line typed so far: after the answer, queued lines are sent in order, each its
   own message (slash commands run as commands), and the REPL shows what is still queued, dimmed,
-  above each one it sends;
+  above each one it sends; while the spinner runs (waiting for the model, a command running) its
+  dim line shows the queue and the line being typed (`summary`);
 - Esc Enter (Alt-Enter / Meta-Enter in common terminals) queues the line in front and stops the
   answer (as Ctrl-C does: what arrived is saved, marked interrupted), so the line goes at once;
 - Backspace, Ctrl-W and Ctrl-U edit the line being typed; Up takes the last queued line back
@@ -29,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from countbot_cli.textsafe import sanitize_line
 from countbot_cli.ui.terminal import QuietKeys
 
 POLL = 0.05  # seconds the reader waits for a key before looking whether it should stop
@@ -48,6 +50,15 @@ class LineQueue:
         for ch in keys:
             stop = self._key(ch) or stop
         return stop
+
+    def summary(self) -> str:
+        """What is typed ahead, for the spinner's line: `  · queued: «a» «b» · typing: c`."""
+        parts = []
+        if self.lines:
+            parts.append("queued: " + " ".join(f"«{_short(q)}»" for q in self.lines))
+        if self.typing:
+            parts.append(f"typing: {_short(self.typing)}")
+        return "".join(f"  · {p}" for p in parts)
 
     def take_typing(self) -> str:
         """The line typed but not sent (the next prompt starts with it)."""
@@ -97,6 +108,11 @@ class LineQueue:
         else:
             self.lines.append(line)
         return front
+
+
+def _short(text: str) -> str:
+    line = sanitize_line(text)
+    return line if len(line) <= 30 else line[:29] + "…"
 
 
 class TypeAhead(QuietKeys):

@@ -43,9 +43,17 @@ class Spinner:
     """`label` with a spinning glyph and the elapsed seconds, redrawn on one line of `stream`
     (dimmed, unless NO_COLOR is set)."""
 
-    def __init__(self, stream: IO[str], label: str, *, interval: float = 0.1) -> None:
+    def __init__(
+        self,
+        stream: IO[str],
+        label: str,
+        *,
+        interval: float = 0.1,
+        extra: Callable[[], str] | None = None,
+    ) -> None:
         self._stream = stream
         self._label = label
+        self._extra = extra  # more for the line, asked each frame (what is typed ahead)
         self._interval = interval
         self._dim = ("\x1b[2m", "\x1b[0m") if not os.environ.get("NO_COLOR") else ("", "")
         self._stop = threading.Event()
@@ -80,7 +88,9 @@ class Spinner:
             elapsed = time.monotonic() - started
             clock = f" {elapsed:.0f}s" if elapsed >= 1 else ""
             frame = self._frames[n % len(self._frames)]
-            self._write(f"\r\x1b[2K{self._dim[0]}{frame} {self._label}{clock}{self._dim[1]}")
+            line = f"{frame} {self._label}{clock}{self._extra() if self._extra else ''}"
+            line = line[: max(10, columns(self._stream) - 1)]  # one line: \r redraws it
+            self._write(f"\r\x1b[2K{self._dim[0]}{line}{self._dim[1]}")
             n += 1
             self._stop.wait(self._interval)
 
@@ -139,8 +149,10 @@ class ReplView:
         stream_view: Any = None,
         stats: Callable[[], ProviderStats | None] | None = None,
         keep_tool: Callable[[str, str], object] | None = None,
+        typed: Callable[[], str] | None = None,
     ) -> None:
         self.console = console
+        self._typed = typed  # the type-ahead queue, shown on the spinner's line
         self._keep_tool = keep_tool  # (call, full output): kept for /last-tool
         self.side = side
         self.stream: Any = stream_view or StreamView(console, side=side)
@@ -303,7 +315,7 @@ class ReplView:
         if not self._spin:
             return
         self._quiet()
-        self._spinner = Spinner(self.side.file, label)
+        self._spinner = Spinner(self.side.file, label, extra=self._typed)
         self._spinner.start()
 
     def _quiet(self) -> None:

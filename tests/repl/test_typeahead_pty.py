@@ -76,6 +76,29 @@ def test_esc_enter_stops_the_answer_and_sends_now(tmp_path: Path) -> None:
         assert msgs[2]["content"] == "stop and answer this"
 
 
+@pty_only
+def test_the_queue_is_shown_on_the_spinners_line_while_the_model_thinks(tmp_path: Path) -> None:
+    with fs.FakeServer() as server:
+        cb = make_cb(tmp_path, server.base_url)
+        server.add(fs.text("late answer", first_delay=4), fs.text("then this"))
+        child = spawn(cb.env, cb.work)
+        try:
+            expect(child, TOOLBAR_END)
+            child.send("think first\r")
+            expect(child, "waiting for")
+            child.send("next one\rhalf")
+            expect(child, "queued: «next one»  · typing: half")
+            expect(child, "then this")
+            expect(child, "> half")
+            expect(child, TOOLBAR_END)
+            child.sendcontrol("u")
+            child.sendcontrol("d")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+        assert users(server) == ["think first", "next one"]
+
+
 def test_line_queue_keys() -> None:
     q = LineQueue()
     assert q.feed("one\rtwo\r") is False and q.lines == ["one", "two"]
@@ -89,5 +112,7 @@ def test_line_queue_keys() -> None:
     assert q.feed("\r") is False and q.lines == ["one", "a d"]  # Esc Enter on an empty line
     q.feed("now")
     assert q.feed("\x1b\r") is True and q.lines[0] == "now"
+    assert q.summary() == "  · queued: «now» «one» «a d»"
     q.feed("\r\r  \r\x1b[Bhé")
+    assert q.summary().endswith("  · typing: hé")
     assert q.lines == ["now", "one", "a d"] and q.take_typing() == "hé" and q.typing == ""
