@@ -373,8 +373,8 @@ class Repl:
 
     def _banner(self) -> None:
         out = self._raw_out()
-        color = self._console is None and isatty(out) and not os.environ.get("NO_COLOR")
-        write_banner(out, self.conversation.provider, color=color)
+        styled = self._console is None and isatty(out)  # dim, NO_COLOR or not (ui/status.py)
+        write_banner(out, self.conversation.provider, styled=styled)
 
     # ---- the prompt ----
 

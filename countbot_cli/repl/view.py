@@ -12,7 +12,6 @@ while a turn streams is ui/terminal.py's `QuietKeys`.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from countbot_cli.textsafe import sanitize, sanitize_line
 from countbot_cli.ui.livetail import LiveTail
+from countbot_cli.ui.status import StatusLine, dim
 from countbot_cli.ui.stream import StallRedraw, StreamView
 from countbot_cli.ui.terminal import columns
 from countbot_cli.ui.transcript import interrupted_what, short_args, tool_preview, usage_line
@@ -40,8 +40,8 @@ _ASCII_FRAMES = "-\\|/"
 
 
 class Spinner:
-    """`label` with a spinning glyph and the elapsed seconds, redrawn on one line of `stream`
-    (dimmed, unless NO_COLOR is set)."""
+    """`label` with a spinning glyph and the elapsed seconds, redrawn on one dim status line of
+    `stream` (ui/status.py)."""
 
     def __init__(
         self,
@@ -55,7 +55,7 @@ class Spinner:
         self._label = label
         self._extra = extra  # more for the line, asked each frame (what is typed ahead)
         self._interval = interval
-        self._dim = ("\x1b[2m", "\x1b[0m") if not os.environ.get("NO_COLOR") else ("", "")
+        self._line = StatusLine(stream, quiet_errors=True)  # the terminal may go away
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
@@ -79,7 +79,7 @@ class Spinner:
             return
         self._stop.set()
         thread.join()
-        self._write("\r\x1b[2K")
+        self._line.clear()
 
     def _spin(self) -> None:
         started = time.monotonic()
@@ -89,17 +89,9 @@ class Spinner:
             clock = f" {elapsed:.0f}s" if elapsed >= 1 else ""
             frame = self._frames[n % len(self._frames)]
             line = f"{frame} {self._label}{clock}{self._extra() if self._extra else ''}"
-            line = line[: max(10, columns(self._stream) - 1)]  # one line: \r redraws it
-            self._write(f"\r\x1b[2K{self._dim[0]}{line}{self._dim[1]}")
+            self._line.show(line[: max(10, columns(self._stream) - 1)])  # one line: \r redraws it
             n += 1
             self._stop.wait(self._interval)
-
-    def _write(self, text: str) -> None:
-        try:
-            self._stream.write(text)
-            self._stream.flush()
-        except (OSError, ValueError):
-            pass
 
 
 @dataclass
@@ -323,13 +315,14 @@ class ReplView:
             self._spinner.stop()
 
 
-def write_banner(out: IO[str], provider: Any, *, color: bool) -> None:
-    """The REPL's first line: provider/model and as many key hints as fit the terminal."""
+def write_banner(out: IO[str], provider: Any, *, styled: bool) -> None:
+    """The REPL's first line: provider/model and as many key hints as fit the terminal, dim when
+    `styled` (a terminal)."""
     text = f"countbot · {sanitize_line(provider.name)}/{sanitize_line(provider.model)}"
     width = columns(out)
     for hint in (" · /help for commands · Alt-Enter for a new line · Ctrl-D quits", " · /help"):
         if len(text) + len(hint) <= width:
             text += hint
             break
-    out.write(f"\x1b[2m{text}\x1b[0m\n" if color else text + "\n")
+    out.write(dim(text) + "\n" if styled else text + "\n")
     out.flush()

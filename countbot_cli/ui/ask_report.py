@@ -17,6 +17,7 @@ from countbot_cli.errors import (
 )
 from countbot_cli.textsafe import json_text, sanitize
 from countbot_cli.ui.codeblocks import extracted
+from countbot_cli.ui.status import dim
 from countbot_cli.ui.terminal import isatty
 from countbot_cli.ui.transcript import ask_usage
 
@@ -83,11 +84,11 @@ def report(
         print_error(result.error, err)
     stats = provider.last_stats
     if stats is not None and isatty(err) and not opts.json_out:
-        err.write(f"\x1b[2m{stats.describe()}\x1b[0m\n")
+        err.write(dim(stats.describe()) + "\n")
     if result.session_id and isatty(err) and not opts.json_out:
         usage = ask_usage(result)
         sid = result.session_id
-        err.write(f"\x1b[2msession {sid}{usage} · continue with -s {sid[:8]}\x1b[0m\n")
+        err.write(dim(f"session {sid}{usage} · continue with -s {sid[:8]}") + "\n")
         err.flush()
     return code
 

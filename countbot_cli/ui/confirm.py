@@ -63,22 +63,12 @@ from countbot_cli.tools.approval import (
     Decision,
     Reprepare,
 )
+from countbot_cli.ui.status import BOLD, CYAN, DIM, GREEN, NO_REVERSE, RED, REVERSE, YELLOW, paint
 
 if TYPE_CHECKING:
     from countbot_cli.tools import PreparedCall
 
 
-RED, GREEN, YELLOW, CYAN, BOLD, DIM, REVERSE, RESET = (
-    "\x1b[31m",
-    "\x1b[32m",
-    "\x1b[33m",
-    "\x1b[36m",
-    "\x1b[1m",
-    "\x1b[2m",
-    "\x1b[7m",
-    "\x1b[0m",
-)
-NO_REVERSE = "\x1b[27m"
 MAX_ARG_CHARS = 300  # one argument's value shown in the summary of a call without a preview
 
 EditorRunner = Callable[[list[str], str], int]  # (argv, file path) -> exit status
@@ -439,7 +429,7 @@ class TerminalConfirmer:
         self.out.flush()
 
     def _paint(self, style: str, text: str) -> str:
-        return f"{style}{text}{RESET}" if self.color else text
+        return paint(style, text) if self.color else text
 
 
 def _json(args: dict[str, Any]) -> str:
@@ -464,7 +454,8 @@ def _fileno(stream: TextIO) -> int | None:
 
 
 def _wants_color(out: TextIO) -> bool:
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+    """Styles on a terminal that takes them; NO_COLOR drops only the colours (ui/status.py)."""
+    if os.environ.get("TERM") == "dumb":
         return False
     try:
         return out.isatty()

@@ -5,20 +5,20 @@ tools/shell.py hands every piece of output to the tool context's `progress` call
 reader threads); a view that has a terminal (ui/turnview.py MarkdownView, repl/view.py
 ReplView) feeds it here. The output is untrusted: each line is sanitised (escape sequences and
 control characters removed, `textsafe.sanitize_line`), a carriage return keeps only what was
-drawn after it (progress bars), and a line is cut to the terminal's width so it never wraps
+drawn after it (progress bars), each row is dim (ui/status.py, NO_COLOR too), and a line is cut to the terminal's width so it never wraps
 (the redraw counts rows). At most ROWS lines are shown, and a line without an end is kept to
 MAX_PARTIAL characters: a command printing megabytes costs no more than a few redraws.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import deque
 from typing import IO
 
 from countbot_cli.textsafe import cells, sanitize_line
+from countbot_cli.ui.status import CLEAR_BELOW, CLEAR_LINE, dim, rows_up
 from countbot_cli.ui.terminal import columns
 
 ROWS = 5  # lines of output shown at most
@@ -37,7 +37,6 @@ class LiveTail:
         self._drawn = 0  # rows on screen now
         self._last = 0.0
         self._lock = threading.Lock()
-        self._dim = ("", "") if os.environ.get("NO_COLOR") else ("\x1b[2m", "\x1b[0m")
 
     def feed(self, text: str) -> None:
         with self._lock:
@@ -54,7 +53,7 @@ class LiveTail:
         tail began."""
         with self._lock:
             if self._drawn:
-                self._write(f"\x1b[{self._drawn}F\x1b[J")
+                self._write(rows_up(self._drawn) + CLEAR_BELOW)
                 self._drawn = 0
 
     def shown(self) -> list[str]:
@@ -64,10 +63,8 @@ class LiveTail:
 
     def _draw(self) -> None:
         width = max(columns(self._out) - cells(PREFIX) - 1, 10)
-        start, end = self._dim
-        rows = "".join(f"\x1b[2K{start}{PREFIX}{_cut(line, width)}{end}\n" for line in self.shown())
-        up = f"\x1b[{self._drawn}F" if self._drawn else ""
-        self._write(f"{up}{rows}\x1b[J")
+        rows = "".join(f"{CLEAR_LINE}{dim(PREFIX + _cut(line, width))}\n" for line in self.shown())
+        self._write(f"{rows_up(self._drawn)}{rows}{CLEAR_BELOW}")
         self._drawn = len(self.shown())
 
     def _write(self, text: str) -> None:

@@ -13,6 +13,7 @@ from countbot_cli.memory.tool import shown_lines
 from countbot_cli.textsafe import StreamSanitizer, json_text, sanitize
 from countbot_cli.tools.shell import failed_stderr_tail
 from countbot_cli.ui.livetail import LiveTail
+from countbot_cli.ui.status import StatusLine
 from countbot_cli.ui.stream import StallRedraw, StreamView, make_console
 from countbot_cli.ui.terminal import isatty
 from countbot_cli.ui.transcript import short_args
@@ -25,34 +26,31 @@ if TYPE_CHECKING:
 
 
 class _StderrNotices:
-    """Status line while waiting for the first token, then one-line notices, all on stderr."""
+    """Status line while waiting for the first token, then one-line notices, all on stderr.
+    On a terminal both are dim (ui/status.py); piped, a notice is a `countbot: ` line."""
 
     def __init__(self, err: TextIO, *, waiting: str | None) -> None:
         self.err = err
         self.tty = isatty(err)
-        self._status_shown = False
+        self._status = StatusLine(err)
         if waiting:
             self.status(waiting)  # names the model
 
     def status(self, text: str) -> None:
         """A dim status line (on a terminal only) until the next output clears it."""
         if self.tty:
-            self.clear_status()
-            self.err.write(f"\x1b[2m{sanitize(text)}\x1b[0m")
-            self.err.flush()
-            self._status_shown = True
+            self._status.show(sanitize(text))
 
     def clear_status(self) -> None:
-        if self._status_shown:
-            self.err.write("\r\x1b[2K")
-            self.err.flush()
-            self._status_shown = False
+        self._status.clear()
 
     def line(self, text: str) -> None:
-        self.clear_status()
         text = sanitize(text)
-        self.err.write(f"\x1b[2m{text}\x1b[0m\n" if self.tty else f"countbot: {text}\n")
-        self.err.flush()
+        if self.tty:
+            self._status.line(text)
+        else:
+            self.err.write(f"countbot: {text}\n")
+            self.err.flush()
 
 
 class PlainView:
