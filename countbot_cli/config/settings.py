@@ -130,6 +130,7 @@ class Settings:
     ignored_config: Path | None = None  # a ./config.yaml left out: not trusted (yet)
     ignored_why: str = ""  # "untrusted" | "changed" (trusted once, edited since)
     trust_store: Path | None = None  # the list of trusted project files (trust.store_path)
+    user_config: Path | None = None  # the user's own config.yaml, also when a project's is used
     attach: AttachSettings = AttachSettings()  # limits of -a/--attach (config.attachments)
     mcp: McpSettings = field(default_factory=McpSettings)  # MCP servers (config.mcp)
     # model -> its prices (config.prices); empty: no cost is shown
@@ -145,7 +146,7 @@ class Settings:
             sessions_dir=self.sessions_dir,
             memory_file=self.memory.file,
             data_dir=self.data_dir,
-            others=(self.trust_store, self.tools.saved_file),
+            others=(self.trust_store, self.tools.saved_file, self.user_config),
         )
 
 
@@ -315,6 +316,7 @@ def load_settings(
         ignored_config=ignored,
         ignored_why=why if ignored else "",
         trust_store=trust.store_path(default_home(env)),
+        user_config=default_home(env) / "config.yaml",
     )
 
 

@@ -256,6 +256,7 @@ OWN_FILES = [
     ".countbot_history",
     "@trusted.json",
     "@allow.yaml",
+    "@config.yaml",  # the user's own config, also while a project's config.yaml is the one used
 ]
 
 
