@@ -94,7 +94,7 @@ def _follow(client: Any, url: str, max_bytes: int, max_redirects: int) -> tuple[
     current = url
     for _ in range(max_redirects + 1):
         with client.stream("GET", current) as resp:
-            if resp.is_redirect:
+            if resp.has_redirect_location:  # a 3xx without a Location is no redirect
                 location = resp.headers.get("location", "")
                 current = without_userinfo(urljoin(current, location))
                 if urlsplit(current).scheme not in ("http", "https"):

@@ -42,7 +42,8 @@ PRIVATE_IPS = {"lan.example": "10.20.30.40"}
 
 class _Hostile(BaseHTTPRequestHandler):
     """/trickle-headers, /trickle-body: a byte every 0.3 s until the client goes; /to/URL: 302
-    to URL; /to-cred: 302 to /page with a user and password; else a small page. Every
+    to URL; /to-cred: 302 to /page with a user and password; /no-location: 302 without a
+    Location; else a small page. Every
     request's path and headers are recorded."""
 
     protocol_version = "HTTP/1.1"
@@ -58,6 +59,10 @@ class _Hostile(BaseHTTPRequestHandler):
         elif self.path == "/trickle-body":
             head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100000\r\n\r\n"
             self._trickle(head)
+        elif self.path == "/no-location":
+            self.send_response(302)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
         elif self.path.startswith(("/to/", "/to-cred")):
             port = srv.server_address[1]
             cred = f"http://bob:hop-s3cret@127.0.0.1:{port}/page"
@@ -293,6 +298,18 @@ def test_a_public_url_may_not_redirect_into_the_lan_but_a_lan_url_may_reach_the_
 )
 def test_addresses_are_ranked_from_public_to_this_machine(address: str, rank: int) -> None:
     assert address_rank(address) == rank
+
+
+def test_a_redirect_status_without_a_location_is_said_so_not_followed(
+    tmp_path: Path, server: fs.FakeServer, pages: ThreadingHTTPServer
+) -> None:
+    """A 302 with no Location header leads nowhere: one request, and the error says what the
+    server did (not "more than 4 redirects" after asking the same URL five times)."""
+    cb = make_cb(tmp_path, server.base_url)
+    url = _url(pages, "/no-location")
+    line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
+    assert f"-a {url}: the server answered 302 without a redirect" in line
+    assert [p for p, _h in pages.seen] == ["/no-location"]  # type: ignore[attr-defined]
 
 
 # ---- user:password@ ----
