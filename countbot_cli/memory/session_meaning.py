@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Sequence
 from countbot_cli.config.own_files import SEARCH_VECTORS_FILE
 from countbot_cli.conversation.search import Results, SessionSearch
 from countbot_cli.conversation.store import SessionStore
-from countbot_cli.memory.embed import Embedder, available, shared
+from countbot_cli.memory.embed import Embedder, available, import_numpy, shared
 from countbot_cli.memory.vectors import VectorCache
 from countbot_cli.words import CJK_RUN
 
@@ -99,6 +99,7 @@ class MeaningSearch:
         """(session id, its closest message) best first, by meaning; None without the extra."""
         if self.embedder is None:
             return None
+        import_numpy()
         try:
             said = self.words.said(workspace, exclude)
             if self._cache is None:
