@@ -171,7 +171,7 @@ class Conversation:
                 self.reload()
             raise
         view.turn_ended(result)
-        sid = None if fb.postponed(result, view) else result.session_id
+        sid = None if fb.postponed(result, view, self.backend.keeper) else result.session_id
         if sid is not None and self.worker is not None:
             self.worker.request(sid)
         elif sid is not None and self._upkeep(sid, view):

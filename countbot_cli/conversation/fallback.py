@@ -68,10 +68,16 @@ class UpkeepNotes(Protocol):
     def upkeep_note(self, text: str, *, failed: bool) -> None: ...
 
 
-def postponed(result: TurnResult, view: UpkeepNotes) -> bool:
-    """The provider could not answer this saved turn: its memory upkeep waits for a later
-    turn (the view says so)."""
+class Upkeep(Protocol):  # chat.MemoryKeeping
+    def upkeep_hooks(self) -> list[Callable[[str], str | None]]: ...
+
+
+def postponed(result: TurnResult, view: UpkeepNotes, keeper: Upkeep | None) -> bool:
+    """The provider could not answer this saved turn: its memory upkeep, when there is any,
+    waits for a later turn (the view says so)."""
     if result.session_id is None or (result.fallback is None and not can_fall_back(result)):
+        return False
+    if keeper is None or not keeper.upkeep_hooks():  # no upkeep configured: nothing waits
         return False
     view.upkeep_note(UPKEEP_POSTPONED, failed=False)
     return True

