@@ -1,0 +1,143 @@
+"""`ask --plain` against the standard-library floor client, side by side in one run (issue 25
+point 2: countbot <= 2.5x the floor; 3.3x when the issue was filed).
+
+Interleaved rounds (floor, then each countbot given) against one instant loopback server; for
+each command the median wall time and the CPU time (user+sys of the reaped process), and each
+countbot's ratio to the floor. `--importtime` also prints the largest cumulative imports of one
+`ask --plain` of each countbot (`python -X importtime`).
+
+Run: .venv/bin/python bench/bench_ask.py --countbot today=/tmp/base/.venv/bin/countbot \\
+         --countbot now=.venv/bin/countbot [-n 15] [--importtime]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_startup import start_server  # noqa: E402
+
+FLOOR = ROOT / "bench" / "floor_client.py"
+PROMPT = "hi"
+
+
+def run(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """(wall ms, CPU ms) of one run of `cmd`."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True)
+    wall = (time.perf_counter() - t0) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if res.returncode != 0 or b"Hello" not in res.stdout:
+        raise SystemExit(f"{cmd[:2]} failed ({res.returncode}): {res.stderr.decode()[-400:]}")
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    return wall, cpu
+
+
+def importtime(countbot: str, env: dict[str, str], cwd: Path, top: int) -> list[str]:
+    """The `top` largest cumulative imports (µs) of one `ask --plain`, top-level packages only."""
+    python = str(Path(countbot).parent / "python")
+    code = "import sys; from countbot_cli.__main__ import main; sys.exit(main())"
+    res = subprocess.run(
+        [python, "-X", "importtime", "-c", code, "ask", "--no-save", "--plain", PROMPT],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
+    rows: list[tuple[int, str]] = []
+    total = 0
+    for line in res.stderr.splitlines():
+        m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
+        if not m:
+            continue
+        total += int(m.group(1))
+        if len(m.group(3)) == 1:  # imported at top level (not by another import)
+            rows.append((int(m.group(2)), m.group(4)))
+    rows.sort(reverse=True)
+    out = [f"  all imports (self times summed): {total / 1000:.0f} ms"]
+    out += [f"  {us / 1000:7.1f} ms  {name}" for us, name in rows[:top]]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--countbot", action="append", default=[], help="LABEL=PATH")
+    ap.add_argument("-n", type=int, default=15)
+    ap.add_argument("--importtime", action="store_true")
+    ap.add_argument("--top", type=int, default=12)
+    args = ap.parse_args()
+    clients = [(c.split("=", 1)[0], os.path.abspath(c.split("=", 1)[1])) for c in args.countbot]
+    if not clients:
+        clients = [("countbot", str(Path(sys.executable).parent / "countbot"))]
+    python = shutil.which("python3") or sys.executable
+    real = subprocess.run(
+        [python, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True
+    )
+    python = real.stdout.strip() or python  # the interpreter itself, not a shim
+    server, base = start_server()
+    tmp = Path(tempfile.mkdtemp(prefix="cb-ask-"))
+    try:
+        work = tmp / "work"
+        work.mkdir()
+        cfg = tmp / "xdg" / "countbot" / "config.yaml"
+        cfg.parent.mkdir(parents=True)
+        cfg.write_text(
+            "default_provider: bench\nproviders:\n  bench:\n    type: openai\n"
+            f"    api_base: {base}\n    api_key: sk-bench\n    model: test-model\n"
+            "tools:\n  enabled: false\nmemory:\n  overflow_summary: false\n  auto_memory: false\n",
+            encoding="utf-8",
+        )
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(tmp),
+            "LANG": "C.UTF-8",
+            "XDG_CONFIG_HOME": str(tmp / "xdg"),
+            "XDG_DATA_HOME": str(tmp / "data"),
+        }
+        cmds = {"floor": [python, str(FLOOR), base, PROMPT]}
+        for label, path in clients:
+            cmds[label] = [path, "ask", "--no-save", "--plain", PROMPT]
+        for cmd in cmds.values():  # warm the page cache (and any cache of the server's facts)
+            run(cmd, env, work)
+        got: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
+        for _ in range(args.n):
+            for label, cmd in cmds.items():
+                got[label].append(run(cmd, env, work))
+        floor_wall = statistics.median(w for w, _ in got["floor"])
+        floor_cpu = statistics.median(c for _, c in got["floor"])
+        print(f"ask --plain {PROMPT!r}, {args.n} interleaved rounds, medians (min-max)")
+        print(f"{'command':10} {'wall ms':>22} {'cpu ms':>22} {'x floor wall':>13} {'x cpu':>7}")
+        for label, runs in got.items():
+            walls, cpus = [w for w, _ in runs], [c for _, c in runs]
+            w, c = statistics.median(walls), statistics.median(cpus)
+            print(
+                f"{label:10} {w:8.0f} ({min(walls):5.0f}-{max(walls):5.0f})"
+                f" {c:8.0f} ({min(cpus):5.0f}-{max(cpus):5.0f})"
+                f" {w / floor_wall:12.2f}x {c / floor_cpu:6.2f}x"
+            )
+        print(f"floor: {' '.join(cmds['floor'][:2])} BASE {PROMPT}")
+        if args.importtime:
+            for label, path in clients:
+                print(f"-X importtime of {label} (cumulative, top-level imports):")
+                print("\n".join(importtime(path, env, work, args.top)))
+    finally:
+        server.terminate()
+        server.wait(5)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
