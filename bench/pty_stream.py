@@ -1,0 +1,162 @@
+"""The real pty path of a streamed answer (issue 25 point 4), for bench_render.py --pty.
+
+A loopback server streams gen_doc's markdown one SSE event per token on an absolute schedule
+(RATE tokens a second); each client, `countbot ask --no-save hi` (or any command given), runs on
+a 100x40 pseudo-terminal whose cursor position requests are answered, and everything it writes
+is read. Per run: CPU % of the stream (user+sys of the reaped client over the stream's length),
+the time from the last token written by the server to the client's exit, and the bytes written
+to the terminal. Clients are run interleaved; medians.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import socket
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+CPR = b"\x1b[6n"
+
+
+class _Server(ThreadingHTTPServer):
+    chunks: list[str]
+    rate: float
+    last_token_at: float
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        body = json.dumps({"object": "list", "data": [{"id": "test-model"}]}).encode()
+        self._head(200, "application/json", len(body))
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        if self.path != "/v1/chat/completions":
+            self._head(404, "application/json", 2)
+            self.wfile.write(b"{}")
+            return
+        self._head(200, "text/event-stream", None)
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        start, step = time.monotonic(), 1.0 / self.server.rate
+        for i, piece in enumerate(self.server.chunks):
+            delay = start + i * step - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            event = {"choices": [{"index": 0, "delta": {"content": piece}}]}
+            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+            self.wfile.flush()
+        self.server.last_token_at = time.monotonic()
+        done = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        self.wfile.write(f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n".encode())
+        self.wfile.flush()
+        self.close_connection = True
+
+    def _head(self, code: int, ctype: str, length: int | None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        if length is not None:
+            self.send_header("Content-Length", str(length))
+        else:
+            self.send_header("Connection", "close")
+        self.end_headers()
+
+
+def _on_pty(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, int]:
+    """(CPU seconds, exit time, bytes written) of `cmd` on a 100x40 pty."""
+    master, slave = pty.openpty()
+    import fcntl
+    import struct
+    import termios
+
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
+    proc = subprocess.Popen(
+        cmd, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, start_new_session=True
+    )
+    os.close(slave)
+    written = 0
+    while True:
+        ready, _, _ = select.select([master], [], [], 1.0)
+        if not ready:
+            if proc.poll() is not None:
+                break
+            continue
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the client closed the terminal: it is exiting
+            break
+        if not data:
+            break
+        written += len(data)
+        for _ in range(data.count(CPR)):
+            os.write(master, b"\x1b[1;1R")
+    _, status, usage = os.wait4(proc.pid, 0)
+    ended = time.monotonic()
+    os.close(master)
+    if status:
+        raise SystemExit(f"{cmd[:2]} exited with status {status}")
+    return usage.ru_utime + usage.ru_stime, ended, written
+
+
+def run(clients: list[tuple[str, list[str]]], chunks: list[str], rate: float, reps: int) -> None:
+    srv = _Server(("127.0.0.1", 0), _Handler)
+    srv.chunks, srv.rate, srv.last_token_at = chunks, rate, 0.0
+    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
+    base = f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    tmp = Path(tempfile.mkdtemp(prefix="cb-pty-"))
+    cfg = tmp / "xdg" / "countbot" / "config.yaml"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text(
+        "default_provider: bench\nproviders:\n  bench:\n    type: openai\n"
+        f"    api_base: {base}\n    api_key: sk-bench\n    model: test-model\n"
+        "    context_window: 128000\n"
+        "tools:\n  enabled: false\nmemory:\n  overflow_summary: false\n  auto_memory: false\n",
+        encoding="utf-8",
+    )
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp),
+        "LANG": "C.UTF-8",
+        "TERM": "xterm-256color",
+        "XDG_CONFIG_HOME": str(tmp / "xdg"),
+        "XDG_DATA_HOME": str(tmp / "data"),
+        "COLUMNS": "100",
+        "LINES": "40",
+    }
+    stream = len(chunks) / rate
+    got: dict[str, list[tuple[float, float, int]]] = {label: [] for label, _ in clients}
+    try:
+        for _ in range(reps):
+            for label, cmd in clients:
+                cpu, ended, written = _on_pty(cmd, env, tmp)
+                got[label].append((100 * cpu / stream, 1000 * (ended - srv.last_token_at), written))
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    print(
+        f"# pty: {len(chunks)} tokens at {rate:g} tok/s ({stream:.1f} s), {reps} interleaved runs"
+    )
+    print(f"{'client':10} {'CPU % of stream':>22} {'last token -> exit ms':>26} {'tty kB':>8}")
+    for label, runs in got.items():
+        cpu = [r[0] for r in runs]
+        lag = [r[1] for r in runs]
+        kb = statistics.median(r[2] for r in runs) / 1000
+        print(
+            f"{label:10} {statistics.median(cpu):10.2f} ({min(cpu):.2f}-{max(cpu):.2f})"
+            f" {statistics.median(lag):14.0f} ({min(lag):.0f}-{max(lag):.0f}) {kb:8.0f}"
+        )
