@@ -1,11 +1,13 @@
-"""LangChain's message utilities over countbot Messages: trim, filter, merge (seed ``001_…``).
+"""LangChain's `trim_messages` over countbot Messages (seed ``001_…``), what the history window
+is trimmed by (conversation/budget.py).
 
-Semantics follow ``langchain_core.messages`` ``trim_messages``, ``filter_messages`` and
-``merge_message_runs``. Message types are countbot roles; LangChain's names are accepted too
-(``human`` = ``user``, ``ai`` = ``assistant``). One countbot rule is added to trimming: an
-assistant message with ``tool_calls`` and the ``tool`` results that follow it form one unit that
-is kept or dropped whole, so a trimmed history never holds a call without its results (or a
-result without its call). Inputs are never modified; changed messages are copies.
+Semantics follow ``langchain_core.messages.trim_messages``. Message types are countbot roles;
+LangChain's names are accepted too (``human`` = ``user``, ``ai`` = ``assistant``). One countbot
+rule is added: an assistant message with ``tool_calls`` and the ``tool`` results that follow it
+form one unit that is kept or dropped whole, so a trimmed history never holds a call without its
+results (or a result without its call). Inputs are never modified; changed messages are copies.
+The seed's `filter_messages` and `merge_message_runs` live in tests/helpers/message_runs.py:
+nothing here needs them (its docstring says why).
 """
 
 from __future__ import annotations
@@ -42,12 +44,6 @@ def _roles(spec: TypeSpec | None) -> frozenset[str] | None:
     if unknown:
         raise ValueError(f"unknown message type {unknown[0]!r} (use system, user, assistant, tool)")
     return frozenset(_ALIASES[n] for n in names)
-
-
-def _as_set(values: str | Iterable[str] | None) -> frozenset[str] | None:
-    if values is None:
-        return None
-    return frozenset([values] if isinstance(values, str) else values)
 
 
 def _takes_one_message(fn: Callable[..., Any]) -> bool:
@@ -205,76 +201,3 @@ class _Trim:
             else:
                 hi = mid - 1
         return piece(lo) if lo > 0 else None
-
-
-# ---- filter_messages ----
-
-
-def filter_messages(
-    messages: Sequence[Message],
-    *,
-    include_names: str | Sequence[str] | None = None,
-    exclude_names: str | Sequence[str] | None = None,
-    include_types: TypeSpec | None = None,
-    exclude_types: TypeSpec | None = None,
-    include_ids: str | Sequence[str] | None = None,
-    exclude_ids: str | Sequence[str] | None = None,
-    exclude_tool_calls: bool | Sequence[str] | None = None,
-) -> list[Message]:
-    """Messages matching the filters. Exclusions win; with no inclusion filter everything left
-    is kept, otherwise a message matching any inclusion filter. ``exclude_tool_calls=True``
-    drops assistant messages with tool calls and all tool messages; a list of tool-call ids
-    drops those calls (an assistant message left with none is dropped) and their results."""
-    inc_n, exc_n = _as_set(include_names), _as_set(exclude_names)
-    inc_t, exc_t = _roles(include_types), _roles(exclude_types)
-    inc_i, exc_i = _as_set(include_ids), _as_set(exclude_ids)
-    drop_all = exclude_tool_calls is True
-    drop_ids = None if isinstance(exclude_tool_calls, bool) else _as_set(exclude_tool_calls)
-    out: list[Message] = []
-    for msg in messages:
-        if (
-            (exc_n and msg.name in exc_n)
-            or (exc_t and msg.role in exc_t)
-            or (exc_i and msg.id in exc_i)
-            or (drop_all and (msg.role == "tool" or (msg.role == "assistant" and msg.tool_calls)))
-        ):
-            continue
-        if drop_ids and msg.role == "assistant" and msg.tool_calls:
-            calls = [c for c in msg.tool_calls if c.id not in drop_ids]
-            if not calls:
-                continue
-            if len(calls) < len(msg.tool_calls):
-                msg = replace(msg, tool_calls=calls)
-        elif drop_ids and msg.role == "tool" and msg.tool_call_id in drop_ids:
-            continue
-        if (
-            not (inc_n or inc_t or inc_i)
-            or (inc_n and msg.name in inc_n)
-            or (inc_t and msg.role in inc_t)
-            or (inc_i and msg.id in inc_i)
-        ):
-            out.append(msg)
-    return out
-
-
-# ---- merge_message_runs ----
-
-
-def merge_message_runs(
-    messages: Sequence[Message], *, chunk_separator: str = "\n"
-) -> list[Message]:
-    """Merge consecutive messages of the same role (never tool messages) into one: contents
-    joined by ``chunk_separator`` (only between two non-empty contents), tool calls concatenated;
-    the merged message keeps the first one's id, time and other fields."""
-    merged: list[Message] = []
-    for msg in messages:
-        last = merged[-1] if merged else None
-        if last is None or msg.role == "tool" or msg.role != last.role:
-            merged.append(msg)
-            continue
-        sep = chunk_separator if last.content and msg.content else ""
-        calls = [*(last.tool_calls or []), *(msg.tool_calls or [])]
-        merged[-1] = replace(
-            last, content=last.content + sep + msg.content, tool_calls=calls or None
-        )
-    return merged

