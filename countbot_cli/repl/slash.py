@@ -414,7 +414,8 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "set",
         "[KEY [VALUE]]",
-        "per-call option for the rest of the chat (as -o); KEY alone removes it; alone: list",
+        "per-call option for the rest of the chat (as -o), or editing_mode, enter, notify; "
+        "KEY alone removes it; alone: list",
         cmd_set,
         complete_keys,
     ),
