@@ -45,17 +45,18 @@ _LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 @dataclass
 class Review:
     """How `config trust` shows a file and asks about it: `confirm` is the y/N question and
-    `page` a pager, each None when there is no terminal; `yes` (--yes) agrees unasked."""
+    `page` a pager (False when it could not run), each None when there is no terminal;
+    `yes` (--yes) agrees unasked."""
 
     out: TextIO
     yes: bool = False
     confirm: Callable[[str], bool] | None = None
-    page: Callable[[str], None] | None = None
+    page: Callable[[str], bool] | None = None
 
     def show_long(self, text: str) -> bool:
-        """`text` through the pager on a terminal (True), else written out (False)."""
-        if self.page is not None:
-            self.page(text)
+        """`text` through the pager on a terminal (True), else (no terminal, or a pager that
+        did not run) written out (False)."""
+        if self.page is not None and self.page(text):
             return True
         self.out.write(text if text.endswith("\n") else text + "\n")
         return False
@@ -150,11 +151,24 @@ def _trust_instructions(target: Path, out: TextIO, env: Mapping[str, str], revie
     return EXIT_OK
 
 
-def page_on_terminal(text: str) -> None:
-    """`text` through the user's pager (`$MANPAGER`, `$PAGER`, else less), as pydoc pages."""
+def page_on_terminal(text: str) -> bool:
+    """`text` through the user's pager (`$MANPAGER`, `$PAGER`, else less, as pydoc picks);
+    False when the user's pager did not run (not found, or it failed), so the caller shows the
+    text itself: the question is never about a text that was not shown."""
     import pydoc
+    import subprocess
 
-    pydoc.pager(text)
+    cmd = os.environ.get("MANPAGER") or os.environ.get("PAGER")
+    if not cmd:
+        pydoc.pager(text)
+        return True
+    proc = subprocess.Popen(cmd, shell=True, stdin=subprocess.PIPE, errors="backslashreplace")
+    try:
+        with proc.stdin as pipe:  # type: ignore[union-attr]
+            pipe.write(text)
+    except OSError:  # the user quit the pager before the end
+        pass
+    return proc.wait() == 0
 
 
 def config_untrust(

@@ -37,10 +37,10 @@ def _agents(cb: CB, text: str = RULES) -> Path:
     return path
 
 
-def _trust_on_a_terminal(cb: CB, paged: Path, answer: str) -> str:
-    """`config trust AGENTS.md` in a pseudo-terminal, $PAGER copying what it is given to
-    `paged`; `answer` typed at the question. Everything the terminal showed."""
-    env = {**cb.env, "PAGER": f"tee {paged} >/dev/null"}
+def _trust_on_a_terminal(cb: CB, paged: Path, answer: str, pager: str = "") -> str:
+    """`config trust AGENTS.md` in a pseudo-terminal, $PAGER (`pager`, else one copying what
+    it is given to `paged`); `answer` typed at the question. Everything the terminal showed."""
+    env = {**cb.env, "PAGER": pager or f"tee {paged} >/dev/null"}
     child = pexpect.spawn(
         COUNTBOT, ["config", "trust", "AGENTS.md"], env=env, cwd=str(cb.work), encoding="utf-8"
     )
@@ -74,6 +74,22 @@ def test_trusting_instructions_pages_the_whole_text_and_asks(tmp_path: Path) -> 
     assert "rule 199: be kind" in paged.read_text(encoding="utf-8")
     assert f"trusted {path}" in shown
     assert str(path) in _records(cb)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")
+@pytest.mark.parametrize("pager", ["/nonexistent/pager", "false"])
+def test_a_pager_that_cannot_run_still_shows_the_whole_text_before_asking(
+    tmp_path: Path, pager: str
+) -> None:
+    """$PAGER not found, or failing: the text is written to the terminal instead, so the
+    question is never asked about something that was not shown."""
+    cb = make_cb(tmp_path, "http://127.0.0.1:9/v1")
+    _agents(cb)
+    shown = _trust_on_a_terminal(cb, tmp_path / "unused.txt", "n", pager)
+    asked = shown.index("as shown?") if "as shown?" in shown else len(shown)
+    assert "rule 1: be kind" in shown[:asked] and "rule 199: be kind" in shown[:asked], shown
+    assert "lines paged" not in shown
+    assert "not trusted: nothing recorded" in shown
 
 
 def test_without_a_terminal_only_yes_records(tmp_path: Path) -> None:
