@@ -97,22 +97,22 @@ def charge(
     models: tuple[str | None, ...],
     data_dir: Path | None,
     today: date | None = None,
-) -> str | None:
+) -> list[str]:
     """Give `usage` its cost (when the model has a price) and add it to the day's total.
-    Returns a notice when the tally was damaged (moved aside, started again)."""
+    Returns a notice for each tally that was damaged (moved aside, started again)."""
     price = price_for(prices, *models)
     if price is None:
-        return None
+        return []
     usage.cost = price.cost(usage)
     if usage.cached_tokens is not None and price.cached_input is not None:  # a discount
         usage.saved = price.saved(usage)
     if data_dir is None:
-        return None
+        return []
     day = today or date.today()
-    notice = DayCosts(data_dir / COSTS_FILE).add(usage.cost, day)
+    notices = [DayCosts(data_dir / COSTS_FILE).add(usage.cost, day)]
     if usage.saved is not None:
-        notice = DayCosts(data_dir / SAVED_FILE).add(usage.saved, day) or notice
-    return notice
+        notices.append(DayCosts(data_dir / SAVED_FILE).add(usage.saved, day))
+    return [n for n in notices if n is not None]
 
 
 class DayCosts:

@@ -304,8 +304,7 @@ class Engine:
                 damaged = charge(
                     self.settings.prices, fin.usage, models, self.settings.data_dir, self.today()
                 )
-                if damaged is not None:  # costs.json was moved aside: say so after the answer
-                    result.notices.append(damaged)
+                result.notices += damaged  # a tally moved aside: said after the answer
             result.usage.add(fin.usage)
             result.usage_reported |= fin.usage is not None
             result.finish_reason = fin.finish_reason

@@ -58,3 +58,20 @@ def test_no_discount_saves_nothing_and_no_figure_shows_nothing(
     obj = json.loads(cb.invoke("ask", "--json", "x").stdout)
     assert obj["usage"].get("saved") == saved
     assert ("saved_today" in obj) == (saved is not None)
+
+
+def test_both_tallies_damaged_are_both_named(tmp_path: Path, server: fs.FakeServer) -> None:
+    """costs.json and cache_savings.json each holding a non-finite amount: each is moved aside
+    and each is named on stderr (one notice did not hide the other)."""
+    cb = make_cb(tmp_path, server.base_url, prices=PRICES)
+    today = date.today().isoformat()
+    (cb.work / "costs.json").write_text(f'{{"{today}": NaN}}', encoding="utf-8")
+    (cb.work / "cache_savings.json").write_text(f'{{"{today}": Infinity}}', encoding="utf-8")
+    server.add(fs.text("a", usage=USAGE))
+    proc = cb.invoke("ask", "--json", "x")
+    assert proc.returncode == 0, proc.stderr
+    obj = json.loads(proc.stdout)
+    assert obj["saved_today"] == pytest.approx(SAVED)
+    for name in ("costs.json", "cache_savings.json"):
+        assert f"{name} held not a finite amount" in proc.stderr, proc.stderr
+        assert len(list(cb.work.glob(f"{name}.damaged-*"))) == 1
