@@ -160,20 +160,16 @@ def test_json_output(tmp_path: Path, recorder: Recorder) -> None:
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_tool_call_round_trip_without_streamed_tools(tmp_path: Path, recorder: Recorder) -> None:
-    cb = countbot(
-        tmp_path,
-        recorder,
-        provider={"stream_tools": False},
-        tools={"enabled": True},
-        max_iterations=3,
-    )
+    """No preset and no stream_tools: countbot recognises llama-cpp-python's server by its
+    model list (provider/server_facts.py) and sends requests with tools non-streamed."""
+    cb = countbot(tmp_path, recorder, tools={"enabled": True}, max_iterations=3)
     (cb.work / "README.md").write_text("# Demo\n\nThe secret word is PINEAPPLE-42.\n")
     # the small model may keep calling tools until max_iterations: exit 8 then, still a round trip
     out = ask(cb, "--json", "Use the read_file tool to read README.md", codes=(0, 8))
     chats = recorder.chats()
     assert all(x.status == 200 for x in chats), [(x.status, x.response[:300]) for x in chats]
     first = chats[0].body
-    assert first["stream"] is False  # stream_tools: false -> tools go non-streamed
+    assert first["stream"] is False  # recognised as llama.cpp's: tools go non-streamed
     assert {t["function"]["name"] for t in first["tools"]} >= {"read_file"}
     with_calls = [
         i
