@@ -10,6 +10,7 @@ ratio is applied afterwards. Bounded: a full table is emptied and filled again.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 MAX_MESSAGES = 200_000
@@ -20,11 +21,14 @@ TEXT_FROM = 4096  # characters: shorter texts are counted again (cheaper than ke
 class CountCache:
     """(encoding, message key) -> raw count, and (encoding, len, hash) of long texts -> count.
     Dict reads and writes are atomic in CPython: threads may share it without a lock (a race
-    counts a message twice, never wrongly)."""
+    counts a short message twice, never wrongly). Texts long enough to be estimated from
+    samples are counted under `long_text_lock`, so two threads that need the same long answer
+    at once (the toolbar and the memory upkeep after it was shown) count it once."""
 
     def __init__(self) -> None:
         self._messages: dict[tuple[str, Any], int] = {}
         self._texts: dict[tuple[str, int, int], int] = {}
+        self.long_text_lock = threading.Lock()
 
     def message(self, encoding: str, key: Any) -> int | None:
         return self._messages.get((encoding, key))

@@ -290,7 +290,9 @@ class TokenCounter:
         if enc is None:
             n = estimate_tokens(text)
         elif len(text) > EXACT_MAX_CHARS:  # BPE on one long line takes seconds a megabyte
-            n = _sampled(enc, text)
+            with counts.long_text_lock:  # a second thread waits for this count, not redoes it
+                known = counts.text(self.encoding_name, text)
+                n = known if known is not None else _sampled(enc, text)
         else:
             n = len(enc.encode_ordinary(text))
         counts.put_text(self.encoding_name, text, n)
