@@ -345,19 +345,8 @@ def run_ask(
 ) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    if opts.session is not None and not opts.session.strip():
-        raise UsageError("-s/--session needs a session id (a prefix, or 'latest')")
-    if opts.session and opts.cont:
-        raise UsageError("use either -s/--session ID or -c/--continue, not both")
-    if sum(map(bool, (opts.extract, opts.json_out, opts.jsonl))) > 1:
-        raise UsageError("use only one of -x/--extract, --json and --jsonl")
-    if opts.schema is not None and opts.extract:
-        raise UsageError("--schema prints the JSON value itself; it cannot be used with -x")
+    _check_ask_options(opts)
     schema = load_schema(opts.schema) if opts.schema is not None else None
-    if opts.no_save and (opts.session or opts.cont):
-        raise UsageError(
-            "--no-save starts a throwaway conversation; it cannot be used with -s or -c"
-        )
     stdin = stdin if stdin is not None else sys.stdin
     stdin_text = read_stdin(stdin)
     refs = [("-f", str(p)) for p in opts.files] + [("-a", ref) for ref in opts.attach]
@@ -406,6 +395,22 @@ def run_ask(
     if isinstance(view, JsonlView):
         view.end(shaped.result, code, script_status(shaped, code), parsed=shaped.value)
     return code
+
+
+def _check_ask_options(opts: AskOptions) -> None:
+    """Options that do not go together: UsageError before anything is read."""
+    if opts.session is not None and not opts.session.strip():
+        raise UsageError("-s/--session needs a session id (a prefix, or 'latest')")
+    if opts.session and opts.cont:
+        raise UsageError("use either -s/--session ID or -c/--continue, not both")
+    if sum(map(bool, (opts.extract, opts.json_out, opts.jsonl))) > 1:
+        raise UsageError("use only one of -x/--extract, --json and --jsonl")
+    if opts.schema is not None and opts.extract:
+        raise UsageError("--schema prints the JSON value itself; it cannot be used with -x")
+    if opts.no_save and (opts.session or opts.cont):
+        raise UsageError(
+            "--no-save starts a throwaway conversation; it cannot be used with -s or -c"
+        )
 
 
 def _ask_confirmer(stdin: TextIO, err: TextIO, view: PlainView) -> Confirmer | None:

@@ -98,6 +98,21 @@ def sendable(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
+def without_failed(messages: list[Message], user_id: str) -> list[Message]:
+    """Drop a failed/interrupted user message (and its failed partial answer) being retried."""
+    out: list[Message] = []
+    skipping = False
+    for m in messages:
+        if m.id == user_id and m.role == "user":
+            skipping = True
+            continue
+        if skipping and m.role == "assistant" and m.status is not None:
+            continue
+        skipping = False
+        out.append(m)
+    return out
+
+
 def window_step(max_history: int) -> int:
     """How many messages the window's start moves by at once: half the window rounded down to
     an even number (a user message and its answer), at least MIN_STEP, at most the window."""

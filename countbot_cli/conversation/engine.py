@@ -24,7 +24,12 @@ from typing import TYPE_CHECKING, Any
 from countbot_cli.config.prices import charge, day_cost, day_saved
 from countbot_cli.conversation.budget import WindowBudget
 from countbot_cli.conversation.cache_report import KEEP_RECALL, CacheReport, probe
-from countbot_cli.conversation.context import TurnContext, build_context, history_window
+from countbot_cli.conversation.context import (
+    TurnContext,
+    build_context,
+    history_window,
+    without_failed,
+)
 from countbot_cli.conversation.session import Session, new_session, title_from
 from countbot_cli.conversation.tool_round import RepeatedCalls, ToolRunner
 from countbot_cli.conversation.view import TurnView
@@ -209,12 +214,10 @@ class Engine:
         """Run one turn and save it. Never raises for provider errors or Ctrl-C: the result says.
         `system`: extra instructions when the session has none of its own (--system).
         `attached`: what -a attached (images sent, records saved with the message)."""
-        user = Message(role="user", content=user_text)
-        if attached:
-            user.images, user.attachments = attached.images or None, attached.records
+        user = _user_message(user_text, attached)
         history = session
         if replaces:  # the failed attempt being retried is not sent again
-            history = replace(session, messages=_without_failed(session.messages, replaces))
+            history = replace(session, messages=without_failed(session.messages, replaces))
         ctx = self.context_for(history, user, system=system)
         self._say_assumed_window(ctx, history, view)
         result = TurnResult(
@@ -242,12 +245,29 @@ class Engine:
             rnd = self._run_rounds(convo, view, result, records)
         except (KeyboardInterrupt, OutputClosed) as exc:
             stop = exc if isinstance(exc, (Terminated, OutputClosed)) else None
-            result.status = "interrupted"
-            why = "the output was closed" if isinstance(exc, OutputClosed) else "the user"
-            result.error = Interrupted(f"interrupted by {why}")
-            rnd = self._current
+            rnd = self._interrupted(exc, result)
         except Exception as exc:  # a provider error, or anything else: the turn is still saved
             rnd = self._failed(exc, result)
+        self._settle(result, rnd, records)
+        new_messages = self._messages_to_save(user, result, records)
+        if save and self.store is not None:
+            with sigint_deferred():
+                self._save(session, new_messages, records, result, is_new=is_new, replaces=replaces)
+            for note in result.notices:
+                view.notice(note)
+        if stop is not None:  # saved; now stop the program (SIGTERM, terminal or pipe closed)
+            raise stop
+        return result
+
+    def _interrupted(self, exc: BaseException, result: TurnResult) -> _Round:
+        """Settle a turn stopped by Ctrl-C (or SIGTERM, or its output closed)."""
+        result.status = "interrupted"
+        why = "the output was closed" if isinstance(exc, OutputClosed) else "the user"
+        result.error = Interrupted(f"interrupted by {why}")
+        return self._current
+
+    def _settle(self, result: TurnResult, rnd: _Round, records: list[dict[str, Any]]) -> None:
+        """Fill in the result from the last round: answer, cache, the day's tallies, tool calls."""
         result.answer = rnd.text
         result.reasoning = rnd.reasoning
         if result.status == "ok":
@@ -260,19 +280,6 @@ class Engine:
             {"name": r["tool"], "arguments": r["arguments"], "outcome": r["outcome"]}
             for r in records
         ]
-        new_messages = self._messages_to_save(user, result)
-        if new_messages[-1].role == "assistant":  # which model answered (a fallback link's)
-            new_messages[-1].model = result.model
-        for r in records:
-            r["message_id"] = new_messages[-1].id if new_messages[-1].role == "assistant" else None
-        if save and self.store is not None:
-            with sigint_deferred():
-                self._save(session, new_messages, records, result, is_new=is_new, replaces=replaces)
-            for note in result.notices:
-                view.notice(note)
-        if stop is not None:  # saved; now stop the program (SIGTERM, terminal or pipe closed)
-            raise stop
-        return result
 
     def _failed(self, exc: Exception, result: TurnResult) -> _Round:
         """Settle a failed turn: a CountbotError as it is, anything else as UnexpectedError."""
@@ -383,21 +390,26 @@ class Engine:
 
     # ---- saving ----
 
-    def _messages_to_save(self, user: Message, result: TurnResult) -> list[Message]:
-        if result.status == "ok":
-            return [user, Message(role="assistant", content=result.answer)]
-        if result.status == "interrupted":
-            if result.answer:
-                return [
-                    user,
-                    Message(role="assistant", content=result.answer, status=STATUS_INTERRUPTED),
-                ]
+    def _messages_to_save(
+        self, user: Message, result: TurnResult, records: list[dict[str, Any]]
+    ) -> list[Message]:
+        """The question, and the answer (what arrived of it) unless there was none to an
+        interrupted or failed turn; the answer names its model (a fallback link's) and each
+        tool record the answer it led to."""
+        if result.status == "failed":
+            user.status = STATUS_FAILED
+        elif result.status == "interrupted" and not result.answer:
             user.status = STATUS_INTERRUPTED
-            return [user]
-        user.status = STATUS_FAILED
-        if result.answer:
-            return [user, Message(role="assistant", content=result.answer, status=STATUS_FAILED)]
-        return [user]
+        new = [user]
+        if result.status == "ok" or result.answer:
+            status = {"ok": None, "interrupted": STATUS_INTERRUPTED}.get(
+                result.status, STATUS_FAILED
+            )
+            new.append(Message(role="assistant", content=result.answer, status=status))
+            new[-1].model = result.model
+        for r in records:
+            r["message_id"] = new[-1].id if len(new) > 1 else None
+        return new
 
     def _save(
         self,
@@ -413,7 +425,7 @@ class Engine:
 
         def apply(s: Session) -> None:
             if replaces:
-                s.messages = _without_failed(s.messages, replaces)
+                s.messages = without_failed(s.messages, replaces)
             _put(s.messages, new_messages)
             s.tool_conversations.extend(records)
             s.usage.add(result.usage)
@@ -468,19 +480,12 @@ def _put(messages: list[Message], new: list[Message]) -> None:
     messages.extend(new)
 
 
-def _without_failed(messages: list[Message], user_id: str) -> list[Message]:
-    """Drop a failed/interrupted user message (and its failed partial answer) being retried."""
-    out: list[Message] = []
-    skipping = False
-    for m in messages:
-        if m.id == user_id and m.role == "user":
-            skipping = True
-            continue
-        if skipping and m.role == "assistant" and m.status is not None:
-            continue
-        skipping = False
-        out.append(m)
-    return out
+def _user_message(text: str, attached: Attached | None) -> Message:
+    """The question, with what -a attached (images sent, records saved with the message)."""
+    user = Message(role="user", content=text)
+    if attached:
+        user.images, user.attachments = attached.images or None, attached.records
+    return user
 
 
 @contextmanager
