@@ -160,23 +160,26 @@ def upkeep_run(turns: int, n_ctx: int, max_tokens: int) -> dict[str, list[float]
     return out
 
 
+def report(name: str, r: dict[str, list[float]]) -> None:
+    a, o = med(r["after"]), med(r["other"])
+    print(
+        f"  {name:<30} {len(r['upkeeps'])} upkeeps with model calls; TTFT after upkeep "
+        f"median {a * 1000:6.0f} ms ({len(r['after'])} turns, cached median "
+        f"{med(r['cached_after']):.0f} tokens) | other turns {o * 1000:6.0f} ms "
+        f"({len(r['other'])}) | ratio {a / o:5.2f}",
+        flush=True,
+    )
+
+
 def part_upkeep(turns: int, n_ctx: int, max_tokens: int) -> None:
     print(f"{turns} turns, window 10 messages, auto memory on (auto_messages 6), n_ctx {n_ctx}")
-    fixed = upkeep_run(turns, n_ctx, max_tokens)
+    report("upkeep keeps the chat's cache", upkeep_run(turns, n_ctx, max_tokens))
     keep = LocalProvider.for_upkeep
     LocalProvider.for_upkeep = lambda self: self  # type: ignore[method-assign]  # the old way
     try:
-        old = upkeep_run(turns, n_ctx, max_tokens)
+        report("upkeep on the chat's model", upkeep_run(turns, n_ctx, max_tokens))
     finally:
         LocalProvider.for_upkeep = keep  # type: ignore[method-assign]
-    for name, r in (("upkeep keeps the chat's cache", fixed), ("upkeep on the chat's model", old)):
-        a, o = med(r["after"]), med(r["other"])
-        print(
-            f"  {name:<30} {len(r['upkeeps'])} upkeeps with model calls; TTFT after upkeep "
-            f"median {a * 1000:6.0f} ms ({len(r['after'])} turns, cached median "
-            f"{med(r['cached_after']):.0f} tokens) | other turns {o * 1000:6.0f} ms "
-            f"({len(r['other'])}) | ratio {a / o:5.2f}"
-        )
 
 
 # ---- prompt speed with and without the AMX fix ----
