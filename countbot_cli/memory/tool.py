@@ -5,7 +5,10 @@
 `write` adds a line `YYYY-MM-DD|tool|content` and needs approval like a file write (the preview
 shows the line). Search results are ranked (all words first, then more words, newer first);
 `match_mode: and` keeps only entries holding every word. Lines are shown as `[N] line`, N being
-the file line number that `read` and `countbot memory delete` take.
+the entry number (1..N in file order, header comments and blank lines not counted): the number
+`countbot memory show` prints and `why`, `pin`, `mute`, `delete`, `edit` and `/context` take, so
+the model and the user name an entry alike. `read`'s `start_line`/`end_line` (CountBot's names)
+are entry numbers too, documented so in the schema: a range of entries, clamped as before.
 """
 
 from __future__ import annotations
@@ -54,12 +57,12 @@ PARAMETERS: dict[str, Any] = {
         "start_line": {
             "type": "integer",
             "minimum": 1,
-            "description": "read: first line (1-based).",
+            "description": "read: first entry number, the [N] results show (1-based).",
         },
         "end_line": {
             "type": "integer",
             "minimum": 1,
-            "description": "read: last line (inclusive).",
+            "description": "read: last entry number (inclusive).",
         },
         "recent_count": {
             "type": "integer",
@@ -75,12 +78,13 @@ PARAMETERS: dict[str, Any] = {
 DESCRIPTION = (
     "Long-term memory (MEMORY.md): `write` one line of durable facts (the user's preferences, "
     "decisions, settings, things they asked you to remember; never chit-chat or one-off "
-    "results), `search` by keywords, or `read` line ranges / the most recent entries."
+    "results), `search` by keywords, or `read` a range of entry numbers / the most recent "
+    "entries. Results show each entry as `[N] date|source|content`, N its entry number."
 )
 
 
-def _line(e: Entry) -> str:
-    return f"[{e.line_no}] {e.line}"
+def _line(number: int | None, e: Entry) -> str:
+    return f"[{number}] {e.line}"
 
 
 def shown_lines(result_text: str) -> list[str]:
@@ -111,7 +115,7 @@ def run_write(store: MemoryStore, args: dict[str, Any], today: date) -> ToolResu
     total = store.stats().total
     if entry is None:
         return ToolResult(f"Already in memory; not added again ({_count(total)}).")
-    return ToolResult(f"Saved to memory line {entry.line_no} ({_count(total)}).")
+    return ToolResult(f"Saved to memory as entry {store.number_of(entry)} ({_count(total)}).")
 
 
 def run_search(store: MemoryStore, args: dict[str, Any]) -> ToolResult:
@@ -130,7 +134,7 @@ def run_search(store: MemoryStore, args: dict[str, Any]) -> ToolResult:
     if not hits:
         return ToolResult(f"{_header(store)}\n\nNo entry matches: {keywords}")
     shown = hits[:limit]
-    body = "\n".join(_line(e) for e in shown)
+    body = "\n".join(_line(store.number_of(e), e) for e in shown)
     more = f"\n... {total} matches, showing the best {len(shown)}" if total > len(shown) else ""
     return ToolResult(f"{_header(store)}\n\n{body}{more}")
 
@@ -138,13 +142,16 @@ def run_search(store: MemoryStore, args: dict[str, Any]) -> ToolResult:
 def run_read(store: MemoryStore, args: dict[str, Any]) -> ToolResult:
     if not store.tail(1):
         return ToolResult("Memory is empty.")
+    numbered = store.numbered()
     start = args.get("start_line")
-    if start is not None:
+    if start is not None:  # entry numbers, clamped into 1..N (an end before the start: one)
+        first = min(max(int(start), 1), len(numbered))
         end = args.get("end_line")
-        entries = store.read(int(start), int(end) if end is not None else None)
+        last = min(max(int(end) if end is not None else first, first), len(numbered))
+        rows = numbered[first - 1 : last]
     else:
-        entries = store.tail(int(args.get("recent_count") or DEFAULT_RECENT))
-    body = "\n".join(_line(e) for e in entries) or "(no entries in that range)"
+        rows = numbered[-int(args.get("recent_count") or DEFAULT_RECENT) :]
+    body = "\n".join(_line(n, e) for n, e in rows) or "(no entries in that range)"
     return ToolResult(f"{_header(store)}\n\n{body}")
 
 

@@ -3,6 +3,7 @@ its registration in the engine built by `app.build_engine` (driven as `countbot 
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 from datetime import date
@@ -17,9 +18,10 @@ from countbot_cli.memory.tool import memory_tool
 from countbot_cli.messages import ToolCall
 from countbot_cli.tools import ToolContext, ToolRegistry, ToolResult
 from countbot_cli.tools.approval import HOW_DENIED_POLICY, HOW_NOT_NEEDED, ApprovalPolicy
+from countbot_cli.ui.memory import memory_show
 
 DAY = date(2026, 3, 4)
-L1 = len(DEFAULT_HEADER.splitlines()) + 1  # the file line of the first entry
+L1 = len(DEFAULT_HEADER.splitlines()) + 1  # the file line of the first entry (not its number)
 
 
 @pytest.fixture
@@ -73,7 +75,7 @@ def test_write_needs_approval_and_reads_do_not(registry: ToolRegistry) -> None:
 
 def test_write_outputs(registry: ToolRegistry, store: MemoryStore) -> None:
     res = call(registry, action="write", content="The user prefers tabs；editor: Helix")
-    assert res.ok and res.content == f"Saved to memory line {L1} (1 entry)."
+    assert res.ok and res.content == "Saved to memory as entry 1 (1 entry)."
     assert store.entries()[0].line == "2026-03-04|tool|The user prefers tabs；editor: Helix"
     assert store.path.read_text("utf-8").splitlines()[L1 - 1] == store.entries()[0].line
     again = call(registry, action="write", content="The user prefers tabs；editor: Helix")
@@ -108,10 +110,10 @@ def test_search_outputs(registry: ToolRegistry, store: MemoryStore) -> None:
     res = call(registry, action="search", keywords="redis port")
     lines = res.content.split("\n")
     assert lines[0] == "Memory holds 4 entries, dates 2026-01-01 ~ 2026-01-04."
-    assert lines[2] == f"[{L1}] 2026-01-01|user|Redis runs on port 6380"  # both words first
-    assert lines[3] == f"[{L1 + 2}] 2026-01-03|tool|Redis password rotates monthly"
+    assert lines[2] == "[1] 2026-01-01|user|Redis runs on port 6380"  # both words first
+    assert lines[3] == "[3] 2026-01-03|tool|Redis password rotates monthly"
     both = call(registry, action="search", keywords="redis port", match_mode="and")
-    assert both.content.split("\n")[2:] == [f"[{L1}] 2026-01-01|user|Redis runs on port 6380"]
+    assert both.content.split("\n")[2:] == ["[1] 2026-01-01|user|Redis runs on port 6380"]
     capped = call(registry, action="search", keywords="redis", max_results=1)
     assert capped.content.endswith("\n... 2 matches, showing the best 1")
     cjk = call(registry, action="search", keywords="数据库")
@@ -126,14 +128,42 @@ def test_read_outputs(registry: ToolRegistry, store: MemoryStore) -> None:
     seed(store)
     recent = call(registry, action="read", recent_count=2).content.split("\n")
     assert recent[2:] == [
-        f"[{L1 + 2}] 2026-01-03|tool|Redis password rotates monthly",
-        f"[{L1 + 3}] 2026-01-04|auto-overflow|项目使用 PostgreSQL 16 数据库",
+        "[3] 2026-01-03|tool|Redis password rotates monthly",
+        "[4] 2026-01-04|auto-overflow|项目使用 PostgreSQL 16 数据库",
     ]
     assert len(call(registry, action="read").content.split("\n")) == 2 + 4  # default 10
-    ranged = call(registry, action="read", start_line=L1 + 1, end_line=L1 + 2).content.split("\n")
-    assert [ln.split("]")[0] for ln in ranged[2:]] == [f"[{L1 + 1}", f"[{L1 + 2}"]
+    ranged = call(registry, action="read", start_line=2, end_line=3).content.split("\n")
+    assert [ln.split("]")[0] for ln in ranged[2:]] == ["[2", "[3"]
     one = call(registry, action="read", start_line=1).content.split("\n")
-    assert one[2:] == [f"[{L1}] 2026-01-01|user|Redis runs on port 6380"]  # clamped to entries
+    assert one[2:] == ["[1] 2026-01-01|user|Redis runs on port 6380"]  # that one entry
+    clamped = call(registry, action="read", start_line=9, end_line=2).content.split("\n")
+    assert clamped[2:] == ["[4] 2026-01-04|auto-overflow|项目使用 PostgreSQL 16 数据库"]
+
+
+def test_the_models_numbers_are_the_users_entry_numbers(
+    registry: ToolRegistry, store: MemoryStore
+) -> None:
+    """A header comment, blank lines and an unparsed line shift file lines, not the numbers the
+    tool shows the model: [N] is the entry `memory show`, why, pin, delete ... call N."""
+    store.path.write_text(
+        "# my notes\n\n2026-01-01|user|Redis runs on port 6380\n\nnot an entry\n"
+        "# more\n2026-01-02|user|The user likes green tea\n",
+        encoding="utf-8",
+    )
+    tea = call(registry, action="search", keywords="tea").content.split("\n")[2]
+    assert tea == "[2] 2026-01-02|user|The user likes green tea"
+    assert store.entry(2).content == "The user likes green tea"
+    read = call(registry, action="read", start_line=2, end_line=2).content.split("\n")
+    assert read[2:] == [tea]
+    saved = call(registry, action="write", content="Deploys use Ansible 9")
+    assert saved.content == "Saved to memory as entry 3 (3 entries)."
+    assert store.entry(3).content == "Deploys use Ansible 9"
+    recent = call(registry, action="read", recent_count=2).content.split("\n")
+    assert [ln.split("]")[0] for ln in recent[2:]] == ["[2", "[3"]
+    out = io.StringIO()
+    memory_show(store, out)
+    row = next(ln for ln in out.getvalue().splitlines() if "green tea" in ln)
+    assert row.split()[0] == "2"  # the number memory show gives that entry
 
 
 def test_bad_arguments_are_reported(registry: ToolRegistry) -> None:
