@@ -3,7 +3,10 @@
 A scripted 200-turn conversation at the default window (`max_history_messages: 50`), with
 `memory.inject: relevant` and a MEMORY.md whose entries match different turns, overflow
 summaries and automatic memory on: the real conversation (`app.build_conversation`), real
-session store, real HTTP to the loopback test server, which records every request. Printed:
+session store, real HTTP to the loopback test server, which records every request. The fake
+summariser answers the rolling-summary prompt as asked (`MEMORY: …` and `SUMMARY: …`, a summary
+that grows by a sentence a step), so the session's rolling summary is in the stable head and
+changes at every window step, as with a real model (`summary_reply`). Printed:
 
 - the share of requests that extend the previous one (everything of the previous request but
   its last message, the volatile tail, is a prefix of the next) [>= 90 %];
@@ -13,7 +16,7 @@ session store, real HTTP to the loopback test server, which records every reques
 side by side with the behaviour before issue 11, computed by the same script with the OLD RULES
 re-implemented below (`old_history_window`, `old_build_context`, `old_batch_threshold`): a window
 of the newest 50 messages sliding by one exchange a turn, recalled memory appended to the system
-prompt, summaries batched at half the window.
+prompt, summaries batched at half the window, no rolling summary (`memory.session_summary` off).
 
 With `--local`, also the embedded model (SmolLM2-135M in this process, as the REPL runs it), 40
 turns with a window of 10: the median time to the first token of turns 21-40 against turns 2-10
@@ -57,6 +60,7 @@ from countbot_cli.memory.store import MemoryStore  # noqa: E402
 from countbot_cli.messages import Message  # noqa: E402
 from countbot_cli.prompts import (  # noqa: E402
     LONG_TERM_MEMORY_HEADER,
+    SUMMARY_MARK,
     PromptFacts,
     system_prompt,
     with_session_context,
@@ -145,7 +149,19 @@ def old_rules() -> Iterator[None]:
 # ---- the scripted conversation ----
 
 
-def settings_for(root: Path, base_url: str) -> Settings:
+def summary_reply(prompt: str, fact: str, step: int) -> str:
+    """The fake summariser's reply: `fact` as the memory line; to the rolling-summary prompt
+    (a window step) `MEMORY: fact` and `SUMMARY:` the summary so far plus a sentence, so it only
+    grows and what bounds it is the keeper's cap (rolling.ROLLING_CHARS)."""
+    if SUMMARY_MARK + " …" not in prompt:
+        return fact
+    so_far = prompt.split("Summary so far:\n", 1)[1].split("\n", 1)[0]
+    so_far = "" if so_far == "(none yet)" else so_far
+    grown = f"{so_far} Step {step}: the user worked on the deploy and the database.".strip()
+    return f"MEMORY: {fact}\nSUMMARY: {grown}"
+
+
+def settings_for(root: Path, base_url: str, *, rolling: bool = True) -> Settings:
     cfg = {
         "default_provider": "bench",
         "providers": {
@@ -153,7 +169,7 @@ def settings_for(root: Path, base_url: str) -> Settings:
         },
         "tools": {"enabled": False},
         "persona": {"max_history_messages": MAX_HISTORY},
-        "memory": {"inject": "relevant"},
+        "memory": {"inject": "relevant", "session_summary": rolling},
     }
     (root / "config.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
     env = {"HOME": str(root), "XDG_CONFIG_HOME": str(root / ".config")}
@@ -175,7 +191,7 @@ def script(turns: int) -> tuple[list[str], list[str]]:
     return questions, answers
 
 
-def run(turns: int) -> tuple[list[dict[str, Any]], int]:
+def run(turns: int, *, rolling: bool = True) -> tuple[list[dict[str, Any]], int]:
     questions, answers = script(turns)
     summaries: list[str] = []
 
@@ -185,11 +201,12 @@ def run(turns: int) -> tuple[list[dict[str, Any]], int]:
             k = int(msgs[-1]["content"].rsplit("turn ", 1)[1].split(":", 1)[0])
             return fs.text(answers[k], chunk_size=400)
         summaries.append(msgs[0]["content"])
-        return fs.text(f"fact {len(summaries)}：用户使用 PostgreSQL 16；部署用 Ansible 9")
+        fact = f"fact {len(summaries)}：用户使用 PostgreSQL 16；部署用 Ansible 9"
+        return fs.text(summary_reply(summaries[-1], fact, len(summaries)))
 
     quiet = contextlib.redirect_stderr(io.StringIO())  # the server logs clients' closed sockets
     with quiet, tempfile.TemporaryDirectory() as tmp, fs.FakeServer(responder=responder) as server:
-        settings = settings_for(Path(tmp), server.base_url)
+        settings = settings_for(Path(tmp), server.base_url, rolling=rolling)
         MemoryStore(settings.memory.file).add_many(list(TOPICS.values()), "user")
         provider = app.make_provider(settings)
         conversation = app.build_conversation(
@@ -295,13 +312,13 @@ def main() -> int:
     args = ap.parse_args()
     count = TokenCounter("gpt-4o").count_text
     rows = []
-    for label, rules in (
-        ("countbot (steps)", contextlib.nullcontext()),
-        ("old (sliding)", old_rules()),
+    for label, rules, rolling in (
+        ("countbot (steps)", contextlib.nullcontext(), True),
+        ("old (sliding)", old_rules(), False),
     ):
         t0 = time.perf_counter()
         with rules:
-            bodies, summaries = run(args.turns)
+            bodies, summaries = run(args.turns, rolling=rolling)
         ext, pairs, share = prefix.stats(bodies, count)
         tokens = sum(count("".join(prefix.layout(b))) for b in bodies) / len(bodies)
         rows.append((label, ext, pairs, share, tokens, summaries, time.perf_counter() - t0))

@@ -37,15 +37,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_prefix  # noqa: E402
 import fakeserver as fs  # noqa: E402
 import prefix  # noqa: E402
-import yaml  # noqa: E402
 
 from countbot_cli import app  # noqa: E402
-from countbot_cli.config.settings import load_settings  # noqa: E402
 from countbot_cli.conversation.chat import SilentView  # noqa: E402
 from countbot_cli.conversation.tokens import TokenCounter  # noqa: E402
 from countbot_cli.memory.rolling import ROLLING_CHARS  # noqa: E402
 from countbot_cli.memory.store import MemoryStore  # noqa: E402
-from countbot_cli.prompts import SUMMARY_MARK, conversation_memory_prompt  # noqa: E402
+from countbot_cli.prompts import conversation_memory_prompt  # noqa: E402
 
 AUTO_MARK = conversation_memory_prompt("", "en").split("\n")[0]
 
@@ -66,22 +64,12 @@ def run(turns: int, rolling: bool) -> dict[str, Any]:
             return fs.text(f"auto fact {calls['auto']}：用户使用 PostgreSQL 16")
         calls["step"] += 1
         fact = f"fact {calls['step']}：部署用 Ansible 9"
-        if SUMMARY_MARK + " …" not in prompt:
-            return fs.text(fact)
-        so_far = prompt.split("Summary so far:\n", 1)[1].split("\n", 1)[0]
-        so_far = "" if so_far == "(none yet)" else so_far
-        grown = f"{so_far} Step {calls['step']}: the user worked on the deploy and the database."
-        return fs.text(f"MEMORY: {fact}\nSUMMARY: {grown.strip()}")
+        return fs.text(bench_prefix.summary_reply(prompt, fact, calls["step"]))
 
     quiet = contextlib.redirect_stderr(io.StringIO())
     with quiet, tempfile.TemporaryDirectory() as tmp, fs.FakeServer(responder=responder) as server:
         root = Path(tmp)
-        bench_prefix.settings_for(root, server.base_url)  # writes config.yaml
-        cfg = yaml.safe_load((root / "config.yaml").read_text(encoding="utf-8"))
-        cfg["memory"]["session_summary"] = rolling
-        (root / "config.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
-        env = {"HOME": str(root), "XDG_CONFIG_HOME": str(root / ".config")}
-        settings = load_settings(config_path=root / "config.yaml", env=env, cwd=root)
+        settings = bench_prefix.settings_for(root, server.base_url, rolling=rolling)
         MemoryStore(settings.memory.file).add_many(list(bench_prefix.TOPICS.values()), "user")
         provider = app.make_provider(settings)
         store = app.make_store(settings)
