@@ -301,7 +301,7 @@ def conversation_memory_prompt(messages_text: str, language: str) -> str:
 ROLLING_LEAD = "Summary of the earlier part of this conversation (those messages are not shown):"
 MEMORY_MARK, SUMMARY_MARK, TITLE_MARK = "MEMORY:", "SUMMARY:", "TITLE:"
 
-_ROLLING_MEMORY_EN = """1. MEMORY: one long-term memory entry with what has lasting value in the messages leaving the window: the user's explicit preferences and habits, important decisions, project settings and technical details, key tool results; concrete (names, numbers, dates, versions), items separated by "；"; no greetings, one-off results or temporary data. If nothing is worth keeping, write exactly {sentinel}.
+_ROLLING_MEMORY_EN = """1. MEMORY: one long-term memory entry with what has lasting value in the messages leaving the window and the newer ones not yet in memory (never the ones memory already holds): the user's explicit preferences and habits, important decisions, project settings and technical details, key tool results; concrete (names, numbers, dates, versions), items separated by "；"; no greetings, one-off results or temporary data. If nothing is worth keeping, write exactly {sentinel}.
 """
 _ROLLING_EN = """You keep the running summary of a conversation whose older messages are leaving its window{and_memory}. Write:
 
@@ -309,14 +309,14 @@ _ROLLING_EN = """You keep the running summary of a conversation whose older mess
 
 Summary so far:
 {summary}
-{backlog}
+{backlog}{known}
 Messages leaving the window:
 {messages}
-
+{newer}
 Answer with {lines}, each starting with its label exactly as shown:
 {labels}"""
 
-_ROLLING_MEMORY_ZH = """1. MEMORY: 把移出窗口的消息中有长期价值的信息整理成一条长期记忆：用户明确的偏好和习惯、重要决定、项目配置和技术细节、工具调用的关键结果；要具体（名称、数字、时间、版本），事项之间用"；"分隔；不记录问候、一次性结果和临时数据。如果没有值得记录的内容，写：{sentinel}
+_ROLLING_MEMORY_ZH = """1. MEMORY: 把移出窗口的消息和尚未写入记忆的较新消息（不包括记忆中已有的）中有长期价值的信息整理成一条长期记忆：用户明确的偏好和习惯、重要决定、项目配置和技术细节、工具调用的关键结果；要具体（名称、数字、时间、版本），事项之间用"；"分隔；不记录问候、一次性结果和临时数据。如果没有值得记录的内容，写：{sentinel}
 """
 _ROLLING_ZH = """你负责维护一段对话的滚动摘要，这段对话较早的消息正在移出窗口{and_memory}。请写出：
 
@@ -324,12 +324,30 @@ _ROLLING_ZH = """你负责维护一段对话的滚动摘要，这段对话较早
 {title_rule}
 目前的摘要:
 {summary}
-{backlog}
+{backlog}{known}
 移出窗口的消息:
 {messages}
-
+{newer}
 请按以下格式回答（{lines}，标签原样保留）:
 {labels}"""
+
+
+_BACKLOG_HEAD = (
+    "Earlier messages not yet in the summary (for the summary only):",
+    "之前未写进摘要的消息（只用于摘要）:",
+)
+_KNOWN_HEAD = (
+    "Messages leaving the window that long-term memory already holds (for the summary only):",
+    "移出窗口、已在长期记忆中的消息（只用于摘要）:",
+)
+_NEWER_HEAD = (
+    "Newer messages, still in the window, not yet in long-term memory (for MEMORY only):",
+    "较新的、仍在窗口中且尚未写入长期记忆的消息（只用于 MEMORY）:",
+)
+
+
+def _section(text: str, head: str) -> str:
+    return f"\n{head}\n{text}\n" if text else ""
 
 
 def rolling_context(summary: str) -> str:
@@ -346,19 +364,19 @@ def rolling_summary_prompt(
     memory: bool,
     words: int,
     title: bool = False,
+    known: str = "",
+    newer: str = "",
 ) -> str:
     """One call per window step: the session's rolling summary brought up to date with the
-    block leaving the window (and `backlog`, older messages it missed); with `memory`, the
-    overflow memory entry of the block in the same reply; with `title`, a title for it."""
+    block leaving the window (`known`, its messages long-term memory holds already, and
+    `messages_text`; `backlog`, older messages it missed); with `memory`, the memory entry of
+    `messages_text` and `newer` (later messages not yet in memory) in the same reply; with
+    `title`, a title for it."""
     zh = is_chinese(language)
     none = "（暂无）" if zh else "(none yet)"
-    if backlog:
-        head = (
-            "之前未写进摘要的消息（只用于摘要）:"
-            if zh
-            else "Earlier messages not yet in the summary (for the summary only):"
-        )
-        backlog = f"\n{head}\n{backlog}\n"
+    backlog = _section(backlog, _BACKLOG_HEAD[zh])
+    known = _section(known, _KNOWN_HEAD[zh])
+    newer = _section(newer, _NEWER_HEAD[zh])
     rule = (_ROLLING_MEMORY_ZH if zh else _ROLLING_MEMORY_EN).format(sentinel=NO_MEMORY_SENTINEL)
     labels = [MEMORY_MARK + " …", SUMMARY_MARK + " …"] if memory else [SUMMARY_MARK + " …"]
     title_rule = ""
@@ -381,6 +399,8 @@ def rolling_summary_prompt(
         words=words,
         summary=summary.strip() or none,
         backlog=backlog,
+        known=known,
+        newer=newer,
         messages=messages_text,
         lines=two,
         labels="\n".join(labels),

@@ -17,11 +17,11 @@ SPEC §5, seed `000_…`, with CountBot's bugs fixed (research/countbot_digest.m
   `store.update`: a message is never summarised twice. A failed, timed-out or empty call
   changes nothing and raises `SummaryError`; the batch is tried again after a later turn.
 - **Automatic memory.** First when the session has `auto_messages` sendable messages or
-  `auto_chars` characters, then every `auto_messages` new ones: the messages after its cursor,
-  newest kept within 4,000 characters, with the conversation-to-memory prompt (`auto-memory`).
-  The cursor moves only on success or sentinel: `cursors["auto_memory"]` (messages consumed),
-  `["auto_memory_id"]` (a key of the last one), `["auto_memory_at"]` (its time, YYYYMMDDhhmmss:
-  when /undo or /retry removed it, the messages newer than that are the new ones).
+  `auto_chars` characters, then every `auto_messages` new ones: the messages after the cursor
+  of what MEMORY.md holds (memory/coverage.py, shared with the steps: a step's call also
+  distils the newer messages, so a message is distilled once and a session whose window steps
+  needs no automatic-memory calls), newest kept within 4,000 characters, with the
+  conversation-to-memory prompt (`auto-memory`). The cursor moves only on success or sentinel.
 - **Bounded.** Summary calls go through `summariser.Summariser` (no retries, a short timeout,
   one deadline per upkeep run, no second call after a failure).
 """
@@ -37,7 +37,17 @@ from countbot_cli.conversation.context import history_window, sendable, window_s
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.errors import UsageError
 from countbot_cli.interrupts import sigint_deferred
+from countbot_cli.memory import coverage
 from countbot_cli.memory import marks as memory_marks
+from countbot_cli.memory.coverage import (
+    CURSOR_AUTO,
+    CURSOR_AUTO_AT,
+    CURSOR_AUTO_ID,
+    NEWER_CHARS,
+    Share,
+    auto_cursor,
+    time_stamp,
+)
 from countbot_cli.memory.digest import (
     AUTO_CHARS,
     OVERFLOW_CHARS,
@@ -73,9 +83,6 @@ if TYPE_CHECKING:
 SOURCE_OVERFLOW = "auto-overflow"
 SOURCE_AUTO = "auto-memory"
 CURSOR_OVERFLOW = "overflow"  # key of the last archived message (archiving is the real cursor)
-CURSOR_AUTO = "auto_memory"  # how many messages (archived + live) automatic memory consumed
-CURSOR_AUTO_ID = "auto_memory_id"  # key of the last of them
-CURSOR_AUTO_AT = "auto_memory_at"  # its created_at as YYYYMMDDhhmmss
 CURSOR_FAILURES = "summary_failures"  # consecutive upkeep runs whose summary call failed
 CURSOR_RETRY_AT = "summary_retry_at"  # no summary call before this many turns (user messages)
 MAX_BACKOFF_TURNS = 16
@@ -203,13 +210,27 @@ class MemoryKeeper:
         if not region or (not force and len(region) < batch_threshold(self._max_history())):
             return written
         roll = Rolling.start(self.settings, session, self.summariser.window)  # same calls
-        cost, max_tokens = self._input_budget(roll.prompt([]))
-        for batch in overflow_batches(region, OVERFLOW_CHARS, cost=cost, max_tokens=max_tokens):
+        cost, max_tokens = self._input_budget(roll.prompt(Share()))
+        everything = session.all_messages()
+        at, mem = len(session.archived), self.settings.memory
+        cursor = coverage.start(session, everything, steps_distil=mem.overflow_summary)
+        batches = overflow_batches(region, OVERFLOW_CHARS, cost=cost, max_tokens=max_tokens)
+        for i, batch in enumerate(batches):
+            end = at + len(batch.messages)
+            newer = mem.auto_memory and roll.memory and i == len(batches) - 1
+            part = coverage.share(
+                batch.messages,
+                at,
+                cursor,
+                everything[end:] if newer else [],
+                NEWER_CHARS,
+                cost=cost,
+                max_tokens=max_tokens,
+            )
             reply = summary = None
-            if batch.lines:
-                prompt = roll.prompt(batch.lines)
+            if roll.wants_call(part):
                 try:
-                    reply = self.summariser.summarise(prompt, "overflow summary")
+                    reply = self.summariser.summarise(roll.prompt(part), "overflow summary")
                 except SummaryError as exc:
                     exc.written = written
                     raise
@@ -218,10 +239,11 @@ class MemoryKeeper:
                 reply, summary = roll.read(reply)
             try:
                 line = self._commit_overflow(
-                    session_id, batch.messages, reply, roll.commit(summary, batch.messages)
+                    session_id, batch.messages, reply, roll.commit(summary, batch.messages), part
                 )
             except _Stale:
                 break
+            at, cursor = end, part.upto
             roll.written(summary, batch.messages)
             written.archived += len(batch.messages)
             if line is not None:
@@ -241,7 +263,12 @@ class MemoryKeeper:
         return self.counter.count_text, max(200, room)
 
     def _commit_overflow(
-        self, session_id: str, batch: list[Message], reply: str | None, also: Callable[..., None]
+        self,
+        session_id: str,
+        batch: list[Message],
+        reply: str | None,
+        also: Callable[..., None],
+        part: Share,
     ) -> str | None:
         assert self.store is not None
         ids = [m.id for m in batch]
@@ -252,13 +279,15 @@ class MemoryKeeper:
                 raise _Stale
             instructions = overflow_summary_prompt("", self._language())
             if reply is not None and self.screen.keep(reply, instructions, self._stored()):
-                origin = {"session": session_id, "messages": ids}
+                origin = {"session": session_id, "messages": [m.id for m in part.distilled]}
                 entry = self.memory.add(reply, SOURCE_OVERFLOW, date=self.today(), origin=origin)
                 if entry is not None:
                     box.append(entry.line)
             s.archived.extend(s.messages[: len(ids)])
             del s.messages[: len(ids)]
             s.cursors[CURSOR_OVERFLOW] = message_key(ids[-1])
+            if self.settings.memory.overflow_summary:  # distilled once (memory/coverage.py)
+                coverage.mark(s, (part.distilled or batch)[-1])
             also(s)  # the rolling summary (memory/rolling.py)
 
         with sigint_deferred():
@@ -273,9 +302,9 @@ class MemoryKeeper:
             return []
         session = self.store.load(session_id)
         everything = session.all_messages()
-        start = auto_cursor(session, everything)
-        new = sendable(everything[start:])
         mem = self.settings.memory
+        start = coverage.start(session, everything, steps_distil=mem.overflow_summary)
+        new = sendable(everything[start:])
         if CURSOR_AUTO in session.cursors:
             due = len(new) >= mem.auto_messages
         else:
@@ -308,12 +337,7 @@ class MemoryKeeper:
         box: list[str] = []
 
         def apply(s: Session) -> None:
-            everything = s.all_messages()
-            pos = next(
-                (i for i in range(len(everything) - 1, -1, -1) if everything[i].id == last.id),
-                None,
-            )
-            if pos is None or pos + 1 <= auto_cursor(s, everything):
+            if not coverage.mark(s, last):
                 raise _Stale  # the message is gone, or another process got there first
             instructions = conversation_memory_prompt("", self._language())
             if reply is not None and self.screen.keep(reply, instructions, self._stored()):
@@ -321,13 +345,6 @@ class MemoryKeeper:
                 entry = self.memory.add(reply, SOURCE_AUTO, date=self.today(), origin=origin)
                 if entry is not None:
                     box.append(entry.line)
-            s.cursors[CURSOR_AUTO] = pos + 1
-            s.cursors[CURSOR_AUTO_ID] = message_key(last.id)
-            stamp = time_stamp(last.created_at)
-            if stamp is not None:
-                s.cursors[CURSOR_AUTO_AT] = stamp
-            else:
-                s.cursors.pop(CURSOR_AUTO_AT, None)
 
         try:
             with sigint_deferred():
@@ -443,33 +460,10 @@ def _index(messages: Sequence[Message], m: Message) -> int:
     return next(i for i in range(len(messages) - 1, -1, -1) if messages[i] is m)
 
 
-def time_stamp(created_at: str) -> int | None:
-    """`2026-11-29T19:30:00Z` as 20261129193000 (cursors hold integers); None if malformed."""
-    digits = "".join(ch for ch in created_at if ch.isdigit())
-    return int(digits[:14]) if len(digits) >= 14 else None
-
-
-def auto_cursor(session: Session, everything: Sequence[Message]) -> int:
-    """How many of `everything` (archived + live) automatic memory has consumed."""
-    pos = session.cursors.get(CURSOR_AUTO, 0)
-    key = session.cursors.get(CURSOR_AUTO_ID)
-    if key is None or pos <= 0:
-        return 0
-    if pos <= len(everything) and message_key(everything[pos - 1].id) == key:
-        return pos
-    for i in range(len(everything) - 1, -1, -1):  # a message before it was deleted
-        if message_key(everything[i].id) == key:
-            return i + 1
-    at = session.cursors.get(CURSOR_AUTO_AT)  # the message itself was removed (/undo, /retry)
-    if at is not None:
-        for i, m in enumerate(everything):
-            stamp = time_stamp(m.created_at)
-            if stamp is not None and stamp > at:
-                return min(i, pos)
-    return min(pos, len(everything))
-
-
 __all__ = [
+    "CURSOR_AUTO",
+    "CURSOR_AUTO_AT",
+    "CURSOR_AUTO_ID",
     "Compacted",
     "MemoryKeeper",
     "SummaryError",

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from countbot_cli.conversation.context import sendable
 from countbot_cli.conversation.session import title_from
+from countbot_cli.memory.coverage import Share
 from countbot_cli.memory.digest import format_newest, is_no_memory, message_key, summary_line
 from countbot_cli.messages import Message
 from countbot_cli.prompts import overflow_summary_prompt, rolling_summary_prompt
@@ -122,6 +123,7 @@ class Rolling:
     backlog_chars: int = BACKLOG_CHARS
     title: bool = False  # a title asked for too (the first question's is still the title)
     new_title: str | None = None  # the last reply's
+    asked: bool = False  # the last prompt asked for a memory line
 
     @classmethod
     def start(cls, settings: Settings, session: Session, window: int) -> Rolling:
@@ -144,31 +146,41 @@ class Rolling:
             title=enabled and auto_title(session),
         )
 
-    def prompt(self, lines: Sequence[str]) -> str:
-        text = "\n".join(lines)
+    def wants_call(self, part: Share) -> bool:
+        """Whether a batch needs a call: lines for the summary, or for memory ones MEMORY.md
+        does not hold yet (memory/coverage.py)."""
+        return bool(part.known or part.fresh) if self.enabled else bool(part.fresh or part.newer)
+
+    def prompt(self, part: Share) -> str:
+        """The call for one batch: memory only of `part.fresh` and `part.newer`, the summary of
+        the whole batch (`part.known` and `part.fresh`)."""
+        self.asked = self.memory and bool(part.fresh or part.newer)
         if not self.enabled:
-            return overflow_summary_prompt(text, self.language)
+            return overflow_summary_prompt("\n".join([*part.fresh, *part.newer]), self.language)
+        split = self.asked  # without a memory line to ask for, the batch is one block
         return rolling_summary_prompt(
             self.summary,
             "\n".join(self.backlog),
-            text,
+            "\n".join(part.fresh if split else [*part.known, *part.fresh]),
             self.language,
-            memory=self.memory,
+            memory=self.asked,
             words=ROLLING_WORDS,
             title=self.title,
+            known="\n".join(part.known) if split else "",
+            newer="\n".join(part.newer) if split else "",
         )
 
     def read(self, reply: str | None) -> tuple[str | None, str | None]:
         """(the reply for a memory line, the new summary) of one call's reply."""
         self.new_title = None
         if reply is None or not self.enabled:
-            return reply, None
+            return (reply if self.asked else None), None
         parts = labelled(reply)
         memory, summary = parts.get("MEMORY"), parts.get("SUMMARY")
         if memory is None and summary is None:  # no labels: take it as the memory line
-            return (reply if self.memory else None), None
+            return (reply if self.asked else None), None
         self.new_title = clean_title(parts.get("TITLE")) if self.title else None
-        return (memory if self.memory else None), clean_summary(summary, self.limit)
+        return (memory if self.asked else None), clean_summary(summary, self.limit)
 
     def commit(self, summary: str | None, batch: Sequence[Message]) -> Callable[[Session], None]:
         """The batch's change to the session (applied inside the write that archives it)."""
