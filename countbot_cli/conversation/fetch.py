@@ -51,7 +51,10 @@ def is_url(ref: str) -> bool:
 
 def without_userinfo(url: str) -> str:
     """`url` without the `user:password@` of its authority (which httpx would send)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL (an unclosed [IPv6]): cut by hand, httpx refuses the rest
+        return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", r"\1", url)
     if "@" not in parts.netloc:
         return url
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))

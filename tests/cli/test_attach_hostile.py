@@ -341,6 +341,18 @@ def test_userinfo_in_a_url_is_not_sent_stored_or_shown(
         assert "s3cret" not in text and "alice" not in text and "bob" not in text
 
 
+@pytest.mark.parametrize("url", ["http://[::1/x", "http://alice:url-s3cret@[::1/x"])
+def test_a_url_that_does_not_parse_is_a_usage_error_without_its_userinfo(
+    tmp_path: Path, server: fs.FakeServer, url: str
+) -> None:
+    """An unclosed [IPv6 address (urlsplit raises ValueError): one line, exit 2, not an
+    unexpected error; the password is not echoed."""
+    cb = make_cb(tmp_path, server.base_url)
+    line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
+    assert "-a http://[::1/x: not a URL countbot can fetch" in line, line
+    assert "s3cret" not in line and "alice" not in line
+
+
 def test_the_deadline_is_kept_by_every_read() -> None:
     """An operation gets at most the time left; one asked for after the deadline fails at
     once as a timeout."""
