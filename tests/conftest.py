@@ -2,7 +2,8 @@
 
 The tests mirror the package (tests/provider/ for countbot_cli/provider/, …); what several test
 folders share lives in tests/helpers/ (the loopback server, the subprocess runner, the memory
-rig), which is put on the import path here so every test imports it by name.
+rig, the in-process REPL harness), which is put on the import path here so every test imports
+it by name; the fixtures several folders use (`server`, `rig_factory`) are here.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,3 +36,15 @@ def server() -> Iterator[FakeServer]:
     """
     with FakeServer() as server:
         yield server
+
+
+@pytest.fixture
+def rig_factory(tmp_path: Path) -> Iterator[Any]:
+    """`rig_factory(persona=…, memory=…)` makes a memory rig (tests/helpers/memory_rig.py: an
+    engine, a keeper and a scripted summariser on the loopback server); all closed after the
+    test."""
+    from memory_rig import RigFactory
+
+    factory = RigFactory(tmp_path)
+    yield factory
+    factory.close()

@@ -7,12 +7,10 @@ and the window's rules at odd and even sizes (conversation/context.py, conversat
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from memory_rig import RigFactory
 from prefix import extends, stats
 
 from countbot_cli.conversation.budget import WindowBudget
@@ -21,13 +19,6 @@ from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.messages import STATUS_FAILED, STATUS_INTERRUPTED, Message, ToolCall
 
 TOPICS = ("redis", "postgres", "ansible", "backoff", "logging", "pytest", "docker", "nginx")
-
-
-@pytest.fixture
-def rig_factory(tmp_path: Path) -> Iterator[RigFactory]:
-    factory = RigFactory(tmp_path)
-    yield factory
-    factory.close()
 
 
 def test_requests_extend_the_previous_one_with_recall_and_overflow_steps(

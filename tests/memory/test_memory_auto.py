@@ -4,23 +4,13 @@ and /retry removed messages it had consumed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
-import pytest
-from memory_rig import RigFactory, dialogue_lines, messages_of, q
+from memory_rig import dialogue_lines, messages_of, q
 
 from countbot_cli.memory.keeper import CURSOR_AUTO, CURSOR_AUTO_AT
 from countbot_cli.prompts import NO_MEMORY_SENTINEL
-
-
-@pytest.fixture
-def rig_factory(tmp_path: Path) -> Iterator[RigFactory]:
-    factory = RigFactory(tmp_path)
-    yield factory
-    factory.close()
 
 
 def test_auto_memory_at_30_messages_then_every_30_new(rig_factory: Any) -> None:

@@ -4,13 +4,12 @@ session and messages it came from (memory/sources.py), end to end through the me
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
 import pytest
-from memory_rig import RigFactory, q
+from memory_rig import q
 
 from countbot_cli.memory import sources
 from countbot_cli.memory.keeper import NOTHING_NOTE
@@ -80,13 +79,6 @@ def test_each_junk_class_is_rejected(reply: str, why: str) -> None:
 )
 def test_real_facts_pass(reply: str) -> None:
     assert rejection(reply, instructions=overflow_summary_prompt("", "en"), existing=[FACT]) is None
-
-
-@pytest.fixture
-def rig_factory(tmp_path: Path) -> Iterator[RigFactory]:
-    factory = RigFactory(tmp_path)
-    yield factory
-    factory.close()
 
 
 def test_junk_is_skipped_with_one_notice_and_a_real_fact_is_stored(rig_factory: Any) -> None:

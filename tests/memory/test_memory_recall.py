@@ -3,15 +3,13 @@ the summariser is shown (formatter, sentinel, recall words)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import Any
 
-import pytest
 from cbenv import make_cb
-from memory_rig import RigFactory, q
+from memory_rig import q
 
 from countbot_cli.config.settings import load_settings
 from countbot_cli.memory.keeper import (
@@ -27,13 +25,6 @@ from countbot_cli.memory.keeper import (
 from countbot_cli.memory.recall import Recall
 from countbot_cli.messages import Message
 from countbot_cli.prompts import NO_MEMORY_SENTINEL
-
-
-@pytest.fixture
-def rig_factory(tmp_path: Path) -> Iterator[RigFactory]:
-    factory = RigFactory(tmp_path)
-    yield factory
-    factory.close()
 
 
 def test_session_summary_in_the_system_prompt_recalled_memory_in_the_message(

@@ -4,26 +4,16 @@ the overflow memory line, never over a user's /summary, and kept when a call fai
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
-import pytest
-from memory_rig import RigFactory, backlog_lines, dialogue_lines, messages_of, q
+from memory_rig import backlog_lines, dialogue_lines, messages_of, q
 
 from countbot_cli.conversation.session import Session
 from countbot_cli.memory.rolling import ROLLING_CHARS, clean_summary, split_reply
 from countbot_cli.prompts import MEMORY_MARK, ROLLING_LEAD, SUMMARY_MARK, TITLE_MARK
 
 ROLLING = {"auto_memory": False, "inject": "off"}
-
-
-@pytest.fixture
-def rig_factory(tmp_path: Path) -> Iterator[RigFactory]:
-    factory = RigFactory(tmp_path)
-    yield factory
-    factory.close()
 
 
 def heads(rig: Any) -> list[str]:

@@ -7,17 +7,14 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import date
-from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
 import pytest
 from memory_rig import (
     ENTRY_RE,
-    RigFactory,
     Summariser,
     a,
     dialogue_lines,
@@ -31,14 +28,6 @@ from countbot_cli.interrupts import sigint_deferred
 from countbot_cli.memory.keeper import SummaryError
 from countbot_cli.messages import Message
 from countbot_cli.prompts import NO_MEMORY_SENTINEL
-
-
-@pytest.fixture
-def rig_factory(tmp_path: Path) -> Iterator[RigFactory]:
-    factory = RigFactory(tmp_path)
-    yield factory
-    factory.close()
-
 
 # ---- the 20-turn walk ----
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
-from test_repl import Harness
+from repl_harness import Harness
 
 
 def test_compact_shrinks_the_next_request_and_the_toolbar_shows_it(

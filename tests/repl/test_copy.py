@@ -15,7 +15,7 @@ import fakeserver as fs
 import pexpect
 import pytest
 from cbenv import make_cb
-from test_repl import Harness
+from repl_harness import Harness
 from test_repl_pty import TOOLBAR_END, expect, spawn
 
 from countbot_cli.textsafe import sanitize

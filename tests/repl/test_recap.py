@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import fakeserver as fs
-from test_repl import Harness
+from repl_harness import Harness
 
 from countbot_cli.conversation.session import new_session
 from countbot_cli.messages import Message

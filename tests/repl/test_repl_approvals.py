@@ -14,7 +14,7 @@ from pathlib import Path
 
 import fakeserver as fs
 import pytest
-from test_repl import Harness, interrupt_when
+from repl_harness import Harness, interrupt_when
 
 from countbot_cli.tools.approval import ApprovalPolicy
 from countbot_cli.tools.diffs import unified_diff

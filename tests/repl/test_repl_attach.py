@@ -19,7 +19,7 @@ from mcp_http_server import serving
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 from prompt_toolkit.formatted_text import to_plain_text
-from test_repl import Harness
+from repl_harness import Harness
 from test_repl_pty import TOOLBAR_END, expect, spawn
 
 from countbot_cli.repl.prompt import SlashCompleter

@@ -12,7 +12,7 @@ from typing import Any
 
 import fakeserver as fs
 from cbenv import make_cb
-from test_repl import Harness
+from repl_harness import Harness
 
 from countbot_cli.conversation.session import new_session
 from countbot_cli.conversation.store import SessionStore

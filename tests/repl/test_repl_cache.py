@@ -9,7 +9,7 @@ from pathlib import Path
 
 import fakeserver as fs
 import pytest
-from test_repl import Harness
+from repl_harness import Harness
 
 from countbot_cli.conversation import cache_report
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import fakeserver as fs
 import pytest
-from test_repl import Harness
+from repl_harness import Harness
 
 from countbot_cli.config.presets import LOCAL_MODEL_NAME
 from countbot_cli.config.settings import local_model_available

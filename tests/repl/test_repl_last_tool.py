@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import fakeserver as fs
-from test_repl import Harness
+from repl_harness import Harness
 from test_repl_approvals import prompt
 
 from countbot_cli.repl.loop import Repl

@@ -11,7 +11,7 @@ from pathlib import Path
 import fakeserver as fs
 import pytest
 from cbenv import make_cb
-from test_repl import Harness
+from repl_harness import Harness
 from test_repl_approvals import prompt, write_call
 
 QUIET = {"memory": {"auto_memory": False, "overflow_summary": False}}

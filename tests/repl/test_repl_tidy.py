@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import fakeserver as fs
-from test_repl import Harness
+from repl_harness import Harness
 
 from countbot_cli.memory import archive
 from countbot_cli.memory.store import MemoryStore

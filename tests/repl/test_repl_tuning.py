@@ -7,7 +7,7 @@ from pathlib import Path
 
 import fakeserver as fs
 import pytest
-from test_repl import Harness
+from repl_harness import Harness
 
 
 def test_set_reaches_the_request_and_a_bad_value_sends_nothing(

@@ -8,7 +8,7 @@ from typing import Any
 
 import fakeserver as fs
 import pytest
-from test_repl import Harness
+from repl_harness import Harness
 
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.memory.store import MemoryStore

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import fakeserver as fs
 import pytest
-from test_repl import Harness
+from repl_harness import Harness
 
 from countbot_cli.conversation.session import Session, new_session
 from countbot_cli.messages import Message

@@ -14,7 +14,7 @@ import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 from prompt_toolkit.output import DummyOutput
-from test_repl import USAGE, Harness, interrupt_when, paragraphs
+from repl_harness import USAGE, Harness, interrupt_when, paragraphs
 
 from countbot_cli.conversation.session import new_session
 from countbot_cli.messages import Message
