@@ -298,7 +298,8 @@ class Section:
         return None if node is None else node.value
 
     def _wrong(self, name: str, value: Any, expected: str, hint: str | None = None) -> ConfigError:
-        return self.error(name, f"expected {expected}, got {type_name(value)} {value!r}", hint)
+        shown = "" if isinstance(value, (dict, list)) else f" {value!r}"  # no parser nodes
+        return self.error(name, f"expected {expected}, got {type_name(value)}{shown}", hint)
 
     def text(self, name: str) -> str | None:
         value = self._get(name)

@@ -520,6 +520,22 @@ def test_wrong_type(box: SimpleNamespace, text: str, line: int, key: str, words:
     assert words in str(err)
 
 
+@pytest.mark.parametrize(
+    ("text", "key", "words"),
+    [
+        ("tools:\n  allow: {x: 1}\n", "tools.allow", "expected a list of text, got a mapping"),
+        ("fallback: {x: 1}\n", "fallback", "expected a list of text, got a mapping"),
+        ("tools: [1, 2]\n", "tools", "expected a mapping of keys, got a list"),
+    ],
+)
+def test_a_wrong_mapping_or_list_is_named_without_the_parsers_insides(
+    box: SimpleNamespace, text: str, key: str, words: str
+) -> None:
+    err = config_error(box, text)
+    assert err.key == key and words in str(err)
+    assert "Node(" not in str(err), str(err)
+
+
 def test_bad_enum_value(box: SimpleNamespace) -> None:
     err = config_error(box, LOCAL_SERVER + "memory:\n  inject: relevnt\n")
     assert (err.line, err.key) == (6, "memory.inject")
