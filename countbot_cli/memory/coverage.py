@@ -13,7 +13,8 @@ distilled once, by whichever call comes to it first:
   the block's messages after the cursor (`Share.fresh`; the ones before it, `Share.known`, go to
   the rolling summary only) and, with automatic memory on, of the newer messages still in the
   window after the block (`Share.newer`, oldest first within `NEWER_CHARS`), then moves the
-  cursor to the last of them. Automatic memory then counts its `auto_messages` from there, so in
+  cursor to the last of them (to the block's end only, when the reply had no memory part:
+  the newer messages wait for the next step or automatic memory). Automatic memory then counts its `auto_messages` from there, so in
   a session whose window steps (every `window_step` messages, fewer than `auto_messages`) the
   step makes its calls and automatic memory none.
 - **Automatic memory** starts at the cursor, and with overflow summaries on never before the

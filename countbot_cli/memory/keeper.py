@@ -287,7 +287,8 @@ class MemoryKeeper:
             del s.messages[: len(ids)]
             s.cursors[CURSOR_OVERFLOW] = message_key(ids[-1])
             if self.settings.memory.overflow_summary:  # distilled once (memory/coverage.py)
-                coverage.mark(s, (part.distilled or batch)[-1])
+                done = part.distilled if reply is not None else []  # no memory part: newer wait
+                coverage.mark(s, (done or batch)[-1])
             also(s)  # the rolling summary (memory/rolling.py)
 
         with sigint_deferred():

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fakeserver as fs
 import pytest
 from memory_rig import LEAVING, RigFactory, dialogue_lines, messages_of, q
 
@@ -93,3 +94,22 @@ def test_a_session_whose_steps_are_all_distilled_asks_for_no_memory_line(
     assert kinds == ["auto", "auto", "auto", "overflow", "auto", "overflow", "auto", "overflow"]
     assert all(len(dialogue_lines(p)) == 2 for _, p, _ in rig.summariser.calls)
     assert len(rig.saved()["archived"]) == 12
+
+
+def test_a_reply_without_its_memory_part_leaves_the_newer_messages_for_later(
+    rig_factory: Any,
+) -> None:
+    rig = rig_factory(persona={"max_history_messages": 6}, memory={"auto_messages": 6})
+    rig.summariser.replies = [fs.text("fact a: user likes tea"), fs.text("SUMMARY: only this")]
+    for k in range(1, 5):
+        rig.turn(q(k))
+    # the step asked for turn 4's memory too, but the reply had only the summary: turn 4 is
+    # not marked distilled (the block, turns 1-2, went to memory before, with turn 3)
+    assert rig.saved()["cursors"][CURSOR_AUTO] == 6
+    assert rig.saved()["rolling_summary"] == "only this"
+    for k in range(5, 7):
+        rig.turn(q(k))
+    third = rig.summariser.calls[2][1]
+    assert dialogue_lines(third) == lines(range(4, 7))  # so the next step takes it
+    done = distilled(rig.summariser.calls[:1]) + distilled(rig.summariser.calls[2:])
+    assert sorted(done) == sorted(lines(range(1, 7)))
