@@ -150,10 +150,11 @@ class ContextMeter:
         key = _fingerprint(conversation, counter)
         cached = self._cache
         if cached is not None and cached[0] == key:
-            return cached[1]
-        self._calibrate(counter, conversation.engine)
-        result = _count(counter, conversation, self.window(conversation), self._tools_sent)
-        self._cache = (_fingerprint(conversation, counter), result)
+            result = cached[1]
+        else:
+            self._calibrate(counter, conversation.engine)
+            result = _count(counter, conversation, self.window(conversation), self._tools_sent)
+            self._cache = (_fingerprint(conversation, counter), result)
         if not exact and self.autoload and result.total >= EXACT_FROM * result.window:
             self.load_in_background(model)  # near the window: the exact count matters now
         return result

@@ -382,3 +382,36 @@ def test_the_tokenizer_tables_wait_for_a_count_that_matters(
     assert seen["idle"] == [] and seen["after turn"] == []
     assert seen["toolbar"].startswith("~")  # the estimate, marked as such
     assert loader.is_loaded(name)  # /tokens counted with the real tables
+
+
+def test_near_the_window_the_toolbar_loads_the_tables_and_corrects_itself(
+    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request near its window is a count that matters: once the first prompt is drawn the
+    tables are loaded in the background and the toolbar's `~` estimate becomes the count."""
+    from countbot_cli.conversation import tokens
+
+    loader = tokens.EncodingLoader()
+    monkeypatch.setattr(tokens, "DEFAULT_LOADER", loader)
+    h = Harness(tmp_path, server, provider={"context_window": 600})  # the system prompt fills it
+    name = tokens.encoding_for_model("test-model")
+    seen: dict[str, Any] = {}
+
+    def corrected(h: Harness) -> None:
+        repl = h.repl
+        assert repl is not None
+        deadline = time.monotonic() + 20  # hang bounds: the preload, then the background load
+        while not repl.meter.autoload and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen["first"] = repl.meter.summary(repl.conversation)  # what the toolbar draws
+        while not loader.is_loaded(name) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen["loaded"] = loader.is_loaded(name)
+        seen["toolbar"] = repl.meter.summary(repl.conversation)
+        seen["how"] = repl.meter.breakdown(repl.conversation, wait=False).how
+
+    h.run([corrected], preload=True)
+    assert seen["first"].startswith("~") and seen["loaded"]
+    # counted with cl100k now (still `~`: test-model's own tokenizer is not tiktoken's)
+    assert seen["how"].startswith("approximate (cl100k_base")
+    assert seen["toolbar"] != seen["first"]
