@@ -399,22 +399,16 @@ def _model_ids(body: bytes) -> list[str]:
 def _skip_httpx_cli() -> None:
     """Keep `import httpx` from importing its command-line client.
 
-    httpx's __init__ imports `httpx._main` whenever click is installed (llm, among others,
-    brings it), and with it click, rich.console and pygments: about 20 ms of every `ask`.
-    countbot never runs httpx's CLI, so a stand-in module answers that import instead.
+    httpx's __init__ imports `httpx._main` whenever click is installed (typer brings it), and
+    with it click, rich.console and pygments: about 20 ms of every `ask`. countbot never runs
+    httpx's CLI. A None in `sys.modules` makes that one import fail as Python documents it
+    (ImportError), and httpx falls back to its own `main`, as it does without click. Nothing
+    else is replaced; once httpx is imported this does nothing.
     """
     import sys
-    import types
 
-    if "httpx" in sys.modules or "httpx._main" in sys.modules:
-        return
-    stub = types.ModuleType("httpx._main")
-
-    def main() -> None:
-        raise SystemExit("httpx's command-line client is not available inside countbot")
-
-    stub.main = main  # type: ignore[attr-defined]
-    sys.modules["httpx._main"] = stub
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 
 def load_httpx() -> Any:
