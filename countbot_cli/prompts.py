@@ -306,7 +306,7 @@ _ROLLING_MEMORY_EN = """1. MEMORY: one long-term memory entry with what has last
 _ROLLING_EN = """You keep the running summary of a conversation whose older messages are leaving its window{and_memory}. Write:
 
 {memory_rule}{n}. SUMMARY: the summary so far brought up to date with the messages below: what the conversation is about, the user's goals and constraints, decisions and facts settled, open questions, where it stands now. Plain text, at most {words} words; keep what still matters, drop what no longer does.
-
+{title_rule}
 Summary so far:
 {summary}
 {backlog}{known}

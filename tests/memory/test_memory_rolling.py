@@ -162,6 +162,7 @@ def test_a_model_made_title_replaces_the_first_questions_once_never_the_users(
         rig.turn(q(k))
     first, second = rig.summariser.of("overflow")
     assert f"{TITLE_MARK} …" in first and f"{TITLE_MARK} …" not in second  # asked once
+    assert "3. TITLE: a title for the conversation" in first  # and said what it is
     assert rig.saved()["title"] == "Planning the Lisbon trip"
     assert rig.store.list()[0]["title"] == "Planning the Lisbon trip"
     mine = rig_factory(persona={"max_history_messages": 6}, memory=ROLLING)
