@@ -17,7 +17,10 @@ nothing in the memory sends nothing), best first.
 
 **Up to date.** Of two candidate lines about the same thing (their vectors' cosine at least
 SUPERSEDE_COSINE: "drives a Toyota Corolla" / "sold the Corolla, drives a Model 3"), only the
-newer (by date, then by place in the file) is sent; the older one stays in MEMORY.md.
+newer (by date, then by place in the file) is sent; the older one stays in MEMORY.md. The
+newer line must say it is an update (UPDATE_CUES: "now", "sold", "换了" ...) and each must be
+the other's closest line; otherwise both are sent, the older marked `(older)`. A newer update
+of a line sent is sent after it even when it ranks lower itself (PULL_COSINE).
 
 Without the extra (or when its models fail to load) recall is lexical only: the lines holding
 the rarest of the message's words, newest first among equals. Tuned with bench/bench_recall.py.
@@ -50,7 +53,8 @@ UPDATE_CUES = LazyPattern(
     r"upgraded|migrated|rose|went up|cut down|instead|stopped|started)\b"
     r"|现在|换|改|搬|不再|已经|升|跳槽|放弃|新的|不.了"
 )
-MARK_COSINE = 0.65  # a line sent with a newer one this close to it is marked as older
+MARK_COSINE = 0.65
+PULL_COSINE = 0.7  # a newer line this close that says it is an update is sent after the older  # a line sent with a newer one this close to it is marked as older
 
 
 class Recall:
@@ -177,6 +181,9 @@ def _pick(
         j = _successor(snap, lexical, vectors, i, near[a])
         if j not in out:
             out.append(j)
+        k = int(near[a].argmax())  # an update of a line sent is sent after it
+        if j == i and k not in out and near[a, k] >= PULL_COSINE and _updates(snap, k, i):
+            out.append(k)
     if len(out) < 2:
         return out, set()
     close = vectors[out] @ vectors[out].T
@@ -205,12 +212,16 @@ def _successor(
     import numpy as np
 
     j = int(near.argmax())
-    if near[j] < SUPERSEDE_COSINE or (snap.dates[j], j) <= (snap.dates[i], i):
+    if near[j] < SUPERSEDE_COSINE or not _updates(snap, j, i):
         return i
     if lexical.get(i, 0.0) - lexical.get(j, 0.0) > SUPERSEDE_LEXICAL:
-        return i
-    if not UPDATE_CUES.re.search(snap.contents[j].casefold()):
         return i
     back = vectors @ vectors[j]
     back[j] = -1.0
     return j if int(np.argmax(back)) == i else i
+
+
+def _updates(snap: Snapshot, j: int, i: int) -> bool:
+    """Whether line `j` is newer than line `i` and says it is an update (UPDATE_CUES)."""
+    newer = (snap.dates[j], j) > (snap.dates[i], i)
+    return newer and UPDATE_CUES.re.search(snap.contents[j].casefold()) is not None
