@@ -12,8 +12,9 @@ Two rankings, fused:
 
 The fused score is `cosine + LEX_WEIGHT * lexical`: a distinctive shared word lifts its line
 above lines that are only close in meaning, while a common one adds almost nothing and cannot
-crowd out a semantic match. A line is sent when its score reaches MIN_SCORE (a message about
-nothing in the memory sends nothing), best first.
+crowd out a semantic match. The cosine is taken with the message's vector minus that of small
+talk (embed.SMALL_TALK), so a line that is close to every message does not come back for
+"hi"; a line is sent when its score reaches MIN_SCORE, best first.
 
 **Up to date.** Of two candidate lines about the same thing (their vectors' cosine at least
 SUPERSEDE_COSINE: "drives a Toyota Corolla" / "sold the Corolla, drives a Model 3"), only the
