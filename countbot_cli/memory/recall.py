@@ -28,7 +28,8 @@ when the message is in the script of the memory (`needs_use`: fewer than CROSS_S
 lines CJK when it is not, or the reverse) and USE is not loaded yet, e5 alone compares the
 message with the e5 part of the cached vectors (`_by_e5`; lines not cached yet get their e5
 part for this turn only, the cache keeps whole vectors). The lines' whole cached vectors
-still decide supersession. A cold build loads both models, as the REPL always does.
+still decide supersession, and the small-talk vector is cached with them (SMALL_TALK_LINE) so
+`ask` need not embed it. A cold build loads both models, as the REPL always does.
 
 Without the extra (or when its models fail to load) recall is lexical only: the lines holding
 the rarest of the message's words, newest first among equals. Tuned with bench/bench_recall.py.
@@ -67,6 +68,8 @@ PULL_COSINE = 0.7  # a newer line this close that says it is an update is sent a
 # another script than the question (CJK or not); otherwise e5 alone compares them (0.05 s)
 CROSS_SHARE = 0.1
 E5_ONLY_SCALE = 3.0  # e5 alone scores lower than both: tuned on bench_recall.py (e5-only row)
+# the small-talk vector (embed.SMALL_TALK) is cached as if it were this line (no line holds a newline)
+SMALL_TALK_LINE = "\nsmall talk\n"
 CJK = LazyPattern(f"[{CJK_CHARS}]")
 LATIN = LazyPattern(r"[A-Za-z]")
 
@@ -151,7 +154,10 @@ class Recall:
                 if by_e5 is not None:
                     return by_e5
             vectors = self._cache.matrix(snap.contents)
-            probe = self.embedder.query(text) - self.embedder.small_talk()
+            small_talk = self.embedder.small_talk()
+            if self._cache.stored(SMALL_TALK_LINE) is None:  # for `_by_e5` (saves 0.08 s)
+                self._cache.store(SMALL_TALK_LINE, small_talk)
+            probe = self.embedder.query(text) - small_talk
             return vectors, vectors @ probe
         except (RuntimeError, OSError, ValueError) as e:
             if not self._said_failure:
@@ -174,7 +180,9 @@ class Recall:
             return None
         if missing:
             vectors[missing, USE_DIM:] = self.embedder.lines_e5([snap.contents[i] for i in missing])
-        probe = self.embedder.query_e5(text) - self.embedder.small_talk_e5()
+        stored = cache.stored(SMALL_TALK_LINE)
+        small_talk = self.embedder.small_talk_e5() if stored is None else stored[USE_DIM:]
+        probe = self.embedder.query_e5(text) - small_talk
         return vectors, (vectors[:, USE_DIM:] @ probe) * np.float32(E5_ONLY_SCALE)
 
 

@@ -100,6 +100,17 @@ class VectorCache:
         out[missing] = 0.0
         return out, missing
 
+    def stored(self, content: str) -> NDArray[np.float32] | None:
+        """The cached vector of `content` (None when not cached), embedding nothing."""
+        self._reload()
+        row = self._rows.get(self._key(content))
+        return None if row is None or self._matrix is None else self._matrix[row]
+
+    def store(self, content: str, vector: NDArray[np.float32]) -> None:
+        """Cache a whole vector computed elsewhere (the small-talk one: memory/recall.py)."""
+        self._reload()
+        self._add([self._key(content)], vector.reshape(1, DIM))
+
     def _key(self, content: str) -> bytes:
         key = self._keys.get(content)
         if key is None:

