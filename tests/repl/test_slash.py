@@ -258,9 +258,39 @@ def _totals(out: str) -> list[int]:
     return [int(m.replace(",", "")) for m in re.findall(r"  total +([\d,]+)", out)]
 
 
-def test_the_toolbar_shows_the_total_of_tokens(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server, tools=True)
-    server.add(fs.text("an answer " * 40, usage=USAGE))
+def reports_its_count(server: fs.FakeServer, text: str) -> None:
+    """The server answers once with `text`, reporting the request's own count (messages and
+    tools) as its prompt size: the meter learns a ratio of 1 whatever the request holds. A fixed
+    figure (USAGE's 1,234) is another ratio for each system prompt, and the system prompt names
+    the workspace, whose path is tmp_path's."""
+    from countbot_cli.conversation.tokens import TokenCounter
+
+    answered: list[dict[str, Any]] = []
+
+    def reply(body: dict[str, Any]) -> fs.Reply | None:
+        if answered:  # once, as server.add(reply) would
+            return None
+        answered.append(body)
+        counter = TokenCounter("test-model")
+        n = counter.count_messages(body["messages"]) + counter.count_tools(body.get("tools", []))
+        return fs.text(text, usage={"prompt_tokens": n, "completion_tokens": 9})
+
+    server.responder = reply
+
+
+# With the fixed USAGE (1,234 reported for ~1,318 counted) the learnt ratio of ~0.94 took back
+# nearly all the answer added: the totals grew by 4 tokens in a plain run. A pytest-xdist
+# worker's tmp_path (…/pytest-617/popen-gw0/test_the_toolbar_shows_the_tot0) makes the system
+# prompt 5 tokens longer, and the total after the turn fell below the one before it (1,317, then
+# 1,315). The deeper folder checks the totals grow with the conversation wherever the workspace is.
+@pytest.mark.parametrize("workspace", ["", "popen-gw0/a/deeper/workspace/folder"])
+def test_the_toolbar_shows_the_total_of_tokens(
+    tmp_path: Path, server: fs.FakeServer, workspace: str
+) -> None:
+    root = tmp_path / workspace
+    root.mkdir(parents=True, exist_ok=True)
+    h = Harness(root, server, tools=True)
+    reports_its_count(server, "an answer " * 40)
     bars: list[str] = []
 
     def toolbar_after(n: int) -> Any:
