@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_startup import start_server  # noqa: E402
+from bench_startup import bench_env, start_server, write_config  # noqa: E402
 
 FLOOR = ROOT / "bench" / "floor_client.py"
 PROMPT = "hi"
@@ -92,21 +92,8 @@ def main() -> None:
     try:
         work = tmp / "work"
         work.mkdir()
-        cfg = tmp / "xdg" / "countbot" / "config.yaml"
-        cfg.parent.mkdir(parents=True)
-        cfg.write_text(
-            "default_provider: bench\nproviders:\n  bench:\n    type: openai\n"
-            f"    api_base: {base}\n    api_key: sk-bench\n    model: test-model\n"
-            "tools:\n  enabled: false\nmemory:\n  overflow_summary: false\n  auto_memory: false\n",
-            encoding="utf-8",
-        )
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": str(tmp),
-            "LANG": "C.UTF-8",
-            "XDG_CONFIG_HOME": str(tmp / "xdg"),
-            "XDG_DATA_HOME": str(tmp / "data"),
-        }
+        write_config(tmp, base)
+        env = bench_env(tmp)
         cmds = {"floor": [python, str(FLOOR), base, PROMPT]}
         for label, path in clients:
             cmds[label] = [path, "ask", "--no-save", "--plain", PROMPT]

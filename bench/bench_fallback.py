@@ -39,10 +39,9 @@ def closed_port() -> int:
 
 def one(turns: int) -> list[dict[str, float]]:
     """One countbot process: `turns` questions, each answered by the embedded model."""
-    import yaml
+    from bench_prefix import load_config
 
     from countbot_cli import app
-    from countbot_cli.config.settings import load_settings
     from countbot_cli.conversation.chat import SilentView
 
     class Timed(SilentView):
@@ -72,9 +71,7 @@ def one(turns: int) -> list[dict[str, float]]:
             "tools": {"enabled": False},
             "memory": {"inject": "off", "overflow_summary": False, "auto_memory": False},
         }
-        (root / "config.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
-        env = {"HOME": str(root), "XDG_CONFIG_HOME": str(root / ".config")}
-        settings = load_settings(config_path=root / "config.yaml", env=env, cwd=root)
+        settings = load_config(root, cfg)
         conversation = app.build_conversation(
             settings,
             app.make_store(settings),

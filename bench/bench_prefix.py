@@ -171,9 +171,24 @@ def settings_for(root: Path, base_url: str, *, rolling: bool = True) -> Settings
         "persona": {"max_history_messages": MAX_HISTORY},
         "memory": {"inject": "relevant", "session_summary": rolling},
     }
+    return load_config(root, cfg)
+
+
+def load_config(root: Path, cfg: dict[str, Any]) -> Settings:
+    """Write `cfg` as root/config.yaml and load it with root as home and workspace."""
     (root / "config.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
     env = {"HOME": str(root), "XDG_CONFIG_HOME": str(root / ".config")}
     return load_settings(config_path=root / "config.yaml", env=env, cwd=root)
+
+
+def turn_answer(body: dict[str, Any], answers: list[str]) -> fs.Reply | None:
+    """The scripted answer to a turn's request (led by the system prompt, its question saying
+    `turn K:`), or None for any other call (a summary or auto-memory step)."""
+    msgs = body["messages"]
+    if msgs[0]["role"] != "system":
+        return None
+    k = int(msgs[-1]["content"].rsplit("turn ", 1)[1].split(":", 1)[0])
+    return fs.text(answers[k], chunk_size=400)
 
 
 def script(turns: int) -> tuple[list[str], list[str]]:
@@ -196,11 +211,10 @@ def run(turns: int, *, rolling: bool = True) -> tuple[list[dict[str, Any]], int]
     summaries: list[str] = []
 
     def responder(body: dict[str, Any]) -> fs.Reply:
-        msgs = body["messages"]
-        if msgs[0]["role"] == "system":
-            k = int(msgs[-1]["content"].rsplit("turn ", 1)[1].split(":", 1)[0])
-            return fs.text(answers[k], chunk_size=400)
-        summaries.append(msgs[0]["content"])
+        answer = turn_answer(body, answers)
+        if answer is not None:
+            return answer
+        summaries.append(body["messages"][0]["content"])
         fact = f"fact {len(summaries)}：用户使用 PostgreSQL 16；部署用 Ansible 9"
         return fs.text(summary_reply(summaries[-1], fact, len(summaries)))
 
@@ -265,9 +279,7 @@ def local_first_tokens(turns: int, max_history: int) -> list[float]:
             "persona": {"max_history_messages": max_history},
             "memory": {"inject": "off", "overflow_summary": False, "auto_memory": False},
         }
-        (root / "config.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
-        env = {"HOME": str(root), "XDG_CONFIG_HOME": str(root / ".config")}
-        settings = load_settings(config_path=root / "config.yaml", env=env, cwd=root)
+        settings = load_config(root, cfg)
         provider = app.make_provider(settings)
         conversation = app.build_conversation(
             settings,

@@ -56,11 +56,10 @@ def run(turns: int, rolling: bool) -> dict[str, Any]:
     lengths: list[int] = []
 
     def responder(body: dict[str, Any]) -> fs.Reply:
-        msgs = body["messages"]
-        if msgs[0]["role"] == "system":
-            k = int(msgs[-1]["content"].rsplit("turn ", 1)[1].split(":", 1)[0])
-            return fs.text(answers[k], chunk_size=400)
-        prompt = msgs[0]["content"]
+        answer = bench_prefix.turn_answer(body, answers)
+        if answer is not None:
+            return answer
+        prompt = body["messages"][0]["content"]
         if prompt.startswith(AUTO_MARK):
             calls["auto"] += 1
             return fs.text(f"auto fact {calls['auto']}：用户使用 PostgreSQL 16")

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_startup import start_server  # noqa: E402
+from bench_startup import bench_env, start_server, write_config, write_llm_config  # noqa: E402
 
 CPR = b"\x1b[6n"
 SESSION_ID = "benchrss0000"
@@ -157,34 +157,17 @@ def main() -> None:
     try:
         work = tmp / "work"
         work.mkdir()
-        cfg = tmp / "xdg" / "countbot" / "config.yaml"
-        cfg.parent.mkdir(parents=True)
-        cfg.write_text(
-            "default_provider: bench\nproviders:\n  bench:\n    type: openai\n"
-            f"    api_base: {base}\n    api_key: sk-bench\n    model: {args.model}\n"
-            "    context_window: 8192\n"
-            "tools:\n  enabled: false\nmemory:\n  overflow_summary: false\n  auto_memory: false\n",
-            encoding="utf-8",
+        write_config(tmp, base, args.model, context_window=8192)
+        llm_home = write_llm_config(tmp, base, args.model)
+        env = bench_env(
+            tmp,
+            TERM="xterm-256color",
+            LLM_USER_PATH=str(llm_home),
+            LLM_LOAD_PLUGINS="",
+            OPENAI_API_KEY="sk-bench",
+            COLUMNS="100",
+            LINES="40",
         )
-        llm_home = tmp / "llm"
-        llm_home.mkdir()
-        (llm_home / "extra-openai-models.yaml").write_text(
-            f"- model_id: bench\n  model_name: {args.model}\n  api_base: {base}\n",
-            encoding="utf-8",
-        )
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": str(tmp),
-            "LANG": "C.UTF-8",
-            "XDG_CONFIG_HOME": str(tmp / "xdg"),
-            "XDG_DATA_HOME": str(tmp / "data"),
-            "TERM": "xterm-256color",
-            "LLM_USER_PATH": str(llm_home),
-            "LLM_LOAD_PLUGINS": "",
-            "OPENAI_API_KEY": "sk-bench",
-            "COLUMNS": "100",
-            "LINES": "40",
-        }
         write_session(env, work, args.model)
         cid = llm_conversation(llm, env, llm_home) if llm else None
         idle: dict[str, list[dict[str, float]]] = {}

@@ -51,6 +51,42 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
     return proc, line.split(" ", 1)[1]
 
 
+def write_config(tmp: Path, base: str, model: str = "test-model", context_window: int = 0) -> None:
+    """The user's own config under tmp/xdg (a ./config.yaml would need `countbot config trust`
+    first): the loopback server at `base`, tools, overflow summaries and auto memory off."""
+    cfg = tmp / "xdg" / "countbot" / "config.yaml"
+    cfg.parent.mkdir(parents=True)
+    window = f"    context_window: {context_window}\n" if context_window else ""
+    cfg.write_text(
+        "default_provider: bench\nproviders:\n  bench:\n    type: openai\n"
+        f"    api_base: {base}\n    api_key: sk-bench\n    model: {model}\n{window}"
+        "tools:\n  enabled: false\nmemory:\n  overflow_summary: false\n  auto_memory: false\n",
+        encoding="utf-8",
+    )
+
+
+def write_llm_config(tmp: Path, base: str, model: str = "test-model") -> Path:
+    """`llm`'s home under tmp, its model `bench` pointing at the loopback server; returns it."""
+    llm_home = tmp / "llm"
+    llm_home.mkdir()
+    (llm_home / "extra-openai-models.yaml").write_text(
+        f"- model_id: bench\n  model_name: {model}\n  api_base: {base}\n", encoding="utf-8"
+    )
+    return llm_home
+
+
+def bench_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """A clean environment with its home, config and data under tmp, plus `extra`."""
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp),
+        "LANG": "C.UTF-8",
+        "XDG_CONFIG_HOME": str(tmp / "xdg"),
+        "XDG_DATA_HOME": str(tmp / "data"),
+        **extra,
+    }
+
+
 def time_pipe(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
     t0 = time.perf_counter()
     res = subprocess.run(
@@ -107,32 +143,16 @@ def main() -> None:
     try:
         work = tmp / "work"
         work.mkdir()
-        # the user's own config (a ./config.yaml would need `countbot config trust` first)
-        user_config = tmp / "xdg" / "countbot" / "config.yaml"
-        user_config.parent.mkdir(parents=True)
-        user_config.write_text(
-            "default_provider: bench\nproviders:\n  bench:\n    type: openai\n"
-            f"    api_base: {base}\n    api_key: sk-bench\n    model: test-model\n"
-            "tools:\n  enabled: false\nmemory:\n  overflow_summary: false\n  auto_memory: false\n",
-            encoding="utf-8",
+        write_config(tmp, base)
+        env = bench_env(
+            tmp,
+            TERM="xterm-256color",
+            LLM_USER_PATH=str(write_llm_config(tmp, base)),
+            LLM_LOAD_PLUGINS="",
+            OPENAI_API_KEY="sk-bench",
+            COLUMNS="80",
+            LINES="24",
         )
-        llm_home = tmp / "llm"
-        llm_home.mkdir()
-        (llm_home / "extra-openai-models.yaml").write_text(
-            f"- model_id: bench\n  model_name: test-model\n  api_base: {base}\n", encoding="utf-8"
-        )
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": str(tmp),
-            "LANG": "C.UTF-8",
-            "XDG_CONFIG_HOME": str(tmp / "xdg"),
-            "TERM": "xterm-256color",
-            "LLM_USER_PATH": str(llm_home),
-            "LLM_LOAD_PLUGINS": "",
-            "OPENAI_API_KEY": "sk-bench",
-            "COLUMNS": "80",
-            "LINES": "24",
-        }
         cb = str(BIN / "countbot")
         llm = shutil.which("llm", path=str(BIN)) or shutil.which("llm")
         rows: list[tuple[str, float, float | None, float]] = []

@@ -24,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from bench_startup import bench_env, write_config
+
 CPR = b"\x1b[6n"
 
 
@@ -119,25 +121,8 @@ def run(clients: list[tuple[str, list[str]]], chunks: list[str], rate: float, re
     threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
     base = f"http://127.0.0.1:{srv.server_address[1]}/v1"
     tmp = Path(tempfile.mkdtemp(prefix="cb-pty-"))
-    cfg = tmp / "xdg" / "countbot" / "config.yaml"
-    cfg.parent.mkdir(parents=True)
-    cfg.write_text(
-        "default_provider: bench\nproviders:\n  bench:\n    type: openai\n"
-        f"    api_base: {base}\n    api_key: sk-bench\n    model: test-model\n"
-        "    context_window: 128000\n"
-        "tools:\n  enabled: false\nmemory:\n  overflow_summary: false\n  auto_memory: false\n",
-        encoding="utf-8",
-    )
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(tmp),
-        "LANG": "C.UTF-8",
-        "TERM": "xterm-256color",
-        "XDG_CONFIG_HOME": str(tmp / "xdg"),
-        "XDG_DATA_HOME": str(tmp / "data"),
-        "COLUMNS": "100",
-        "LINES": "40",
-    }
+    write_config(tmp, base, context_window=128000)
+    env = bench_env(tmp, TERM="xterm-256color", COLUMNS="100", LINES="40")
     stream = len(chunks) / rate
     got: dict[str, list[tuple[float, float, int]]] = {label: [] for label, _ in clients}
     try:
