@@ -57,7 +57,11 @@ def roles_dir(env: Mapping[str, str] | None = None) -> Path:
 
 
 def role_names(env: Mapping[str, str] | None = None) -> list[str]:
-    folder = roles_dir(env)
+    return md_names(roles_dir(env))
+
+
+def md_names(folder: Path) -> list[str]:
+    """The names of the NAME.md files in `folder` (roles, templates), sorted."""
     try:
         names = [p.stem for p in folder.iterdir() if p.suffix == ".md" and p.is_file()]
     except OSError:
@@ -68,13 +72,18 @@ def role_names(env: Mapping[str, str] | None = None) -> list[str]:
 def load_role(name: str, env: Mapping[str, str] | None = None) -> Role:
     """The role called `name`; UsageError (exit 2) naming the roles folder when there is none,
     ConfigError naming the file and line when its front matter is wrong."""
-    folder = roles_dir(env)
+    return load_md("role", roles_dir(env), name, "`countbot roles` lists them")
+
+
+def load_md(kind: str, folder: Path, name: str, about: str) -> Role:
+    """`folder/NAME.md` read as a role (roles, templates); a UsageError naming the `kind`s there
+    (hint: create it, markdown; `about`) when there is no such file."""
     if not NAME_RE.fullmatch(name) or not (folder / f"{name}.md").is_file():
-        known = role_names(env)
-        have = f"the roles are: {', '.join(known)}" if known else "there are none yet"
+        known = md_names(folder)
+        have = f"the {kind}s are: {', '.join(known)}" if known else "there are none yet"
         raise UsageError(
-            f"no role {name!r} in {folder} ({have})",
-            hint=f"create {folder / (name + '.md')} (markdown; `countbot roles` lists them)",
+            f"no {kind} {name!r} in {folder} ({have})",
+            hint=f"create {folder / (name + '.md')} (markdown; {about})",
         )
     return parse_role(name, folder / f"{name}.md")
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from countbot_cli.config.roles import NAME_RE, Role, parse_role
+from countbot_cli.config.roles import Role, load_md, md_names
 from countbot_cli.config.settings import default_home
 from countbot_cli.errors import UsageError
 
@@ -37,24 +37,12 @@ def templates_dir(env: Mapping[str, str] | None = None) -> Path:
 
 
 def template_names(env: Mapping[str, str] | None = None) -> list[str]:
-    try:
-        names = [p.stem for p in templates_dir(env).iterdir() if p.suffix == ".md" and p.is_file()]
-    except OSError:
-        return []
-    return sorted(n for n in names if NAME_RE.fullmatch(n))
+    return md_names(templates_dir(env))
 
 
 def load_template(name: str, env: Mapping[str, str] | None = None) -> Role:
     """The template called `name` (a Role value: its text, model, options, description)."""
-    folder = templates_dir(env)
-    if not NAME_RE.fullmatch(name) or not (folder / f"{name}.md").is_file():
-        known = template_names(env)
-        have = f"the templates are: {', '.join(known)}" if known else "there are none yet"
-        raise UsageError(
-            f"no template {name!r} in {folder} ({have})",
-            hint=f"create {folder / (name + '.md')} (markdown; $ARGUMENTS, $1…$9 take arguments)",
-        )
-    return parse_role(name, folder / f"{name}.md")
+    return load_md("template", templates_dir(env), name, "$ARGUMENTS, $1…$9 take arguments")
 
 
 def arity(text: str) -> tuple[int, bool]:
