@@ -11,28 +11,12 @@ from typing import Any
 
 import fakeserver as fs
 import pytest
-from cbenv import make_cb
+from cbenv import QUIET_MEMORY, make_cb
 
 from countbot_cli.conversation import cache_report
 
-HIT = {
-    "prompt_tokens": 2000,
-    "completion_tokens": 5,
-    "prompt_tokens_details": {"cached_tokens": 1900},
-}
-MISS = {
-    "prompt_tokens": 2000,
-    "completion_tokens": 5,
-    "prompt_tokens_details": {"cached_tokens": 0},
-}
-QUIET = {
-    "memory": {
-        "overflow_summary": False,
-        "session_summary": False,
-        "auto_memory": False,
-        "inject": "off",
-    }
-}
+HIT = fs.cached_usage(2000, 5, 1900)
+MISS = fs.cached_usage(2000, 5, 0)
 
 
 def ask_json(cb: Any, *args: str) -> dict[str, Any]:
@@ -45,7 +29,7 @@ def ask_json(cb: Any, *args: str) -> dict[str, Any]:
 def test_a_turn_that_extends_the_previous_request_reports_no_change(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
-    cb = make_cb(tmp_path, server.base_url, **QUIET)
+    cb = make_cb(tmp_path, server.base_url, **QUIET_MEMORY)
     server.add(fs.text("one", usage=MISS), fs.text("two", usage=HIT))
     first = ask_json(cb, "hello")
     assert first["cache"] == {"previous_request": False, "changes": [], "missed": False}
@@ -54,7 +38,7 @@ def test_a_turn_that_extends_the_previous_request_reports_no_change(
 
 
 def test_the_window_stepping_is_a_reason(tmp_path: Path, server: fs.FakeServer) -> None:
-    cb = make_cb(tmp_path, server.base_url, persona={"max_history_messages": 4}, **QUIET)
+    cb = make_cb(tmp_path, server.base_url, persona={"max_history_messages": 4}, **QUIET_MEMORY)
     server.default = fs.text("ok", usage=MISS)
     sid = ask_json(cb, "one")["session_id"]
     reasons = [ask_json(cb, "-s", sid, word)["cache"]["changes"] for word in ("two", "three")]
@@ -69,7 +53,7 @@ def test_the_window_stepping_is_a_reason(tmp_path: Path, server: fs.FakeServer) 
 def test_a_pinned_line_and_the_system_prompt_are_head_reasons(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
-    cb = make_cb(tmp_path, server.base_url, **QUIET)
+    cb = make_cb(tmp_path, server.base_url, **QUIET_MEMORY)
     server.default = fs.text("ok", usage=MISS)
     sid = ask_json(cb, "one")["session_id"]
     assert cb.invoke("memory", "add", "The user likes green tea").returncode == 0
@@ -83,7 +67,7 @@ def test_a_pinned_line_and_the_system_prompt_are_head_reasons(
 
 
 def test_another_model_is_a_reason(tmp_path: Path, server: fs.FakeServer) -> None:
-    cb = make_cb(tmp_path, server.base_url, **QUIET)
+    cb = make_cb(tmp_path, server.base_url, **QUIET_MEMORY)
     server.default = fs.text("ok", usage=MISS)
     sid = ask_json(cb, "one")["session_id"]
     changed = ask_json(cb, "-s", sid, "-m", "other-model", "two")["cache"]
@@ -94,7 +78,7 @@ def test_another_model_is_a_reason(tmp_path: Path, server: fs.FakeServer) -> Non
 def test_an_idle_gap_past_the_cache_lifetime_is_a_reason(
     tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cb = make_cb(tmp_path, server.base_url, provider={"preset": "openai"}, **QUIET)
+    cb = make_cb(tmp_path, server.base_url, provider={"preset": "openai"}, **QUIET_MEMORY)
     server.default = fs.text("ok", usage=MISS)
     now = [1_000_000.0]
     monkeypatch.setattr(cache_report, "clock", lambda: now[0])

@@ -14,11 +14,7 @@ import pytest
 from cbenv import make_cb
 
 PRICES = {"test-model": {"input": 2.0, "cached_input": 0.5, "output": 8.0}}
-USAGE = {
-    "prompt_tokens": 1200,
-    "completion_tokens": 85,
-    "prompt_tokens_details": {"cached_tokens": 1100},
-}
+USAGE = fs.cached_usage(1200, 85, 1100)
 SAVED = 1100 * (2.0 - 0.5) / 1_000_000  # 0.00165 a turn
 
 

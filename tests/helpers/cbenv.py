@@ -159,6 +159,16 @@ def clean_env(root: Path) -> dict[str, str]:
     return env
 
 
+QUIET_MEMORY: dict[str, Any] = {
+    "memory": {
+        "overflow_summary": False,
+        "session_summary": False,
+        "auto_memory": False,
+        "inject": "off",
+    }
+}  # config that makes no memory upkeep calls and injects nothing: only the chat's requests
+
+
 def provider_settings(**fields: Any) -> ProviderConfig:
     """The resolved settings of one provider (what a provider is built from), for tests that
     build a provider directly; `fields` override an OpenAI-compatible test provider's."""
@@ -173,6 +183,20 @@ def provider_settings(**fields: Any) -> ProviderConfig:
         "headers": {},
     }
     return ProviderConfig(**{**base, **fields})
+
+
+def local_settings(**fields: Any) -> ProviderConfig:
+    """The resolved settings of the embedded (local) provider on the bundled model with a
+    2048-token window, for tests that build a LocalProvider directly; `fields` override them."""
+    base: dict[str, Any] = {
+        "name": "local",
+        "type": "local",
+        "api_base": "",
+        "api_key": None,
+        "model": "",
+        "context_window": 2048,
+    }
+    return provider_settings(**{**base, **fields})
 
 
 def provider_config(base_url: str, **extra: Any) -> dict[str, Any]:

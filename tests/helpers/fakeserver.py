@@ -46,6 +46,9 @@ same answer as one ``chat.completion`` JSON object, with usage and tool_calls wh
 - ``empty_stream()``: a 200 SSE stream holding only ``data: [DONE]``.
 - ``reply_from_spec({"kind": "text", "content": "..", ...})`` builds any of them from JSON.
 
+``cached_usage(prompt_tokens, completion_tokens, cached_tokens)`` is an OpenAI-shaped ``usage``
+object (``prompt_tokens_details.cached_tokens``) for the ``usage=`` of a reply.
+
 Streams use ``Transfer-Encoding: chunked`` and one write per event, so clients see them
 incrementally. A client that goes away mid-answer is counted in ``server.disconnects`` and marks
 its ``RecordedRequest.disconnected``; ``server.wait_disconnects(n, timeout)`` waits for that.
@@ -245,6 +248,15 @@ def hang(
 
 def empty_stream() -> Reply:
     return Reply("empty")
+
+
+def cached_usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict[str, Any]:
+    """OpenAI's usage object with the cached part of the prompt in ``prompt_tokens_details``."""
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+    }
 
 
 def openai_error(

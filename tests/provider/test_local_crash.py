@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import signal
 import sys
-from functools import partial
 from pathlib import Path
 
 import pexpect
 import pytest
-from cbenv import CB, COUNTBOT, make_cb, provider_settings
+from cbenv import CB, COUNTBOT, local_settings, make_cb
 
 from countbot_cli.errors import EXIT_NETWORK
 from countbot_cli.messages import ChatRequest, Finished, TextDelta
@@ -28,15 +27,6 @@ from countbot_cli.provider.local_process import current_process, stop_model_proc
 BOUND = 240.0  # seconds: a hang bound for a turn of the real model on a busy machine
 LONG = "Write a very long story about a dragon who learns to cook, with many chapters."
 
-Cfg = partial(
-    provider_settings,
-    name="local",
-    type="local",
-    api_base="",
-    api_key=None,
-    model="",
-    context_window=2048,
-)
 
 
 @pytest.fixture
@@ -53,7 +43,7 @@ def crash_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_crash_mid_answer_is_a_model_crashed_error_and_pytest_survives(
     crash_file: Path,
 ) -> None:
-    prov = LocalProvider(Cfg())
+    prov = LocalProvider(local_settings())
     req = ChatRequest(model="", messages=[{"role": "user", "content": LONG}], max_tokens=300)
     events = []
     with pytest.raises(ModelCrashed) as info:
@@ -161,11 +151,10 @@ def test_countbot_ends_its_model_process_when_it_ends(tmp_path: Path) -> None:
 
     code = (
         "import os, sys, time\n"
-        "from cbenv import provider_settings\n"
+        "from cbenv import local_settings\n"
         "from countbot_cli.provider.local import LocalProvider\n"
         "from countbot_cli.provider.local_process import current_process\n"
-        "p = LocalProvider(provider_settings(name='l', type='local', api_base='', api_key=None,"
-        " model='', context_window=512))\n"
+        "p = LocalProvider(local_settings(context_window=512))\n"
         "p.count_tokens('hi')\n"
         "print(current_process().pid, flush=True)\n"
         "time.sleep(600)\n"

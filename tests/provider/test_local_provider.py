@@ -12,12 +12,11 @@ import subprocess
 import sys
 import threading
 import time
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cbenv import provider_settings
+from cbenv import local_settings
 
 from countbot_cli.errors import EXIT_USAGE, ConfigError, ContextLengthError, ProviderError
 from countbot_cli.messages import ChatRequest, Finished, TextDelta, ToolCallDelta
@@ -32,7 +31,7 @@ from countbot_cli.provider.local import (
 )
 from countbot_cli.provider.local_process import current_process
 
-N_CTX = 2048
+N_CTX = 2048  # local_settings()' window
 
 
 def child_pid() -> int:
@@ -41,15 +40,6 @@ def child_pid() -> int:
     return proc.pid
 
 
-Cfg = partial(
-    provider_settings,
-    name="local",
-    type="local",
-    api_base="",
-    api_key=None,
-    model="",
-    context_window=N_CTX,
-)
 
 
 def ask(text: str, **kw: Any) -> ChatRequest:
@@ -70,7 +60,7 @@ def gguf() -> str:
 
 @pytest.fixture(scope="module")
 def provider(gguf: str) -> LocalProvider:
-    prov = LocalProvider(Cfg())
+    prov = LocalProvider(local_settings())
     prov.complete(ask("hi", max_tokens=1))  # the one load of this module
     return prov
 
@@ -141,7 +131,7 @@ def test_stats_describe_mentions_the_load_when_the_answer_loaded_the_model() -> 
 
 def test_model_is_loaded_once_per_process(provider: LocalProvider, gguf: str) -> None:
     before = localmod.loaded_models()
-    other = LocalProvider(Cfg(name="again", model_path=gguf, model="mine"))
+    other = LocalProvider(local_settings(name="again", model_path=gguf, model="mine"))
     fin = other.complete(ask("hi", max_tokens=3))
     assert localmod.loaded_models() == before
     assert other.last_stats is not None and other.last_stats.load_seconds == 0.0
@@ -251,7 +241,7 @@ def test_prompt_longer_than_the_context_is_a_context_length_error(
 
 def test_missing_model_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
-        LocalProvider(Cfg(name="mine", model_path=str(tmp_path / "nope.gguf")))
+        LocalProvider(local_settings(name="mine", model_path=str(tmp_path / "nope.gguf")))
     assert info.value.exit_code == EXIT_USAGE
     assert info.value.key == "providers.mine.model_path"
     assert "nope.gguf" in str(info.value)
@@ -260,7 +250,7 @@ def test_missing_model_file_is_a_config_error(tmp_path: Path) -> None:
 def test_bad_gguf_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF" + b"\x00\x17" * 500)
-    prov = LocalProvider(Cfg(name="mine", model_path=str(bad)))  # lazily: nothing loaded yet
+    prov = LocalProvider(local_settings(name="mine", model_path=str(bad)))  # lazily: nothing loaded yet
     assert (str(bad.resolve()), N_CTX) not in localmod.loaded_models()
     with pytest.raises(ConfigError) as info:
         list(prov.stream(ask("hi")))
@@ -274,7 +264,7 @@ def test_llama_cpp_missing_is_a_config_error_with_the_install_hint(
     gguf: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import llama_cpp now fails
-    prov = LocalProvider(Cfg(model_path=gguf, context_window=512))  # not cached yet
+    prov = LocalProvider(local_settings(model_path=gguf, context_window=512))  # not cached yet
     with pytest.raises(ConfigError) as info:
         prov.complete(ask("hi"))
     assert info.value.hint == LOCAL_HINT
@@ -345,7 +335,7 @@ def test_reused_prompt_tokens_are_reported_as_cached(provider: LocalProvider) ->
 
 def test_unload_models_frees_the_cache(gguf: str) -> None:
     # keep this test last: it drops the model the others share (they would reload it)
-    prov = LocalProvider(Cfg(model_path=gguf, context_window=256))
+    prov = LocalProvider(local_settings(model_path=gguf, context_window=256))
     prov.complete(ask("hi", max_tokens=2))
     assert (str(Path(gguf).resolve()), 256) in localmod.loaded_models()
     localmod.unload_models()

@@ -5,24 +5,14 @@ it, so the chat's next turn reuses its prefix as the turns before it did (real b
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from cbenv import provider_settings
+from cbenv import local_settings
 
 from countbot_cli.messages import ChatRequest, Finished
 from countbot_cli.provider.local import LocalProvider
 
-Cfg = partial(
-    provider_settings,
-    name="local",
-    type="local",
-    api_base="",
-    api_key=None,
-    model="",
-    context_window=2048,
-)
 SYSTEM = "You are a helpful assistant. " * 8  # a prefix worth caching
 SUMMARY = "Summarise in one line: the user said their name is Ada and that they live in Lyon."
 
@@ -43,7 +33,7 @@ def summary_call(prov: LocalProvider) -> None:
 
 
 def test_the_turn_after_an_upkeep_call_reuses_the_chats_prefix() -> None:
-    prov = LocalProvider(Cfg())
+    prov = LocalProvider(local_settings())
     chat: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
     turn(prov, chat, "Tell me about cats.")
     before = turn(prov, chat, "And dogs?")
@@ -66,7 +56,7 @@ def test_the_summariser_calls_the_local_model_through_its_upkeep_view(tmp_path: 
 
     env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     settings = load_settings(env=env, cwd=tmp_path)
-    prov = LocalProvider(Cfg())
+    prov = LocalProvider(local_settings())
     chat: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
     turn(prov, chat, "Tell me about cats.")
     before = turn(prov, chat, "And dogs?")

@@ -9,35 +9,16 @@ from pathlib import Path
 
 import fakeserver as fs
 import pytest
+from cbenv import QUIET_MEMORY
 from repl_harness import Harness
 
 from countbot_cli.conversation import cache_report
 
-MISS = {
-    "prompt_tokens": 2000,
-    "completion_tokens": 5,
-    "prompt_tokens_details": {"cached_tokens": 0},
-}
-HIT = {
-    "prompt_tokens": 2000,
-    "completion_tokens": 5,
-    "prompt_tokens_details": {"cached_tokens": 1900},
-}
+MISS = fs.cached_usage(2000, 5, 0)
+HIT = fs.cached_usage(2000, 5, 1900)
 PRICES = {"test-model": {"input": 2.0, "cached_input": 0.5, "output": 8.0}}
-USAGE = {
-    "prompt_tokens": 1200,
-    "completion_tokens": 85,
-    "prompt_tokens_details": {"cached_tokens": 1100},
-}
+USAGE = fs.cached_usage(1200, 85, 1100)
 SAVED = 1100 * (2.0 - 0.5) / 1_000_000  # what the cache saved a turn (issue 24 point 3)
-QUIET = {
-    "memory": {
-        "overflow_summary": False,
-        "session_summary": False,
-        "auto_memory": False,
-        "inject": "off",
-    }
-}
 
 
 def changes_rows(out: str) -> list[str]:
@@ -45,7 +26,7 @@ def changes_rows(out: str) -> list[str]:
 
 
 def test_context_names_system_and_model_changes(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server, **QUIET)
+    h = Harness(tmp_path, server, **QUIET_MEMORY)
     server.add(
         fs.text("one", usage=MISS),
         fs.text("two", usage=HIT),
@@ -81,7 +62,7 @@ def test_context_names_system_and_model_changes(tmp_path: Path, server: fs.FakeS
 def test_context_names_an_idle_gap(
     tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    h = Harness(tmp_path, server, provider={"preset": "openai"}, **QUIET)
+    h = Harness(tmp_path, server, provider={"preset": "openai"}, **QUIET_MEMORY)
     now = [1_000_000.0]
     monkeypatch.setattr(cache_report, "clock", lambda: now[0])
 
@@ -115,7 +96,7 @@ def test_context_names_a_pinned_line_and_the_window_step(
     from countbot_cli.memory.marks import set_mark
     from countbot_cli.memory.store import MemoryStore
 
-    h = Harness(tmp_path, server, persona={"max_history_messages": 4}, **QUIET)
+    h = Harness(tmp_path, server, persona={"max_history_messages": 4}, **QUIET_MEMORY)
     server.add(*(fs.text(f"answer {k}", usage=MISS) for k in range(1, 5)))
 
     def pin(h: Harness) -> None:

@@ -13,11 +13,7 @@ from repl_harness import Harness
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.memory.store import MemoryStore
 
-OPENAI = {
-    "prompt_tokens": 1234,
-    "completion_tokens": 56,
-    "prompt_tokens_details": {"cached_tokens": 1100},
-}
+OPENAI = fs.cached_usage(1234, 56, 1100)
 DEEPSEEK = {
     "prompt_tokens": 1234,
     "completion_tokens": 56,
