@@ -28,7 +28,6 @@ BOUND = 240.0  # seconds: a hang bound for a turn of the real model on a busy ma
 LONG = "Write a very long story about a dragon who learns to cook, with many chapters."
 
 
-
 @pytest.fixture
 def crash_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A crash armed for the next answer of a model process started from now on."""

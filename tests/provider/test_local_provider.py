@@ -40,8 +40,6 @@ def child_pid() -> int:
     return proc.pid
 
 
-
-
 def ask(text: str, **kw: Any) -> ChatRequest:
     messages = [
         {"role": "system", "content": "You are a helpful assistant."},
@@ -250,7 +248,7 @@ def test_missing_model_file_is_a_config_error(tmp_path: Path) -> None:
 def test_bad_gguf_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF" + b"\x00\x17" * 500)
-    prov = LocalProvider(local_settings(name="mine", model_path=str(bad)))  # lazily: nothing loaded yet
+    prov = LocalProvider(local_settings(name="mine", model_path=str(bad)))  # lazily: no load
     assert (str(bad.resolve()), N_CTX) not in localmod.loaded_models()
     with pytest.raises(ConfigError) as info:
         list(prov.stream(ask("hi")))
