@@ -18,7 +18,7 @@ from typing import Any
 import fakeserver as fs
 import pytest
 from attach_files import data_url_image_size, write_image, write_pdf
-from cbenv import CB, make_cb
+from cbenv import CB, make_cb, refused
 
 from countbot_cli.errors import EXIT_NETWORK, EXIT_USAGE
 
@@ -122,16 +122,6 @@ def _user_message(server: fs.FakeServer) -> Any:
     bodies = server.chat_bodies()
     assert len(bodies) == 1, bodies
     return bodies[0]["messages"][-1]
-
-
-def _refused(cb: CB, server: fs.FakeServer, proc: Any, code: int) -> str:
-    """One error line, the exit code, and nothing sent nor saved; returns the line."""
-    assert proc.returncode == code, proc.stderr
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("countbot: error: "), proc.stderr
-    assert proc.stdout == ""
-    assert server.requests == [] and cb.session_files() == []
-    return str(lines[0])
 
 
 def _b64(path: Path) -> str:
@@ -292,7 +282,7 @@ def test_the_session_keeps_a_digest_of_an_image_not_its_bytes(
 def test_a_binary_file_that_is_no_image_is_refused(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url)
     (cb.work / "blob.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4)
-    line = _refused(cb, server, cb.invoke("ask", "what?", "-a", "blob.bin"), EXIT_USAGE)
+    line = refused(cb, server, cb.invoke("ask", "what?", "-a", "blob.bin"), EXIT_USAGE)
     assert "-a blob.bin: a binary file; text, images (png, jpeg, gif, webp) and PDFs" in line
 
 
@@ -300,9 +290,9 @@ def test_a_broken_image_and_a_broken_pdf_are_refused(tmp_path: Path, server: fs.
     cb = make_cb(tmp_path, server.base_url)
     (cb.work / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"garbage" * 10)
     (cb.work / "bad.pdf").write_bytes(b"%PDF-1.4\nnot really\n")
-    line = _refused(cb, server, cb.invoke("ask", "x", "-a", "bad.png"), EXIT_USAGE)
+    line = refused(cb, server, cb.invoke("ask", "x", "-a", "bad.png"), EXIT_USAGE)
     assert "-a bad.png: not a readable image" in line
-    line = _refused(cb, server, cb.invoke("ask", "x", "-a", "bad.pdf"), EXIT_USAGE)
+    line = refused(cb, server, cb.invoke("ask", "x", "-a", "bad.pdf"), EXIT_USAGE)
     assert "-a bad.pdf: not a readable PDF" in line
 
 
@@ -318,7 +308,7 @@ def test_an_image_for_a_model_that_takes_none_is_refused_before_the_request(
         provider["vision"] = vision
     cb = make_cb(tmp_path, server.base_url, provider=provider)
     write_image(cb.work / "x.png", (8, 8))
-    line = _refused(cb, server, cb.invoke("ask", "what?", "-a", "x.png"), EXIT_USAGE)
+    line = refused(cb, server, cb.invoke("ask", "what?", "-a", "x.png"), EXIT_USAGE)
     assert f"{model} does not take images (x.png); nothing was sent" in line
     assert "`vision: true`" in line
 
@@ -337,7 +327,7 @@ def test_a_url_redirecting_five_times_is_refused(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     url = _url(pages, "/redirect/5")
-    line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
+    line = refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
     assert f"-a {url}: more than 4 redirects; nothing was sent" in line
 
 
@@ -347,7 +337,7 @@ def test_a_url_that_does_not_answer_in_time_is_a_network_error(
     cb = make_cb(tmp_path, server.base_url, attachments={"url_timeout": 1})
     url = _url(pages, "/slow")
     started = time.monotonic()
-    line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_NETWORK)
+    line = refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_NETWORK)
     assert time.monotonic() - started < 20  # a hang bound: the page answers after 30 s
     assert f"-a {url}: timed out after 1 s; nothing was sent" in line
 
@@ -358,7 +348,7 @@ def test_a_url_serving_50_mb_is_refused_reading_at_most_the_cap(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     url = _url(pages, path)
-    line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
+    line = refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
     if path == "/huge-declared":
         assert f"-a {url}: 50,000,000 bytes is over the 5,000,000-byte limit" in line
     else:
@@ -371,16 +361,16 @@ def test_a_url_serving_an_image_or_failing_is_refused(
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
     url = _url(pages, "/image")
-    line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
+    line = refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
     assert f"-a {url}: serves image/png; only text pages can be attached" in line
     url = _url(pages, "/broken")
-    line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_NETWORK)
+    line = refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_NETWORK)
     assert f"-a {url}: the server answered 503; nothing was sent" in line
     port = pages.server_address[1]
     pages.shutdown()
     pages.server_close()
     closed = f"http://127.0.0.1:{port}/page"
-    line = _refused(cb, server, cb.invoke("ask", "x", "-a", closed), EXIT_NETWORK)
+    line = refused(cb, server, cb.invoke("ask", "x", "-a", closed), EXIT_NETWORK)
     assert f"-a {closed}: cannot fetch it" in line
 
 

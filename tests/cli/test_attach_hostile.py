@@ -22,7 +22,7 @@ from typing import Any
 import fakeserver as fs
 import httpcore
 import pytest
-from cbenv import CB, make_cb
+from cbenv import make_cb, refused
 
 from countbot_cli.conversation import netguard
 from countbot_cli.conversation.netguard import (
@@ -130,16 +130,6 @@ def _url(srv: ThreadingHTTPServer, path: str, host: str = "127.0.0.1") -> str:
     return f"http://{host}:{srv.server_address[1]}{path}"
 
 
-def _refused(cb: CB, server: fs.FakeServer, proc: Any, code: int) -> str:
-    """One error line, the exit code, and nothing sent nor saved; returns the line."""
-    assert proc.returncode == code, proc.stderr
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("countbot: error: "), proc.stderr
-    assert proc.stdout == ""
-    assert server.requests == [] and cb.session_files() == []
-    return str(lines[0])
-
-
 # ---- one deadline for the whole fetch ----
 
 
@@ -152,7 +142,7 @@ def test_a_server_trickling_a_byte_at_a_time_still_ends_at_the_timeout(
     cb = make_cb(tmp_path, server.base_url, attachments={"url_timeout": 2})
     url = _url(pages, path)
     proc = cb.run("ask", "x", "-a", url, timeout=HANG_BOUND)
-    line = _refused(cb, server, proc, EXIT_NETWORK)
+    line = refused(cb, server, proc, EXIT_NETWORK)
     assert f"-a {url}: timed out after 2 s; nothing was sent" in line
     assert [p for p, _h in pages.seen] == [path]  # type: ignore[attr-defined]
 
@@ -177,7 +167,7 @@ def test_a_name_resolver_that_never_answers_still_ends_at_the_timeout(
         assert not answered.is_set()  # it gave up on the lookup, not waited it out
     finally:
         stuck.set()
-    line = _refused(cb, server, proc, EXIT_NETWORK)
+    line = refused(cb, server, proc, EXIT_NETWORK)
     assert f"-a {url}: timed out after 1 s; nothing was sent" in line
 
 
@@ -241,7 +231,7 @@ def test_a_redirect_chain_from_a_public_url_to_loopback_is_refused(
             # site.example -> other.example (both public) -> this machine
             second = _url(internet, f"/to/{target}", "other.example")
             url = _url(internet, f"/to/{second}", "site.example")
-            line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
+            line = refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
             assert f"-a {url}: not following a redirect to " in line, line
             assert ", a loopback address: more private than the URL you gave (a public" in line
         assert secret.seen == []  # type: ignore[attr-defined]
@@ -256,7 +246,7 @@ def test_a_public_url_may_not_redirect_into_the_lan_but_a_lan_url_may_reach_the_
     cb = make_cb(tmp_path, server.base_url)
     lan_page = _url(internet, "/page", "lan.example")
     url = _url(internet, f"/to/{lan_page}", "site.example")
-    line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
+    line = refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
     assert "not following a redirect to lan.example (10.20.30.40), a private address" in line
     # the other way round, and a user's own loopback URL anywhere, are followed
     public_page = _url(internet, "/page", "site.example")
@@ -307,7 +297,7 @@ def test_a_redirect_status_without_a_location_is_said_so_not_followed(
     server did (not "more than 4 redirects" after asking the same URL five times)."""
     cb = make_cb(tmp_path, server.base_url)
     url = _url(pages, "/no-location")
-    line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
+    line = refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
     assert f"-a {url}: the server answered 302 without a redirect" in line
     assert [p for p, _h in pages.seen] == ["/no-location"]  # type: ignore[attr-defined]
 
@@ -348,7 +338,7 @@ def test_a_url_that_does_not_parse_is_a_usage_error_without_its_userinfo(
     """An unclosed [IPv6 address (urlsplit raises ValueError): one line, exit 2, not an
     unexpected error; the password is not echoed."""
     cb = make_cb(tmp_path, server.base_url)
-    line = _refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
+    line = refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
     assert "-a http://[::1/x: not a URL countbot can fetch" in line, line
     assert "s3cret" not in line and "alice" not in line
 

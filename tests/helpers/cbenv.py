@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import fakeserver as fs
 import yaml
 
 from countbot_cli.config.providers import ProviderConfig
@@ -167,6 +168,16 @@ QUIET_MEMORY: dict[str, Any] = {
         "inject": "off",
     }
 }  # config that makes no memory upkeep calls and injects nothing: only the chat's requests
+
+
+def refused(cb: CB, server: fs.FakeServer, proc: Any, code: int) -> str:
+    """One error line, the exit code, and nothing sent nor saved; returns the line."""
+    assert proc.returncode == code, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("countbot: error: "), proc.stderr
+    assert proc.stdout == ""
+    assert server.requests == [] and cb.session_files() == []
+    return str(lines[0])
 
 
 def provider_settings(**fields: Any) -> ProviderConfig:
