@@ -13,23 +13,29 @@ from countbot_cli.conversation.store import SessionStore
 from countbot_cli.messages import Message
 
 
-def setup(tmp_path: Path) -> tuple[CB, list[str]]:
-    cb = make_cb(tmp_path, "http://127.0.0.1:9")
+def saved_sessions(cb: CB, chats: dict[str, list[str]]) -> dict[str, str]:
+    """One saved session a title (a question and its answer); returns each title's session id."""
     store = SessionStore(cb.sessions_dir)
-    made = []
-    for title, texts in (
-        ("Redis setup", ["how do I make redis durable?", "Turn on appendonly in redis.conf"]),
-        ("\x1b]0;pwned\x07Evil title", ["redis \x1b[2J wipes the screen", "no it does not"]),
-        ("数据库", ["Redis配置放在哪里？", "在 /etc/redis 下面"]),
-        ("Unrelated", ["the weather today", "sunny"]),
-    ):
+    made = {}
+    for title, texts in chats.items():
         s = new_session(provider="test", model="test-model", title=title)
         s.messages = [
             Message(role=r, content=t) for r, t in zip(("user", "assistant"), texts, strict=True)
         ]
         store.create(s)
-        made.append(s.id)
-    return cb, made
+        made[title] = s.id
+    return made
+
+
+def setup(tmp_path: Path) -> tuple[CB, list[str]]:
+    cb = make_cb(tmp_path, "http://127.0.0.1:9")
+    chats = {
+        "Redis setup": ["how do I make redis durable?", "Turn on appendonly in redis.conf"],
+        "\x1b]0;pwned\x07Evil title": ["redis \x1b[2J wipes the screen", "no it does not"],
+        "数据库": ["Redis配置放在哪里？", "在 /etc/redis 下面"],
+        "Unrelated": ["the weather today", "sunny"],
+    }
+    return cb, list(saved_sessions(cb, chats).values())
 
 
 def test_json_gives_one_object_per_session_with_snippets(tmp_path: Path) -> None:
@@ -76,19 +82,12 @@ def test_text_output_is_sanitised_and_notices_are_one_line(tmp_path: Path) -> No
 
 def test_a_question_typed_as_a_sentence_finds_its_session_in_any_script(tmp_path: Path) -> None:
     cb = make_cb(tmp_path, "http://127.0.0.1:9")
-    store = SessionStore(cb.sessions_dir)
-    made = {}
-    for title, texts in (
-        ("晚饭", ["周末我们去望京那家海底捞吃火锅吧", "好的，周六晚上六点"]),
-        ("Travel", ["I always fly KLM when I go to Amsterdam", "Noted: KLM."]),
-        ("闲聊", ["今天天气很好", "是的"]),
-    ):
-        s = new_session(provider="test", model="test-model", title=title)
-        s.messages = [
-            Message(role=r, content=t) for r, t in zip(("user", "assistant"), texts, strict=True)
-        ]
-        store.create(s)
-        made[title] = s.id
+    chats = {
+        "晚饭": ["周末我们去望京那家海底捞吃火锅吧", "好的，周六晚上六点"],
+        "Travel": ["I always fly KLM when I go to Amsterdam", "Noted: KLM."],
+        "闲聊": ["今天天气很好", "是的"],
+    }
+    made = saved_sessions(cb, chats)
     for question, title in (
         ("我上次说的那家火锅店在哪里？", "晚饭"),  # a sentence, no spaces: its words, not a phrase
         ("which airline do I fly to Amsterdam?", "Travel"),  # "do I" does not have to match
