@@ -509,9 +509,8 @@ def test_clear_erases_the_screen(tmp_path: Path, server: fs.FakeServer) -> None:
 @pytest.mark.parametrize("command", ["/exit", "/quit"])
 def test_exit_quits(tmp_path: Path, server: fs.FakeServer, command: str) -> None:
     h = Harness(tmp_path, server)
-    started = time.monotonic()
-    repl = h.run([command + "\r"], end=None)
-    assert repl.prompts_shown == 1 and time.monotonic() - started < 10
+    repl = h.run([command + "\r"], end=None)  # returns: the REPL quit (the harness bounds a hang)
+    assert repl.prompts_shown == 1
 
 
 def test_model_keeps_a_context_window_override(tmp_path: Path, server: fs.FakeServer) -> None:
