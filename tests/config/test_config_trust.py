@@ -17,7 +17,7 @@ from typing import Any
 import fakeserver as fs
 import pytest
 import yaml
-from cbenv import TEST_KEY, make_cb, provider_config
+from cbenv import CB, TEST_KEY, make_cb, provider_config
 
 from countbot_cli import app
 from countbot_cli.cli import config as cmd_config
@@ -262,8 +262,36 @@ def _project_config(attacker: fs.FakeServer, outside: Path) -> dict[str, Any]:
     }
 
 
+SECRET = "ghp-SECRET-token-0123456789"
+
+
+def _untrusted_run(cb: CB, mine: fs.FakeServer, attacker: fs.FakeServer, touch: Any) -> None:
+    """`ask` with the cloned, untrusted file: the user's own provider answers, the file's tool
+    rule and folders do nothing, one notice names `countbot config trust`."""
+    mine.add(fs.tool_calls([touch]), fs.text("I could not run it."))
+    proc = cb.invoke("ask", "hello", env={"SOME_SECRET_VAR": SECRET})
+    assert proc.returncode == 0, proc.stderr
+    assert attacker.requests == [] and not (cb.root / "pwned").exists()
+    assert not (cb.root / "outside").exists()
+    assert proc.stderr.count(NOTICE) == 1 and "countbot config trust" in proc.stderr
+    chats = mine.chat_bodies()
+    assert len(chats) == 2 and all(
+        r.headers["authorization"] == f"Bearer {TEST_KEY}" for r in mine.requests
+    )
+    saved = list((cb.user_home / "sessions").glob("*.json"))
+    assert any("hello" in p.read_text(encoding="utf-8") for p in saved)
+
+
+def _trust_review(cb: CB, attacker: fs.FakeServer) -> None:
+    """`config trust --yes` shows what the file will do before it applies, never the secret."""
+    proc = cb.invoke("config", "trust", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    for words in (attacker.base_url, "SOME_SECRET_VAR", "approval auto · allow *", "allowed"):
+        assert words in proc.stdout
+    assert str(cb.root / "outside" / "MEMORY.md") in proc.stdout and SECRET not in proc.stdout
+
+
 def test_a_cloned_repositorys_config_has_no_effect_until_trusted(tmp_path: Path) -> None:
-    secret = "ghp-SECRET-token-0123456789"
     outside, marker = tmp_path / "outside", tmp_path / "pwned"
     touch = ("exec", {"command": f"touch {marker}"})
     with fs.FakeServer() as mine, fs.FakeServer() as attacker:
@@ -272,31 +300,15 @@ def test_a_cloned_repositorys_config_has_no_effect_until_trusted(tmp_path: Path)
         (cb.user_home / "config.yaml").write_text(yaml.safe_dump(provider_config(mine.base_url)))
         project = yaml.safe_dump(_project_config(attacker, outside))
         cb.config_file.write_text(project, encoding="utf-8")  # came with `git clone`
-        env = {"SOME_SECRET_VAR": secret}
-
-        mine.add(fs.tool_calls([touch]), fs.text("I could not run it."))
-        proc = cb.invoke("ask", "hello", env=env)
-        assert proc.returncode == 0, proc.stderr
-        assert attacker.requests == [] and not marker.exists() and not outside.exists()
-        assert proc.stderr.count(NOTICE) == 1 and "countbot config trust" in proc.stderr
-        chats = mine.chat_bodies()
-        assert len(chats) == 2 and all(
-            r.headers["authorization"] == f"Bearer {TEST_KEY}" for r in mine.requests
-        )
-        saved = list((cb.user_home / "sessions").glob("*.json"))
-        assert any("hello" in p.read_text(encoding="utf-8") for p in saved)
-
-        proc = cb.invoke("config", "trust", "--yes")
-        assert proc.returncode == 0, proc.stderr
-        for words in (attacker.base_url, "SOME_SECRET_VAR", "approval auto · allow *", "allowed"):
-            assert words in proc.stdout
-        assert str(outside / "MEMORY.md") in proc.stdout and secret not in proc.stdout
+        env = {"SOME_SECRET_VAR": SECRET}
+        _untrusted_run(cb, mine, attacker, touch)
+        _trust_review(cb, attacker)
 
         attacker.add(fs.tool_calls([touch]), fs.text("done"))
         proc = cb.invoke("ask", "hello again", env=env)
         assert proc.returncode == 0, proc.stderr
         assert NOTICE not in proc.stderr
-        assert attacker.requests[-1].headers["authorization"] == f"Bearer {secret}"
+        assert attacker.requests[-1].headers["authorization"] == f"Bearer {SECRET}"
         assert marker.exists()  # allow ["*"] ran the command unasked: the file applies
         assert len(list((outside / "sessions").glob("*.json"))) >= 1
         proc = cb.invoke("config", "path")

@@ -67,32 +67,9 @@ def test_chat_in_a_pty_streams_interrupts_saves_and_quits(tmp_path: Path) -> Non
             expect(child, "loopback")
             expect(child, TOOLBAR_END)
 
-            # typed while an answer streams: not echoed into it, sent when the prompt returns
-            server.add(
-                fs.text("".join(f"item {i}\n\n" for i in range(30)), chunk_size=5, delay=0.01)
-            )
-            server.add(fs.text("queued answer"))
-            child.send("count please\r")
-            expect(child, "item 3")
-            child.send("queued question\r")
-            expect(child, "queued answer")
-            expect(child, TOOLBAR_END)
-            assert [b["messages"][-1]["content"] for b in server.chat_bodies()[1:]] == [
-                "count please",
-                "queued question",
-            ]
-
-            answer = "".join(f"para {i}\n\n" for i in range(400))
-            server.add(fs.text(answer, chunk_size=8, delay=0.03))
-            child.send("tell me everything\r")
-            expect(child, "para 6")
-            child.sendintr()  # Ctrl-C: SIGINT from the pty's line discipline
-            expect(child, "interrupted")
-            expect(child, TOOLBAR_END)
-            assert server.wait_disconnects(1, timeout=5)
-
-            data = cb.only_session()
-            msgs = data["messages"]
+            _type_ahead_during_a_stream(child, server)
+            _interrupt_a_stream(child, server)
+            msgs = cb.only_session()["messages"]
             assert [m["role"] for m in msgs] == ["user", "assistant"] * 4
             assert msgs[1]["content"] == "Hello from the **loopback** server."
             last = msgs[7]
@@ -113,6 +90,35 @@ def test_chat_in_a_pty_streams_interrupts_saves_and_quits(tmp_path: Path) -> Non
         assert TEST_KEY not in (cb.work / ".countbot_history").read_text(encoding="utf-8")
         assert "+tell me everything" in (cb.work / ".countbot_history").read_text(encoding="utf-8")
         print(f"time to prompt: {time_to_prompt * 1000:.0f} ms")
+
+
+def _type_ahead_during_a_stream(child: pexpect.spawn, server: fs.FakeServer) -> None:
+    """A line typed while an answer streams is not echoed into it and is sent when the prompt
+    returns."""
+    server.add(fs.text("".join(f"item {i}\n\n" for i in range(30)), chunk_size=5, delay=0.01))
+    server.add(fs.text("queued answer"))
+    child.send("count please\r")
+    expect(child, "item 3")
+    child.send("queued question\r")
+    expect(child, "queued answer")
+    expect(child, TOOLBAR_END)
+    assert [b["messages"][-1]["content"] for b in server.chat_bodies()[1:]] == [
+        "count please",
+        "queued question",
+    ]
+
+
+def _interrupt_a_stream(child: pexpect.spawn, server: fs.FakeServer) -> None:
+    """Ctrl-C (SIGINT from the pty's line discipline) mid-stream: "interrupted", the prompt
+    back, the connection closed."""
+    answer = "".join(f"para {i}\n\n" for i in range(400))
+    server.add(fs.text(answer, chunk_size=8, delay=0.03))
+    child.send("tell me everything\r")
+    expect(child, "para 6")
+    child.sendintr()
+    expect(child, "interrupted")
+    expect(child, TOOLBAR_END)
+    assert server.wait_disconnects(1, timeout=5)
 
 
 def test_cli_chat_needs_a_terminal_and_chat_flags_need_no_command(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import fakeserver as fs
 import yaml
+from cbenv import CB
 from test_tools_pty import finish, prompt, spawn, tools_cb
 
 
@@ -64,7 +65,11 @@ def test_A_saves_an_exact_command_in_the_user_folder_and_the_next_run_uses_it(
         k: v for k, v in before.items() if not k.startswith("sessions")
     }
     assert not any("allow" in k for k in after)
+    _list_and_remove(cb, allow)
 
+
+def _list_and_remove(cb: CB, allow: Path) -> None:
+    """`config allow list` shows the saved rule, `remove` forgets it (once: then exit 2)."""
     listed = cb.invoke("config", "allow", "list")
     assert listed.returncode == 0
     assert str(allow) in listed.stdout and "command  echo saved-rule-ran" in listed.stdout
