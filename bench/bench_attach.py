@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 from attach_files import write_pdf  # noqa: E402
 
 from countbot_cli.config.attach import AttachSettings  # noqa: E402
-from countbot_cli.conversation.attachments import load_attachments  # noqa: E402
+from countbot_cli.conversation.input.attachments import load_attachments  # noqa: E402
 
 
 def photo(path: Path, fmt: str) -> Path:

@@ -130,8 +130,8 @@ def session_items() -> list[tuple[int, Item]]:
 
 def build_sessions(root: Path) -> None:
     """One past session per fact (the user says it, among small talk), and 40 of small talk."""
-    from countbot_cli.conversation.session import new_session
-    from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.conversation.sessions.session import new_session
+    from countbot_cli.conversation.sessions.store import SessionStore
     from countbot_cli.messages import Message
 
     rng = random.Random(5)
@@ -153,12 +153,12 @@ def build_sessions(root: Path) -> None:
 
 
 def measure_sessions(work: Path) -> dict[str, float]:
-    from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.conversation.sessions.store import SessionStore
 
     try:  # by words and by meaning (issue 21); today's code has words only
         from countbot_cli.memory.session_meaning import MeaningSearch as Search
     except ImportError:
-        from countbot_cli.conversation.search import SessionSearch as Search  # type: ignore[assignment]
+        from countbot_cli.conversation.sessions.search import SessionSearch as Search  # type: ignore[assignment]
 
     root = work / "sessions"
     build_sessions(root)

@@ -102,8 +102,8 @@ def write_session(env: dict[str, str], cwd: Path, model: str) -> None:
     from bench_store import messages
 
     from countbot_cli.config.settings import load_settings
-    from countbot_cli.conversation.session import new_session
-    from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.conversation.sessions.session import new_session
+    from countbot_cli.conversation.sessions.store import SessionStore
 
     settings = load_settings(env=env, cwd=cwd)
     s = new_session(provider="bench", model=model, title="bench rss")

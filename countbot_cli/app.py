@@ -17,20 +17,20 @@ from countbot_cli.config.options import apply_options
 from countbot_cli.config.settings import Settings, untrusted_notice
 from countbot_cli.config.settings import load_settings as settings_from
 from countbot_cli.config.skills import listing, skills_for
-from countbot_cli.conversation.attachments import compose_message
 from countbot_cli.conversation.budget import make_budget
 from countbot_cli.conversation.chat import Backend, Conversation, open_session
 from countbot_cli.conversation.engine import Engine
 from countbot_cli.conversation.fallback import Fallback
-from countbot_cli.conversation.prompt_input import compose_prompt, read_stdin
-from countbot_cli.conversation.search_tool import search_sessions_tool
+from countbot_cli.conversation.input.attachments import compose_message
+from countbot_cli.conversation.input.prompt_input import compose_prompt, read_stdin
 from countbot_cli.conversation.server_window import (
     assumed_window_notice,
     fitted_to_server,
     settle_late_windows,
     with_window,
 )
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.search_tool import search_sessions_tool
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.conversation.structured import (
     Structured,
     ask_structured,
@@ -57,7 +57,7 @@ from countbot_cli.ui.turnview import JsonlView, JsonView, MarkdownView, PlainVie
 
 if TYPE_CHECKING:
     from countbot_cli.config.providers import ProviderConfig
-    from countbot_cli.conversation.session import Session
+    from countbot_cli.conversation.sessions.session import Session
 
 
 @dataclass

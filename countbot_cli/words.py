@@ -4,7 +4,7 @@ A question typed as a sentence ("which airline do I usually fly", "我上次说�
 is searched by its content words, not as one phrase: English stop words are left out, English
 contractions and possessives cut ("cat's" -> "cat"), and a run of CJK characters (written
 without spaces) becomes the bigrams of its content characters (`cjk_bigrams`). Memory recall
-(`memory.search.query_words`) and session search (`conversation.search_text.question_terms`)
+(`memory.search.query_words`) and session search (`conversation.sessions.search_text.question_terms`)
 both use it.
 """
 

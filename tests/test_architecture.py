@@ -1,8 +1,8 @@
 """The package's structure, checked as a test (docs/ARCHITECTURE.md draws it).
 
 - Layers: a module imports only from its own layer or below (type-only and in-function imports
-  count too). Lowest first: core, config, provider, tools, conversation, memory, ui, repl, app,
-  cli.
+  count too). Lowest first: core, config, provider, tools, conversation.sessions,
+  conversation.input, conversation (the turn), memory, ui, repl, app, cli.
 - No import circles between modules.
 - rich, prompt_toolkit and typer (and what they bring: pygments, markdown_it) are imported only in
   `ui/`, `repl/` and `cli/`.
@@ -24,6 +24,8 @@ LAYERS = [
     "config",
     "provider",
     "tools",
+    "conversation.sessions",  # below the turn: the session value, store and search
+    "conversation.input",  # below the turn: prompt, attachments, images, fetch
     "conversation",
     "memory",
     "ui",
@@ -55,6 +57,8 @@ def parsed(path: Path) -> ast.Module:
 
 def layer(module: str) -> str:
     parts = module.split(".")
+    if len(parts) > 2 and ".".join(parts[1:3]) in LAYERS:
+        return ".".join(parts[1:3])
     if len(parts) > 1 and parts[1] in LAYERS:
         return parts[1]
     if parts[-1] == "app":
@@ -97,6 +101,19 @@ def internal_graph() -> dict[str, dict[str, int]]:
 
 def test_the_package_is_found() -> None:
     assert len(modules()) > 40 and "countbot_cli.conversation.engine" in modules()
+
+
+def test_sessions_and_input_are_layers_below_the_turn() -> None:
+    """`conversation/sessions/` and `conversation/input/` are checked as their own layers: the
+    turn may import them, they may not import the turn (input may use the session value)."""
+    for sub in ("sessions", "input"):
+        inside = [n for n in modules() if n.startswith(f"countbot_cli.conversation.{sub}.")]
+        assert inside and {layer(n) for n in inside} == {f"conversation.{sub}"}
+    assert layer("countbot_cli.conversation.engine") == "conversation"
+    order = [
+        LAYERS.index(x) for x in ("conversation.sessions", "conversation.input", "conversation")
+    ]
+    assert order == sorted(order)
 
 
 def test_no_module_imports_from_a_higher_layer() -> None:

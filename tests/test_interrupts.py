@@ -73,7 +73,7 @@ STAGES = [
     "import:countbot_cli.app",  # the command starting
     "import:yaml",  # reading the config
     "import:httpx",  # building the provider
-    "call:countbot_cli.conversation.store:SessionStore.create",  # the question's first save
+    "call:countbot_cli.conversation.sessions.store:SessionStore.create",  # the question's first save
 ]
 
 

@@ -39,8 +39,8 @@ def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
     import prompt_toolkit  # noqa: F401  (first: the prompt is what the user waits for)
 
     from countbot_cli import app
-    from countbot_cli.conversation.attachments import PendingAttachments
     from countbot_cli.conversation.chat import open_session
+    from countbot_cli.conversation.input.attachments import PendingAttachments
     from countbot_cli.conversation.server_window import fitted_to_server
     from countbot_cli.repl.loop import Repl
     from countbot_cli.repl.view import PausingConfirmer, TurnOnScreen

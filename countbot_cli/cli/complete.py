@@ -150,7 +150,7 @@ def _for(
 
 def _sessions(config: str | None) -> Iterator[tuple[str, str]]:
     from countbot_cli.config.settings import load_settings
-    from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.conversation.sessions.store import SessionStore
 
     settings = load_settings(config_path=config, require_provider=False)
     for head in SessionStore(settings.sessions_dir).list():

@@ -35,7 +35,7 @@ from countbot_cli.config.presets import PRESETS
 from countbot_cli.config.providers import ProviderConfig
 from countbot_cli.config.settings import Settings, check_file, default_home
 from countbot_cli.config.skills import SKILL_FILE
-from countbot_cli.conversation.session import plural
+from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.errors import EXIT_OK, UsageError
 from countbot_cli.textsafe import sanitize, sanitize_line
 

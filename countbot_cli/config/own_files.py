@@ -39,7 +39,9 @@ DATA_FILES = (
     HISTORY_FILE,
     SERVERS_FILE,
 )
-SEARCH_INDEX_FILE = "search-index.sqlite3"  # in the sessions folder (conversation/search.py)
+SEARCH_INDEX_FILE = (
+    "search-index.sqlite3"  # in the sessions folder (conversation/sessions/search.py)
+)
 SEARCH_VECTORS_FILE = "search-vectors.bin"  # ... beside it (memory/session_meaning.py)
 VECTORS_SUFFIX = ".vectors.bin"  # MEMORY.md -> MEMORY.vectors.bin (memory/vectors.py)
 MARKS_SUFFIX = ".marks.json"  # MEMORY.md -> MEMORY.marks.json (memory/marks.py)

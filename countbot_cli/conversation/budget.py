@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from countbot_cli import fileio
 from countbot_cli.config.own_files import RATIOS_FILE
 from countbot_cli.conversation.context import block_start, window_step
-from countbot_cli.conversation.images import TOKENS_PER_IMAGE_MAX
+from countbot_cli.conversation.input.images import TOKENS_PER_IMAGE_MAX
 from countbot_cli.conversation.server_window import late_window
 from countbot_cli.conversation.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, context_window_for
 from countbot_cli.conversation.trim import trim_messages

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli.conversation.context import sendable
-from countbot_cli.conversation.session import plural
+from countbot_cli.conversation.sessions.session import plural
 
 if TYPE_CHECKING:
     from countbot_cli.conversation.context import TurnContext
-    from countbot_cli.conversation.session import Session
+    from countbot_cli.conversation.sessions.session import Session
     from countbot_cli.messages import Message, Usage
 
 clock: Callable[[], float] = time.time  # seconds; the tests' fake clock goes here

@@ -20,26 +20,31 @@ into the engine, the store or the session. It owns:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from countbot_cli.conversation import fallback as fb
-from countbot_cli.conversation.session import Session, last_user_at, new_session, plural, title_from
+from countbot_cli.conversation.sessions.fork import fork_session
+from countbot_cli.conversation.sessions.session import (
+    Session,
+    last_user_at,
+    new_session,
+    title_from,
+)
 from countbot_cli.conversation.tuning import Tuning
 from countbot_cli.conversation.upkeep_worker import UpkeepWorker
 from countbot_cli.conversation.view import NullView, TurnView
 from countbot_cli.errors import CountbotError, Terminated, UsageError
-from countbot_cli.messages import Usage
 from countbot_cli.textsafe import sanitize_line
 from countbot_cli.tools.approval import ApprovalPolicy
 
 if TYPE_CHECKING:
     from countbot_cli.config.roles import Role
     from countbot_cli.config.settings import Settings
-    from countbot_cli.conversation.attachments import Attached
     from countbot_cli.conversation.engine import Engine, TurnResult
-    from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.conversation.input.attachments import Attached
+    from countbot_cli.conversation.sessions.store import SessionStore
     from countbot_cli.messages import Message
     from countbot_cli.provider import Provider
 
@@ -467,34 +472,3 @@ class Conversation:
         tools = self.engine.tools
         if tools is not None:
             tools.close()
-
-
-def fork_session(store: SessionStore, src: Session, upto: int | None, title: str = "") -> Session:
-    """A new saved session holding `src` up to its message `upto` (the first `upto` live
-    messages; all when None), earlier archived ones, the summary, the cursors and the system
-    text included. The messages keep their ids, so memory lines written from them trace to
-    them in either session. Tool records of the messages left out are not copied; `src` is
-    left as it was."""
-    total = len(src.messages)
-    upto = total if upto is None else upto
-    if not 0 <= upto <= total:
-        raise UsageError(
-            f"no message {upto} to fork at (this conversation has {plural(total, 'message')})"
-        )
-    kept = src.messages[:upto]
-    ids = {m.id for m in kept}
-    fresh = new_session(provider=src.provider, model=src.model)
-    fork = replace(
-        src,
-        id=fresh.id,
-        created_at=fresh.created_at,
-        updated_at=fresh.updated_at,
-        title=" ".join(title.split()) or (f"{src.title} (fork)" if src.title else ""),
-        messages=list(kept),
-        archived=list(src.archived),
-        tool_conversations=[r for r in src.tool_conversations if r.get("message_id") in ids],
-        cursors=dict(src.cursors),
-        usage=Usage(),
-    )
-    store.create(fork)
-    return fork

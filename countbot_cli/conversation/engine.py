@@ -30,7 +30,7 @@ from countbot_cli.conversation.context import (
     history_window,
     without_failed,
 )
-from countbot_cli.conversation.session import Session, new_session, title_from
+from countbot_cli.conversation.sessions.session import Session, new_session, title_from
 from countbot_cli.conversation.tool_round import RepeatedCalls, ToolRunner
 from countbot_cli.conversation.view import TurnView
 from countbot_cli.errors import (
@@ -65,8 +65,8 @@ from countbot_cli.tools.approval import ApprovalPolicy
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
-    from countbot_cli.conversation.attachments import Attached
-    from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.conversation.input.attachments import Attached
+    from countbot_cli.conversation.sessions.store import SessionStore
     from countbot_cli.provider import Provider
     from countbot_cli.tools import ToolRegistry
 

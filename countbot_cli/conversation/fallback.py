@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from countbot_cli.conversation.session import last_user_at
+from countbot_cli.conversation.sessions.session import last_user_at
 from countbot_cli.errors import (
     CountbotError,
     ProviderError,
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from countbot_cli.config.providers import ProviderConfig
     from countbot_cli.config.settings import Settings
     from countbot_cli.conversation.engine import Engine, TurnResult
-    from countbot_cli.conversation.session import Session
+    from countbot_cli.conversation.sessions.session import Session
     from countbot_cli.conversation.view import TurnView
     from countbot_cli.messages import Message
 

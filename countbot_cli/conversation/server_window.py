@@ -17,14 +17,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from countbot_cli.conversation.model_limits import DEFAULT_CONTEXT_WINDOW, known_window
+from countbot_cli.provider.model_limits import DEFAULT_CONTEXT_WINDOW, known_window
 from countbot_cli.provider.server_facts import fit_to_server, known_kind
 from countbot_cli.provider.window import PROBE_TIMEOUT, cached_window, discover_window
 
 if TYPE_CHECKING:
     from countbot_cli.config.providers import ProviderConfig
     from countbot_cli.config.settings import Settings
-    from countbot_cli.conversation.session import Session
+    from countbot_cli.conversation.sessions.session import Session
     from countbot_cli.provider.base import Provider
 
 

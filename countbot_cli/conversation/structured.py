@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli.config.presets import PRESETS
-from countbot_cli.conversation.prompt_input import read_attachment
+from countbot_cli.conversation.input.prompt_input import read_attachment
 from countbot_cli.errors import UsageError
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.prompts import SCHEMA_INSTRUCTION, SCHEMA_REPAIR
@@ -30,9 +30,9 @@ from countbot_cli.tools.schema import validate
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
-    from countbot_cli.conversation.attachments import Attached
     from countbot_cli.conversation.chat import Conversation, ConversationView
     from countbot_cli.conversation.engine import TurnResult
+    from countbot_cli.conversation.input.attachments import Attached
 
 FENCE = re.compile(r"\A\s*(`{3,}|~{3,})[\w-]*[ \t]*\n(.*)\n\s*\1\s*\Z", re.S)
 STOPPED = ("max_iterations", "repeated_tool_call")  # the tool loop was stopped: exit 8

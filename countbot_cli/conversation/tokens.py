@@ -43,8 +43,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tiktoken import Encoding
 
-from countbot_cli.conversation.images import data_url_tokens
-from countbot_cli.conversation.model_limits import (
+from countbot_cli.conversation.input.images import data_url_tokens
+from countbot_cli.conversation.token_cache import CountCache
+from countbot_cli.conversation.token_estimate import estimate_tokens
+from countbot_cli.provider.model_limits import (
     CL100K,
     CONTEXT_WINDOWS,
     DEFAULT_CONTEXT_WINDOW,
@@ -54,8 +56,6 @@ from countbot_cli.conversation.model_limits import (
     is_openai_model,
     normalize_model,
 )
-from countbot_cli.conversation.token_cache import CountCache
-from countbot_cli.conversation.token_estimate import estimate_tokens
 
 SUPPORTED_ENCODINGS = (O200K, CL100K)
 DATA_ENV = "COUNTBOT_TIKTOKEN_DATA"

@@ -36,7 +36,7 @@ from countbot_cli.memory.digest import AUTO_CHARS, TextCost, message_key, summar
 from countbot_cli.messages import Message
 
 if TYPE_CHECKING:
-    from countbot_cli.conversation.session import Session
+    from countbot_cli.conversation.sessions.session import Session
 
 CURSOR_AUTO = "auto_memory"  # how many messages (archived + live) are distilled into MEMORY.md
 CURSOR_AUTO_ID = "auto_memory_id"  # key of the last of them

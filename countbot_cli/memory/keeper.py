@@ -75,8 +75,8 @@ from countbot_cli.prompts import (
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
     from countbot_cli.conversation.budget import WindowBudget
-    from countbot_cli.conversation.session import Session
-    from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.conversation.sessions.session import Session
+    from countbot_cli.conversation.sessions.store import SessionStore
     from countbot_cli.memory.store import MemoryStore
     from countbot_cli.provider import Provider
 

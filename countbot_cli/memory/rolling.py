@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from countbot_cli.conversation.context import sendable
-from countbot_cli.conversation.session import title_from
+from countbot_cli.conversation.sessions.session import title_from
 from countbot_cli.memory.coverage import Share
 from countbot_cli.memory.digest import format_newest, is_no_memory, message_key, summary_line
 from countbot_cli.messages import Message
@@ -41,7 +41,7 @@ from countbot_cli.prompts import overflow_summary_prompt, rolling_summary_prompt
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
-    from countbot_cli.conversation.session import Session
+    from countbot_cli.conversation.sessions.session import Session
 
 CURSOR_ROLLING = "rolling"  # message_key of the last message folded into the rolling summary
 ROLLING_CHARS = 1200  # the summary is cut here (at a word) if the model wrote more

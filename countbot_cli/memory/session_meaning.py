@@ -1,7 +1,7 @@
 """Session search by words and by meaning: `sessions search`, `/search`, the `/resume` picker
 and the `search_sessions` tool.
 
-`SessionSearch` (conversation/search.py) finds sessions by their words (SQLite FTS5; a question
+`SessionSearch` (conversation/sessions/search.py) finds sessions by their words (SQLite FTS5; a question
 by its content words). With the `recall` extra, `MeaningSearch` also compares the question's
 vector with the vectors of what the user said in each session (`SessionSearch.said`: at most
 ten messages a session, 300 characters each, so the cost stays bounded however long the
@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 
 from countbot_cli.config.own_files import SEARCH_VECTORS_FILE
-from countbot_cli.conversation.search import Results, SessionSearch
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.search import Results, SessionSearch
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.memory.embed import Embedder, available, import_numpy, shared
 from countbot_cli.memory.vectors import VectorCache
 from countbot_cli.words import CJK_RUN

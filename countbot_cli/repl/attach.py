@@ -2,7 +2,7 @@
 
 `/attach PATH|URL` reads and checks the attachment at once (a refusal is one line and attaches
 nothing) and holds it for the next message (`Repl.attachments`, a
-`conversation.attachments.PendingAttachments`; the prompt shows how many are held); `/attach`
+`conversation.input.attachments.PendingAttachments`; the prompt shows how many are held); `/attach`
 alone lists them and `/attach clear` drops them. `/mcp` lists the configured MCP servers, their
 state and tools (ui/mcp.py, the body of `countbot mcp list`), starting the session's servers
 if no turn has yet.
@@ -13,8 +13,8 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
-from countbot_cli.conversation.attachments import describe
-from countbot_cli.conversation.session import plural
+from countbot_cli.conversation.input.attachments import describe
+from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.textsafe import sanitize_line
 from countbot_cli.ui.mcp import NONE_CONFIGURED, list_servers
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
-from countbot_cli.conversation.session import plural
+from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.errors import UsageError
 from countbot_cli.memory.session_meaning import MeaningSearch
 from countbot_cli.textsafe import sanitize_line

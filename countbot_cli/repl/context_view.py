@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from countbot_cli.conversation.session import plural
+from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.errors import CountbotError
 from countbot_cli.memory.embed import describe as describe_recall
 from countbot_cli.memory.report import entry_for
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from countbot_cli.conversation.cache_report import CacheReport
     from countbot_cli.conversation.chat import Conversation
     from countbot_cli.conversation.context import TurnContext
-    from countbot_cli.conversation.session import Session
+    from countbot_cli.conversation.sessions.session import Session
     from countbot_cli.conversation.tokens import TokenCounter
     from countbot_cli.repl.toolbar import ContextMeter
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from countbot_cli.conversation.session import plural
+from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.errors import UsageError
 from countbot_cli.ui.clipboard import OSC52_MAX_BYTES, copy_text
 from countbot_cli.ui.codeblocks import code_blocks

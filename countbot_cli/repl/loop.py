@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from countbot_cli.config.own_files import HISTORY_FILE
-from countbot_cli.conversation.attachments import PendingAttachments
+from countbot_cli.conversation.input.attachments import PendingAttachments
 from countbot_cli.errors import CountbotError, Terminated
 from countbot_cli.memory import embed
 from countbot_cli.repl import slash

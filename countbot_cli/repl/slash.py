@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from countbot_cli.config import saved_allow
-from countbot_cli.conversation.session import plural
+from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.errors import CountbotError, UsageError
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.repl.attach import cmd_attach, cmd_mcp

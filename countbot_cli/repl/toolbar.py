@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli.config.prices import day_cost, day_saved
-from countbot_cli.conversation.session import plural
+from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.conversation.tokens import (
     REPLY_PRIMING,
     SOURCE_ESTIMATE,

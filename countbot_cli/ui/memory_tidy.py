@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TextIO
 
-from countbot_cli.conversation.session import plural
+from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.errors import EXIT_OK, CountbotError
 from countbot_cli.memory import archive, sources
 from countbot_cli.memory.search import Entry

@@ -14,7 +14,7 @@ import shlex
 import subprocess
 from typing import Any, TextIO
 
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.errors import EXIT_OK, CountbotError, UsageError
 from countbot_cli.memory import marks as memory_marks
 from countbot_cli.memory import sources

@@ -2,7 +2,7 @@
 type.
 
 A line to type in, the sessions below it, newest first. Every word typed must be in the title,
-and sessions whose messages hold the words (the full-text search of conversation/search.py,
+and sessions whose messages hold the words (the full-text search of conversation/sessions/search.py,
 live and archived messages) follow the title matches, each with its snippet (the others with
 the one-line gist of their summary, when they have one). Up/Down (Ctrl-P/
 Ctrl-N) move, Enter resumes the marked session, Esc, Ctrl-C or Ctrl-D leave it. Titles and
@@ -23,9 +23,9 @@ from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.layout import Dimension, HSplit, Layout, Window
 from prompt_toolkit.layout.controls import BufferControl, FormattedTextControl
 
-from countbot_cli.conversation.search import SessionSearch
-from countbot_cli.conversation.search_text import snippet
-from countbot_cli.conversation.session import short_ids
+from countbot_cli.conversation.sessions.search import SessionSearch
+from countbot_cli.conversation.sessions.search_text import snippet
+from countbot_cli.conversation.sessions.session import short_ids
 from countbot_cli.errors import CountbotError
 from countbot_cli.textsafe import sanitize_line
 from countbot_cli.ui.sessions import relative_time
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from prompt_toolkit.key_binding import KeyPressEvent
     from prompt_toolkit.output import Output
 
-    from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.conversation.sessions.store import SessionStore
 
 SHOWN = 10  # rows on screen
 TEXT_HITS = 20  # full-text matches asked for per keystroke

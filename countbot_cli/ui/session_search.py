@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
-from countbot_cli.conversation.search import Hit
-from countbot_cli.conversation.search_text import Terms, snippet
-from countbot_cli.conversation.session import short_ids
+from countbot_cli.conversation.sessions.search import Hit
+from countbot_cli.conversation.sessions.search_text import Terms, snippet
+from countbot_cli.conversation.sessions.session import short_ids
 from countbot_cli.errors import EXIT_OK
 from countbot_cli.memory.session_meaning import MeaningSearch
 from countbot_cli.textsafe import json_text, sanitize_line

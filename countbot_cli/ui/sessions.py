@@ -12,9 +12,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from countbot_cli.conversation.chat import fork_session
-from countbot_cli.conversation.session import plural, short_ids
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.fork import fork_session
+from countbot_cli.conversation.sessions.session import plural, short_ids
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.errors import EXIT_OK, StorageError, UsageError
 from countbot_cli.textsafe import json_text, sanitize, sanitize_line
 from countbot_cli.ui.transcript import (

@@ -13,8 +13,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from countbot_cli.conversation.attachments import describe
-from countbot_cli.conversation.session import Session, plural
+from countbot_cli.conversation.input.attachments import describe
+from countbot_cli.conversation.sessions.session import Session, plural
 from countbot_cli.messages import STATUS_FAILED, STATUS_INTERRUPTED, Message
 from countbot_cli.textsafe import sanitize, sanitize_line
 from countbot_cli.tools.shell import failed_stderr_tail

@@ -20,8 +20,12 @@ import yaml
 from cbenv import CB, COUNTBOT, make_cb, provider_config
 
 from countbot_cli.app import AskOptions, run_ask
-from countbot_cli.conversation import prompt_input
-from countbot_cli.conversation.prompt_input import MAX_INPUT_BYTES, read_attachment, read_stdin
+from countbot_cli.conversation.input import prompt_input
+from countbot_cli.conversation.input.prompt_input import (
+    MAX_INPUT_BYTES,
+    read_attachment,
+    read_stdin,
+)
 from countbot_cli.errors import EXIT_USAGE, UsageError
 
 # bytes that must never reach a terminal from server- or model-supplied text

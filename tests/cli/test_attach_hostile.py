@@ -24,8 +24,8 @@ import httpcore
 import pytest
 from cbenv import make_cb, refused
 
-from countbot_cli.conversation import netguard
-from countbot_cli.conversation.netguard import (
+from countbot_cli.conversation.input import netguard
+from countbot_cli.conversation.input.netguard import (
     LINK_LOCAL,
     LOOPBACK,
     PRIVATE,

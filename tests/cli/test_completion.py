@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from cbenv import CB, make_cb
 
-from countbot_cli.conversation.session import new_session
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.session import new_session
+from countbot_cli.conversation.sessions.store import SessionStore
 
 BIN = str(Path(sys.executable).parent)
 

@@ -11,8 +11,8 @@ import pexpect
 import pytest
 from cbenv import CB, COUNTBOT, make_cb
 
-from countbot_cli.conversation.session import new_session
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.session import new_session
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.messages import Message
 
 

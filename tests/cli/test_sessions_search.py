@@ -7,9 +7,9 @@ from pathlib import Path
 
 from cbenv import CB, make_cb
 
-from countbot_cli.conversation.search import INDEX_FILE
-from countbot_cli.conversation.session import new_session
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.search import INDEX_FILE
+from countbot_cli.conversation.sessions.session import new_session
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.messages import Message
 
 

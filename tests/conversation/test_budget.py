@@ -23,8 +23,8 @@ from countbot_cli.conversation.budget import (
     reply_reserve,
 )
 from countbot_cli.conversation.context import build_context, window_step
-from countbot_cli.conversation.session import new_session
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.session import new_session
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.conversation.tokens import EncodingLoader, TokenCounter
 from countbot_cli.messages import Message, ToolCall
 from countbot_cli.prompts import PromptFacts

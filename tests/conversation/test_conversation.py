@@ -21,7 +21,7 @@ from countbot_cli.conversation.chat import (
     open_session,
 )
 from countbot_cli.conversation.engine import Engine, TurnResult
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.errors import CountbotError, ProviderError, UsageError
 from countbot_cli.provider.fake import Reply, ScriptedProvider
 from countbot_cli.tools.approval import ApprovalPolicy

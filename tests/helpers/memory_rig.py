@@ -18,8 +18,8 @@ from countbot_cli import app
 from countbot_cli.config.settings import Settings, load_settings
 from countbot_cli.conversation.chat import Conversation, SilentView
 from countbot_cli.conversation.engine import Engine, TurnResult
-from countbot_cli.conversation.session import Session
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.session import Session
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.memory.keeper import MemoryKeeper
 from countbot_cli.prompts import (
     MEMORY_MARK,

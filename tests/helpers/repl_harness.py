@@ -28,7 +28,7 @@ from rich.console import Console
 from countbot_cli import app
 from countbot_cli.config.settings import Settings, load_settings
 from countbot_cli.conversation.chat import Conversation
-from countbot_cli.conversation.session import Session
+from countbot_cli.conversation.sessions.session import Session
 from countbot_cli.repl.loop import Repl
 from countbot_cli.repl.view import PausingConfirmer, TurnOnScreen
 from countbot_cli.tools.approval import Confirmer

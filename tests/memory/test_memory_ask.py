@@ -14,8 +14,8 @@ from cbenv import make_cb
 from memory_rig import ENTRY_RE, Summariser, a, dialogue_lines, messages_of, q
 
 from countbot_cli.config.settings import load_settings
-from countbot_cli.conversation.session import new_session
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.session import new_session
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.memory.keeper import MemoryKeeper
 from countbot_cli.messages import Message
 

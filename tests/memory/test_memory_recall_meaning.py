@@ -127,8 +127,8 @@ def test_an_edited_line_is_embedded_again_and_a_damaged_cache_rebuilt(
 
 
 def test_sessions_search_finds_a_paraphrase_and_the_other_language(tmp_path: Path) -> None:
-    from countbot_cli.conversation.session import new_session
-    from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.conversation.sessions.session import new_session
+    from countbot_cli.conversation.sessions.store import SessionStore
     from countbot_cli.messages import Message
 
     cb = make_cb(tmp_path, "http://127.0.0.1:9")

@@ -9,7 +9,7 @@ from typing import Any
 import fakeserver as fs
 from memory_rig import backlog_lines, dialogue_lines, messages_of, q
 
-from countbot_cli.conversation.session import Session
+from countbot_cli.conversation.sessions.session import Session
 from countbot_cli.memory.rolling import ROLLING_CHARS, clean_summary, split_reply
 from countbot_cli.prompts import MEMORY_MARK, ROLLING_LEAD, SUMMARY_MARK, TITLE_MARK
 

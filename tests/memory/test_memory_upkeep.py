@@ -22,7 +22,7 @@ from memory_rig import (
     q,
 )
 
-from countbot_cli.conversation.session import new_session
+from countbot_cli.conversation.sessions.session import new_session
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.interrupts import sigint_deferred
 from countbot_cli.memory.keeper import SummaryError

@@ -9,7 +9,7 @@ from pathlib import Path
 import fakeserver as fs
 from repl_harness import Harness
 
-from countbot_cli.conversation.session import new_session
+from countbot_cli.conversation.sessions.session import new_session
 from countbot_cli.messages import Message
 from countbot_cli.ui.session_picker import Picker
 

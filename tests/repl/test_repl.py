@@ -18,7 +18,7 @@ from prompt_toolkit.document import Document
 from repl_harness import USAGE, Harness, interrupt_when, paragraphs
 
 from countbot_cli.conversation.engine import Engine
-from countbot_cli.conversation.session import new_session
+from countbot_cli.conversation.sessions.session import new_session
 from countbot_cli.messages import Message
 from countbot_cli.repl.prompt import SlashCompleter
 

@@ -14,8 +14,8 @@ import fakeserver as fs
 from cbenv import make_cb
 from repl_harness import Harness
 
-from countbot_cli.conversation.session import new_session
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.session import new_session
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.messages import Message
 
 

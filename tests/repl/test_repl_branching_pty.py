@@ -11,8 +11,8 @@ import pytest
 from cbenv import make_cb
 from test_repl_pty import TOOLBAR_END, expect, spawn
 
-from countbot_cli.conversation.session import new_session
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.session import new_session
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.messages import Message
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")

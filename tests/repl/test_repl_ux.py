@@ -18,7 +18,7 @@ import fakeserver as fs
 import pytest
 from repl_harness import Harness
 
-from countbot_cli.conversation.session import Session, new_session
+from countbot_cli.conversation.sessions.session import Session, new_session
 from countbot_cli.messages import Message
 from countbot_cli.ui.stream import StreamView, make_console, render_markdown
 

@@ -16,7 +16,7 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.output import DummyOutput
 from repl_harness import USAGE, Harness, interrupt_when, paragraphs
 
-from countbot_cli.conversation.session import new_session
+from countbot_cli.conversation.sessions.session import new_session
 from countbot_cli.messages import Message
 from countbot_cli.repl.prompt import SlashCompleter
 from countbot_cli.repl.slash import COMMANDS, nearest, parse

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.errors import UsageError
 from countbot_cli.memory.store import DEFAULT_HEADER, MemoryStore
 from countbot_cli.ui.memory import (

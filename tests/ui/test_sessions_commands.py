@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from countbot_cli.conversation.session import Session, new_session
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.session import Session, new_session
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.errors import StorageError, UsageError
 from countbot_cli.messages import STATUS_FAILED, STATUS_INTERRUPTED, Message
 from countbot_cli.ui.sessions import (

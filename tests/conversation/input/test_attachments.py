@@ -10,13 +10,13 @@ import pytest
 from attach_files import write_image, write_pdf
 
 from countbot_cli.config.attach import AttachSettings
-from countbot_cli.conversation.attachments import load_attachments
-from countbot_cli.conversation.fetch import html_to_text
-from countbot_cli.conversation.images import data_url_size, tile_tokens
-from countbot_cli.conversation.model_limits import takes_images
+from countbot_cli.conversation.input.attachments import load_attachments
+from countbot_cli.conversation.input.fetch import html_to_text
+from countbot_cli.conversation.input.images import data_url_size, tile_tokens
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.errors import UsageError
 from countbot_cli.messages import Message
+from countbot_cli.provider.model_limits import takes_images
 
 
 @pytest.mark.parametrize(("fmt", "mime"), [("PNG", "png"), ("JPEG", "jpeg"), ("GIF", "gif")])

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from countbot_cli import fileio
-from countbot_cli.conversation.session import SCHEMA_VERSION, Session, new_session
-from countbot_cli.conversation.store import INDEX_NAME, SessionStore
+from countbot_cli.conversation.sessions.session import SCHEMA_VERSION, Session, new_session
+from countbot_cli.conversation.sessions.store import INDEX_NAME, SessionStore
 from countbot_cli.errors import SessionLockedError, StorageError, UsageError
 from countbot_cli.messages import Message
 

@@ -1,4 +1,4 @@
-"""The connections of `-a URL` (conversation/fetch.py): one deadline, and where a hop may go.
+"""The connections of `-a URL` (conversation/input/fetch.py): one deadline, and where a hop may go.
 
 httpx's timeouts are per operation, and its read timeout starts again with every byte, so a
 server sending one header or body byte a second never trips it. The fetch therefore runs over

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from countbot_cli.conversation.session import (
+from countbot_cli.conversation.sessions.session import (
     SCHEMA_VERSION,
     SchemaVersionError,
     Session,

@@ -12,9 +12,13 @@ from typing import Any
 import fakeserver as fs
 from cbenv import CB, make_cb
 
-from countbot_cli.conversation.search_tool import CROSSING, OUTPUT_CHARS, search_sessions_tool
-from countbot_cli.conversation.session import new_session
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.search_tool import (
+    CROSSING,
+    OUTPUT_CHARS,
+    search_sessions_tool,
+)
+from countbot_cli.conversation.sessions.session import new_session
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.messages import Message
 from countbot_cli.tools import ToolContext, ToolRegistry
 from countbot_cli.tools.approval import HOW_USER_ONCE, ApprovalPolicy, Decision
@@ -146,7 +150,7 @@ class Asked:
 
 
 def test_crossing_into_other_projects_asks_first_and_only_then(tmp_path: Path) -> None:
-    from countbot_cli.conversation.store import SessionStore as Store
+    from countbot_cli.conversation.sessions.store import SessionStore as Store
 
     root, ws = tmp_path / "sessions", tmp_path / "ws"
     ws.mkdir()

@@ -31,9 +31,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from countbot_cli import fileio
 from countbot_cli.config.own_files import SEARCH_INDEX_FILE as INDEX_FILE
-from countbot_cli.conversation.search_text import Terms, best_matches, index_text, parse_query
-from countbot_cli.conversation.session import Session
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.search_text import (
+    Terms,
+    best_matches,
+    index_text,
+    parse_query,
+)
+from countbot_cli.conversation.sessions.session import Session
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.errors import CountbotError, DamagedDataError, StorageError, UsageError
 from countbot_cli.fileio import Key
 from countbot_cli.jsonsafe import loads_bounded

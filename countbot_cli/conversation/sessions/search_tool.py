@@ -17,8 +17,8 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, Protocol
 
-from countbot_cli.conversation.search import Hit, Results, SessionSearch
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.search import Hit, Results, SessionSearch
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.errors import CountbotError
 from countbot_cli.tools.base import KIND_READ, ToolContext, ToolError, ToolResult, ToolSpec
 

@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from countbot_cli.conversation.fetch import fetch_page, is_url
-from countbot_cli.conversation.images import ATTACH_EXTRA_HINT, prepare_image, sniff
-from countbot_cli.conversation.model_limits import takes_images
-from countbot_cli.conversation.prompt_input import (
+from countbot_cli.conversation.input.fetch import fetch_page, is_url
+from countbot_cli.conversation.input.images import ATTACH_EXTRA_HINT, prepare_image, sniff
+from countbot_cli.conversation.input.prompt_input import (
     MAX_INPUT_BYTES,
     check_size,
     compose_prompt,
@@ -35,8 +34,9 @@ from countbot_cli.conversation.prompt_input import (
     fenced,
     read_file_bytes,
 )
-from countbot_cli.conversation.session import plural
+from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.errors import UsageError
+from countbot_cli.provider.model_limits import takes_images
 
 if TYPE_CHECKING:
     from countbot_cli.config.attach import AttachSettings

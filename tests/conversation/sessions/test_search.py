@@ -1,4 +1,4 @@
-"""Session search (conversation/search.py): the index follows the folder whatever changes it."""
+"""Session search (conversation/sessions/search.py): the index follows the folder whatever changes it."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from countbot_cli.conversation.search import INDEX_FILE, SCHEMA_VERSION, SessionSearch
-from countbot_cli.conversation.session import Session, new_session
-from countbot_cli.conversation.store import SessionStore
+from countbot_cli.conversation.sessions.search import INDEX_FILE, SCHEMA_VERSION, SessionSearch
+from countbot_cli.conversation.sessions.session import Session, new_session
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.messages import Message
 
 WRITER = textwrap.dedent(
     """
     import sys
-    from countbot_cli.conversation.session import new_session
-    from countbot_cli.conversation.store import SessionStore
+    from countbot_cli.conversation.sessions.session import new_session
+    from countbot_cli.conversation.sessions.store import SessionStore
     from countbot_cli.messages import Message
     root, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     store = SessionStore(root)
@@ -73,7 +73,7 @@ def test_two_writing_processes_then_rename_delete_quarantine(tmp_path: Path) -> 
         [
             sys.executable,
             "-c",
-            "import sys;from countbot_cli.conversation.store import "
+            "import sys;from countbot_cli.conversation.sessions.store import "
             "SessionStore;from countbot_cli.messages import Message;"
             "SessionStore(sys.argv[1]).update('bravo009',lambda s:s.messages.append("
             "Message(role='assistant',content='the wombat burrow')))",

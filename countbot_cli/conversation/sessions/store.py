@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from countbot_cli import fileio
-from countbot_cli.conversation.session import SchemaVersionError, Session, header_from_dict
+from countbot_cli.conversation.sessions.session import SchemaVersionError, Session, header_from_dict
 from countbot_cli.errors import DamagedDataError, StorageError, UsageError
 from countbot_cli.fileio import Key
 from countbot_cli.jsonsafe import loads_bounded
