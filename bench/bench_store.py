@@ -23,8 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from countbot_cli.conversation.sessions.listing import INDEX_NAME
 from countbot_cli.conversation.sessions.session import Session, new_session  # noqa: E402
-from countbot_cli.conversation.sessions.store import INDEX_NAME, SessionStore  # noqa: E402
+from countbot_cli.conversation.sessions.store import SessionStore  # noqa: E402
 from countbot_cli.messages import Message  # noqa: E402
 from countbot_cli.ui.sessions import sessions_list  # noqa: E402
 

@@ -5,7 +5,7 @@ Layout of the sessions folder (0700; every file 0600):
     <id>.json                      one session (session.Session.to_dict())
     <id>.json.lock                 sidecar lock (flock); the data file is replaced, never locked
     <id>.json.corrupt-<UTC time>   a file that did not parse, moved aside and never overwritten
-    index.json (+ .lock)           listing cache: id -> [inode, mtime_ns, size, header fields...]
+    index.json (+ .lock)           listing cache (listing.py): id -> [file key, header fields]
     .<name>.<random>.tmp           a write in progress (or left by a killed writer; cleaned when old)
 
 `update()` is the only way to change a saved session: lock, re-read, apply, write atomically. So
@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import json
 import os
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -34,6 +32,8 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from countbot_cli import fileio
+from countbot_cli.conversation.sessions import listing
+from countbot_cli.conversation.sessions.listing import ID_RE, Row, is_session_file
 from countbot_cli.conversation.sessions.session import SchemaVersionError, Session, header_from_dict
 from countbot_cli.errors import DamagedDataError, StorageError, UsageError
 from countbot_cli.fileio import Key
@@ -42,18 +42,10 @@ from countbot_cli.messages import utc_now
 
 T = TypeVar("T")
 
-INDEX_NAME = "index.json"
-INDEX_VERSION = 1
 TEMP_MAX_AGE = 3600.0  # seconds before a leftover temp file is removed
 CACHED_SESSIONS = 2
 _CHUNK = 256  # list items encoded together and reused while unchanged
 _LIST_FIELDS = ("tool_conversations", "archived", "messages")  # written last, in this order
-_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-_ROW_FIELDS = ("title", "created_at", "updated_at", "provider", "model", "message_count", "gist")
-
-Row = list[
-    Any
-]  # [inode, mtime_ns, size, title, created_at, updated_at, provider, model, count, gist]
 Chunks = dict[str, list[tuple[list[Any], bytes]]]
 
 
@@ -83,7 +75,7 @@ class SessionStore:
         self._root_ready = False
         self._snaps: OrderedDict[str, _Snapshot] = OrderedDict()
         self._snaps_mutex = threading.Lock()  # one store may be shared by threads
-        self._index_cache: tuple[bytes, dict[str, Row]] | None = None
+        self._listing = listing.Listing(self.root)
 
     # ---- public API ----
 
@@ -181,7 +173,7 @@ class SessionStore:
                 raise StorageError(f"cannot delete {path}: {e.strerror or e}") from e
             self._remember(sid, None)
             fileio.fsync_dir(self.root)
-            self._index_apply({}, [sid])
+            self._listing.apply({}, [sid], self.lock_timeout)
             with contextlib.suppress(OSError):
                 # safe while we hold it: a process waiting on the old inode re-reads, finds no file
                 _lock_path(path).unlink()
@@ -194,13 +186,15 @@ class SessionStore:
         """
         rows = self._scan()
         ordered = sorted(rows.items(), key=lambda kv: (kv[1][5], kv[1][1], kv[0]), reverse=True)
-        return [_header(sid, row) for sid, row in ordered]
+        return [listing.header(sid, row) for sid, row in ordered]
 
     def keyed_headers(self) -> dict[str, tuple[Key, dict[str, Any]]]:
         """Every readable session's file key (inode, mtime_ns, size) and header, from the same
         listing as `list()` (index rows reused, damaged files quarantined). For caches kept
         beside the sessions (the search index): a file is unchanged while its key is."""
-        return {sid: ((r[0], r[1], r[2]), _header(sid, r)) for sid, r in self._scan().items()}
+        return {
+            sid: ((r[0], r[1], r[2]), listing.header(sid, r)) for sid, r in self._scan().items()
+        }
 
     def resolve(self, ref: str) -> str:
         """A full id from a full id, any unique prefix, or 'latest'. UsageError otherwise."""
@@ -212,7 +206,7 @@ class SessionStore:
             if not headers:
                 raise UsageError("there are no saved sessions yet")
             return str(headers[0]["id"])
-        if _ID_RE.fullmatch(ref) and ref != "index" and self.path(ref).is_file():
+        if ID_RE.fullmatch(ref) and ref != "index" and self.path(ref).is_file():
             return ref
         matches = [sid for sid in self._ids() if sid.lower().startswith(ref.lower())]
         if len(matches) == 1:
@@ -251,7 +245,7 @@ class SessionStore:
             self._remember(session.id, None)
             raise StorageError(f"could not save {path}: {e.strerror or e}") from e
         self._remember(session.id, _Snapshot(data, doc, chunks))
-        self._index_apply({session.id: _row(key, session.header())}, [])
+        self._listing.apply({session.id: listing.row(key, session.header())}, [], self.lock_timeout)
 
     def _remember(self, sid: str, snap: _Snapshot | None) -> None:
         """Keep (or with None, forget) the snapshot of a session; only the last few are kept."""
@@ -277,7 +271,7 @@ class SessionStore:
                 raise StorageError(
                     f"{path} is damaged ({err}) and could not be moved aside: {e}"
                 ) from e
-        self._index_apply({}, [sid])
+        self._listing.apply({}, [sid], self.lock_timeout)
         return target
 
     def _session_lock(self, sid: str) -> contextlib.AbstractContextManager[None]:
@@ -300,7 +294,7 @@ class SessionStore:
     def _ids(self) -> builtins.list[str]:
         try:
             with os.scandir(self.root) as it:
-                return [e.name[:-5] for e in it if _session_name(e.name)]
+                return [e.name[:-5] for e in it if is_session_file(e.name)]
         except FileNotFoundError:
             return []
 
@@ -316,7 +310,7 @@ class SessionStore:
                 entries = builtins.list(it)
         except FileNotFoundError:
             return {}
-        index = self._read_index()
+        index = self._listing.read()
         rows: dict[str, Row] = {}
         fixes: dict[str, Row] = {}
         now = time.time()
@@ -325,7 +319,7 @@ class SessionStore:
             if name.startswith(".") and name.endswith(fileio.TEMP_SUFFIX):
                 fileio.remove_if_older(Path(entry.path), TEMP_MAX_AGE, now)
                 continue
-            if not _session_name(name):
+            if not is_session_file(name):
                 continue
             sid = name[:-5]
             try:
@@ -341,7 +335,7 @@ class SessionStore:
             rows[sid] = row
         gone = [sid for sid in index if sid not in rows]
         if fixes or gone:
-            self._index_apply(fixes, gone, verify=True)
+            self._listing.apply(fixes, gone, self.lock_timeout, verify=True)
         return rows
 
     def _read_row(self, sid: str) -> Row | None:
@@ -352,7 +346,7 @@ class SessionStore:
         except OSError:
             return None
         try:
-            return _row(key, header_from_dict(_loads(data)))
+            return listing.row(key, header_from_dict(_loads(data)))
         except SchemaVersionError as e:
             self._report(str(path), f"{path} was written by a newer countbot ({e}); skipped")
         except ValueError as e:
@@ -364,51 +358,6 @@ class SessionStore:
             if moved is not None:
                 self._report(str(moved), _damaged(path, moved, e).user_message())
         return None
-
-    def _read_index(self) -> dict[str, Row]:
-        """The index rows (a private copy); {} when the index is missing or damaged."""
-        try:
-            data = (self.root / INDEX_NAME).read_bytes()
-        except OSError:
-            return {}
-        if self._index_cache is not None and self._index_cache[0] == data:
-            return dict(self._index_cache[1])
-        try:
-            doc = _loads(data)
-        except ValueError:
-            return {}
-        if not isinstance(doc, dict) or doc.get("version") != INDEX_VERSION:
-            return {}
-        sessions = doc.get("sessions")
-        if not isinstance(sessions, dict):
-            return {}
-        rows = {k: v for k, v in sessions.items() if _valid_row(v) and _session_name(k + ".json")}
-        self._index_cache = (data, rows)
-        return dict(rows)
-
-    def _index_apply(
-        self, rows: dict[str, Row], gone: builtins.list[str], *, verify: bool = False
-    ) -> None:
-        """Merge rows into index.json under its lock. Best effort: the index is only a cache.
-
-        With `verify`, a row is written only if its file still has that (inode, mtime, size),
-        and an id is dropped only if its file is really gone (list() fixes race with saves).
-        """
-        lock = self.root / (INDEX_NAME + ".lock")
-        try:
-            with fileio.locked(lock, min(self.lock_timeout, 2.0), "the session index"):
-                index = self._read_index()
-                for sid, row in rows.items():
-                    if not verify or fileio.key_of(self.path(sid)) == (row[0], row[1], row[2]):
-                        index[sid] = row
-                for sid in gone:
-                    if not verify or not self.path(sid).exists():
-                        index.pop(sid, None)
-                data = _dumps({"version": INDEX_VERSION, "sessions": index})
-                fileio.atomic_write(self.root / INDEX_NAME, data, durable=False)
-                self._index_cache = (data, index)
-        except (OSError, StorageError):
-            pass  # a stale or missing index is refreshed from the files by the next list()
 
     def notice(self, message: str) -> None:
         """Say something to the user through the store's `on_notice` (caches beside it use it)."""
@@ -424,12 +373,8 @@ class SessionStore:
 
 
 def _check_id(sid: str) -> None:
-    if not isinstance(sid, str) or not _ID_RE.fullmatch(sid) or sid == "index":
+    if not isinstance(sid, str) or not ID_RE.fullmatch(sid) or sid == "index":
         raise UsageError(f"'{sid}' is not a valid session id")
-
-
-def _session_name(name: str) -> bool:
-    return name.endswith(".json") and name != INDEX_NAME and bool(_ID_RE.fullmatch(name[:-5]))
 
 
 def _lock_path(path: Path) -> Path:
@@ -442,10 +387,6 @@ def _loads(data: bytes) -> Any:
     return loads_bounded(data)
 
 
-def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
 def _encode(doc: dict[str, Any], prev: Chunks) -> tuple[bytes, Chunks]:
     """`doc` as compact JSON, its list fields last and encoded in chunks of _CHUNK items.
 
@@ -453,7 +394,7 @@ def _encode(doc: dict[str, Any], prev: Chunks) -> tuple[bytes, Chunks]:
     re-encodes only the tail. The bytes equal json.loads-compatible output of the whole doc.
     """
     scalars = {k: v for k, v in doc.items() if k not in _LIST_FIELDS}
-    parts = [_dumps(scalars)[:-1]]
+    parts = [listing.dumps(scalars)[:-1]]
     chunks: Chunks = {}
     for name in _LIST_FIELDS:
         items = doc.get(name) or []
@@ -464,7 +405,7 @@ def _encode(doc: dict[str, Any], prev: Chunks) -> tuple[bytes, Chunks]:
             if n < len(old) and old[n][0] == part:
                 mine.append(old[n])
             else:
-                mine.append((part, _dumps(part)[1:-1]))
+                mine.append((part, listing.dumps(part)[1:-1]))
         chunks[name] = mine
         sep = b"," if len(parts) > 1 or scalars else b""
         parts.append(sep + f'"{name}":['.encode() + b",".join(c for _, c in mine) + b"]")
@@ -475,26 +416,3 @@ def _encode(doc: dict[str, Any], prev: Chunks) -> tuple[bytes, Chunks]:
 def _damaged(path: Path, moved: Path | None, err: Exception) -> StorageError:
     where = f"; moved it to {moved}" if moved else ""
     return DamagedDataError(f"session file {path} is damaged ({err}){where}")
-
-
-def _row(key: Key, head: dict[str, Any]) -> Row:
-    return [*key, *(head[f] for f in _ROW_FIELDS)]
-
-
-def _valid_row(row: Any) -> bool:
-    return (
-        type(row) is list
-        and len(row) == 10  # a row of an older index (no gist) is read again from its file
-        and type(row[0]) is int
-        and type(row[1]) is int
-        and type(row[2]) is int
-        and all(type(x) is str for x in row[3:8])
-        and type(row[8]) is int
-        and type(row[9]) is str
-    )
-
-
-def _header(sid: str, row: Row) -> dict[str, Any]:
-    head: dict[str, Any] = {"id": sid}
-    head.update(zip(_ROW_FIELDS, row[3:], strict=True))
-    return head

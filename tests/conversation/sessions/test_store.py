@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from countbot_cli import fileio
+from countbot_cli.conversation.sessions.listing import INDEX_NAME
 from countbot_cli.conversation.sessions.session import SCHEMA_VERSION, Session, new_session
-from countbot_cli.conversation.sessions.store import INDEX_NAME, SessionStore
+from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.errors import SessionLockedError, StorageError, UsageError
 from countbot_cli.messages import Message
 
