@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from countbot_cli import fileio
 from countbot_cli.errors import StorageError
@@ -23,9 +23,26 @@ INDEX_VERSION = 1
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 _ROW_FIELDS = ("title", "created_at", "updated_at", "provider", "model", "message_count", "gist")
 
-Row = list[
-    Any
-]  # [inode, mtime_ns, size, title, created_at, updated_at, provider, model, count, gist]
+
+class Row(NamedTuple):
+    """One session in the index: its file's key, then the header fields a listing shows.
+    Written to index.json as a JSON array in this order."""
+
+    ino: int
+    mtime_ns: int
+    size: int
+    title: str
+    created_at: str
+    updated_at: str
+    provider: str
+    model: str
+    message_count: int
+    gist: str
+
+    @property
+    def key(self) -> Key:
+        """The file key (inode, mtime_ns, size) the row was read under."""
+        return (self.ino, self.mtime_ns, self.size)
 
 
 class Listing:
@@ -52,7 +69,11 @@ class Listing:
         sessions = doc.get("sessions")
         if not isinstance(sessions, dict):
             return {}
-        rows = {k: v for k, v in sessions.items() if _valid_row(v) and is_session_file(k + ".json")}
+        rows = {
+            k: Row(*v)
+            for k, v in sessions.items()
+            if _valid_row(v) and is_session_file(k + ".json")
+        }
         self._cache = (data, rows)
         return dict(rows)
 
@@ -70,7 +91,7 @@ class Listing:
             with fileio.locked(lock, min(lock_timeout, 2.0), "the session index"):
                 index = self.read()
                 for sid, row in rows.items():
-                    if not verify or fileio.key_of(self._file(sid)) == (row[0], row[1], row[2]):
+                    if not verify or fileio.key_of(self._file(sid)) == row.key:
                         index[sid] = row
                 for sid in gone:
                     if not verify or not self._file(sid).exists():
@@ -97,13 +118,13 @@ def dumps(obj: Any) -> bytes:
 
 def row(key: Key, head: dict[str, Any]) -> Row:
     """The index row of a session file with this key and header."""
-    return [*key, *(head[f] for f in _ROW_FIELDS)]
+    return Row(*key, *(head[f] for f in _ROW_FIELDS))
 
 
 def header(sid: str, row: Row) -> dict[str, Any]:
     """The header a listing shows, from an index row."""
     head: dict[str, Any] = {"id": sid}
-    head.update(zip(_ROW_FIELDS, row[3:], strict=True))
+    head.update((f, getattr(row, f)) for f in _ROW_FIELDS)
     return head
 
 

@@ -185,16 +185,16 @@ class SessionStore:
         changed files. A damaged file is quarantined and reported through `on_notice`.
         """
         rows = self._scan()
-        ordered = sorted(rows.items(), key=lambda kv: (kv[1][5], kv[1][1], kv[0]), reverse=True)
+        ordered = sorted(
+            rows.items(), key=lambda kv: (kv[1].updated_at, kv[1].mtime_ns, kv[0]), reverse=True
+        )
         return [listing.header(sid, row) for sid, row in ordered]
 
     def keyed_headers(self) -> dict[str, tuple[Key, dict[str, Any]]]:
         """Every readable session's file key (inode, mtime_ns, size) and header, from the same
         listing as `list()` (index rows reused, damaged files quarantined). For caches kept
         beside the sessions (the search index): a file is unchanged while its key is."""
-        return {
-            sid: ((r[0], r[1], r[2]), listing.header(sid, r)) for sid, r in self._scan().items()
-        }
+        return {sid: (r.key, listing.header(sid, r)) for sid, r in self._scan().items()}
 
     def resolve(self, ref: str) -> str:
         """A full id from a full id, any unique prefix, or 'latest'. UsageError otherwise."""
@@ -327,7 +327,7 @@ class SessionStore:
             except FileNotFoundError:
                 continue
             row = index.get(sid)
-            if row is None or (row[0], row[1], row[2]) != (st.st_ino, st.st_mtime_ns, st.st_size):
+            if row is None or row.key != (st.st_ino, st.st_mtime_ns, st.st_size):
                 row = self._read_row(sid)
                 if row is None:
                     continue
