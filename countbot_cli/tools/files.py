@@ -1,5 +1,6 @@
 """File tools with CountBot's parameters and output formats: read_file, write_file, edit_file,
-list_dir (SPEC §6, research/countbot_digest.md §6).
+list_dir (SPEC §6, research/countbot_digest.md §6). edit_file's body is in `edit.py`; how a
+tool opens and reads a file is `textfile.py`.
 
 Every path goes through `paths.resolve_in_workspace`; a path outside the workspace only works
 when the registry passes a context that allows it (the user approved that exact call). A path
@@ -11,13 +12,9 @@ never leaves half a file; appending to a file with several hard links needs that
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, BinaryIO
 
 from countbot_cli.tools.base import (
@@ -36,95 +33,19 @@ from countbot_cli.tools.confined import (
     open_in,
     write_replacing,
 )
-from countbot_cli.tools.diffs import MAX_DIFF_CHARS, split_lines, unified_diff
-from countbot_cli.tools.paths import resolve_in_workspace
+from countbot_cli.tools.diffs import split_lines, unified_diff
+from countbot_cli.tools.edit import preview_edit_file, run_edit_file
+from countbot_cli.tools.textfile import (
+    BINARY_SNIFF_BYTES,
+    decode_text,
+    is_binary,
+    opened_file,
+    place_arg,
+    read_text,
+)
 
-BINARY_SNIFF_BYTES = 8192
 MAX_LIST_ENTRIES = 1000
 NOT_REGULAR = "is not a regular file (a pipe, socket or device); not written"
-
-
-def resolve_arg(
-    args: dict[str, Any], ctx: ToolContext, key: str = "path", *, confine: bool = True
-) -> Path:
-    """The resolved path for argument `key`; ToolError if it is bad, or (with `confine`) outside
-    the workspace while the context does not allow that."""
-    return place_arg(args, ctx, key, confine=confine).path
-
-
-def place_arg(
-    args: dict[str, Any], ctx: ToolContext, key: str = "path", *, confine: bool = True
-) -> Place:
-    """Like `resolve_arg`, with the workspace root the path must be opened under (see
-    `confined`); None as root for a path outside the workspace."""
-    raw = str(args.get(key) or ".")
-    try:
-        path, inside = resolve_in_workspace(raw, ctx.workspace)
-    except ValueError as e:
-        raise ToolError(str(e)) from None
-    if confine and not inside and not ctx.allow_outside_workspace:
-        raise ToolError(f"path '{raw}' is outside the workspace ({path}) and was not approved")
-    return Place(path, ctx.workspace.resolve() if inside else None)
-
-
-def is_binary(head: bytes) -> bool:
-    return b"\x00" in head[:BINARY_SNIFF_BYTES]
-
-
-def open_regular(fd: int, name: str, place: Place, shown: str) -> tuple[BinaryIO, int]:
-    """(the file `name` in folder `fd` opened for reading, its size); ToolError when it is
-    missing or not a regular file. Never blocks on a FIFO."""
-    try:
-        file_fd = open_in(fd, name, place, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise ToolError(f"File not found: {shown}") from None
-    st = os.fstat(file_fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(file_fd)
-        kind = "a directory; use list_dir" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-        raise ToolError(f"Not a file: {shown} is {kind}")
-    return os.fdopen(file_fd, "rb"), st.st_size
-
-
-def decode_text(f: BinaryIO, size: int, shown: str, ctx: ToolContext) -> str:
-    """The whole open file as text: errors for too big, binary or not UTF-8."""
-    if size > ctx.max_read_bytes:
-        raise ToolError(
-            f"{shown} is {size} bytes, over the {ctx.max_read_bytes}-byte limit; read it in "
-            "parts with start_line and end_line (e.g. start_line=1, end_line=200)"
-        )
-    data = f.read(ctx.max_read_bytes + 1)
-    if len(data) > ctx.max_read_bytes:
-        raise ToolError(f"{shown} grew over the {ctx.max_read_bytes}-byte limit while read")
-    if is_binary(data):
-        raise ToolError(f"{shown} looks like a binary file (it contains NUL bytes); not read")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ToolError(
-            f"{shown} is not UTF-8 text (undecodable byte at {e.start}); not read"
-        ) from None
-
-
-@contextmanager
-def opened_file(place: Place, shown: str) -> Iterator[tuple[BinaryIO, int]]:
-    """The regular file at `place` open for reading, and its size; ToolError when it is
-    missing, a directory or not a regular file."""
-    try:
-        with folder_of(place) as (fd, name):
-            f, size = open_regular(fd, name, place, shown)
-    except (FileNotFoundError, NotADirectoryError):
-        raise ToolError(f"File not found: {shown}") from None
-    except IsADirectoryError:
-        raise ToolError(f"Not a file: {shown} is a directory; use list_dir") from None
-    with f:
-        yield f, size
-
-
-def read_text(place: Place, shown: str, ctx: ToolContext) -> str:
-    """The whole file as text: errors for missing, not a file, too big, binary or not UTF-8."""
-    with opened_file(place, shown) as (f, size):
-        return decode_text(f, size, shown, ctx)
 
 
 # ---- read_file -------------------------------------------------------------------------------
@@ -267,104 +188,6 @@ def preview_write_file(args: dict[str, Any], ctx: ToolContext, may_read: bool) -
         verb = "appends to" if append else "replaces"
         return f"{verb} {shown}, which cannot be shown ({e})\nNew text:\n{content}"
     return unified_diff(old, old + content if append else content, shown)
-
-
-# ---- edit_file -------------------------------------------------------------------------------
-
-
-def apply_edit(text: str, args: dict[str, Any], shown: str) -> tuple[str, str]:
-    """(new file text, result message) for an edit_file call; ToolError if it cannot apply."""
-    start, old = args.get("start_line"), args.get("old_text")
-    new = str(args.get("new_text") or "")
-    if start is not None and old:
-        raise ToolError("give either start_line (line mode) or old_text (text mode), not both")
-    if start is not None:
-        return _edit_lines(text, args, start, new, shown)
-    if not old:
-        raise ToolError(
-            "give old_text (text mode: replace that exact text) or start_line "
-            "(line mode: replace, insert or delete lines)"
-        )
-    count = text.count(old)
-    if count == 0 and "\r\n" in text and "\r\n" not in old:  # the model wrote LF for a CRLF file
-        old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
-        count = text.count(old)
-    if count == 0:
-        raise ToolError(
-            f"old_text not found in {shown} ({len(split_lines(text))} lines, {len(text)} chars); "
-            "use read_file to check the exact text, whitespace and indentation included"
-        )
-    if count > 1:
-        raise ToolError(
-            f"old_text found {count} times in {shown}; it must match exactly once: "
-            "include more surrounding lines to make it unique"
-        )
-    return text.replace(old, new, 1), f"Edited {shown} (replaced 1 occurrence)"
-
-
-def _edit_lines(
-    text: str, args: dict[str, Any], start: int, new: str, shown: str
-) -> tuple[str, str]:
-    lines = split_lines(text)
-    total = len(lines)
-    if start > total + 1:
-        raise ToolError(f"start_line ({start}) out of range (1-{total + 1}) for {shown}")
-    eol = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
-    new_lines = split_lines(new.replace("\r\n", "\n").replace("\n", eol))
-    if new_lines and not new_lines[-1].endswith("\n"):
-        new_lines[-1] += eol
-    if args.get("insert"):
-        if not new_lines:
-            raise ToolError("new_text is empty: nothing to insert")
-        if start == total + 1 and lines and not lines[-1].endswith("\n"):
-            lines[-1] += eol
-        result = lines[: start - 1] + new_lines + lines[start - 1 :]
-        return "".join(result), f"Inserted {len(new_lines)} lines before line {start} in {shown}"
-    end = args.get("end_line") or start
-    if end < start:
-        raise ToolError(f"end_line ({end}) < start_line ({start})")
-    if end > total:
-        raise ToolError(f"end_line ({end}) exceeds total lines ({total}) of {shown}")
-    result = lines[: start - 1] + new_lines + lines[end:]
-    if new_lines:
-        action = f"Replaced lines {start}-{end} with {len(new_lines)} lines"
-    else:
-        action = f"Deleted lines {start}-{end}"
-    return "".join(result), f"Edited {shown}: {action}"
-
-
-def run_edit_file(args: dict[str, Any], ctx: ToolContext, cancel: threading.Event) -> ToolResult:
-    shown = str(args["path"])
-    place = place_arg(args, ctx)
-    try:
-        with folder_of(place) as (fd, name):
-            f, size = open_regular(fd, name, place, shown)
-            with f:
-                mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
-                new_text, message = apply_edit(decode_text(f, size, shown, ctx), args, shown)
-            write_replacing(fd, name, new_text.encode("utf-8"), mode)
-    except (FileNotFoundError, NotADirectoryError):
-        raise ToolError(f"File not found: {shown}") from None
-    except IsADirectoryError:
-        raise ToolError(f"Not a file: {shown} is a directory; use list_dir") from None
-    return ToolResult(message)
-
-
-def preview_edit_file(args: dict[str, Any], ctx: ToolContext, may_read: bool) -> str:
-    shown = str(args["path"])
-    place = place_arg(args, ctx, confine=False)
-    if not may_read:
-        described = json.dumps({k: v for k, v in args.items() if k != "path"}, ensure_ascii=False)
-        if len(described) > MAX_DIFF_CHARS:
-            cut = len(described) - MAX_DIFF_CHARS
-            described = described[:MAX_DIFF_CHARS] + f"… [{cut} more characters]"
-        return (
-            f"({place.path} is outside the workspace: its current content was not read)\n"
-            f"Edit requested: {described}"
-        )
-    old_text = read_text(place, shown, ctx)
-    new_text, _ = apply_edit(old_text, args, shown)
-    return unified_diff(old_text, new_text, shown)
 
 
 # ---- list_dir --------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from countbot_cli.tools.base import (
     ToolSpec,
 )
 from countbot_cli.tools.confined import cwd_for, open_folder
-from countbot_cli.tools.files import place_arg, resolve_arg
+from countbot_cli.tools.textfile import place_arg, resolve_arg
 
 SHELL = "/bin/sh"
 KILL_GRACE = 0.5  # seconds between SIGTERM and SIGKILL

@@ -120,7 +120,7 @@ def test_a_file_swapped_for_a_symlink_after_the_check_is_not_followed(
     """The race lost on purpose: the final component becomes a symlink to an outside file
     after the call was checked and its folder opened, just before the file itself is opened.
     The open must not follow it (O_NOFOLLOW on the last component, not only on the folders)."""
-    from countbot_cli.tools import confined, files
+    from countbot_cli.tools import confined, textfile
 
     ws, outside = tmp_path / "ws", tmp_path / "outside"
     ws.mkdir()
@@ -135,7 +135,7 @@ def test_a_file_swapped_for_a_symlink_after_the_check_is_not_followed(
         swapped.append(name)
         return confined.open_in(fd, name, place, flags, mode)
 
-    monkeypatch.setattr(files, "open_in", swap_then_open)
+    monkeypatch.setattr(textfile, "open_in", swap_then_open)
     ctx = ToolContext(workspace=ws)
     registry = ToolRegistry(default_tools(ctx), ctx)
     prepared = registry.prepare(ToolCall("c1", "read_file", json.dumps({"path": "notes.txt"})))
