@@ -87,20 +87,11 @@ def make_keeper(memory_file: Path, home: Path) -> Any:
     return MemoryKeeper(settings, _Model(), None, MemoryStore(memory_file))  # type: ignore[arg-type]
 
 
-def measure_recall(work: Path, e5_only: bool = False) -> dict[str, Any]:
-    """e5_only: as `ask` recalls when the question's script is that of the memory (USE not
-    loaded: e5 alone compares the message with the cached vectors), forced for every question."""
+def measure_recall(work: Path) -> dict[str, Any]:
     memory_file = work / "MEMORY.md"
     write_memory(memory_file, probe_rows())
     keeper = make_keeper(memory_file, work)
     keeper.recall("warm up")  # loads models and builds the vector cache (not a question)
-    if e5_only:
-        from countbot_cli.memory import embed, recall
-
-        fresh = embed.Embedder()  # USE not loaded (the cache is built)
-        keeper.recaller.embedder = fresh
-        keeper.recaller._cache.embedder = fresh
-        recall.needs_use = lambda _snap, _text: False
     found: dict[str, list[bool]] = {k: [] for k in KINDS}
     stale: list[bool] = []
     marked: list[bool] = []
@@ -212,14 +203,7 @@ def measure_cost(work: Path) -> dict[str, float]:
 
 
 def measure_child(work: Path) -> dict[str, Any]:
-    out = {"recall": measure_recall(work), "sessions": measure_sessions(work)}
-    try:
-        from countbot_cli.memory.recall import needs_use  # noqa: F401  (not in today's code)
-    except ImportError:
-        return out
-    (work / "e5").mkdir()
-    out["e5_only"] = measure_recall(work / "e5", e5_only=True)
-    return out
+    return {"recall": measure_recall(work), "sessions": measure_sessions(work)}
 
 
 def baseline_tree(rev: str, dest: Path) -> Path:
@@ -318,12 +302,11 @@ def main() -> None:
             print(f"  ask --plain today         {ask_today * 1000:8.0f} ms (median)")
             print(
                 f"  ask --plain ours          {ask_ours * 1000:8.0f} ms ({ask_ours / ask_today:.2f}x)"
-                "  (16 % of the lines Chinese: USE loaded)"
+                "  (16 % of the lines Chinese)"
             )
             print(f"  ask --plain today, en     {en_today * 1000:8.0f} ms (English lines only)")
             print(
                 f"  ask --plain ours, en      {en_ours * 1000:8.0f} ms ({en_ours / en_today:.2f}x)"
-                "  (e5 alone)"
             )
 
 
@@ -337,13 +320,6 @@ def report(today: dict[str, Any], ours: dict[str, Any], rev: str) -> None:
     m0, m1 = r0.get("superseded_marked", 0.0), r1["superseded_marked"]
     print(f"  {'... sent marked (older)':24}{m0:8.2f}{m1:8.2f}")
     print(f"  {'tokens a turn':24}{r0['tokens']:8.0f}{r1['tokens']:8.0f}")
-    e5 = ours.get("e5_only")
-    if e5 is not None:
-        print("`ask` over a memory in the question's script (e5 only, USE not loaded)")
-        for kind in KINDS:
-            print(f"  {kind + ' found':24}{'':8}{e5['found'][kind]:8.2f}")
-        print(f"  {'superseded sent':24}{'':8}{e5['superseded_sent']:8.2f}")
-        print(f"  {'tokens a turn':24}{'':8}{e5['tokens']:8.0f}")
     print("session search, answering session in the top 5")
     for kind in SESSION_KINDS:
         print(f"  {kind:24}{today['sessions'][kind]:8.2f}{ours['sessions'][kind]:8.2f}")

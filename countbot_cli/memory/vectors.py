@@ -83,23 +83,6 @@ class VectorCache:
         rows = np.fromiter((self._rows[k] for k in keys), dtype=np.int64, count=len(keys))
         return self._matrix[rows]
 
-    def cached(self, contents: Sequence[str]) -> tuple[NDArray[np.float32], list[int]]:
-        """One vector per content as `matrix` gives, embedding nothing: a content not cached
-        gets a row of zeros and its index is in the list (nothing is written: the file holds
-        whole vectors only)."""
-        import numpy as np
-
-        self._reload()
-        assert self._matrix is not None
-        keys = [self._key(c) for c in contents]
-        missing = [i for i, k in enumerate(keys) if k not in self._rows]
-        if len(missing) == len(keys):
-            return np.zeros((len(keys), DIM), np.float32), missing
-        rows = np.fromiter((self._rows.get(k, 0) for k in keys), dtype=np.int64, count=len(keys))
-        out = self._matrix[rows]  # a copy
-        out[missing] = 0.0
-        return out, missing
-
     def stored(self, content: str) -> NDArray[np.float32] | None:
         """The cached vector of `content` (None when not cached), embedding nothing."""
         self._reload()
