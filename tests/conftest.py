@@ -2,8 +2,8 @@
 
 The tests mirror the package (tests/provider/ for countbot_cli/provider/, …); what several test
 folders share lives in tests/helpers/ (the loopback server, the subprocess runner, the memory
-rig, the in-process REPL harness), which is put on the import path here so every test imports
-it by name; the fixtures several folders use (`server`, `rig_factory`) are here.
+rig, the in-process REPL harness, the pty helpers, waits on conditions: docs/DEVELOPING.md lists
+them), which is put on the import path here so every test imports it by name; the fixtures several folders use (`server`, `rig_factory`) are here.
 """
 
 from __future__ import annotations

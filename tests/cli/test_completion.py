@@ -3,10 +3,8 @@ options and session ids (and role names: tests/cli/test_roles.py)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,8 +14,6 @@ from cbenv import CB, make_cb
 from countbot_cli.conversation.sessions.session import new_session
 from countbot_cli.conversation.sessions.store import SessionStore
 
-BIN = str(Path(sys.executable).parent)
-
 
 def _sessions(cb: CB, *ids_and_titles: tuple[str, str]) -> None:
     store = SessionStore(cb.sessions_dir)
@@ -25,53 +21,28 @@ def _sessions(cb: CB, *ids_and_titles: tuple[str, str]) -> None:
         store.create(replace(new_session(provider="test", model="m", title=title), id=sid))
 
 
-def bash_complete(cb: CB, words: list[str]) -> tuple[list[str], str]:
-    """Load `countbot completion bash` into bash, complete `words` (the last is the word under
-    the cursor) the way bash calls the function, and return (COMPREPLY, `complete -p countbot`)."""
-    line = " ".join(f"'{w}'" for w in words)
-    program = (
-        'eval "$(countbot completion bash)" || exit 9\n'
-        f"COMP_WORDS=(countbot {line}); COMP_CWORD={len(words)}\n"
-        "_countbot_complete\n"
-        'printf "%s\\n" "${COMPREPLY[@]}"\n'
-        "complete -p countbot\n"
-    )
-    env = {**cb.env, "PATH": BIN + os.pathsep + cb.env["PATH"]}
-    proc = subprocess.run(
-        ["bash", "--norc", "--noprofile", "-c", program],
-        capture_output=True,
-        text=True,
-        cwd=cb.work,
-        env=env,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    *reply, spec = proc.stdout.splitlines()
-    return [r for r in reply if r], spec
-
-
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_bash_script_completes_a_session_id_prefix_commands_and_options(tmp_path: Path) -> None:
     cb = make_cb(tmp_path, "http://127.0.0.1:9/v1")
     _sessions(cb, ("a1b2c3d4e5f6", "first"), ("a1ffff000000", "second"), ("bbbb11112222", "x"))
-    reply, spec = bash_complete(cb, ["sessions", "show", "a1"])
+    reply, spec = cb.bash_complete(["sessions", "show", "a1"])
     assert spec == "complete -o default -F _countbot_complete countbot"
     assert sorted(reply) == ["a1b2c3d4e5f6", "a1ffff000000"]
-    assert bash_complete(cb, ["sessions", "show", "a1f"])[0] == ["a1ffff000000"]
+    assert cb.bash_complete(["sessions", "show", "a1f"])[0] == ["a1ffff000000"]
     # -s/--session takes an id wherever it is an option
-    assert bash_complete(cb, ["ask", "-s", "bb"])[0] == ["bbbb11112222"]
-    assert set(bash_complete(cb, ["-c", "--session", ""])[0]) == {
+    assert cb.bash_complete(["ask", "-s", "bb"])[0] == ["bbbb11112222"]
+    assert set(cb.bash_complete(["-c", "--session", ""])[0]) == {
         "a1b2c3d4e5f6",
         "a1ffff000000",
         "bbbb11112222",
     }
     # commands at the root and in a group, options of the command being typed
-    assert sorted(bash_complete(cb, ["se"])[0]) == ["sessions"]
-    assert "completion" in bash_complete(cb, [""])[0]
-    assert sorted(bash_complete(cb, ["sessions", "re"])[0]) == ["rename", "resume"]
-    assert bash_complete(cb, ["ask", "--no-s"])[0] == ["--no-save", "--no-stream"]
+    assert sorted(cb.bash_complete(["se"])[0]) == ["sessions"]
+    assert "completion" in cb.bash_complete([""])[0]
+    assert sorted(cb.bash_complete(["sessions", "re"])[0]) == ["rename", "resume"]
+    assert cb.bash_complete(["ask", "--no-s"])[0] == ["--no-save", "--no-stream"]
     # the first argument of `rename` is an id; its title is not
-    assert bash_complete(cb, ["sessions", "rename", "a1b2c3d4e5f6", "a1"])[0] == []
+    assert cb.bash_complete(["sessions", "rename", "a1b2c3d4e5f6", "a1"])[0] == []
 
 
 def test_completion_scripts_and_a_wrong_shell(tmp_path: Path) -> None:

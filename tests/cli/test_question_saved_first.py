@@ -6,34 +6,15 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
 from pathlib import Path
 
 import fakeserver as fs
 import pexpect
 import pytest
-from cbenv import CB, COUNTBOT, make_cb
+from cbenv import make_cb
+from terminal import TOOLBAR_END, expect, spawn
 
 HANG_BOUND = 30.0  # seconds to wait for countbot's request (a hang bound, not a timing)
-
-
-def expect(child: pexpect.spawn, text: str) -> None:
-    """expect_exact that answers cursor position requests like a terminal."""
-    while child.expect_exact(["\x1b[6n", text], timeout=HANG_BOUND) == 0:
-        child.send("\x1b[1;1R")
-
-
-def spawn(cb: CB, *args: str) -> pexpect.spawn:
-    return pexpect.spawn(
-        COUNTBOT, list(args), env=cb.env, cwd=str(cb.work), dimensions=(40, 100), encoding="utf-8"
-    )
-
-
-def wait_for_request(server: fs.FakeServer, n: int = 1) -> None:
-    end = time.monotonic() + HANG_BOUND
-    while len(server.chat_bodies()) < n:
-        assert time.monotonic() < end, "countbot never sent its request"
-        time.sleep(0.05)
 
 
 def test_sigkill_of_ask_after_the_request_left_keeps_the_question(tmp_path: Path) -> None:
@@ -42,7 +23,7 @@ def test_sigkill_of_ask_after_the_request_left_keeps_the_question(tmp_path: Path
         server.add(fs.hang(60, send_headers=False))  # silent: no byte of an answer
         proc = cb.popen("ask", "What is the capital of France?")
         try:
-            wait_for_request(server)
+            server.wait_chats(1, HANG_BOUND)
         finally:
             proc.send_signal(signal.SIGKILL)
             proc.wait(HANG_BOUND)
@@ -71,9 +52,9 @@ def test_sigkill_of_the_repl_right_after_enter_keeps_the_question(tmp_path: Path
         server.add(fs.hang(60, send_headers=False))
         child = spawn(cb)
         try:
-            expect(child, "no tools")  # the prompt is up
+            expect(child, TOOLBAR_END, HANG_BOUND)  # the prompt is up
             child.send("remember this question\r")
-            wait_for_request(server)
+            server.wait_chats(1, HANG_BOUND)
         finally:
             child.kill(signal.SIGKILL)
             child.close()
@@ -85,10 +66,10 @@ def test_sigkill_of_the_repl_right_after_enter_keeps_the_question(tmp_path: Path
         server.add(fs.text("Answered now."))
         child = spawn(cb, "-c")
         try:
-            expect(child, "no tools")
+            expect(child, TOOLBAR_END, HANG_BOUND)
             child.send("/retry\r")
-            expect(child, "Answered now.")
-            expect(child, "no tools")  # the next prompt is up: the turn is saved
+            expect(child, "Answered now.", HANG_BOUND)
+            expect(child, TOOLBAR_END, HANG_BOUND)  # the next prompt is up: the turn is saved
             child.sendcontrol("d")
             child.expect(pexpect.EOF, timeout=HANG_BOUND)
         finally:

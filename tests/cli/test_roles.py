@@ -9,7 +9,8 @@ from pathlib import Path
 import fakeserver as fs
 import pexpect
 import pytest
-from cbenv import CB, COUNTBOT, make_cb
+from cbenv import CB, make_cb
+from terminal import TOOLBAR_END, expect, spawn
 
 REVIEWER = """---
 model: role-model
@@ -108,18 +109,16 @@ def test_roles_lists_names_and_first_lines(tmp_path: Path) -> None:
 
 
 def test_bash_completes_role_names(tmp_path: Path) -> None:
-    from test_completion import bash_complete
-
     cb = make_cb(tmp_path, None)
     _role(cb, "reviewer", REVIEWER)
     _role(cb, "poet", "Verse.\n")
     _role(cb, "pirate", "Arr.\n")
-    assert sorted(bash_complete(cb, ["ask", "-r", "p"])[0]) == ["pirate", "poet"]
-    assert bash_complete(cb, ["--role", "rev"])[0] == ["reviewer"]
-    assert "temperature" in bash_complete(cb, ["ask", "-o", ""])[0]
+    assert sorted(cb.bash_complete(["ask", "-r", "p"])[0]) == ["pirate", "poet"]
+    assert cb.bash_complete(["--role", "rev"])[0] == ["reviewer"]
+    assert "temperature" in cb.bash_complete(["ask", "-o", ""])[0]
     (cb.user_home / "templates").mkdir()
     (cb.user_home / "templates" / "review.md").write_text("Review $1.\n", encoding="utf-8")
-    assert bash_complete(cb, ["ask", "-t", "re"])[0] == ["review"]
+    assert cb.bash_complete(["ask", "-t", "re"])[0] == ["review"]
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")
@@ -127,15 +126,12 @@ def test_the_chat_starts_with_a_role(tmp_path: Path, server: fs.FakeServer) -> N
     cb = make_cb(tmp_path, server.base_url)
     _role(cb, "reviewer", REVIEWER)
     server.default = fs.text("role answer")
-    child = pexpect.spawn(
-        COUNTBOT, ["-r", "reviewer", "-o", "top_p", "0.5"], env=cb.env, cwd=str(cb.work),
-        dimensions=(40, 100), encoding="utf-8", timeout=15,
-    )  # fmt: skip
+    child = spawn(cb, "-r", "reviewer", "-o", "top_p", "0.5")
     try:
-        _expect(child, "no tools")
+        expect(child, TOOLBAR_END)
         child.send("hello\r")
-        _expect(child, "role answer")
-        _expect(child, "no tools")
+        expect(child, "role answer")
+        expect(child, TOOLBAR_END)
         child.sendcontrol("d")
         child.expect(pexpect.EOF)
     finally:
@@ -143,11 +139,6 @@ def test_the_chat_starts_with_a_role(tmp_path: Path, server: fs.FakeServer) -> N
     body = server.chat_bodies()[-1]
     assert "terse reviewer" in body["messages"][0]["content"]
     assert (body["model"], body["temperature"], body["top_p"]) == ("role-model", 0.2, 0.5)
-
-
-def _expect(child: pexpect.spawn, text: str) -> None:
-    while child.expect_exact(["\x1b[6n", text]) == 0:
-        child.send("\x1b[1;1R")
 
 
 def test_a_template_is_asked_with_its_arguments(tmp_path: Path, server: fs.FakeServer) -> None:

@@ -129,6 +129,31 @@ class CB:
             env={**self.env, **(env or {})},
         )
 
+    def bash_complete(self, words: list[str]) -> tuple[list[str], str]:
+        """Load `countbot completion bash` into bash, complete `words` (the last is the word
+        under the cursor) the way bash calls the function, and return (COMPREPLY,
+        `complete -p countbot`)."""
+        line = " ".join(f"'{w}'" for w in words)
+        program = (
+            'eval "$(countbot completion bash)" || exit 9\n'
+            f"COMP_WORDS=(countbot {line}); COMP_CWORD={len(words)}\n"
+            "_countbot_complete\n"
+            'printf "%s\\n" "${COMPREPLY[@]}"\n'
+            "complete -p countbot\n"
+        )
+        env = {**self.env, "PATH": str(Path(COUNTBOT).parent) + os.pathsep + self.env["PATH"]}
+        proc = subprocess.run(
+            ["bash", "--norc", "--noprofile", "-c", program],
+            capture_output=True,
+            text=True,
+            cwd=self.work,
+            env=env,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        *reply, spec = proc.stdout.splitlines()
+        return [r for r in reply if r], spec
+
     def session_files(self) -> list[Path]:
         if not self.sessions_dir.exists():
             return []

@@ -533,7 +533,8 @@ class FakeServer:
             return list(self._requests)
 
     def chat_bodies(self) -> list[Any]:
-        return [r.json for r in self.requests if r.path.split("?")[0] == "/v1/chat/completions"]
+        with self._cond:
+            return [r.json for r in self._chats()]
 
     @property
     def disconnects(self) -> int:
@@ -544,9 +545,21 @@ class FakeServer:
         with self._cond:
             return self._cond.wait_for(lambda: self._disconnects >= n, timeout)
 
+    def wait_chats(self, n: int = 1, timeout: float = 20.0) -> list[Any]:
+        """Wait until `n` chat requests have arrived (`timeout` is a hang bound: the test fails
+        after it); their bodies."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self._chats()) >= n, timeout):
+                raise AssertionError(f"{len(self._chats())} chat requests, waited for {n}")
+        return self.chat_bodies()
+
+    def _chats(self) -> list[RecordedRequest]:
+        return [r for r in self._requests if r.path.split("?")[0] == "/v1/chat/completions"]
+
     def record(self, req: RecordedRequest) -> None:
         with self._cond:
             self._requests.append(req)
+            self._cond.notify_all()
         if self.on_request is not None:
             self.on_request(req)
 

@@ -32,6 +32,7 @@ from countbot_cli.conversation.sessions.session import Session
 from countbot_cli.repl.loop import Repl
 from countbot_cli.repl.view import PausingConfirmer, TurnOnScreen
 from countbot_cli.tools.approval import Confirmer
+from countbot_cli.ui.confirm import TerminalConfirmer
 
 Step = str | Callable[["Harness"], None]
 
@@ -186,6 +187,17 @@ def interrupt_when(text: str) -> Step:
         os.kill(os.getpid(), signal.SIGINT)
 
     return step
+
+
+def approval_answers(answers: str) -> tuple[TerminalConfirmer, io.StringIO]:
+    """The real approval prompt, reading `answers` (one per line), writing to a buffer."""
+    out = io.StringIO()
+    return TerminalConfirmer(io.StringIO(answers), out, color=False, editor=""), out
+
+
+def write_call(path: str, content: str) -> fs.Reply:
+    """The model asks to write `content` to `path`."""
+    return fs.tool_calls([("write_file", {"path": path, "content": content})])
 
 
 USAGE = {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290}

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pexpect
 import pytest
-from cbenv import CB, COUNTBOT, local_settings, make_cb
+from cbenv import CB, local_settings, make_cb
+from processes import wait_gone
+from terminal import expect, spawn
 
 from countbot_cli.errors import EXIT_NETWORK
 from countbot_cli.messages import ChatRequest, Finished, TextDelta
@@ -102,35 +104,21 @@ def home_session(cb: CB) -> dict[str, object]:
     return data
 
 
-def expect(child: pexpect.spawn, text: str) -> None:
-    """expect_exact that answers cursor position requests like a terminal."""
-    while child.expect_exact(["\x1b[6n", text], timeout=BOUND) == 0:
-        child.send("\x1b[1;1R")
-
-
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")
 def test_the_repl_stays_up_and_answers_the_next_message_with_a_new_child(tmp_path: Path) -> None:
     cb = make_cb(tmp_path, None)
     marker = tmp_path / "crash"
     marker.write_text("")
-    env = {**cb.env, CRASH_FILE_ENV: str(marker)}
-    child = pexpect.spawn(
-        COUNTBOT,
-        ["-o", "max_tokens", "60"],
-        env=env,
-        cwd=str(cb.work),
-        dimensions=(40, 200),
-        encoding="utf-8",
-    )
+    child = spawn(cb, "-o", "max_tokens", "60", env={CRASH_FILE_ENV: str(marker)}, cols=200)
     try:
-        expect(child, "tools")  # the toolbar: the prompt is up
+        expect(child, "tools", BOUND)  # the toolbar: the prompt is up
         child.send(LONG + "\r")
-        expect(child, "crashed: llama.cpp was killed by SIGSEGV")
-        expect(child, "tools")  # the REPL is still up, with its prompt
+        expect(child, "crashed: llama.cpp was killed by SIGSEGV", BOUND)
+        expect(child, "tools", BOUND)  # the REPL is still up, with its prompt
         assert not marker.exists() and child.isalive()
         child.send("/retry\r")  # a new child answers
-        expect(child, "tokens/s")  # the answer's stats line: it was answered
-        expect(child, "tools")
+        expect(child, "tokens/s", BOUND)  # the answer's stats line: it was answered
+        expect(child, "tools", BOUND)
         child.sendcontrol("d")
         child.expect(pexpect.EOF, timeout=BOUND)
     finally:
@@ -146,7 +134,6 @@ def test_countbot_ends_its_model_process_when_it_ends(tmp_path: Path) -> None:
     """No orphan: the child exits when countbot does (its stdin closes), even after SIGKILL."""
     import os
     import subprocess
-    import time
 
     code = (
         "import os, sys, time\n"
@@ -170,14 +157,4 @@ def test_countbot_ends_its_model_process_when_it_ends(tmp_path: Path) -> None:
     os.kill(pid, 0)  # the model process runs
     proc.send_signal(signal.SIGKILL)
     proc.wait(BOUND)
-    end = time.monotonic() + BOUND
-    while Path(f"/proc/{pid}").exists() and _state(pid) != "Z":
-        assert time.monotonic() < end, "the model process outlived countbot"
-        time.sleep(0.05)
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "gone"
+    wait_gone(pid, within=BOUND)  # the model process does not outlive countbot

@@ -16,7 +16,7 @@ import pexpect
 import pytest
 from cbenv import make_cb
 from repl_harness import Harness
-from test_repl_pty import TOOLBAR_END, expect, spawn
+from terminal import TOOLBAR_END, expect, spawn
 
 from countbot_cli.textsafe import sanitize
 from countbot_cli.ui.clipboard import OSC52_MAX_BYTES, clipboard_command, copy_text, tmux_wrap
@@ -127,9 +127,9 @@ def test_copy_in_a_pty_puts_no_escape_on_the_clipboard(
     xclip.write_text(f'#!/bin/sh\ncat > "{sink}"\n')
     xclip.chmod(xclip.stat().st_mode | stat.S_IXUSR)
     cb = make_cb(tmp_path, server.base_url)
-    env = {**cb.env, "PATH": f"{bin_dir}{os.pathsep}{cb.env['PATH']}", "DISPLAY": ":0"}
+    env = {"PATH": f"{bin_dir}{os.pathsep}{cb.env['PATH']}", "DISPLAY": ":0"}
     server.add(fs.text(JACKED, chunk_size=7))
-    child = spawn(env, cb.work)
+    child = spawn(cb, env=env)
     log = io.StringIO()
     child.logfile_read = log
     try:

@@ -14,21 +14,11 @@ from pathlib import Path
 
 import fakeserver as fs
 import pytest
-from repl_harness import Harness, interrupt_when
+from repl_harness import Harness, approval_answers, interrupt_when, write_call
 
 from countbot_cli.tools.approval import ApprovalPolicy
 from countbot_cli.tools.diffs import unified_diff
 from countbot_cli.ui.confirm import TerminalConfirmer
-
-
-def prompt(answers: str) -> tuple[TerminalConfirmer, io.StringIO]:
-    """The real approval prompt, reading `answers` (one per line), writing to a buffer."""
-    out = io.StringIO()
-    return TerminalConfirmer(io.StringIO(answers), out, color=False, editor=""), out
-
-
-def write_call(path: str, content: str) -> fs.Reply:
-    return fs.tool_calls([("write_file", {"path": path, "content": content})])
 
 
 def tool_results(h: Harness) -> list[tuple[str, str]]:
@@ -40,7 +30,7 @@ def test_always_grants_are_listed_shown_in_the_toolbar_and_revoked_by_tools_ask(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
     h = Harness(tmp_path, server, tools=True)
-    confirmer, asked = prompt("a\nn\n\n")
+    confirmer, asked = approval_answers("a\nn\n\n")
     server.add(write_call("a.txt", "one"), fs.text("Wrote a."))
     server.add(write_call("b.txt", "two"), fs.text("Wrote b."))
     server.add(write_call("c.txt", "three"), fs.text("Not written."))
@@ -80,7 +70,7 @@ def test_new_and_resume_revoke_the_grants(
     tmp_path: Path, server: fs.FakeServer, command: str
 ) -> None:
     h = Harness(tmp_path, server, tools=True)
-    confirmer, asked = prompt("a\nn\n\n")
+    confirmer, asked = approval_answers("a\nn\n\n")
     server.add(write_call("a.txt", "one"), fs.text("Wrote a."))
     server.add(write_call("b.txt", "two"), fs.text("Not written."))
     repl = h.run(["write a\r", command + "\r", "write b\r"], confirmer=confirmer)
@@ -134,7 +124,7 @@ def test_ctrl_c_while_a_command_runs_names_the_tool_call(
 ) -> None:
     h = Harness(tmp_path, server, tools=True)
     (tmp_path / "work").mkdir(exist_ok=True)
-    confirmer, _ = prompt("y\n")
+    confirmer, _ = approval_answers("y\n")
     server.add(fs.tool_calls([("exec", {"command": "sleep 20"})]))
     h.run(["wait a while\r", interrupt_when("⚙ exec")], confirmer=confirmer)
     err = h.err.getvalue()
@@ -148,7 +138,7 @@ def test_an_edited_call_shows_its_new_diff_and_asks_again(
 ) -> None:
     h = Harness(tmp_path, server, tools=True)
     edited = json.dumps({"path": "note.txt", "content": "edited text\n"})
-    confirmer, asked = prompt(f"e\n{edited}\ny\ne\n{edited}\nn\n\n")
+    confirmer, asked = approval_answers(f"e\n{edited}\ny\ne\n{edited}\nn\n\n")
     server.add(write_call("note.txt", "model text\n"), fs.text("Done."))
     server.add(write_call("other.txt", "model text\n"), fs.text("Fine."))
     h.run(["write a note\r", "write another\r"], confirmer=confirmer)
@@ -171,7 +161,7 @@ def test_an_edit_that_reaches_outside_the_workspace_is_asked_about_once(
     h = Harness(tmp_path, server, tools=True)
     outside = tmp_path / "outside.txt"
     edited = json.dumps({"path": str(outside), "content": "out\n"})
-    confirmer, asked = prompt(f"e\n{edited}\ny\n")
+    confirmer, asked = approval_answers(f"e\n{edited}\ny\n")
     server.add(write_call("note.txt", "in\n"), fs.text("Done."))
     h.run(["write a note\r"], confirmer=confirmer)
     shown = asked.getvalue()

@@ -20,7 +20,7 @@ from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 from prompt_toolkit.formatted_text import to_plain_text
 from repl_harness import Harness
-from test_repl_pty import TOOLBAR_END, expect, spawn
+from terminal import TOOLBAR_END, expect, spawn
 
 from countbot_cli.repl.prompt import SlashCompleter
 
@@ -157,7 +157,7 @@ def test_countbot_dash_a_attaches_to_the_first_message_in_a_terminal(tmp_path: P
     with fs.FakeServer() as server:
         cb = make_cb(tmp_path, server.base_url)
         png = write_image(cb.work / "shot.png", (20, 10))
-        child = spawn(cb.env, cb.work, "-a", "shot.png")
+        child = spawn(cb, "-a", "shot.png")
         try:
             expect(child, "[1 attached]")
             expect(child, TOOLBAR_END)
@@ -178,7 +178,7 @@ def test_countbot_dash_a_attaches_to_the_first_message_in_a_terminal(tmp_path: P
         ]
         assert second["messages"][-1]["content"] == "thanks"
         # a refused attachment stops the chat before it starts: one line, exit 2
-        child = spawn(cb.env, cb.work, "chat", "-a", "nope.png")
+        child = spawn(cb, "chat", "-a", "nope.png")
         child.expect(pexpect.EOF)
         child.close()
         assert child.exitstatus == 2

@@ -9,7 +9,7 @@ from pathlib import Path
 import pexpect
 import pytest
 from cbenv import make_cb
-from test_repl_pty import TOOLBAR_END, expect, spawn
+from terminal import TOOLBAR_END, expect, spawn
 
 from countbot_cli.conversation.sessions.session import new_session
 from countbot_cli.conversation.sessions.store import SessionStore
@@ -28,7 +28,7 @@ def test_resume_picker_on_a_terminal_filters_and_resumes(tmp_path: Path) -> None
             Message(role="assistant", content="sure"),
         ]
         store.create(s)
-    child = spawn(cb.env, cb.work)
+    child = spawn(cb)
     try:
         expect(child, TOOLBAR_END)
         child.send("/resume\r")
@@ -66,7 +66,7 @@ def test_resume_without_an_id_opens_the_picker_on_a_terminal(
     cb = make_cb(tmp_path, "http://127.0.0.1:9/v1")
     store = SessionStore(cb.sessions_dir)
     _two_sessions(store)
-    child = spawn(cb.env, cb.work, *args)
+    child = spawn(cb, *args)
     try:
         expect(child, "type to filter")
         child.send("tea")

@@ -9,8 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import fakeserver as fs
-from repl_harness import Harness
-from test_repl_approvals import prompt
+from repl_harness import Harness, approval_answers
 
 from countbot_cli.repl.loop import Repl
 
@@ -21,7 +20,7 @@ def test_last_tool_shows_the_elided_middle_from_a_private_file_removed_at_exit(
     h = Harness(tmp_path, server, tools=True)
     h.settings = replace(h.settings, tools=replace(h.settings.tools, max_output_chars=400))
     (tmp_path / "work").mkdir(exist_ok=True)
-    confirmer, _ = prompt("y\n")
+    confirmer, _ = approval_answers("y\n")
     command = "for i in $(seq 1 300); do echo output line $i; done"
     server.add(fs.tool_calls([("exec", {"command": command})]), fs.text("Ran it."))
     seen: dict[str, object] = {}
@@ -56,7 +55,7 @@ def test_last_tool_prints_untrusted_output_literally_never_as_markup(
     rich), `[bold]`, `[link=…]` reach the screen as typed, through the REPL's `write`."""
     h = Harness(tmp_path, server, tools=True)
     (tmp_path / "work").mkdir(exist_ok=True)
-    confirmer, _ = prompt("y\n")
+    confirmer, _ = approval_answers("y\n")
     shown = "[/x] [bold]not bold[/bold] [link=http://evil.example]click[/link] [/]"
     command = f"printf '%s\\n' '{shown}'"
     server.add(fs.tool_calls([("exec", {"command": command})]), fs.text("Ran it."))

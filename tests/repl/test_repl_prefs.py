@@ -11,8 +11,7 @@ from pathlib import Path
 import fakeserver as fs
 import pytest
 from cbenv import make_cb
-from repl_harness import Harness
-from test_repl_approvals import prompt, write_call
+from repl_harness import Harness, approval_answers, write_call
 
 QUIET = {"memory": {"auto_memory": False, "overflow_summary": False}}
 
@@ -60,7 +59,7 @@ def test_bell_when_a_long_answer_ends_and_when_an_approval_waits(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
     h = Harness(tmp_path, server, tools=True, chat={"notify": "bell", "notify_after": 0}, **QUIET)
-    confirmer, _ = prompt("n\n")
+    confirmer, _ = approval_answers("n\n")
     server.add(fs.text("quick"), write_call("a.txt", "x"), fs.text("not written"))
     h.run(["hi\r", lambda h: h.wait_for("\a", stream="err"), "write a\r"], confirmer=confirmer)
     assert h.err.getvalue().count("\a") == 3  # after "hi", at the question, after the answer

@@ -27,36 +27,16 @@ import pexpect
 import pytest
 from cbenv import COUNTBOT, TEST_KEY, make_cb
 from rich.console import Console
+from terminal import TOOLBAR_END, expect, spawn
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")
-
-CPR = "\x1b[6n"
-TOOLBAR_END = "no tools"  # the last field of the bottom toolbar (tools are off in this config)
-
-
-def expect(child: pexpect.spawn, text: str, timeout: float = 15) -> None:
-    """expect_exact that answers cursor position requests like a real terminal."""
-    while child.expect_exact([CPR, text], timeout=timeout) == 0:
-        child.send("\x1b[1;1R")
-
-
-def spawn(cb_env: dict[str, str], cwd: Path, *args: str, cols: int = 100) -> pexpect.spawn:
-    return pexpect.spawn(
-        COUNTBOT,
-        list(args),
-        env=cb_env,
-        cwd=str(cwd),
-        dimensions=(40, cols),
-        encoding="utf-8",
-        timeout=15,
-    )
 
 
 def test_chat_in_a_pty_streams_interrupts_saves_and_quits(tmp_path: Path) -> None:
     with fs.FakeServer() as server:
         cb = make_cb(tmp_path, server.base_url)
         started = time.monotonic()
-        child = spawn(cb.env, cb.work)
+        child = spawn(cb)
         try:
             expect(child, TOOLBAR_END)
             time_to_prompt = time.monotonic() - started
@@ -143,7 +123,7 @@ def test_resume_in_a_pty_shows_the_last_exchanges(tmp_path: Path) -> None:
         server.add(fs.text("The capital is **Paris**."))
         assert cb.run("ask", "capital of France?").returncode == 0
         sid = cb.only_session()["id"]
-        child = spawn(cb.env, cb.work, "sessions", "resume", sid[:6], cols=60)
+        child = spawn(cb, "sessions", "resume", sid[:6], cols=60)
         try:
             expect(child, "countbot · test/test-model · /help\x1b[0m\r\n")  # fits in 60
             expect(child, "capital of France?")
@@ -207,7 +187,7 @@ def test_the_first_answer_pays_nothing_for_importing_the_renderer(tmp_path: Path
     (watch / "sitecustomize.py").write_text(IMPORT_WATCH % str(log), encoding="utf-8")
     with fs.FakeServer() as server:
         cb = make_cb(tmp_path, server.base_url)
-        child = spawn({**cb.env, "PYTHONPATH": str(watch)}, cb.work)
+        child = spawn(cb, env={"PYTHONPATH": str(watch)})
         try:
             expect(child, TOOLBAR_END)
             server.add(fs.text("Zq0x, the **answer**", first_delay=0.5))
@@ -376,7 +356,7 @@ def test_sigterm_at_the_prompt_quits_and_mid_answer_saves_first(tmp_path: Path) 
 
     with fs.FakeServer() as server:
         cb = make_cb(tmp_path, server.base_url)
-        child = spawn(cb.env, cb.work)
+        child = spawn(cb)
         try:
             expect(child, TOOLBAR_END)
             child.kill(signal.SIGTERM)  # idle at the prompt: the chat ends (not "press Ctrl-D")
@@ -385,7 +365,7 @@ def test_sigterm_at_the_prompt_quits_and_mid_answer_saves_first(tmp_path: Path) 
             child.close(force=True)
         assert child.exitstatus == 130
 
-        child = spawn(cb.env, cb.work)
+        child = spawn(cb)
         try:
             expect(child, TOOLBAR_END)
             server.add(fs.text("word " * 400, chunk_size=5, delay=0.02))
@@ -407,7 +387,7 @@ def test_ctrl_c_at_the_approval_prompt_starts_a_new_line(tmp_path: Path) -> None
     and the turn is said to have stopped in a tool call (not "nothing arrived")."""
     with fs.FakeServer() as server:
         cb = make_cb(tmp_path, server.base_url, tools={"enabled": True, "workspace": "."})
-        child = spawn(cb.env, cb.work)
+        child = spawn(cb)
         try:
             expect(child, "tools ask")
             server.add(fs.tool_calls([("write_file", {"path": "note.txt", "content": "hi"})]))

@@ -13,7 +13,7 @@ import fakeserver as fs
 import pexpect
 import pytest
 from cbenv import CB, make_cb
-from test_repl_pty import TOOLBAR_END, expect, spawn
+from terminal import TOOLBAR_END, expect, spawn
 
 from countbot_cli.repl.typeahead import LineQueue
 
@@ -33,7 +33,7 @@ def chat_on_a_pty(
     with fs.FakeServer() as server:
         cb = make_cb(tmp_path, server.base_url)
         server.add(*replies)
-        child = spawn(cb.env, cb.work)
+        child = spawn(cb)
         try:
             expect(child, TOOLBAR_END)
             yield server, cb, child

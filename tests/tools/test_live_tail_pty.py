@@ -11,19 +11,14 @@ from pathlib import Path
 import fakeserver as fs
 import pexpect
 import pyte
-from cbenv import COUNTBOT
-from test_tools_pty import finish, prompt, spawn, tools_cb
+from terminal import approval_prompt, expect, finish, spawn, spawn_ask
+from tools_env import tools_cb
+from waits import wait_until
 
 SLOW = (
     "for i in 1 2 3 4 5; do echo tail-line-$i; printf 'err-%s\\033[31m\\n' $i >&2; sleep 0.3; done;"
     " touch finished.flag"
 )
-
-
-def expect(child: pexpect.spawn, text: str) -> None:
-    """expect_exact that answers prompt_toolkit's cursor position requests like a terminal."""
-    while child.expect_exact(["\x1b[6n", text]) == 0:
-        child.send("\x1b[1;1R")
 
 
 def _screen(text: str) -> list[str]:
@@ -37,10 +32,10 @@ def test_command_output_shows_in_a_live_tail_before_the_command_ends(
 ) -> None:
     cb = tools_cb(tmp_path, server)
     server.add(fs.tool_calls([("exec", {"command": SLOW})]), fs.text("All done."))
-    child = spawn(cb, "run the slow one")
+    child = spawn_ask(cb, "run the slow one")
     log = io.StringIO()
     child.logfile_read = log
-    prompt(child)
+    approval_prompt(child)
     child.sendline("y")
     child.expect("│ tail-line-1")
     assert not (cb.work / "finished.flag").exists()  # seen while the command still runs
@@ -70,15 +65,7 @@ def test_no_live_tail_without_a_terminal(tmp_path: Path, server: fs.FakeServer) 
 def test_the_repl_shows_the_live_tail_too(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = tools_cb(tmp_path, server)
     server.add(fs.tool_calls([("exec", {"command": SLOW})]), fs.text("Repl done."))
-    child = pexpect.spawn(
-        COUNTBOT,
-        [],
-        env=cb.env,
-        cwd=str(cb.work),
-        dimensions=(40, 100),
-        encoding="utf-8",
-        timeout=20,
-    )
+    child = spawn(cb)
     log = io.StringIO()
     child.logfile_read = log
     try:
@@ -133,9 +120,6 @@ def test_progress_gets_the_output_live_and_nothing_after_the_command_returns(
     assert "first" in text and "second" in text and "too-late" not in text
     if straggler:
         (tmp_path / "late").touch()
-        deadline = time.monotonic() + 10
-        while not (tmp_path / "wrote").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert (tmp_path / "wrote").exists()
-        time.sleep(0.3)  # what a reader still attached to the pipe would get
+        wait_until((tmp_path / "wrote").exists, "the straggler to write")
+        time.sleep(0.3)  # a grace period for a reader still attached to the pipe: it must not
         assert late == []

@@ -18,11 +18,14 @@ from typing import Any
 
 import fakeserver as fs
 import pexpect
-from cbenv import CB, COUNTBOT, make_cb
+from cbenv import CB, make_cb
+from processes import alive, unread_input, wait_gone
+from terminal import plain, spawn_ask
+from tools_env import tool_messages
+from waits import file_text, wait_until
 
 TIME_BIN = str(Path(sys.executable).parent / "mcp-server-time")
 CALL = ("mcp__time__get_current_time", {"timezone": "Asia/Tokyo"})
-ANSI = __import__("re").compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def time_server(pidfile: Path, **extra: Any) -> dict[str, Any]:
@@ -34,25 +37,9 @@ def mcp_cb(tmp_path: Path, server: fs.FakeServer, **servers: dict[str, Any]) -> 
     return make_cb(tmp_path, server.base_url, tools={"enabled": True}, mcp={"servers": servers})
 
 
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
-
-
-def pid_of(pidfile: Path, timeout: float = 5.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pidfile.exists() and pidfile.read_text().strip():
-            return int(pidfile.read_text())
-        time.sleep(0.02)
-    raise AssertionError("the MCP server never started")
-
-
-def tool_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
-    return [m for m in body["messages"] if m["role"] == "tool"]
+def pid_of(pidfile: Path) -> int:
+    """The MCP server's pid, once it has started and written it."""
+    return int(file_text(pidfile))
 
 
 def tool_names(body: dict[str, Any]) -> list[str]:
@@ -128,18 +115,6 @@ def test_a_call_not_allowed_is_denied_without_a_terminal_even_with_yes(
     assert cb.only_session()["tool_conversations"][0]["approval"] == "denied"
 
 
-def _spawn(cb: CB, *args: str) -> pexpect.spawn:
-    return pexpect.spawn(
-        COUNTBOT,
-        ["ask", *args],
-        cwd=str(cb.work),
-        env=cb.env,
-        encoding="utf-8",
-        timeout=30,
-        dimensions=(40, 120),
-    )
-
-
 def test_a_call_asked_on_a_terminal_runs_on_y_and_not_on_n(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
@@ -147,12 +122,12 @@ def test_a_call_asked_on_a_terminal_runs_on_y_and_not_on_n(
     cb = mcp_cb(tmp_path, server, time=time_server(pidfile))
     answers = (("y", '"timezone": "Asia/Tokyo"'), ("n it is night", "their reason: it is night"))
     server.add(fs.tool_calls([CALL, CALL]), fs.text("Answered."))  # one round, asked twice
-    child = _spawn(cb, "--no-save", "what time is it in Tokyo?")
+    child = spawn_ask(cb, "--no-save", "what time is it in Tokyo?", timeout=30)
     for answer, _ in answers:
         child.expect(r"Allow\? \[y\]es / \[n\]o")
-        shown = ANSI.sub("", child.before)
+        shown = plain(child.before)
         child.expect(r"\(default: no\) ")
-        shown += ANSI.sub("", child.before)
+        shown += plain(child.before)
         assert "calls 'get_current_time' on the MCP server 'time' (sh -c" in shown
         assert "[a]lways for this tool" in shown
         child.sendline(answer)
@@ -319,9 +294,9 @@ def test_ctrl_c_during_a_call_cancels_it(tmp_path: Path, server: fs.FakeServer) 
         return fs.tool_calls([CALL])
 
     server.responder = freeze_then_call
-    child = _spawn(cb, "what time is it in Tokyo?")
-    child.expect(CALL[0])  # the call has started: it waits on the frozen server
-    time.sleep(0.5)
+    child = spawn_ask(cb, "what time is it in Tokyo?", timeout=30)
+    child.expect(CALL[0])  # the call has started
+    wait_until(lambda: unread_input(pid_of(pidfile)), "the call to wait in the frozen server")
     started = time.monotonic()
     child.sendintr()
     child.expect(pexpect.EOF)
@@ -357,10 +332,7 @@ def test_a_child_the_server_started_with_setsid_does_not_outlive_countbot(
         assert "time  running" in proc.stdout
         child, sid = (int(n) for n in escaped.read_text().split())
         assert sid == child  # it really left the server's session and group
-        deadline = time.monotonic() + 10  # a hang bound
-        while alive(child) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not alive(child)
+        wait_gone(child)
         assert not alive(pid_of(pidfile))
     finally:
         if escaped.exists() and alive(int(escaped.read_text().split()[0])):

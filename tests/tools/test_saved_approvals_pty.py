@@ -12,7 +12,8 @@ from pathlib import Path
 import fakeserver as fs
 import yaml
 from cbenv import CB
-from test_tools_pty import finish, prompt, spawn, tools_cb
+from terminal import approval_prompt, finish, spawn_ask
+from tools_env import tools_cb
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -26,8 +27,8 @@ def test_A_saves_an_exact_command_in_the_user_folder_and_the_next_run_uses_it(
     project_config = cb.config_file.read_bytes()
     run_one = fs.tool_calls([("exec", {"command": "echo saved-rule-ran"})])
     server.add(run_one, fs.text("Done."))
-    child = spawn(cb, "run it")
-    shown = prompt(child)
+    child = spawn_ask(cb, "run it")
+    shown = approval_prompt(child)
     assert "[A]lways this exact command, saved" in shown
     child.sendline("A")
     code, rest = finish(child)
@@ -44,13 +45,13 @@ def test_A_saves_an_exact_command_in_the_user_folder_and_the_next_run_uses_it(
     other = ("exec", {"command": "echo saved-rule-ran; echo more"})
     server.add(fs.tool_calls([("exec", {"command": "echo saved-rule-ran"})]), fs.text("Again."))
     server.add(fs.tool_calls([other]), fs.text("Other."))
-    child = spawn(cb, "run it again")
+    child = spawn_ask(cb, "run it again")
     child.expect("Again.")
     code, rest = finish(child)
     assert code == 0 and "Allow?" not in rest
     assert "saved-rule-ran" in server.chat_bodies()[3]["messages"][-1]["content"]
-    child = spawn(cb, "run another")
-    prompt(child)
+    child = spawn_ask(cb, "run another")
+    approval_prompt(child)
     child.sendline("n")
     child.expect("Reason for the model")
     child.sendline("")
@@ -86,8 +87,8 @@ def test_A_on_a_write_saves_the_tool(tmp_path: Path, server: fs.FakeServer) -> N
     server.add(
         fs.tool_calls([("write_file", {"path": "one.txt", "content": "1\n"})]), fs.text("One.")
     )
-    child = spawn(cb, "write")
-    shown = prompt(child)
+    child = spawn_ask(cb, "write")
+    shown = approval_prompt(child)
     assert "[A]lways this tool, saved" in shown
     child.sendline("a!")
     code, _ = finish(child)
@@ -97,7 +98,7 @@ def test_A_on_a_write_saves_the_tool(tmp_path: Path, server: fs.FakeServer) -> N
     server.add(
         fs.tool_calls([("write_file", {"path": "two.txt", "content": "2\n"})]), fs.text("Two.")
     )
-    child = spawn(cb, "write again")
+    child = spawn_ask(cb, "write again")
     child.expect("Two.")
     code, rest = finish(child)
     assert code == 0 and "Allow?" not in rest

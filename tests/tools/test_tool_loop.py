@@ -6,11 +6,20 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 import fakeserver as fs
 import pytest
-from cbenv import CB, TEST_KEY, make_cb
+from cbenv import TEST_KEY, make_cb
+from processes import wait_gone
+from tools_env import (
+    SPAWN_SCRIPT,
+    assert_untouched,
+    assistant_calls,
+    escape_calls,
+    escape_workspace,
+    tool_messages,
+    tools_cb,
+)
 
 README_HEAD = [
     "# CountBot",
@@ -27,20 +36,6 @@ README_HEAD = [
 README_LINES = README_HEAD + [f"line {n} of the readme" for n in range(11, 151)]
 SEED_ARGS = '{"path":"README.md","show_line_numbers":true}'
 SEED_ANSWER = "我已经读取了 README.md 文件。这是 CountBot 项目的说明文档。"
-
-
-def tools_cb(tmp_path: Path, server: fs.FakeServer, **tools: Any) -> CB:
-    extra = tools.pop("config", {})
-    return make_cb(tmp_path, server.base_url, tools={"enabled": True, **tools}, **extra)
-
-
-def tool_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
-    return [m for m in body["messages"] if m["role"] == "tool"]
-
-
-def assistant_calls(body: dict[str, Any]) -> list[dict[str, Any]]:
-    calls = [m for m in body["messages"] if m["role"] == "assistant" and m.get("tool_calls")]
-    return [c for m in calls for c in m["tool_calls"]]
 
 
 # ---- seed 000: the two-round turn ----
@@ -235,52 +230,11 @@ def test_bad_json_unknown_tool_and_schema_violation_become_error_results(
 # ---- confinement, non-interactive: every escape is denied and nothing is touched ----
 
 
-def _escape_fixture(cb: CB) -> Path:
-    """workspace <work>/p/ws with a canary two levels up, a link out and a look-alike sibling."""
-    ws = cb.work / "p" / "ws"
-    ws.mkdir(parents=True)
-    (cb.work / "etc").mkdir()
-    (cb.work / "etc" / "passwd").write_text("SECRET-DOTDOT\n", encoding="utf-8")
-    outside = cb.work / "outside"
-    outside.mkdir()
-    (outside / "secret.txt").write_text("SECRET-LINK\n", encoding="utf-8")
-    (ws / "link").symlink_to(outside)
-    sibling = cb.work / "p" / "ws-evil"
-    sibling.mkdir()
-    (sibling / "secret.txt").write_text("SECRET-SIBLING\n", encoding="utf-8")
-    return ws
-
-
-def escape_calls(cb: CB) -> list[tuple[str, dict[str, Any]]]:
-    sibling = cb.work / "p" / "ws-evil"
-    return [
-        ("read_file", {"path": "../../etc/passwd"}),
-        ("read_file", {"path": "/etc/passwd"}),
-        ("read_file", {"path": "link/secret.txt"}),
-        ("read_file", {"path": str(sibling / "secret.txt")}),
-        ("write_file", {"path": "../ws-evil/planted.txt", "content": "x"}),
-        ("write_file", {"path": "link/planted.txt", "content": "x"}),
-        ("exec", {"command": "touch pwned", "working_dir": str(sibling)}),
-    ]
-
-
-def assert_untouched(cb: CB, server: fs.FakeServer, *, approved: tuple[str, ...] = ()) -> None:
-    """No secret outside the workspace reached the model (but `approved`), nothing was written."""
-    wire = json.dumps(server.chat_bodies(), ensure_ascii=False)
-    for secret in ("SECRET-DOTDOT", "SECRET-LINK", "SECRET-SIBLING", "root:x:0:0"):
-        if secret not in approved:
-            assert secret not in wire, secret
-    sibling = cb.work / "p" / "ws-evil"
-    assert not (sibling / "planted.txt").exists()
-    assert not (cb.work / "outside" / "planted.txt").exists()
-    assert not (sibling / "pwned").exists()
-
-
 def test_escapes_are_denied_non_interactively_even_with_yes_and_an_allow_rule(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
-    ws = _escape_fixture(cb)
+    ws = escape_workspace(cb)
     cfg = {"enabled": True, "workspace": str(ws), "allow": ["touch pwned"]}
     cb = make_cb(tmp_path, server.base_url, tools=cfg)
     calls = escape_calls(cb)
@@ -333,26 +287,6 @@ def test_yes_never_approves_exec(tmp_path: Path, server: fs.FakeServer) -> None:
 # ---- the shell ----
 
 
-def _gone(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")  # a zombie is not running
-
-
-def _wait_gone(pid: int, seconds: float = 5.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if _gone(pid):
-            return True
-        time.sleep(0.05)
-    return _gone(pid)
-
-
-SPAWN_SCRIPT = "sleep 300 &\necho $! > child.pid\necho $$ > shell.pid\nsleep 300\n"
-
-
 def test_timeout_kills_the_shell_and_its_child(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = tools_cb(tmp_path, server, allow=["sh spawn.sh"])
     (cb.work / "spawn.sh").write_text(SPAWN_SCRIPT, encoding="utf-8")
@@ -363,9 +297,7 @@ def test_timeout_kills_the_shell_and_its_child(tmp_path: Path, server: fs.FakeSe
     proc = cb.invoke("ask", "run the script")
     assert proc.returncode == 0, proc.stderr
     assert time.monotonic() - started < 15
-    shell_pid = int((cb.work / "shell.pid").read_text())
-    child_pid = int((cb.work / "child.pid").read_text())
-    assert _wait_gone(shell_pid) and _wait_gone(child_pid)
+    wait_gone(*(int((cb.work / name).read_text()) for name in ("shell.pid", "child.pid")))
     (r,) = tool_messages(server.chat_bodies()[1])
     assert r["content"].startswith("Error: Command timed out after 1 seconds")
     (record,) = cb.only_session()["tool_conversations"]

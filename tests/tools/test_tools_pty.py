@@ -4,59 +4,23 @@ with stdin, stdout and stderr on a pty (interactive), against the loopback test 
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import fakeserver as fs
-import pexpect
-from cbenv import CB, COUNTBOT, make_cb
-from test_tool_loop import (
+from cbenv import make_cb
+from processes import wait_gone
+from terminal import approval_prompt, finish, plain, spawn_ask
+from tools_env import (
     SPAWN_SCRIPT,
-    _escape_fixture,
-    _wait_gone,
     assert_untouched,
     escape_calls,
+    escape_workspace,
     tool_messages,
+    tools_cb,
 )
-
-ALLOW = r"Allow\? \[y\]es / \[n\]o"
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def tools_cb(tmp_path: Path, server: fs.FakeServer, **tools: Any) -> CB:
-    return make_cb(tmp_path, server.base_url, tools={"enabled": True, **tools})
-
-
-def spawn(cb: CB, *args: str, env: dict[str, str] | None = None) -> pexpect.spawn:
-    child = pexpect.spawn(
-        COUNTBOT,
-        ["ask", *args],
-        cwd=str(cb.work),
-        env={**cb.env, **(env or {})},
-        encoding="utf-8",
-        timeout=20,
-        dimensions=(40, 120),
-    )
-    return child
-
-
-def prompt(child: pexpect.spawn) -> str:
-    """Wait for the approval question; the text shown above it, without colours."""
-    child.expect(ALLOW)
-    shown = ANSI.sub("", child.before)
-    child.expect(r"\(default: no\) ")
-    return shown + "Allow? [y]es / [n]o" + ANSI.sub("", child.before)
-
-
-def finish(child: pexpect.spawn) -> tuple[int, str]:
-    child.expect(pexpect.EOF)
-    rest = ANSI.sub("", child.before)
-    child.close()
-    assert child.exitstatus is not None, child.signalstatus
-    return child.exitstatus, rest
+from waits import file_text
 
 
 def test_y_runs_an_edit_after_showing_its_diff(tmp_path: Path, server: fs.FakeServer) -> None:
@@ -64,8 +28,8 @@ def test_y_runs_an_edit_after_showing_its_diff(tmp_path: Path, server: fs.FakeSe
     (cb.work / "a.txt").write_text("one\ntwo\n", encoding="utf-8")
     edit = {"path": "a.txt", "old_text": "two", "new_text": "TWO \x1b[2J[red]x[/red]"}
     server.add(fs.tool_calls([("edit_file", edit)], content="Editing."), fs.text("Edited."))
-    child = spawn(cb, "capitalise line two")
-    shown = prompt(child)
+    child = spawn_ask(cb, "capitalise line two")
+    shown = approval_prompt(child)
     assert "countbot wants to run edit_file (edits a file)" in shown
     assert "-two" in shown and "+TWO \\x1b[2J[red]x[/red]" in shown  # escaped, markup literal
     assert "[a]lways for this tool" in shown
@@ -84,9 +48,9 @@ def test_keys_typed_before_the_question_do_not_answer_it(
     cb = tools_cb(tmp_path, server)
     write = fs.tool_calls([("write_file", {"path": "x.txt", "content": "x"})], first_delay=1.5)
     server.add(write, fs.text("ok"))
-    child = spawn(cb, "write")
+    child = spawn_ask(cb, "write")
     child.send("y\r")  # typed while waiting for the model
-    prompt(child)
+    approval_prompt(child)
     child.sendline("")
     code, _ = finish(child)
     assert code == 0
@@ -98,14 +62,14 @@ def test_n_with_a_reason_reaches_the_model(tmp_path: Path, server: fs.FakeServer
     cb = tools_cb(tmp_path, server)
     calls = [("write_file", {"path": f"f{i}.py", "content": "import os\n"}) for i in range(3)]
     server.add(fs.tool_calls(calls), fs.text("Understood."))
-    child = spawn(cb, "write three files")
-    prompt(child)
+    child = spawn_ask(cb, "write three files")
+    approval_prompt(child)
     child.sendline("n use pathlib instead")
-    prompt(child)
+    approval_prompt(child)
     child.sendline("n")
     child.expect("Reason for the model")
     child.sendline("too many files")
-    prompt(child)
+    approval_prompt(child)
     child.sendline("")  # Enter: the default, no
     code, rest = finish(child)
     assert code == 0
@@ -135,10 +99,10 @@ def test_a_allows_the_tool_for_the_session_but_exec_is_still_asked(
         ),
         fs.text("Done."),
     )
-    child = spawn(cb, "write two files")
-    prompt(child)
+    child = spawn_ask(cb, "write two files")
+    approval_prompt(child)
     child.sendline("a")
-    shown = prompt(child)  # the second write is not asked: the next prompt is the command
+    shown = approval_prompt(child)  # the second write is not asked: the next prompt is the command
     assert "$ touch three.txt" in shown and "wants to run write_file" not in shown
     assert f"(in {cb.work.resolve()}" in shown
     assert "[a]lways" not in shown
@@ -170,8 +134,8 @@ def test_e_edits_the_arguments_in_the_editor(tmp_path: Path, server: fs.FakeServ
         fs.tool_calls([("write_file", {"path": "notes.txt", "content": "draft"})]),
         fs.text("Saved."),
     )
-    child = spawn(cb, "take a note", env={"EDITOR": f"{sys.executable} {script}"})
-    prompt(child)
+    child = spawn_ask(cb, "take a note", env={"EDITOR": f"{sys.executable} {script}"})
+    approval_prompt(child)
     child.sendline("e")
     child.expect("edited by the user")  # the new diff is shown ...
     child.expect("Run the edited call\\?")  # ... and asked about before it runs
@@ -192,18 +156,18 @@ def test_e_inline_rejects_invalid_json_and_asks_again(
 ) -> None:
     cb = tools_cb(tmp_path, server)
     server.add(fs.tool_calls([("exec", {"command": "rm -rf build"})]), fs.text("Ran."))
-    child = spawn(cb, "clean")
-    prompt(child)
+    child = spawn_ask(cb, "clean")
+    approval_prompt(child)
     child.sendline("e")
     child.expect("New arguments as one line of JSON")
     child.sendline('{"command": "touch edited"')
     child.expect("not valid JSON")
-    prompt(child)
+    approval_prompt(child)
     child.sendline("e")
     child.expect("New arguments")
     child.sendline('{"command": "touch edited", "timeout": "nope"}')
     child.expect("'timeout' must be an integer")
-    prompt(child)
+    approval_prompt(child)
     child.sendline("e")
     child.expect("New arguments")
     child.sendline('{"command": "touch edited"}')
@@ -227,18 +191,18 @@ def test_an_edit_that_leaves_the_workspace_is_asked_about_again(
         fs.tool_calls([("write_file", {"path": "in.txt", "content": "x"})]),
         fs.text("Done."),
     )
-    child = spawn(cb, "write")
-    prompt(child)
+    child = spawn_ask(cb, "write")
+    approval_prompt(child)
     child.sendline("e")
     child.expect("New arguments")
     child.sendline(json.dumps({"path": str(outside), "content": "x"}))
     child.expect("Run the edited call\\?")
-    shown = ANSI.sub("", child.before)
+    shown = plain(child.before)
     assert f"! outside the workspace: {outside}" in shown and "[a]lways" not in shown
     child.sendline("n")
     child.expect("Reason for the model")
     child.sendline("")
-    prompt(child)  # round 2: the same edit, approved at the second question
+    approval_prompt(child)  # round 2: the same edit, approved at the second question
     child.sendline("e")
     child.expect("New arguments")
     child.sendline(json.dumps({"path": str(outside), "content": "x"}))
@@ -271,8 +235,8 @@ def test_yes_flag_approves_writes_but_still_asks_for_exec(
         ),
         fs.text("Both."),
     )
-    child = spawn(cb, "--yes", "do both")
-    shown = prompt(child)
+    child = spawn_ask(cb, "--yes", "do both")
+    shown = approval_prompt(child)
     assert "$ touch ran.txt" in shown and "wants to run write_file" not in shown
     assert (cb.work / "w.txt").exists()  # written without asking
     child.sendline("y")
@@ -287,7 +251,7 @@ def test_escapes_are_asked_and_only_the_approved_one_runs(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
     cb = make_cb(tmp_path, server.base_url)
-    ws = _escape_fixture(cb)
+    ws = escape_workspace(cb)
     cb = tools_cb(tmp_path, server, workspace=str(ws), allow=["touch pwned"])
     calls = escape_calls(cb)
     sibling_secret = cb.work / "p" / "ws-evil" / "secret.txt"
@@ -303,15 +267,15 @@ def test_escapes_are_asked_and_only_the_approved_one_runs(
     server.add(
         fs.tool_calls(calls + [("read_file", {"path": str(sibling_secret)})]), fs.text("Done.")
     )
-    child = spawn(cb, "--yes", "look outside")
+    child = spawn_ask(cb, "--yes", "look outside")
     for path in expected_paths:
-        shown = prompt(child)
+        shown = approval_prompt(child)
         assert f"! outside the workspace: {path}" in shown
         assert "[a]lways" not in shown
         child.sendline("n")
         child.expect("Reason for the model")
         child.sendline("")
-    shown = prompt(child)  # the same sibling read once more: approved this time
+    shown = approval_prompt(child)  # the same sibling read once more: approved this time
     assert f"! outside the workspace: {sibling_secret}" in shown
     child.sendline("y")
     code, _ = finish(child)
@@ -327,8 +291,8 @@ def test_ctrl_c_at_the_prompt_denies_and_ends_the_turn(
 ) -> None:
     cb = tools_cb(tmp_path, server)
     server.add(fs.tool_calls([("write_file", {"path": "x.txt", "content": "x"})]))
-    child = spawn(cb, "write")
-    prompt(child)
+    child = spawn_ask(cb, "write")
+    approval_prompt(child)
     child.sendintr()
     code, _ = finish(child)
     assert code == 130
@@ -344,20 +308,16 @@ def test_ctrl_c_while_a_tool_runs_stops_it(tmp_path: Path, server: fs.FakeServer
     cb = tools_cb(tmp_path, server, allow=["sh spawn.sh"])
     (cb.work / "spawn.sh").write_text(SPAWN_SCRIPT, encoding="utf-8")
     server.add(fs.tool_calls([("exec", {"command": "sh spawn.sh"})], content="Running it."))
-    child = spawn(cb, "run the script")
+    child = spawn_ask(cb, "run the script")
     child.expect("→ exec")
-    deadline = time.monotonic() + 10
-    while not (cb.work / "shell.pid").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.2)
+    file_text(cb.work / "shell.pid")  # the script runs
     started = time.monotonic()
     child.sendintr()
     code, rest = finish(child)
     assert code == 130, rest
     assert time.monotonic() - started < 20  # a hang bound
     assert "interrupted" in rest
-    assert _wait_gone(int((cb.work / "shell.pid").read_text()))
-    assert _wait_gone(int((cb.work / "child.pid").read_text()))
+    wait_gone(*(int((cb.work / name).read_text()) for name in ("shell.pid", "child.pid")))
     saved = cb.only_session()  # the file parses
     assert [(m["role"], m.get("status")) for m in saved["messages"]] == [
         ("user", None),

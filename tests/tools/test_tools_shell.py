@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import alive, wait_gone
+from waits import file_text
 
 from countbot_cli.messages import ToolCall
 from countbot_cli.tools import ToolContext, ToolRegistry, ToolResult, default_tools
@@ -32,29 +34,6 @@ def run_exec(
     prepared = reg.prepare(ToolCall("c1", "exec", json.dumps(args)))
     assert prepared.error is None, prepared.error
     return reg.run(prepared, cancel)
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie waiting for its parent to reap it counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def wait_gone(pids: list[int], within: float = 3.0) -> list[int]:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        left = [p for p in pids if alive(p)]
-        if not left:
-            return []
-        time.sleep(0.05)
-    return [p for p in pids if alive(p)]
 
 
 # ---- output format ---------------------------------------------------------------------------
@@ -170,19 +149,14 @@ def test_timeout_kills_the_whole_process_group(ws: Path) -> None:
     )
     assert res.content.endswith("Last output:\nstarted")
     assert took < 20  # a hang bound: the commands sleep 30 s
-    pids = [int((ws / name).read_text()) for name in ("child.pid", "shell.pid")]
-    assert wait_gone(pids) == []
+    wait_gone(*(int((ws / name).read_text()) for name in ("child.pid", "shell.pid")))
 
 
 def test_process_ignoring_sigterm_is_killed(ws: Path) -> None:
     command = "sh -c 'trap \"\" TERM; echo $$ > stubborn.pid; sleep 30' & wait"
     res = run_exec(ws, command=command, timeout=1)
     assert res.timed_out
-    for _ in range(50):
-        if (ws / "stubborn.pid").exists():
-            break
-        time.sleep(0.02)
-    assert wait_gone([int((ws / "stubborn.pid").read_text())]) == []
+    wait_gone(int(file_text(ws / "stubborn.pid")))
 
 
 def test_cancel_stops_a_running_command_quickly(ws: Path) -> None:
@@ -194,7 +168,7 @@ def test_cancel_stops_a_running_command_quickly(ws: Path) -> None:
         )
     )
     worker.start()
-    time.sleep(0.3)
+    file_text(ws / "shell.pid")  # the command runs
     cancel.set()
     set_at = time.monotonic()
     worker.join(10)
@@ -203,14 +177,14 @@ def test_cancel_stops_a_running_command_quickly(ws: Path) -> None:
     (res,) = results
     assert res.interrupted and not res.timed_out and not res.ok
     assert res.content.startswith("Error: Command interrupted after ")
-    assert wait_gone([int((ws / "shell.pid").read_text())]) == []
+    wait_gone(int((ws / "shell.pid").read_text()))
 
 
 def test_background_child_holding_the_output_is_stopped(ws: Path) -> None:
     res = run_exec(ws, command="sleep 30 & echo $! > bg.pid; echo done", timeout=20)
     assert res.ok
     assert res.content == "done\n[background processes still holding the output were stopped]"
-    assert wait_gone([int((ws / "bg.pid").read_text())]) == []
+    wait_gone(int((ws / "bg.pid").read_text()))
 
 
 def test_detached_background_process_is_left_alone(ws: Path) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 import fakeserver as fs
 import pexpect
 import pytest
-from cbenv import COUNTBOT, make_cb
+from cbenv import CB, make_cb
+from terminal import expect, spawn
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")
 
@@ -21,25 +22,12 @@ SLOW = "for i in 1 2 3; do echo tail-line-$i; sleep 0.3; done"
 COLOUR = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:3[0-9]|4[0-9]|9[0-7]|10[0-7])(?:;[0-9;]*)?m")
 
 
-def _spawn(cwd: Path, env: dict[str, str], *args: str) -> tuple[pexpect.spawn, io.StringIO]:
-    child = pexpect.spawn(
-        COUNTBOT,
-        list(args),
-        env={**env, "NO_COLOR": "1"},
-        cwd=str(cwd),
-        dimensions=(40, 120),
-        encoding="utf-8",
-        timeout=20,
-    )
+def _spawn(cb: CB, *args: str) -> tuple[pexpect.spawn, io.StringIO]:
+    """countbot ARGS on a pty under NO_COLOR, and what it writes to the terminal."""
+    child = spawn(cb, *args, env={"NO_COLOR": "1"}, cols=120)
     log = io.StringIO()
     child.logfile_read = log
     return child, log
-
-
-def _expect(child: pexpect.spawn, text: str) -> None:
-    """expect_exact that answers prompt_toolkit's cursor position requests like a terminal."""
-    while child.expect_exact(["\x1b[6n", text]) == 0:
-        child.send("\x1b[1;1R")
 
 
 def _style_of(raw: str, text: str) -> str:
@@ -56,23 +44,23 @@ def test_under_no_color_the_status_line_spinner_and_live_tail_agree(tmp_path: Pa
         server.add(
             fs.tool_calls([("exec", {"command": SLOW})], first_delay=0.5), fs.text("All done.")
         )
-        child, ask_log = _spawn(cb.work, cb.env, "ask", "run the slow one")
+        child, ask_log = _spawn(cb, "ask", "run the slow one")
         try:
-            _expect(child, "(default: no) ")
+            expect(child, "(default: no) ")
             child.sendline("y")
-            _expect(child, "│ tail-line-2")
+            expect(child, "│ tail-line-2")
             child.expect(pexpect.EOF)
         finally:
             child.close(force=True)
         assert child.exitstatus == 0
 
         server.add(fs.text("Hi from the REPL.", first_delay=0.5))
-        child, repl_log = _spawn(cb.work, cb.env)
+        child, repl_log = _spawn(cb)
         try:
-            _expect(child, "tools ask")  # the bottom toolbar: the prompt is ready
+            expect(child, "tools ask")  # the bottom toolbar: the prompt is ready
             child.send("hello\r")
-            _expect(child, "Hi from the REPL.")
-            _expect(child, "tools ask")
+            expect(child, "Hi from the REPL.")
+            expect(child, "tools ask")
             child.sendcontrol("d")
             child.expect(pexpect.EOF)
         finally:
