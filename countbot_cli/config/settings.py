@@ -37,16 +37,28 @@ from countbot_cli.config.file import (
 from countbot_cli.config.mcp import McpSettings, parse_mcp
 from countbot_cli.config.presets import local_model_available as local_model_available
 from countbot_cli.config.prices import Price, parse_prices
-from countbot_cli.config.providers import PROVIDER_KEYS as PROVIDER_KEYS
+from countbot_cli.config.provider_entry import PROVIDER_KEYS as PROVIDER_KEYS
 from countbot_cli.config.providers import ProviderConfig, resolve_providers
 from countbot_cli.config.providers import mask_header as mask_header
 from countbot_cli.config.providers import mask_secret as mask_secret
 from countbot_cli.errors import ConfigError
 
 TOP_KEYS = (
-    "default_provider", "providers", "temperature", "max_tokens", "max_iterations", "persona",
-    "memory", "tools", "sessions_dir", "attachments", "mcp", "prices", "fallback", "chat",
-)  # fmt: skip
+    "default_provider",
+    "providers",
+    "temperature",
+    "max_tokens",
+    "max_iterations",
+    "persona",
+    "memory",
+    "tools",
+    "sessions_dir",
+    "attachments",
+    "mcp",
+    "prices",
+    "fallback",
+    "chat",
+)
 WINDOW_VAR = "COUNTBOT_CONTEXT_WINDOW"
 PERSONA_KEYS = ("ai_name", "user_name", "personality", "language", "max_history_messages")
 MEMORY_KEYS = (
