@@ -224,6 +224,7 @@ HEAVY_LIBRARIES = {
     "httpcore",
     "yaml",
     "tiktoken",
+    "regex",
     "llama_cpp",
     "markdown_it",
     "pygments",

