@@ -26,7 +26,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 from zlib import crc32
 
-from countbot_cli.conversation.model_limits import CL100K, O200K
+from countbot_cli.provider.model_limits import CL100K, O200K
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
