@@ -41,27 +41,21 @@ from countbot_cli.memory import coverage
 from countbot_cli.memory import marks as memory_marks
 from countbot_cli.memory.coverage import (
     CURSOR_AUTO,
-    CURSOR_AUTO_AT,
-    CURSOR_AUTO_ID,
     NEWER_CHARS,
     Share,
-    auto_cursor,
-    time_stamp,
 )
 from countbot_cli.memory.digest import (
     AUTO_CHARS,
     OVERFLOW_CHARS,
     TextCost,
     format_newest,
-    is_no_memory,
     message_key,
     overflow_batches,
     summary_line,
 )
-from countbot_cli.memory.quality import Screen
+from countbot_cli.memory.quality import ReplyFilter
 from countbot_cli.memory.recall import Recall
 from countbot_cli.memory.rolling import Rolling
-from countbot_cli.memory.search import query_words
 from countbot_cli.memory.summariser import Postponed, Summariser, SummaryError
 from countbot_cli.messages import Message
 from countbot_cli.prompts import (
@@ -129,7 +123,7 @@ class MemoryKeeper:
         self.today = today
         self.summariser = summariser or Summariser(settings, provider)
         self._budget: WindowBudget | None = None
-        self.screen = Screen()  # junk replies are not stored (memory/quality.py)
+        self.reply_filter = ReplyFilter()  # junk replies are not stored (memory/quality.py)
         self.recaller = Recall(memory)  # memory.inject: relevant (memory/recall.py)
 
     @property
@@ -248,7 +242,7 @@ class MemoryKeeper:
             written.archived += len(batch.messages)
             if line is not None:
                 written.append(line)
-        self.screen.report(written)
+        self.reply_filter.report(written)
         return written
 
     def _input_budget(self, template: str) -> tuple[TextCost | None, int | None]:
@@ -278,7 +272,7 @@ class MemoryKeeper:
             if [m.id for m in s.messages[: len(ids)]] != ids:
                 raise _Stale
             instructions = overflow_summary_prompt("", self._language())
-            if reply is not None and self.screen.keep(reply, instructions, self._stored()):
+            if reply is not None and self.reply_filter.keep(reply, instructions, self._stored()):
                 origin = {"session": session_id, "messages": [m.id for m in part.distilled]}
                 entry = self.memory.add(reply, SOURCE_OVERFLOW, date=self.today(), origin=origin)
                 if entry is not None:
@@ -325,7 +319,7 @@ class MemoryKeeper:
                 return []
         used = [m.id for m in new if (line := summary_line(m)) is not None and line in text]
         lines = self._commit_auto(session_id, everything[-1], reply, used)
-        self.screen.report(lines)
+        self.reply_filter.report(lines)
         return lines
 
     def _stored(self) -> list[str]:
@@ -341,7 +335,7 @@ class MemoryKeeper:
             if not coverage.mark(s, last):
                 raise _Stale  # the message is gone, or another process got there first
             instructions = conversation_memory_prompt("", self._language())
-            if reply is not None and self.screen.keep(reply, instructions, self._stored()):
+            if reply is not None and self.reply_filter.keep(reply, instructions, self._stored()):
                 origin = {"session": session_id, "messages": ids}
                 entry = self.memory.add(reply, SOURCE_AUTO, date=self.today(), origin=origin)
                 if entry is not None:
@@ -374,7 +368,7 @@ class MemoryKeeper:
         if session.cursors.get(CURSOR_RETRY_AT, 0) > _turns(session):
             return None
         failure: SummaryError | None = None
-        self.screen.nothing = 0
+        self.reply_filter.nothing = 0
         calls = self.summariser.calls
         with self.summariser.run():
             if mem.overflow_summary or mem.session_summary:
@@ -391,7 +385,7 @@ class MemoryKeeper:
             self._note_outcome(session_id, failed=failure is not None)
         if failure is not None:
             raise failure
-        return NOTHING_NOTE if self.screen.nothing else None
+        return NOTHING_NOTE if self.reply_filter.nothing else None
 
     def _note_outcome(self, session_id: str, *, failed: bool) -> None:
         """Count failed runs in a row in the session; a success clears the count."""
@@ -459,22 +453,3 @@ def _last_user(window: Sequence[Message]) -> int:
 
 def _index(messages: Sequence[Message], m: Message) -> int:
     return next(i for i in range(len(messages) - 1, -1, -1) if messages[i] is m)
-
-
-__all__ = [
-    "CURSOR_AUTO",
-    "CURSOR_AUTO_AT",
-    "CURSOR_AUTO_ID",
-    "Compacted",
-    "MemoryKeeper",
-    "SummaryError",
-    "auto_cursor",
-    "batch_threshold",
-    "format_newest",
-    "is_no_memory",
-    "message_key",
-    "overflow_batches",
-    "query_words",
-    "summary_line",
-    "time_stamp",
-]

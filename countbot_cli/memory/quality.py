@@ -22,8 +22,8 @@ it passes every check (`rejection` names the first one it fails):
 
 The keeper treats a rejected reply like the sentinel: the batch is archived (overflow) or the
 cursor moves (automatic memory), nothing is written, and the user is told once. "Nothing to
-keep" (the sentinel or any wording of it) is a normal outcome, not a rejection: `Screen.nothing`
-counts it and the upkeep says so dimmed, never as a failure.
+keep" (the sentinel or any wording of it) is a normal outcome, not a rejection:
+`ReplyFilter.nothing` counts it and the upkeep says so dimmed, never as a failure.
 """
 
 from __future__ import annotations
@@ -133,8 +133,8 @@ class SummaryRejected(SummaryError):
     """Summary replies were not stored (junk); their messages were skipped like a sentinel's."""
 
 
-class Screen:
-    """The checks of one keeper: `keep` says whether to store a reply and remembers why not;
+class ReplyFilter:
+    """The junk filter of one keeper: `keep` says whether to store a reply and remembers why not;
     `report` raises SummaryRejected once for what was rejected since the last report."""
 
     def __init__(self) -> None:

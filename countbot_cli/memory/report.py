@@ -143,10 +143,10 @@ def remember(keeper: MemoryKeeper, session_id: str | None, exchange: Sequence[Me
         return NOTHING_NOTE
     reply = keeper.summariser.summarise(conversation_memory_prompt(text, language), "--remember")
     instructions = conversation_memory_prompt("", language)
-    keeper.screen.nothing = 0
+    keeper.reply_filter.nothing = 0
     existing = [e.content for e in keeper.memory.entries()]
-    if not keeper.screen.keep(reply, instructions, existing):
-        keeper.screen.report([])  # a junk reply raises, like automatic memory's
+    if not keeper.reply_filter.keep(reply, instructions, existing):
+        keeper.reply_filter.report([])  # a junk reply raises, like automatic memory's
         return NOTHING_NOTE
     origin = {"session": session_id, "messages": [m.id for m in exchange]} if session_id else None
     entry = keeper.memory.add(reply, SOURCE_AUTO, date=keeper.today(), origin=origin)

@@ -9,7 +9,7 @@ from typing import Any
 import fakeserver as fs
 from memory_rig import dialogue_lines, messages_of, q
 
-from countbot_cli.memory.keeper import CURSOR_AUTO, CURSOR_AUTO_AT
+from countbot_cli.memory.coverage import CURSOR_AUTO, CURSOR_AUTO_AT
 from countbot_cli.prompts import NO_MEMORY_SENTINEL
 
 

@@ -12,17 +12,10 @@ from cbenv import make_cb
 from memory_rig import q
 
 from countbot_cli.config.settings import load_settings
-from countbot_cli.memory.keeper import (
-    RECALL_ENTRIES,
-    RECALL_TOKENS,
-    MemoryKeeper,
-    format_newest,
-    is_no_memory,
-    overflow_batches,
-    query_words,
-    summary_line,
-)
+from countbot_cli.memory.digest import format_newest, is_no_memory, overflow_batches, summary_line
+from countbot_cli.memory.keeper import RECALL_ENTRIES, RECALL_TOKENS, MemoryKeeper
 from countbot_cli.memory.recall import Recall
+from countbot_cli.memory.search import query_words
 from countbot_cli.messages import Message
 from countbot_cli.prompts import NO_MEMORY_SENTINEL
 

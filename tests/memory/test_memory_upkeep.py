@@ -25,7 +25,7 @@ from memory_rig import (
 from countbot_cli.conversation.sessions.session import new_session
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.interrupts import sigint_deferred
-from countbot_cli.memory.keeper import SummaryError
+from countbot_cli.memory.summariser import SummaryError
 from countbot_cli.messages import Message
 from countbot_cli.prompts import NO_MEMORY_SENTINEL
 
