@@ -2,8 +2,9 @@
 and the one NO_COLOR policy they follow.
 
 ask's status line ("waiting for MODEL", "… updating memory") and its notices, the REPL's
-spinner and banner, the lines `ask` leaves after the answer, a running command's live tail and
-the approval prompt's palette (ui/confirm.py) all take their escape sequences from here; no
+spinner and banner, the lines `ask` leaves after the answer, a running command's live tail, the
+cursor moves of the streamed answer's live region (ui/liveregion.py) and the approval prompt's
+palette (ui/confirm.py) all take their escape sequences from here; no
 other module writes `ESC [` by hand (textsafe.py only recognises them, to remove them).
 
 The policy (https://no-color.org): `NO_COLOR`, set and not empty, means no *colour*. Dim, bold
@@ -29,6 +30,7 @@ COLOURS = (RED, GREEN, YELLOW, CYAN)
 RESET = "\x1b[0m"
 CLEAR_LINE = "\r\x1b[2K"  # back to the line's start and erase it
 CLEAR_BELOW = "\x1b[J"  # erase from the cursor to the end of the screen
+HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"  # while the answer's live region is up
 
 
 def colour_on() -> bool:

@@ -2,19 +2,19 @@
 
 `StreamView` renders one answer as it streams. The answer is cut into top-level markdown blocks
 (`mdblocks.py`); a block is printed once, into the terminal's scrollback, as soon as a later block
-has started. Only the unsettled tail is redrawn, in a transient `rich.live.Live` that has no
-refresh thread, bottom-cropped to the terminal and throttled to `max_fps` (slower if frames are
-slow). `finish()` leaves on screen exactly what a one-shot `Markdown(whole_text)` render prints
+has started. Only the unsettled tail is redrawn, in countbot's own live region (`liveregion.py`:
+no refresh thread, only the lines that changed rewritten), bottom-cropped to the terminal and
+throttled to `max_fps` (slower if frames are slow). `finish()` leaves on screen exactly what a one-shot `Markdown(whole_text)` render prints
 (less the invisible padding at line ends, which a narrowed terminal would turn into blank rows).
 Cost per token is bounded by the size of the last block, not of the answer. The renderer draws
 only when fed: a caller whose stream may stall calls `refresh()` when `due_in()` elapses.
 
 On a width change the live region is erased over the rows it occupies after the terminal
-re-wrapped it (`terminal_reflows`). A terminal made shorter than the region pushes its top rows
+re-wrapped it (`terminal_reflows`, passed to the region). A terminal made shorter than the region pushes its top rows
 into the scrollback, where they stay: that case is not handled.
 
-Plain mode (`plain=True`, or a console from `make_console` for a stream that is not a terminal)
-writes the raw text as it arrives. `NO_COLOR` (https://no-color.org) only drops colour: markdown is
+Plain mode (`plain=True`, or a console from `make_console` for a stream that is not a terminal:
+its `plain` flag, ui/console.py) writes the raw text as it arrives. `NO_COLOR` (https://no-color.org) only drops colour: markdown is
 still rendered, with bold, italics, underline and dim but no colours. Model output is untrusted: control sequences are removed
 (`textsafe`) and nothing is printed as rich markup.
 
@@ -27,7 +27,6 @@ import os
 import sys
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
@@ -38,8 +37,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from countbot_cli.ui import mdblocks
+    from countbot_cli.ui.liveregion import LiveRegion
 
-_PLAIN_CONSOLES: weakref.WeakSet[Any] = weakref.WeakSet()
 _KEEP_BELOW = 2  # rows left free under the live region (the cursor line, a margin)
 
 
@@ -65,7 +64,7 @@ def preload() -> None:
     warm.print(
         mdblocks.Lines(mdblocks.render_lines(warm, _WARM_DOC, separated=True, code_theme="monokai"))
     )
-    import rich.live  # noqa: F401
+    from countbot_cli.ui import console, liveregion  # noqa: F401
 
 
 _WARM_DOC = "# a\n\n- *b* `c`\n\n| d |\n|---|\n| e |\n\n```python\nx = 1\n```\n"
@@ -73,7 +72,9 @@ _WARM_DOC = "# a\n\n- *b* `c`\n\n| d |\n|---|\n| e |\n\n```python\nx = 1\n```\n"
 
 def is_plain_console(console: Console) -> bool:
     """True for a console made by `make_console` for a pipe or `force_plain`."""
-    return console in _PLAIN_CONSOLES
+    from countbot_cli.ui.console import OutputConsole
+
+    return isinstance(console, OutputConsole) and console.plain
 
 
 def make_console(
@@ -82,7 +83,7 @@ def make_console(
     """A Console for countbot output. Plain (raw text, no colour, no wrapping) when `force_plain`,
     or by default when the stream is not a terminal. On a terminal with `NO_COLOR` set, markdown
     is rendered without colours (styles such as bold stay)."""
-    from rich.console import Console
+    from countbot_cli.ui.console import OutputConsole
 
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
     plain = force_plain
@@ -90,8 +91,11 @@ def make_console(
         plain = not isatty(stream)
     if not plain:
         no_color = bool(os.environ.get("NO_COLOR"))
-        return Console(file=file, stderr=stderr, highlight=False, emoji=False, no_color=no_color)
-    console = Console(
+        return OutputConsole(
+            file=file, stderr=stderr, highlight=False, emoji=False, no_color=no_color
+        )
+    return OutputConsole(
+        plain=True,
         file=file,
         stderr=stderr,
         force_terminal=False,
@@ -101,8 +105,6 @@ def make_console(
         emoji=False,
         soft_wrap=True,
     )
-    _PLAIN_CONSOLES.add(console)
-    return console
 
 
 def _write_raw(stream: IO[str], text: str) -> None:
@@ -126,17 +128,6 @@ def render_markdown(console: Console, text: str, *, code_theme: str = "monokai")
 
     lines = mdblocks.render_lines(console, text, separated=False, code_theme=code_theme)
     console.print(mdblocks.Lines(mdblocks.rstrip_line(line) for line in lines))
-
-
-class _Region:
-    """The live region's content: pre-rendered lines, so a print above it re-renders nothing."""
-
-    def __init__(self, blocks: Any) -> None:
-        self.lines: list[Any] = []
-        self._blocks = blocks
-
-    def __rich_console__(self, console: Console, options: Any) -> Any:
-        return self._blocks.Lines(self.lines).__rich_console__(console, options)
 
 
 class StreamView:
@@ -171,9 +162,7 @@ class StreamView:
         self._last: str | None = None  # "answer" | "reasoning" | "notice": what was printed last
         self._plain_nl = True  # plain mode: the main stream is at the start of a line
         self._side_nl = True  # plain mode: the side stream is at the start of a line
-        self._live: Any = None
-        self._region: _Region | None = None
-        self._drawn: tuple[int, list[int]] | None = None  # width and line lengths of the region
+        self._region: LiveRegion | None = None
         self._reflows = terminal_reflows() if reflows is None else reflows
         self._dirty = False
         self._next_at = float("-inf")
@@ -222,7 +211,7 @@ class StreamView:
         self._reason += text
         if "\n" in self._reason:
             done, self._reason = self._reason.rsplit("\n", 1)
-            drawn = self._live is not None
+            drawn = self._live_up()
             self._print_dim(done)  # with a live region, this redraws the region too
             if drawn:
                 return
@@ -302,7 +291,7 @@ class StreamView:
         return self._blocks_mod
 
     def _live_ok(self) -> bool:
-        if self._live_capable is None:  # what rich.live.Live draws on
+        if self._live_capable is None:  # a terminal that can move its cursor
             c = self._console
             self._live_capable = c.is_terminal and not c.is_dumb_terminal and c.is_interactive
         return self._live_capable
@@ -318,7 +307,7 @@ class StreamView:
         self._tail = split.rest
         self._separated = not split.ends_with_hr
         self._last = "answer"
-        self._show(self._blocks.Lines(lines))
+        self._show(lines)
         return True
 
     def _lines(self, src: str) -> list[Any]:
@@ -334,8 +323,8 @@ class StreamView:
         from rich.text import Text
 
         line = Text(text, style="dim", no_wrap=one_line, overflow="ellipsis" if one_line else None)
-        if self._live is not None:
-            self._show(line)
+        if self._live_up():
+            self._show(self._console.render_lines(line, pad=False))
         else:
             self._console.print(line)
 
@@ -364,74 +353,37 @@ class StreamView:
             self._last = "answer"
             self._separated = True
 
-    def _stop_live(self) -> None:
-        if self._live is None:
-            return
-        self._fit_erase()
-        live, self._live = self._live, None
-        if self._region is not None:
-            self._region.lines = []
-        live.refresh()  # erase the region before Live's last refresh (it could be taller)
-        live.stop()
-        self._drawn = None
+    def _live_up(self) -> bool:
+        return self._region is not None and self._region.active
 
-    def _fit_erase(self) -> None:
-        """After a width change, make Live erase the rows its region occupies now: a terminal
-        that re-wraps its lines spreads a line over more rows when narrower (fewer when wider
-        again); rows pushed above the screen can no longer be reached."""
-        drawn, live = self._drawn, self._live
-        width = self._console.width
-        if drawn is None or live is None or drawn[0] == width or width <= 0:
-            return
-        lens = drawn[1]
-        rows = sum(max(1, -(-n // width)) for n in lens) if self._reflows else len(lens)
-        render = getattr(live, "_live_render", None)
-        if render is not None and getattr(render, "_shape", None) is not None:
-            render._shape = (width, min(rows, self._console.height))
-        self._drawn = (width, drawn[1])
+    def _stop_live(self) -> None:
+        """Erase the live region (the cursor goes back to where it began)."""
+        if self._region is not None:
+            self._region.clear()
 
     def _maybe_frame(self) -> None:
         if self._clock() >= self._next_at:
             self._show()
 
-    def _show(self, above: Any = None) -> None:
-        """Redraw the live region; print `above` into scrollback over it, in the same write."""
+    def _show(self, above: list[Any] | None = None) -> None:
+        """Redraw the live region; print `above` (lines) into scrollback over it, in one write."""
         self._dirty = False
         if not self._live_ok():
             if above is not None:
-                self._console.print(above)
+                self._console.print(self._blocks.Lines(above))
             return
         started = time.perf_counter()
-        region = self._ensure_live()
-        self._fit_erase()
-        region.lines = self._region_lines()
-        if above is not None:
-            self._console.print(above)  # Live's render hook redraws the region below it
-        else:
-            self._live.refresh()
-        width = self._console.width
-        self._drawn = (width, [min(width, self._blocks.line_length(line)) for line in region.lines])
+        if self._region is None:
+            from countbot_cli.ui.liveregion import LiveRegion
+
+            console = self._console
+            self._region = LiveRegion(
+                console, write=lambda text: _write_raw(console.file, text), reflows=self._reflows
+            )
+        self._region.show(self._region_lines(), above)
         self.frames += 1
         took = time.perf_counter() - started
         self._next_at = self._clock() + max(self._interval, 4 * took)
-
-    def _ensure_live(self) -> _Region:
-        if self._region is None:
-            self._region = _Region(self._blocks)
-        if self._live is None:
-            from rich.live import Live
-
-            self._live = Live(
-                self._region,
-                console=self._console,
-                auto_refresh=False,
-                transient=True,
-                redirect_stdout=False,
-                redirect_stderr=False,
-                vertical_overflow="crop",
-            )
-            self._live.start()
-        return self._region
 
     def _region_lines(self) -> list[Any]:
         """The unsettled tail (or the current reasoning line), bottom-cropped to the terminal."""

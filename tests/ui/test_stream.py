@@ -24,6 +24,7 @@ import pytest
 from rich.console import Console
 
 from countbot_cli.textsafe import sanitize
+from countbot_cli.ui.status import CLEAR_BELOW, rows_up
 from countbot_cli.ui.stream import (
     StreamView,
     is_plain_console,
@@ -281,9 +282,20 @@ def test_narrowing_a_reflowing_terminal_erases_the_rows_the_region_spread_over()
     c.width = 60  # the terminal now shows them on 1 + 2 + 2 + 1 rows
     c.file = io.StringIO()
     view.feed(" and more")
-    erase = c.file.getvalue().split("\x1b[?25l")[0]  # up to the redraw
-    assert erase.count("\x1b[1A") == 5 and erase.count("\x1b[2K") == 6
+    frame = c.file.getvalue()  # type: ignore[attr-defined]
+    assert frame.startswith("\r" + rows_up(5) + CLEAR_BELOW)  # up to the first of the 6 rows
+    assert frame.count("\n") == 5 and frame.endswith("short and more")  # the 6 lines at 60
     view.finish()
+
+
+def test_a_growing_paragraph_redraws_only_its_changing_lines() -> None:
+    text = " ".join(f"word{i}" for i in range(400)) + "\n"  # one paragraph, 30+ rows at 80
+    c = console(terminal=True, height=60)
+    view = stream(gen_doc.regex_chunks(text), c)
+    assert view.frames > 300  # a frame for every token
+    raw = c.file.getvalue()  # type: ignore[attr-defined]
+    assert screen(raw, 80) == screen(one_shot(text, terminal=True), 80)
+    assert len(raw) < view.frames * 2 * WIDTH  # a row or two a frame, not the whole block
 
 
 def test_settled_lines_carry_no_invisible_padding() -> None:
@@ -453,7 +465,13 @@ def test_import_is_cheap_and_preload_warms_up() -> None:
         "import sys; import countbot_cli.ui.stream as r\n"
         "assert not any(m == 'rich' or m.startswith(('rich.', 'markdown_it')) for m in sys.modules), "
         "sorted(m for m in sys.modules if 'rich' in m)\n"
-        "r.preload(); assert 'rich.markdown' in sys.modules and 'rich.live' in sys.modules\n"
+        "r.preload(); assert 'rich.markdown' in sys.modules\n"
+        "assert 'countbot_cli.ui.liveregion' in sys.modules\n"
+        "import io; from rich.console import Console\n"
+        "c = Console(file=io.StringIO(), force_terminal=True, width=80, height=20)\n"
+        "v = r.StreamView(c); v.feed('# a\\n\\nsome text'); v.finish()\n"
+        "assert v.frames and 'some text' in c.file.getvalue()\n"
+        "assert 'rich.live' not in sys.modules  # countbot's own live region\n"
     )
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr

@@ -1,0 +1,139 @@
+"""countbot's own live region: the rows at the bottom of the output that `StreamView` redraws
+in place while an answer streams (the unsettled tail, or the reasoning line being written).
+
+The region holds pre-rendered lines (rich `Segment` lines, from `mdblocks.render_lines`). Each
+`show` draws them below what is already on screen, in one write; text that settles is printed
+above the region in that same write, so it goes into the scrollback and the region follows it.
+Only what changed is redrawn: the cursor goes back to the first line that differs from what is
+on screen and everything from there down is rewritten, so a growing paragraph costs one line a
+frame, not the whole block (on a 2k-token answer, a quarter of the bytes rich's `Live` wrote).
+
+The cursor rests at the end of the region's last line (no newline after it, as rich's `Live`
+left it), hidden while the region is up. `clear` erases the region, puts the cursor at the
+start of the row where the region began and shows it again.
+
+A width change: a terminal that re-wraps its lines (`reflows`) spreads a drawn line over more
+rows when narrower (fewer when wider again), so the region is erased over the rows it occupies
+*now* and redrawn whole; rows pushed above the screen can no longer be reached.
+
+Escape sequences come from ui/status.py; segments are turned into text with rich's public
+`Style.render`, as `Console.print` does (colours dropped under `NO_COLOR`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from countbot_cli.ui.status import CLEAR_BELOW, HIDE_CURSOR, SHOW_CURSOR, rows_up
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.segment import Segment
+
+    Line = list[Segment]
+
+
+class LiveRegion:
+    """The live rows below the printed output of one console; `write` sends text to its
+    terminal (and flushes)."""
+
+    def __init__(
+        self, console: Console, *, write: Callable[[str], None], reflows: bool = True
+    ) -> None:
+        self._console = console
+        self._write = write
+        self._reflows = reflows
+        self._lines: list[Line] = []  # what is on screen now
+        self._lens: list[int] = []  # cells each drawn line takes
+        self._width = 0  # the terminal's width when they were drawn
+        self._up = False  # drawn at least once and not cleared (the cursor is hidden)
+        self.bytes = 0  # characters written (for benchmarks)
+
+    @property
+    def active(self) -> bool:
+        return self._up
+
+    @property
+    def lines(self) -> list[Line]:
+        """The lines on screen now."""
+        return list(self._lines)
+
+    def show(self, lines: Sequence[Line], above: Sequence[Line] | None = None) -> None:
+        """Draw `lines` as the region; `above` is printed into the scrollback first."""
+        width = self._console.width
+        new = list(lines)
+        if above or width != self._width:
+            out = self._back_to_start() + "".join(self._text(line) + "\n" for line in above or ())
+            out += "\n".join(self._text(line) for line in new)
+        else:
+            out = self._changes(new)
+        if not self._up:
+            out = HIDE_CURSOR + out
+            self._up = True
+        self._lines, self._width = new, width
+        self._lens = [_cells(line) for line in new]
+        self._emit(out)
+
+    def clear(self) -> None:
+        """Erase the region; the cursor is at the start of its first row, shown again."""
+        if not self._up:
+            return
+        out = self._back_to_start() + SHOW_CURSOR
+        self._lines, self._lens, self._up = [], [], False
+        self._emit(out)
+
+    def _changes(self, new: list[Line]) -> str:
+        """The text that turns the drawn lines into `new`: from the first line that differs."""
+        old = self._lines
+        same = 0
+        for a, b in zip(old, new, strict=False):
+            if a != b:
+                break
+            same += 1
+        if same == len(old) == len(new):
+            return ""
+        if same == len(old) and old:  # lines were added below: no erasing
+            return "\n" + "\n".join(self._text(line) for line in new[same:])
+        same = min(same, max(len(new) - 1, 0))  # rewrite at least the new last line
+        up = max(len(old) - 1 - same, 0)
+        return "\r" + rows_up(up) + CLEAR_BELOW + "\n".join(self._text(line) for line in new[same:])
+
+    def _back_to_start(self) -> str:
+        """Cursor to the start of the region's first row, everything below erased."""
+        if not self._lines:
+            return "\r" + CLEAR_BELOW if self._up else ""
+        width = self._console.width
+        rows = len(self._lens)
+        if self._reflows and width != self._width and width > 0:
+            rows = sum(max(1, -(-n // width)) for n in self._lens)
+        rows = min(rows, max(self._console.height, 1))
+        return "\r" + rows_up(rows - 1) + CLEAR_BELOW
+
+    def _text(self, line: Line) -> str:
+        """`line` as the terminal text rich's Console.print would write for it."""
+        from rich.console import COLOR_SYSTEMS
+        from rich.segment import Segment
+
+        console = self._console
+        system = COLOR_SYSTEMS.get(console.color_system or "")
+        legacy = console.legacy_windows
+        segments: Any = Segment.remove_color(line) if console.no_color else line
+        parts = []
+        for text, style, _control in segments:
+            if style:
+                parts.append(style.render(text, color_system=system, legacy_windows=legacy))
+            else:
+                parts.append(text)
+        return "".join(parts)
+
+    def _emit(self, text: str) -> None:
+        if text:
+            self.bytes += len(text)
+            self._write(text)
+
+
+def _cells(line: Line) -> int:
+    from rich.segment import Segment
+
+    return Segment.get_line_length(line)
