@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_store import CACHE, build, median_of, messages  # noqa: E402
 
+from countbot_cli.commands.session_search import sessions_search  # noqa: E402
 from countbot_cli.conversation.sessions.search import INDEX_FILE, SessionSearch  # noqa: E402
 from countbot_cli.conversation.sessions.store import SessionStore  # noqa: E402
-from countbot_cli.ui.session_search import sessions_search  # noqa: E402
 
 QUERIES = (("rare word", "bench04321"), ("word in all", "ordinary"), ("CJK in all", "中文"))
 

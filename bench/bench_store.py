@@ -23,11 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from countbot_cli.commands.sessions import sessions_list  # noqa: E402
 from countbot_cli.conversation.sessions.listing import INDEX_NAME
 from countbot_cli.conversation.sessions.session import Session, new_session  # noqa: E402
 from countbot_cli.conversation.sessions.store import SessionStore  # noqa: E402
 from countbot_cli.messages import Message  # noqa: E402
-from countbot_cli.ui.sessions import sessions_list  # noqa: E402
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "store-5000x200"
 N_SESSIONS = 5000

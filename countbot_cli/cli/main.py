@@ -1,4 +1,4 @@
-"""The typer app: parses flags and calls the command bodies (app.py, ui/, cli/). No logic here.
+"""The typer app: parses flags and calls the command bodies (commands/). No logic here.
 
 Only typer is imported at module level; each command imports what it needs when it runs, so
 `countbot --help` stays fast.
@@ -13,19 +13,21 @@ from typing import Annotated, Any
 
 import typer
 
-from countbot_cli.cli.groups import config_app, memory_app, sessions_app
+from countbot_cli.cli.config import config_app
 from countbot_cli.cli.mcp import mcp_app
+from countbot_cli.cli.memory import memory_app
 from countbot_cli.cli.options import (
     ConfigOpt,
     JsonOpt,
     ModelOpt,
     ProviderOpt,
     SystemOpt,
-    config_or_global,
-    global_opts,
+    config_of,
     guarded,
+    hand_down,
     load_for_command,
 )
+from countbot_cli.cli.sessions import sessions_app
 from countbot_cli.errors import EXIT_CODES_HELP
 
 HELP = f"""countbot: chat with OpenAI-compatible language models from the terminal.
@@ -133,12 +135,13 @@ def main_options(
 
         typer.echo(f"countbot {__version__}")
         raise typer.Exit(0)
-    global_opts["config"] = config
+    hand_down(ctx, config)
     chat_flags = (
         session or cont or model or provider or system or yes or no_tools or role or option
     ) or (attach or pick)
     if ctx.invoked_subcommand is None:
         _run_chat(
+            ctx,
             config,
             session=session,
             cont=cont,
@@ -163,6 +166,7 @@ def main_options(
 
 
 def _run_chat(
+    ctx: typer.Context,
     config: str | None,
     *,
     resume: str | None = None,
@@ -172,11 +176,11 @@ def _run_chat(
 ) -> None:
     def go() -> int:
         from countbot_cli.cli.chat import ChatOptions, run_chat
-        from countbot_cli.cli.roles import choose
+        from countbot_cli.commands.roles import choose
 
         chosen = choose(role, flags.pop("system", None), flags.pop("model", None), option)
         opts = ChatOptions(
-            config=config_or_global(config),
+            config=config_of(ctx, config),
             system=chosen.system,
             model=chosen.model,
             options=chosen.options,
@@ -191,6 +195,7 @@ def _run_chat(
     help="The interactive chat (also what `countbot` alone starts). /help inside lists the commands."
 )
 def chat(
+    ctx: typer.Context,
     session: SessionOpt = None,
     cont: ContinueOpt = False,
     model: ModelOpt = None,
@@ -206,6 +211,7 @@ def chat(
     config: ConfigOpt = None,
 ) -> None:
     _run_chat(
+        ctx,
         config,
         context_window=context_window,
         pick=pick,
@@ -228,6 +234,7 @@ def chat(
     epilog="\b\n" + EXIT_CODES_HELP,
 )
 def ask(
+    ctx: typer.Context,
     prompt: Annotated[
         list[str] | None, typer.Argument(help="The question.", show_default=False)
     ] = None,
@@ -341,11 +348,11 @@ def ask(
 ) -> None:
     def go() -> int:
         from countbot_cli.app import AskOptions, run_ask
-        from countbot_cli.cli.roles import choose
+        from countbot_cli.commands.roles import choose
 
         chosen = choose(role, system, model, option, list(prompt or []), template)
         opts = AskOptions(
-            config=config_or_global(config),
+            config=config_of(ctx, config),
             provider=provider,
             model=chosen.model,
             system=chosen.system,
@@ -376,22 +383,27 @@ def ask(
 
 @app.command(help="List the provider's models (GET {api_base}/models).")
 def models(
-    json_out: JsonOpt = False, provider: ProviderOpt = None, config: ConfigOpt = None
+    ctx: typer.Context,
+    json_out: JsonOpt = False,
+    provider: ProviderOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
-    def go() -> int:
-        from countbot_cli.app import make_provider
-        from countbot_cli.cli.config import models as _models
+    from countbot_cli.commands.config_check import models_command
 
-        settings = load_for_command(config, provider=provider, require_model=False)
-        return _models(settings, lambda _p: make_provider(settings), sys.stdout, json_out=json_out)
-
-    guarded(go)
+    guarded(
+        lambda: models_command(
+            load_for_command(ctx, config, provider=provider, require_model=False),
+            sys.stdout,
+            json_out=json_out,
+        )
+    )
 
 
 @sessions_app.command(
     "resume", help="Open a saved session in the interactive chat (no ID: choose it in a picker)."
 )
 def sessions_resume(
+    ctx: typer.Context,
     session_id: Annotated[str | None, typer.Argument(metavar="[ID]")] = None,
     model: ModelOpt = None,
     provider: ProviderOpt = None,
@@ -401,6 +413,7 @@ def sessions_resume(
     config: ConfigOpt = None,
 ) -> None:
     _run_chat(
+        ctx,
         config,
         resume=session_id,
         pick=session_id is None,
@@ -414,7 +427,7 @@ def sessions_resume(
 
 @app.command(help="List the roles (<config folder>/roles/NAME.md): name and first line.")
 def roles() -> None:
-    from countbot_cli.cli.roles import roles_list
+    from countbot_cli.commands.roles import roles_list
 
     guarded(lambda: roles_list(sys.stdout, sys.stderr))
 
@@ -425,7 +438,7 @@ def roles() -> None:
     "fish: countbot completion fish > ~/.config/fish/completions/countbot.fish"
 )
 def completion(shell: Annotated[str, typer.Argument(metavar="bash|zsh|fish")]) -> None:
-    from countbot_cli.cli.complete import SHELLS, script
+    from countbot_cli.commands.complete import SHELLS, script
 
     if shell not in SHELLS:
         sys.stderr.write(f"countbot: error: no completion for {shell!r}: use bash, zsh or fish\n")
@@ -449,10 +462,10 @@ def run(argv: list[str]) -> None:
     from countbot_cli.cli.routing import command_of, join_option_pairs, route
     from countbot_cli.interrupts import stop_on_termination
 
-    if argv[:1] == ["__complete"]:  # the shell asking for candidates (cli/complete.py)
+    if argv[:1] == ["__complete"]:  # the shell asking for candidates (commands/complete.py)
         import typer.main
 
-        from countbot_cli.cli.complete import run_complete
+        from countbot_cli.commands.complete import run_complete
 
         raise SystemExit(run_complete(typer.main.get_command(app), argv[1:]))
     stop_on_termination()  # done by __main__ already; again for a caller of run()

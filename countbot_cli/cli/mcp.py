@@ -1,11 +1,5 @@
-"""`countbot mcp list`: the configured MCP servers, started, listed and stopped again.
-
-Each server is started as a turn would start it (stdio or streamable HTTP), its state and
-tools are printed — the names the model sees (`mcp__SERVER__TOOL`), their arguments (`*`
-marks a required one) and whether the config's `allow` list runs them without asking — and
-the servers are stopped before the command returns. `--json` prints the full input schemas.
-Everything a server says is sanitised before it reaches the terminal.
-"""
+"""The `mcp` command group: typer declarations only (the body of `mcp list` is
+commands/mcp.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +11,7 @@ mcp_app = typer.Typer(help="MCP servers whose tools the model may call.", no_arg
 
 
 @mcp_app.command("list", help="Start each configured server, list its state and tools, stop it.")
-def mcp_list(json_out: JsonOpt = False, config: ConfigOpt = None) -> None:
-    from countbot_cli.ui.mcp import list_servers  # the command's body, loaded when it runs
+def mcp_list(ctx: typer.Context, json_out: JsonOpt = False, config: ConfigOpt = None) -> None:
+    from countbot_cli.commands.mcp import list_servers  # the command's body, loaded when it runs
 
-    guarded(lambda: list_servers(load_for_command(config, require_provider=False), json_out))
+    guarded(lambda: list_servers(load_for_command(ctx, config, require_provider=False), json_out))

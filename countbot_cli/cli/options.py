@@ -8,11 +8,20 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
 
-global_opts: dict[str, Any] = {"config": None}
+
+@dataclass(frozen=True)
+class Above:
+    """What the root's and a group's callback hand the commands below them, as typer's
+    `ctx.obj` (a child context starts with its parent's): the `--config` given before the
+    command (`countbot --config F sessions list`, `countbot sessions --config F list`)."""
+
+    config: str | None = None
+
 
 ConfigOpt = Annotated[
     str | None, typer.Option("--config", help="Config file (default: see `countbot config path`).")
@@ -66,11 +75,19 @@ def _silence_broken_pipe() -> None:
         pass
 
 
-def config_or_global(value: str | None) -> str | None:
-    return value or global_opts["config"]
+def hand_down(ctx: typer.Context, config: str | None) -> None:
+    """A callback's `--config` for the commands below it (the nearest one given wins)."""
+    ctx.obj = Above(config=config_of(ctx, config))
+
+
+def config_of(ctx: typer.Context, value: str | None) -> str | None:
+    """The command's own `--config`, else the one given before it (root or group)."""
+    above = ctx.obj if isinstance(ctx.obj, Above) else Above()
+    return value or above.config
 
 
 def load_for_command(
+    ctx: typer.Context,
     config: str | None,
     *,
     provider: str | None = None,
@@ -79,5 +96,5 @@ def load_for_command(
 ) -> Any:
     from countbot_cli.app import CommonOptions, load_settings
 
-    opts = CommonOptions(config=config_or_global(config), provider=provider)
+    opts = CommonOptions(config=config_of(ctx, config), provider=provider)
     return load_settings(opts, require_provider=require_provider, require_model=require_model)

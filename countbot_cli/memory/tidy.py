@@ -1,5 +1,5 @@
 """`countbot memory tidy`: merges, supersessions and drops of MEMORY.md lines, proposed and
-applied only on a yes (issue 22 point 3). The questions are the UI's (ui/memory_tidy.py).
+applied only on a yes (issue 22 point 3). The questions are the UI's (commands/memory_tidy.py).
 
 Proposals come from two places:
 

@@ -4,7 +4,7 @@
 nothing) and holds it for the next message (`Repl.attachments`, a
 `conversation.input.attachments.PendingAttachments`; the prompt shows how many are held); `/attach`
 alone lists them and `/attach clear` drops them. `/mcp` lists the configured MCP servers, their
-state and tools (ui/mcp.py, the body of `countbot mcp list`), starting the session's servers
+state and tools (commands/mcp.py, the body of `countbot mcp list`), starting the session's servers
 if no turn has yet.
 """
 
@@ -13,10 +13,11 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
+from countbot_cli.commands.mcp import list_servers
 from countbot_cli.conversation.input.attachments import describe
 from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.textsafe import sanitize_line
-from countbot_cli.ui.mcp import NONE_CONFIGURED, list_servers
+from countbot_cli.ui.mcp import NONE_CONFIGURED
 
 if TYPE_CHECKING:
     from countbot_cli.repl.host import ReplHost

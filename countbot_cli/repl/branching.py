@@ -15,11 +15,11 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
+from countbot_cli.commands.session_search import sessions_search
 from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.errors import UsageError
 from countbot_cli.memory.session_meaning import MeaningSearch
 from countbot_cli.textsafe import sanitize_line
-from countbot_cli.ui.session_search import sessions_search
 from countbot_cli.ui.transcript import recap
 
 if TYPE_CHECKING:

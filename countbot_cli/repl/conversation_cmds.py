@@ -10,11 +10,11 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from countbot_cli.commands.sessions import export_format, sessions_export, sessions_list
 from countbot_cli.config import saved_allow
 from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.errors import UsageError
 from countbot_cli.textsafe import sanitize, sanitize_line
-from countbot_cli.ui.sessions import export_format, sessions_export, sessions_list
 
 if TYPE_CHECKING:
     from countbot_cli.repl.host import ReplHost

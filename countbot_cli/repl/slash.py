@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from countbot_cli.commands.memory import memory_add, memory_search, memory_show
 from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.errors import CountbotError, UsageError
 from countbot_cli.memory.store import MemoryStore
@@ -43,7 +44,6 @@ from countbot_cli.repl.tidy_cmd import cmd_memory_tidy
 from countbot_cli.repl.toolbar import token_report
 from countbot_cli.repl.tuning_cmds import cmd_role, cmd_set, complete_keys, complete_roles
 from countbot_cli.textsafe import sanitize, sanitize_line
-from countbot_cli.ui.memory import memory_add, memory_search, memory_show
 
 if TYPE_CHECKING:
     from countbot_cli.repl.host import ReplHost

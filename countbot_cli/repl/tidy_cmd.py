@@ -1,4 +1,4 @@
-"""`/memory tidy`: `countbot memory tidy` in the chat (ui/memory_tidy.py), answered at the
+"""`/memory tidy`: `countbot memory tidy` in the chat (commands/memory_tidy.py), answered at the
 REPL's own prompt; the model's proposals come from the chat's provider (none from the embedded
 model, which is too small to judge which facts replace which)."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
+from countbot_cli.commands.memory_tidy import memory_tidy
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.memory.tidy import TidyModel
-from countbot_cli.ui.memory_tidy import memory_tidy
 
 if TYPE_CHECKING:
     from countbot_cli.repl.host import ReplHost

@@ -28,7 +28,7 @@ from countbot_cli.conversation.sessions.search_text import snippet
 from countbot_cli.conversation.sessions.session import short_ids
 from countbot_cli.errors import CountbotError
 from countbot_cli.textsafe import sanitize_line
-from countbot_cli.ui.sessions import relative_time
+from countbot_cli.ui.listing import relative_time
 from countbot_cli.ui.transcript import UNTITLED
 
 if TYPE_CHECKING:

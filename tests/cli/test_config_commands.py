@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from countbot_cli.cli import config as cmd_config
+from countbot_cli.commands import config as cmd_config
+from countbot_cli.commands import config_check
 from countbot_cli.config import trust
 from countbot_cli.config.example import EXAMPLE_CONFIG
 from countbot_cli.config.settings import ProviderConfig, Settings, default_home, load_settings
@@ -93,7 +94,7 @@ def check(s: Settings, fake: FakeProvider) -> tuple[int, str]:
         seen.append(cfg)
         return fake
 
-    code = cmd_config.config_check(s, factory, out)
+    code = config_check.config_check(s, factory, out)
     assert seen in ([], [s.provider])
     return code, out.getvalue()
 
@@ -320,7 +321,7 @@ def test_check_factory_failure(box: SimpleNamespace) -> None:
         raise CountbotError("llama_cpp is not installed", hint="pip install 'countbot-cli[local]'")
 
     out = io.StringIO()
-    code = cmd_config.config_check(settings(box, SERVER), factory, out)
+    code = config_check.config_check(settings(box, SERVER), factory, out)
     assert code == 1 and "countbot-cli[local]" in out.getvalue()
 
 
@@ -345,7 +346,7 @@ def test_check_warns_about_a_readable_literal_key(box: SimpleNamespace) -> None:
 def test_models_plain(box: SimpleNamespace) -> None:
     out = io.StringIO()
     fake = FakeProvider(models=["llama3.2", {"id": "qwen2.5"}, SimpleNamespace(id="phi4")])
-    assert cmd_config.models(settings(box, SERVER), lambda c: fake, out) == EXIT_OK
+    assert config_check.models(settings(box, SERVER), lambda c: fake, out) == EXIT_OK
     assert out.getvalue() == "llama3.2\nqwen2.5\nphi4\n"
 
 
@@ -355,13 +356,13 @@ def test_models_marks_current_on_a_terminal(box: SimpleNamespace) -> None:
             return True
 
     out = Tty()
-    cmd_config.models(settings(box, SERVER), lambda c: FakeProvider(), out)
+    config_check.models(settings(box, SERVER), lambda c: FakeProvider(), out)
     assert out.getvalue() == "* llama3.2\n  qwen2.5\n"
 
 
 def test_models_json(box: SimpleNamespace) -> None:
     out = io.StringIO()
-    cmd_config.models(settings(box, SERVER), lambda c: FakeProvider(), out, json_out=True)
+    config_check.models(settings(box, SERVER), lambda c: FakeProvider(), out, json_out=True)
     assert json.loads(out.getvalue()) == {
         "provider": "ollama",
         "api_base": "http://localhost:11434/v1",
@@ -373,6 +374,6 @@ def test_models_json(box: SimpleNamespace) -> None:
 def test_models_error_gets_a_diagnosis(box: SimpleNamespace) -> None:
     fake = FakeProvider(list_error=ConnectError("connection refused"))
     with pytest.raises(ConnectError) as info:
-        cmd_config.models(settings(box, SERVER), lambda c: fake, io.StringIO())
+        config_check.models(settings(box, SERVER), lambda c: fake, io.StringIO())
     assert info.value.exit_code == EXIT_NETWORK
     assert "is the server running at http://localhost:11434/v1?" in info.value.user_message()

@@ -20,8 +20,8 @@ import yaml
 from cbenv import CB, TEST_KEY, make_cb, provider_config
 
 from countbot_cli import app
-from countbot_cli.cli import config as cmd_config
-from countbot_cli.cli import trust as cmd_trust
+from countbot_cli.commands import config as cmd_config
+from countbot_cli.commands import trust as cmd_trust
 from countbot_cli.config import trust
 from countbot_cli.config.settings import Settings, default_home, load_settings
 from countbot_cli.errors import EXIT_USAGE, ConfigError, UsageError

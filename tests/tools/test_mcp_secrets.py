@@ -15,8 +15,8 @@ import fakeserver as fs
 import yaml
 from cbenv import make_cb
 
-from countbot_cli.cli import config as cmd_config
-from countbot_cli.cli import trust as cmd_trust
+from countbot_cli.commands import config as cmd_config
+from countbot_cli.commands import trust as cmd_trust
 from countbot_cli.config.settings import default_home, load_settings
 
 ENV_SECRET = "mcp-env-secret-4242-abcdef"

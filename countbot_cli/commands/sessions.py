@@ -1,8 +1,9 @@
-"""`countbot sessions list|show|delete|rename|fork|export|summary`: what the typer CLI calls.
+"""The bodies of `countbot sessions list|show|delete|rename|fork|export|summary` (also
+`/sessions` and `/export` in the chat).
 
-UI layer: every function writes to an injected stream, returns an exit code and raises errors
-from errors.py for bad input. rich is imported lazily, only to render markdown on a terminal.
-Everything that came from a model or a tool goes through textsafe before it is printed.
+Every function writes to an injected stream, returns an exit code and raises errors from
+errors.py for bad input; the drawing is ui/'s (ui/listing.py, ui/transcript.py). Everything that
+came from a model or a tool goes through textsafe before it is printed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from countbot_cli.conversation.sessions.session import plural, short_ids
 from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.errors import EXIT_OK, StorageError, UsageError
 from countbot_cli.textsafe import json_text, sanitize, sanitize_line
+from countbot_cli.ui import listing
 from countbot_cli.ui.transcript import (
     UNTITLED,
     first_line,
@@ -55,14 +57,14 @@ def sessions_list(
     rows = [
         [
             shorts[h["id"]],
-            sanitize_line(h["title"]) or UNTITLED,
+            listing.fit(sanitize_line(h["title"]) or UNTITLED, TITLE_WIDTH),
             str(h["message_count"]),
-            relative_time(h["updated_at"], now),
+            listing.relative_time(h["updated_at"], now),
             sanitize_line(h["model"]),
         ]
         for h in headers
     ]
-    table = _table(["ID", "TITLE", "MSGS", "UPDATED", "MODEL"], rows).splitlines()
+    table = listing.table(["ID", "TITLE", "MSGS", "UPDATED", "MODEL"], rows).splitlines()
     lines = table[:1]
     for h, row in zip(headers, table[1:], strict=True):
         lines.append(row)
@@ -70,45 +72,6 @@ def sessions_list(
             lines.append(f"{' ' * (len(shorts[h['id']]) + 2)}↳ {sanitize_line(h['gist'])}")
     out.write("\n".join(lines) + "\n")
     return EXIT_OK
-
-
-def relative_time(iso: str, now: datetime) -> str:
-    """'just now', '3 min ago', '5 h ago', '2 days ago', then the date."""
-    try:
-        then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return sanitize_line(iso) or "?"
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=timezone.utc)
-    seconds = (now - then).total_seconds()
-    if seconds < 60:
-        return "just now"
-    if seconds < 3600:
-        return f"{int(seconds // 60)} min ago"
-    if seconds < 86400:
-        return f"{int(seconds // 3600)} h ago"
-    days = int(seconds // 86400)
-    if days < 7:
-        return "1 day ago" if days == 1 else f"{days} days ago"
-    return then.strftime("%Y-%m-%d")
-
-
-def _table(head: list[str], rows: list[list[str]]) -> str:
-    from rich.cells import cell_len  # light; counts wide (CJK) characters as 2 columns
-
-    rows = [[r[0], _fit(r[1], TITLE_WIDTH), *r[2:]] for r in rows]
-    widths = [max(cell_len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    lines = []
-    for r in [head, *rows]:
-        cells = [c + " " * (w - cell_len(c)) for c, w in zip(r, widths, strict=True)]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines) + "\n"
-
-
-def _fit(text: str, width: int) -> str:
-    from rich.cells import cell_len, set_cell_size
-
-    return text if cell_len(text) <= width else set_cell_size(text, width - 1) + "…"
 
 
 # ---- show ----
@@ -142,16 +105,19 @@ def sessions_delete(
     refs: Sequence[str],
     *,
     yes: bool,
-    confirm: Callable[[str], bool],
+    confirm: Callable[[str], bool] | None,
     out: TextIO,
 ) -> int:
-    """Delete sessions after one confirmation (unless `yes`); declining deletes nothing."""
+    """Delete sessions after one confirmation (unless `yes`); declining deletes nothing, and
+    with no one to ask (`confirm` None: no terminal) nothing is deleted either (UsageError)."""
     if not refs:
         raise UsageError("name at least one session to delete")
     ids = list(dict.fromkeys(store.resolve(r) for r in refs))  # every ref checked before any delete
     titles = {h["id"]: h for h in store.list()}
     described = [_describe(sid, titles.get(sid)) for sid in ids]
     if not yes:
+        if confirm is None:
+            raise UsageError("not deleting: there is no terminal to confirm on", hint="pass --yes")
         question = (
             f"Delete session {described[0]}?"
             if len(ids) == 1

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from countbot_cli.conversation.sessions.store import SessionStore
-from countbot_cli.errors import UsageError
-from countbot_cli.memory.store import DEFAULT_HEADER, MemoryStore
-from countbot_cli.ui.memory import (
+from countbot_cli.commands.memory import (
     memory_add,
     memory_delete,
     memory_mark,
     memory_search,
     memory_show,
 )
-from countbot_cli.ui.memory_trace import memory_show_json, memory_why
+from countbot_cli.commands.memory_trace import memory_show_json, memory_why
+from countbot_cli.conversation.sessions.store import SessionStore
+from countbot_cli.errors import UsageError
+from countbot_cli.memory.store import DEFAULT_HEADER, MemoryStore
 
 FIRST = 1  # entries are numbered 1..N whatever the header (DEFAULT_HEADER) holds
 

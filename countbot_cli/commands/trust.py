@@ -1,4 +1,4 @@
-"""`countbot config trust|untrust [PATH]` and the trust lines of `config show|path`.
+"""The bodies of `countbot config trust|untrust [PATH]`, and the trust lines of `config show|path`.
 
 `config trust` reads the file once (capped, stat'ed first: a FIFO or a huge file is refused),
 shows what the user would trust and asks before it records those bytes (`trust.trust`):
@@ -38,6 +38,8 @@ from countbot_cli.config.skills import SKILL_FILE
 from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.errors import EXIT_OK, UsageError
 from countbot_cli.textsafe import sanitize, sanitize_line
+from countbot_cli.ui import questions
+from countbot_cli.ui.terminal import isatty
 
 _LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
@@ -71,6 +73,14 @@ class Review:
             )
         self.out.flush()
         return self.confirm(f"Trust {what} as shown?")
+
+
+def terminal_review(out: TextIO, yes: bool, stdin: TextIO | None) -> Review:
+    """The review where countbot runs: asked when stdin is a terminal, paged when stdout is
+    one too; else only shown (and `--yes` needed)."""
+    asks = isatty(stdin)
+    pages = asks and isatty(out)
+    return Review(out, yes, questions.yes_no if asks else None, page_on_terminal if pages else None)
 
 
 def _target(path: Path | None, cwd: Path) -> Path:

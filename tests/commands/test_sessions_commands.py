@@ -9,12 +9,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from countbot_cli.conversation.sessions.session import Session, new_session
-from countbot_cli.conversation.sessions.store import SessionStore
-from countbot_cli.errors import StorageError, UsageError
-from countbot_cli.messages import STATUS_FAILED, STATUS_INTERRUPTED, Message
-from countbot_cli.ui.sessions import (
-    relative_time,
+from countbot_cli.commands.sessions import (
     sessions_delete,
     sessions_export,
     sessions_list,
@@ -22,6 +17,11 @@ from countbot_cli.ui.sessions import (
     sessions_show,
     sessions_summary,
 )
+from countbot_cli.conversation.sessions.session import Session, new_session
+from countbot_cli.conversation.sessions.store import SessionStore
+from countbot_cli.errors import StorageError, UsageError
+from countbot_cli.messages import STATUS_FAILED, STATUS_INTERRUPTED, Message
+from countbot_cli.ui.listing import relative_time
 
 EVIL = "\x1b]0;pwned\x07\x1b[2J[red]not markup[/red] **bold**"
 

@@ -1,5 +1,5 @@
-"""`countbot memory tidy` and `/memory tidy`: memory/tidy.py's proposals as a diff, each with
-the sources of the lines it touches, answered one by one.
+"""The body of `countbot memory tidy` and `/memory tidy`: memory/tidy.py's proposals as a diff,
+each with the sources of the lines it touches, answered one by one.
 
 Per proposal: `y` applies it, `n` leaves it, `e` edits the line that stays and applies that,
 `a` applies it and every one after it, `q` stops. Nothing changes without a yes; with no one to
@@ -13,18 +13,47 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TextIO
 
+from countbot_cli import app
+from countbot_cli.config.settings import Settings
 from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.errors import EXIT_OK, CountbotError
 from countbot_cli.memory import archive, sources
 from countbot_cli.memory.search import Entry
 from countbot_cli.memory.store import MemoryStore
-from countbot_cli.memory.tidy import Proposal, apply, find
+from countbot_cli.memory.tidy import Proposal, TidyModel, apply, find
 from countbot_cli.textsafe import sanitize_line
+from countbot_cli.ui import questions
 
 Ask = Callable[[str], "str | None"]  # a question -> the answer typed (None: gave up)
 Edit = Callable[[str], "str | None"]  # the text to edit -> the text after (None: cancelled)
 Model = Callable[[list[list[Entry]]], list[Proposal]]  # groups -> the model's proposals
 QUESTION = "Apply? [y]es [n]o [e]dit [a]ll [q]uit "
+
+
+def run_tidy(settings: Settings, out: TextIO, *, no_model: bool, on_terminal: bool) -> int:
+    """`countbot memory tidy [--no-model]`: answered on the terminal, else only printed; the
+    model's proposals from the configured provider (`tidy_model`)."""
+    store = MemoryStore(settings.memory.file)
+    model = None if no_model else tidy_model(store, settings)
+
+    def edit(text: str) -> str | None:
+        out.write(f"  the line now: {text}\n")
+        return questions.line("  new text (empty: leave it): ")
+
+    if not on_terminal:
+        return memory_tidy(store, out, ask=None, model=model)
+    return memory_tidy(store, out, ask=questions.line, edit=edit, model=model)
+
+
+def tidy_model(store: MemoryStore, settings: Settings) -> Model | None:
+    """memory tidy's model on the configured provider; None when there is none to ask (the
+    embedded model is too small to judge which facts replace which)."""
+    if settings.provider.type == "local":
+        return None
+    try:
+        return TidyModel(store, settings, app.make_provider(settings))
+    except CountbotError:
+        return None
 
 
 def memory_tidy(

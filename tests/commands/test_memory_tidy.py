@@ -12,10 +12,10 @@ import fakeserver as fs
 import pytest
 from cbenv import make_cb
 
+from countbot_cli.commands.memory_tidy import QUESTION, memory_tidy
 from countbot_cli.memory import archive, sources
 from countbot_cli.memory.store import DEFAULT_HEADER, MemoryStore
 from countbot_cli.memory.tidy import ask_model, find
-from countbot_cli.ui.memory_tidy import QUESTION, memory_tidy
 
 OLD_PORT = "Production redis listens on port 6380"
 NEW_PORT = "Production redis listens on port 6390"

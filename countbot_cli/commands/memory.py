@@ -1,10 +1,9 @@
-"""`countbot memory show|search|add|delete|pin|unpin|mute|unmute`: what the typer CLI (and `/memory`) calls.
+"""The bodies of `countbot memory show|search|add|delete|pin|unpin|mute|unmute` (also `/memory`).
 
-UI layer: every function writes plain text to an injected stream, returns an exit code and
-raises errors from errors.py for bad input. Rows carry the entry's number (1..N in file order,
-`MemoryStore.numbered`: header comments and blank lines do not count), the number `why`, `pin`,
-`mute`, `delete` and `edit` take, and mark pinned and muted entries. MEMORY.md content may come from a model or a hand edit, so it goes
-through `textsafe.sanitize_line` before it is printed. No rich needed: rows are plain columns.
+Every function writes plain text to an injected stream, returns an exit code and raises errors
+from errors.py for bad input. Rows (drawn by ui/memory_rows.py) carry the entry's number (1..N
+in file order, `MemoryStore.numbered`: header comments and blank lines do not count), the number
+`why`, `pin`, `mute`, `delete` and `edit` take, and mark pinned and muted entries.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from countbot_cli.memory import marks as memory_marks
 from countbot_cli.memory.marks import set_mark
 from countbot_cli.memory.store import Entry, MemoryStore, normalize_content
 from countbot_cli.textsafe import sanitize_line
+from countbot_cli.ui.memory_rows import memory_rows
 
 
 def memory_show(store: MemoryStore, out: TextIO, tail: int | None = None) -> int:
@@ -97,28 +97,9 @@ def memory_delete(store: MemoryStore, numbers: Sequence[int], out: TextIO) -> in
 
 
 def format_rows(store: MemoryStore, entries: Sequence[Entry]) -> str:
-    """`  N  DATE        SOURCE       content  [pinned]`, one row an entry, columns aligned."""
-    if not entries:
-        return ""
-    numbers = [store.number_of(e) or 0 for e in entries]
-    marks = memory_marks.load(store.path)
-    num_w = max(len(str(n)) for n in numbers)
-    sources = [sanitize_line(e.source) for e in entries]
-    src_w = max(len(s) for s in sources)
-    rows = [
-        f"{n:>{num_w}}  {sanitize_line(e.date)}  {s:<{src_w}}  {sanitize_line(e.content)}"
-        + _mark(marks, e)
-        for n, e, s in zip(numbers, entries, sources, strict=True)
-    ]
-    return "\n".join(rows) + "\n"
-
-
-def _mark(marks: memory_marks.Marks, entry: Entry) -> str:
-    if marks.is_pinned(entry):
-        return "  [pinned]"
-    if marks.is_muted(entry):
-        return "  [muted]"
-    return ""
+    """The rows of `entries`, numbered as `memory show` numbers them, marks read from disk."""
+    numbered = [(store.number_of(e) or 0, e) for e in entries]
+    return memory_rows(numbered, memory_marks.load(store.path)) if numbered else ""
 
 
 def _where(store: MemoryStore) -> str:
