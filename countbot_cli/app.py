@@ -1,6 +1,7 @@
-"""Composition root: builds settings, store, provider, and the conversation (tools, approval
-policy, memory, engine) that `ask` and the REPL hold; and runs `ask`. The typer layer (cli/)
-only parses flags and calls in here; tests call these functions with injected streams.
+"""Construction: builds settings, store, provider, and the conversation (tools, approval
+policy, memory, engine) that `ask` and the chat hold; `open_conversation`, the one way both
+open it. Nothing here runs a command: the bodies are commands/ (ask) and repl/chat.py (the
+chat), which call in here; tests call these functions with injected streams.
 """
 
 from __future__ import annotations
@@ -8,10 +9,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from countbot_cli.config.fallback import check_names
 from countbot_cli.config.instructions import instructions_for
 from countbot_cli.config.options import apply_options
 from countbot_cli.config.settings import Settings, untrusted_notice
@@ -21,27 +20,16 @@ from countbot_cli.conversation.budget import make_budget
 from countbot_cli.conversation.chat import Backend, Conversation, open_session
 from countbot_cli.conversation.engine import Engine
 from countbot_cli.conversation.fallback import Fallback
-from countbot_cli.conversation.input.attachments import compose_message
-from countbot_cli.conversation.input.prompt_input import compose_prompt, read_stdin
 from countbot_cli.conversation.server_window import (
     assumed_window_notice,
     fitted_to_server,
-    settle_late_windows,
     with_window,
 )
 from countbot_cli.conversation.sessions.search_tool import search_sessions_tool
 from countbot_cli.conversation.sessions.store import SessionStore
-from countbot_cli.conversation.structured import (
-    Structured,
-    ask_structured,
-    load_schema,
-    schema_settings,
-)
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.errors import CountbotError, UsageError
-from countbot_cli.memory import embed
 from countbot_cli.memory.keeper import MemoryKeeper
-from countbot_cli.memory.report import Probe
 from countbot_cli.memory.session_meaning import MeaningSearch
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.memory.tool import memory_tool
@@ -50,10 +38,6 @@ from countbot_cli.provider import make_provider as provider_of
 from countbot_cli.textsafe import sanitize
 from countbot_cli.tools import ToolContext, ToolRegistry, default_tools
 from countbot_cli.tools.approval import ApprovalPolicy, Confirmer
-from countbot_cli.ui.ask_report import report, script_status
-from countbot_cli.ui.confirm import TerminalConfirmer
-from countbot_cli.ui.terminal import isatty
-from countbot_cli.ui.turnview import JsonlView, JsonView, MarkdownView, PlainView
 
 if TYPE_CHECKING:
     from countbot_cli.config.providers import ProviderConfig
@@ -68,27 +52,6 @@ class CommonOptions:
     system: str | None = None
     options: dict[str, Any] = field(default_factory=dict)  # -o KEY VALUE (config/options.py)
     context_window: int | None = None  # --context-window N (ask, chat)
-
-
-@dataclass
-class AskOptions(CommonOptions):
-    prompt: list[str] = field(default_factory=list)
-    session: str | None = None
-    cont: bool = False
-    no_save: bool = False
-    files: list[Path] = field(default_factory=list)
-    attach: list[str] = field(default_factory=list)  # -a PATH|URL, after the -f files
-    no_stream: bool = False
-    json_out: bool = False
-    plain: bool = False
-    yes: bool = False
-    no_tools: bool = False
-    extract: str | None = None  # -x "first" / --extract-all "all": print only the code
-    jsonl: bool = False  # --jsonl: one JSON object a line as the turn happens
-    fallback: list[str] = field(default_factory=list)  # --fallback NAME: the chain for this ask
-    schema: str | None = None  # --schema FILE|JSON (conversation/structured.py)
-    no_memory: bool = False  # --no-memory: nothing sent from or written to memory
-    remember: bool = False  # --remember: this exchange distilled into memory now
 
 
 def load_settings(
@@ -333,101 +296,45 @@ def _tool_registry(
     return registry
 
 
-# ---- ask ----
+@dataclass
+class Opening:
+    """How `ask` and the chat open their conversation: which session, and with what."""
+
+    session: str | None = None  # -s ID (a prefix, or 'latest'); `sessions resume ID`
+    cont: bool = False  # -c: the latest session
+    tools: bool = True  # --no-tools: none offered
+    yes: bool = False  # --yes: file writes and edits approved
+    save: bool = True  # --no-save: nothing written
+    streaming: bool = True  # --no-stream: the whole answer at once
+    fallback: Sequence[str] | None = None  # --fallback NAME...: the chain (None: the config's)
 
 
-def run_ask(
-    opts: AskOptions,
+def open_conversation(
+    settings: Settings,
+    opening: Opening,
     *,
-    stdin: TextIO | None = None,
-    out: TextIO | None = None,
-    err: TextIO | None = None,
-) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    _check_ask_options(opts)
-    schema = load_schema(opts.schema) if opts.schema is not None else None
-    stdin = stdin if stdin is not None else sys.stdin
-    stdin_text = read_stdin(stdin)
-    refs = [("-f", str(p)) for p in opts.files] + [("-a", ref) for ref in opts.attach]
-    if not refs:  # "nothing to ask" is said before the config is read
-        compose_prompt(opts.prompt, stdin_text)
-    settings = load_settings(opts, err=err)
-    if schema is not None:  # response_format, or an instruction
-        settings = schema_settings(settings, schema)
-    if not (opts.session or opts.cont):  # a one-off ask leaves no automatic-memory line
-        settings = replace(settings, memory=replace(settings.memory, auto_memory=False))
-    settings, probe = Probe.start(settings, no_memory=opts.no_memory, remember=opts.remember)
-    text, attached = compose_message(opts.prompt, stdin_text, refs, settings)
-    store = make_store(settings, err)
-    session, is_new = open_session(store, settings, ref=opts.session, cont=opts.cont)
-    settings = fitted_to_server(settings, session if is_new else None)  # asked, cached
-    provider = make_provider(settings, err)
-    tty_out = isatty(out)
-    plain = opts.plain or not tty_out or opts.json_out or opts.jsonl
-    view = _make_view(opts, out, err, plain=plain, model=provider.model)
-    embed.shared().wait = True  # the one turn waits for the recall models (the REPL does not)
-    conversation = build_conversation(
+    err: TextIO,
+    confirmer: Confirmer | None,
+    store: SessionStore | None = None,
+) -> Conversation:
+    """The one way `ask` and the chat open a conversation: the store (unless given), the
+    session (new, `-s ID` or `-c`), the window fitted to the server, the providers (their
+    notices on `err`), and the conversation with its tools, approval policy, memory and
+    fallback chain."""
+    store = store or make_store(settings, err)
+    session, is_new = open_session(store, settings, ref=opening.session, cont=opening.cont)
+    settings = fitted_to_server(settings, session if is_new else None)  # asked once, cached
+    return build_conversation(
         settings,
         store,
-        provider_for=lambda _settings: provider,
-        tools_enabled=not opts.no_tools,
-        yes=opts.yes,
-        confirmer=_ask_confirmer(stdin, err, view),
+        provider_for=lambda s: make_provider(s, err),
+        tools_enabled=opening.tools,
+        yes=opening.yes,
+        confirmer=confirmer,
         session=session,
         is_new=is_new,
-        save=not opts.no_save,
-        streaming=not opts.no_stream,
-        fallback=check_names(opts.fallback, settings.providers) if opts.fallback else None,
+        save=opening.save,
+        streaming=opening.streaming,
+        fallback=opening.fallback,
         link_provider=lambda s: make_provider(s, err),
     )
-    try:
-        # the answer is settled on screen, then memory upkeep runs under a status line
-        if schema is None:
-            shaped = Structured(conversation.send(text, view, attached=attached))
-        else:
-            shaped = ask_structured(conversation, text, view, schema, attached)
-        probe.after(conversation, shaped.result, view)  # --remember; result.memory
-    finally:
-        conversation.close()
-        settle_late_windows()  # a window asked beside the request is cached for the next ask
-    code = report(opts, shaped, provider, out, err)
-    if isinstance(view, JsonlView):
-        view.end(shaped.result, code, script_status(shaped, code), parsed=shaped.value)
-    return code
-
-
-def _check_ask_options(opts: AskOptions) -> None:
-    """Options that do not go together: UsageError before anything is read."""
-    if opts.session is not None and not opts.session.strip():
-        raise UsageError("-s/--session needs a session id (a prefix, or 'latest')")
-    if opts.session and opts.cont:
-        raise UsageError("use either -s/--session ID or -c/--continue, not both")
-    if sum(map(bool, (opts.extract, opts.json_out, opts.jsonl))) > 1:
-        raise UsageError("use only one of -x/--extract, --json and --jsonl")
-    if opts.schema is not None and opts.extract:
-        raise UsageError("--schema prints the JSON value itself; it cannot be used with -x")
-    if opts.no_save and (opts.session or opts.cont):
-        raise UsageError(
-            "--no-save starts a throwaway conversation; it cannot be used with -s or -c"
-        )
-
-
-def _ask_confirmer(stdin: TextIO, err: TextIO, view: PlainView) -> Confirmer | None:
-    """The approval prompt when a person is there to answer it: stdin and stderr (where the
-    prompt is drawn) are terminals. Otherwise None: calls that need approval are denied with a
-    one-line notice (SPEC §6, non-interactive)."""
-    if not (isatty(stdin) and isatty(err)):
-        return None
-    return TerminalConfirmer(stdin, err, before_prompt=view.pause)
-
-
-def _make_view(opts: AskOptions, out: TextIO, err: TextIO, *, plain: bool, model: str) -> PlainView:
-    waiting = f"… waiting for {model}"
-    if opts.jsonl:
-        return JsonlView(out, err)
-    if opts.json_out or opts.extract or opts.schema is not None:
-        return JsonView(err)  # -x and --schema print what they found, at the end
-    if plain:
-        return PlainView(out, err, waiting=waiting)
-    return MarkdownView(out, err, waiting=waiting)

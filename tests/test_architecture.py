@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -311,3 +314,76 @@ def test_no_package_import_inside_a_function_outside_the_command_layers() -> Non
         if not any(name == b or name.startswith(b + ".") for b in boundary)
     ]
     assert offenders == [], "\n".join(offenders)
+
+
+# ---- one place per command: the bodies in commands/ ----
+
+BODY_LAYERS = ("countbot_cli.commands.", "countbot_cli.repl.chat")  # the chat's body is the REPL's
+
+
+def exit_code_functions() -> Iterator[tuple[str, str, int]]:
+    """(module, function, line) of every function that writes to a stream it is handed and
+    returns an exit code: what a command body is."""
+    for module, path in modules().items():
+        for node in ast.walk(parsed(path)):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            params = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+            streams = [p for p in params if p.annotation and "TextIO" in ast.unparse(p.annotation)]
+            if streams and node.returns is not None and ast.unparse(node.returns) == "int":
+                yield module, node.name, node.lineno
+
+
+def test_command_bodies_live_in_the_commands_layer() -> None:
+    """A function that writes a command's output and returns its exit code is a command body:
+    it belongs in `commands/`, not in `ui/` (drawing), `cli/` (typer declarations) or app.py
+    (construction)."""
+    found = list(exit_code_functions())
+    assert any(name == "sessions_list" for _, name, _ in found)  # the rule sees the bodies
+    wrong = [f"{m}.{name}:{line}" for m, name, line in found if layer(m) != "commands"]
+    assert wrong == [], "command bodies outside commands/:\n" + "\n".join(wrong)
+
+
+def typer_callbacks() -> Iterator[tuple[str, Any]]:
+    """("countbot X Y", callback) for every command and group callback of the typer app."""
+    from countbot_cli.cli.main import app as root
+
+    def walk(typer_app: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+        if typer_app.registered_callback is not None:
+            yield prefix, typer_app.registered_callback.callback
+        for command in typer_app.registered_commands:
+            name = command.name or command.callback.__name__.replace("_", "-")
+            yield f"{prefix} {name}", command.callback
+        for group in typer_app.registered_groups:
+            yield from walk(group.typer_instance, f"{prefix} {group.name}")
+
+    yield from walk(root, "countbot")
+
+
+def called_imports(fn: Any, depth: int = 2) -> set[str]:
+    """The package modules `fn` imports, and those of the functions of its own module it
+    calls (to `depth`): where a typer callback finds its body."""
+    module = inspect.getmodule(fn)
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and depth > 0:
+            helper = getattr(module, node.func.id, None)
+            if inspect.isfunction(helper) and inspect.getmodule(helper) is module:
+                found |= called_imports(helper, depth - 1)
+    return found
+
+
+def test_every_command_runs_a_body_from_the_commands_layer() -> None:
+    """cli/ only declares: each typer command (and group callback) calls into `commands/` (the
+    chat: repl/chat.py), so "what does `countbot X` run?" has one answer."""
+    callbacks = list(typer_callbacks())
+    assert len(callbacks) > 30
+    wrong = [
+        f"{name} ({fn.__module__}.{fn.__name__})"
+        for name, fn in callbacks
+        if not any(m.startswith(BODY_LAYERS) for m in called_imports(fn))
+    ]
+    assert wrong == [], "commands whose body is not in commands/:\n" + "\n".join(wrong)

@@ -175,8 +175,8 @@ def _run_chat(
     **flags: Any,
 ) -> None:
     def go() -> int:
-        from countbot_cli.cli.chat import ChatOptions, run_chat
         from countbot_cli.commands.roles import choose
+        from countbot_cli.repl.chat import ChatOptions, run_chat
 
         chosen = choose(role, flags.pop("system", None), flags.pop("model", None), option)
         opts = ChatOptions(
@@ -347,7 +347,7 @@ def ask(
     config: ConfigOpt = None,
 ) -> None:
     def go() -> int:
-        from countbot_cli.app import AskOptions, run_ask
+        from countbot_cli.commands.ask import AskOptions, run_ask
         from countbot_cli.commands.roles import choose
 
         chosen = choose(role, system, model, option, list(prompt or []), template)

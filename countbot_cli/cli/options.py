@@ -43,7 +43,7 @@ def guarded(fn: Callable[[], int | None]) -> None:
     try:
         code = fn() or 0
     except CountbotError as exc:
-        from countbot_cli.ui.ask_report import print_error
+        from countbot_cli.commands.ask_report import print_error
 
         print_error(exc, sys.stderr)
         code = exc.exit_code

@@ -24,7 +24,7 @@ the toolbar shows `⟳ memory` meanwhile, its notes are printed before the next 
 quitting waits for it to finish saving. The
 slash commands are in slash.py, key bindings, history and completion in prompt.py, the turn's
 view in view.py, the context meter in toolbar.py, and the composition (settings, store,
-conversation) in cli/chat.py.
+conversation) in repl/chat.py.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from cbenv import CB, COUNTBOT, make_cb, provider_config
 
-from countbot_cli.app import AskOptions, run_ask
+from countbot_cli.commands.ask import AskOptions, run_ask
 from countbot_cli.conversation.input import prompt_input
 from countbot_cli.conversation.input.prompt_input import (
     MAX_INPUT_BYTES,

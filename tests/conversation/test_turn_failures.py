@@ -1,6 +1,6 @@
 """Any exception during a turn saves the user's message (marked failed) and ends `ask` with a
 one-line message and a documented exit code, never a traceback (issue 9). In-process, through
-app.run_ask with a provider whose stream breaks in an unexpected way."""
+commands.ask.run_ask with a provider whose stream breaks in an unexpected way."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import yaml
 from cbenv import make_cb, provider_config
 
 from countbot_cli import app
-from countbot_cli.app import AskOptions, run_ask
+from countbot_cli.commands.ask import AskOptions, run_ask
 from countbot_cli.errors import EXIT_ERROR, UnexpectedError
 from countbot_cli.messages import ChatRequest, Finished, StreamEvent, TextDelta
 

@@ -70,7 +70,7 @@ class Harness:
         session: Session | None = None,
         is_new: bool = True,
     ) -> Conversation:
-        """The conversation as cli/chat.py builds it (the approval prompt paused around the turn
+        """The conversation as repl/chat.py builds it (the approval prompt paused around the turn
         on screen), with the providers' notices in a buffer."""
         return app.build_conversation(
             self.settings,

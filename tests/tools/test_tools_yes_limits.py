@@ -16,7 +16,7 @@ import pytest
 import yaml
 from cbenv import provider_config
 
-from countbot_cli.app import AskOptions, run_ask
+from countbot_cli.commands.ask import AskOptions, run_ask
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.memory.tool import memory_tool
 from countbot_cli.messages import ToolCall

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from cbenv import provider_config
 
-from countbot_cli.app import AskOptions, run_ask
+from countbot_cli.commands.ask import AskOptions, run_ask
 from countbot_cli.messages import ToolCall
 from countbot_cli.textsafe import visible
 from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, default_tools

@@ -1,6 +1,6 @@
-"""What `ask` leaves behind: the --json object, the line after the answer on a terminal, the
-exit code (and -x's code or --schema's value on stdout), and the `status` scripts read, which
-agrees with the exit code."""
+"""What `ask` leaves behind, the end of its body (commands/ask.py): the --json object, the line
+after the answer on a terminal, the exit code (and -x's code or --schema's value on stdout), and
+the `status` scripts read, which agrees with the exit code; `print_error`, every command's."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 class AskOptions(Protocol):
-    """What of `ask`'s options decides its output (app.AskOptions)."""
+    """What of `ask`'s options decides its output (commands.ask.AskOptions)."""
 
     json_out: bool
     jsonl: bool
