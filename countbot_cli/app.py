@@ -104,6 +104,20 @@ def _notice(err: TextIO, text: str) -> None:
     err.flush()
 
 
+class Notices:
+    """The notices a conversation gives about its settings (an untrusted or cut instructions
+    file, a skill left out), each said once on `err` however many engines `/model` builds."""
+
+    def __init__(self, err: TextIO) -> None:
+        self.err = err
+        self.said: set[str] = set()
+
+    def __call__(self, text: str) -> None:
+        if text not in self.said:
+            self.said.add(text)
+            _notice(self.err, text)
+
+
 def with_model(settings: Settings, model: str) -> Settings:
     """The same settings on another model of the same provider (for /model)."""
     return replace(settings, provider=replace(settings.provider, model=model))
@@ -129,6 +143,7 @@ def build_conversation(
     settings, again when `/model` switches. save=False: nothing is written (`--no-save`).
     `fallback`: the chain (None: the config's); a link's provider is `link_provider`'s."""
     memory = MemoryStore(settings.memory.file)
+    notices = Notices(sys.stderr)  # an untrusted AGENTS.md named once, whatever /model builds
     held: list[Conversation] = []  # search_sessions leaves out the conversation's own session
     tools = (
         _tool_registry(settings, memory, lambda: held[0].session.id if held else None)
@@ -150,6 +165,7 @@ def build_conversation(
             policy=policy,
             memory=memory,
             streaming=streaming,
+            notices=notices,
         )
 
     def link(name: str) -> Engine:  # a provider of the fallback chain, when a turn needs it
@@ -163,6 +179,7 @@ def build_conversation(
             policy=held[0].policy,
             memory=memory,
             streaming=streaming,
+            notices=notices,
         ).engine
 
     chain = settings.fallback.names if fallback is None else tuple(fallback)
@@ -223,8 +240,11 @@ def build_backend(
     policy: ApprovalPolicy,
     memory: MemoryStore,
     streaming: bool = True,
+    notices: Notices | None = None,
 ) -> Backend:
-    """An engine and its memory keeper on `provider` (store None: the engine saves nothing)."""
+    """An engine and its memory keeper on `provider` (store None: the engine saves nothing);
+    `notices`: where the instructions file and the skills are named (once each)."""
+    notices = notices or Notices(sys.stderr)
     counter = TokenCounter(provider.model)
     keeper = MemoryKeeper(settings, provider, store, memory, counter=counter)
     if settings.memory.inject == "relevant":  # recall by meaning: the models load meanwhile
@@ -239,17 +259,17 @@ def build_backend(
         budget=make_budget(settings, counter),
         recall=keeper.recall if settings.memory.inject != "off" else None,
         pinned=None if settings.memory.off else keeper.pinned,  # ask --no-memory
-        instructions=instructions_for(settings, lambda m: _notice(sys.stderr, m)),
-        skills=_skills(settings) if tools is not None else [],  # read with read_file
+        instructions=instructions_for(settings, notices),
+        skills=_skills(settings, notices) if tools is not None else [],  # read with read_file
         streaming=streaming,
     )
     engine.window_notice = assumed_window_notice(settings, provider)
     return Backend(engine, keeper)
 
 
-def _skills(settings: Settings) -> list[tuple[str, str, str]]:
+def _skills(settings: Settings, notices: Notices) -> list[tuple[str, str, str]]:
     """The skills' lines for the stable head (config/skills.py); left-out ones named once."""
-    found = skills_for(settings, lambda m: _notice(sys.stderr, m))
+    found = skills_for(settings, notices)
     return listing(found, settings.tools.workspace)
 
 

@@ -74,17 +74,13 @@ def load_instructions(workspace: Path, home: Path) -> Instructions | None:
 
 def instructions_for(settings: Settings, notice: Callable[[str], None]) -> tuple[str, str] | None:
     """(name, text) of the trusted instructions file of the workspace for the system prompt, or
-    None; an untrusted or cut one is named once (`notice`) per process (a /model switch builds
-    a new engine)."""
+    None; an untrusted or cut one is named to `notice` (each engine asks again: the caller's
+    `notice` says a line once per conversation, app.Notices)."""
     if settings.trust_store is None:
         return None
     found = load_instructions(settings.tools.workspace, settings.trust_store.parent)
     if found is None:
         return None
-    if found.notice and found.notice not in _said:
-        _said.add(found.notice)
+    if found.notice:
         notice(found.notice)
     return (found.name, found.text) if found.text else None
-
-
-_said: set[str] = set()  # notices given in this process

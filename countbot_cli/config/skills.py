@@ -132,16 +132,12 @@ def listing(skills: list[Skill], workspace: Path) -> list[tuple[str, str, str]]:
 
 def skills_for(settings: Settings, notice: Callable[[str], None] | None = None) -> list[Skill]:
     """The skills of these settings (the user's folder is the trust store's); the ones left
-    out named once per process (`notice`)."""
+    out named to `notice` (once per conversation: app.Notices)."""
     if settings.trust_store is None:
         return []
     home = settings.trust_store.parent
     found = find_skills(home, settings.tools.workspace, home)
-    for line in found.notices:
-        if notice is not None and line not in _said:
-            _said.add(line)
+    if notice is not None:
+        for line in found.notices:
             notice(line)
     return found.skills
-
-
-_said: set[str] = set()  # notices given in this process
