@@ -27,7 +27,9 @@ from pathlib import Path
 
 COSTS_FILE = "costs.json"  # the day's total cost (config/prices.py)
 SAVED_FILE = "cache_savings.json"  # what cached tokens saved each day (config/prices.py)
-CONTEXT_WINDOWS_FILE = "context_windows.json"  # servers' context windows (provider/window.py)
+CONTEXT_WINDOWS_FILE = (
+    "context_windows.json"  # servers' context windows (provider/context_window_probe.py)
+)
 RATIOS_FILE = ".countbot_tokens.json"  # learned token ratios (conversation/budget.py)
 HISTORY_FILE = ".countbot_history"  # the REPL's input history (repl/loop.py)
 SERVERS_FILE = "servers.json"  # what each server said it is (provider/server_facts.py)

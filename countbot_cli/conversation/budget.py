@@ -35,7 +35,7 @@ from countbot_cli import fileio
 from countbot_cli.config.own_files import RATIOS_FILE
 from countbot_cli.conversation.context import block_start, window_step
 from countbot_cli.conversation.input.images import TOKENS_PER_IMAGE_MAX
-from countbot_cli.conversation.server_window import late_window
+from countbot_cli.conversation.server_window import late_context_window
 from countbot_cli.conversation.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, context_window_for
 from countbot_cli.conversation.trim import trim_messages
 from countbot_cli.jsonsafe import loads_bounded
@@ -47,15 +47,16 @@ if TYPE_CHECKING:
 
 RATIO_SAVE_CHANGE = 0.02  # rewrite the file only when the ratio moved more than this
 MARGIN = 0.10
-DEFAULT_REPLY_RESERVE = 4096  # when max_tokens is not set: at most this, at most 1/8 of the window
+DEFAULT_REPLY_RESERVE = 4096  # without max_tokens: at most this, at most 1/8 of the context window
 _MEMO_MAX = 100_000
 
 
-def reply_reserve(max_tokens: int | None, window: int) -> int:
-    """Tokens kept free for the answer: `max_tokens` when set, else min(4096, window / 8)."""
+def reply_reserve(max_tokens: int | None, context_window: int) -> int:
+    """Tokens kept free for the answer: `max_tokens` when set, else min(4096, context window
+    / 8)."""
     if max_tokens is not None and max_tokens > 0:
         return max_tokens
-    return min(DEFAULT_REPLY_RESERVE, window // 8)
+    return min(DEFAULT_REPLY_RESERVE, context_window // 8)
 
 
 def _bytes_bound(text: Any) -> int:
@@ -145,7 +146,7 @@ class WindowBudget:
         self._max_tokens = max_tokens
         self.reported = False  # the window is the one the server reported late
 
-    def _take_late_window(self) -> None:
+    def _take_late_context_window(self) -> None:
         n = self._late() if self._late is not None else None
         if n is not None:
             self.context_window = n
@@ -239,7 +240,7 @@ class WindowBudget:
 
     def __call__(self, window: list[Message], fixed: list[dict[str, Any]]) -> list[Message]:
         self._seed()
-        self._take_late_window()
+        self._take_late_context_window()
         if not window or self._fits_without_counting(window, fixed):
             return window
         budget = self.history_budget(fixed)
@@ -269,12 +270,13 @@ class WindowBudget:
 def make_budget(settings: Settings, counter: TokenCounter) -> WindowBudget:
     """The budget for `settings`' provider and model (`context_window` in the config wins); it
     keeps learned ratios in `settings.data_dir`."""
-    window = context_window_for(counter.model, settings.provider.context_window)
-    late = late_window(settings.provider) if settings.provider.context_window is None else None
+    context_window = context_window_for(counter.model, settings.provider.context_window)
+    configured = settings.provider.context_window is not None
+    late = None if configured else late_context_window(settings.provider)
     return WindowBudget(
         counter,
-        context_window=window,
-        reserve=reply_reserve(settings.max_tokens, window),
+        context_window=context_window,
+        reserve=reply_reserve(settings.max_tokens, context_window),
         ratios=RatioFile(settings.data_dir / RATIOS_FILE),
         step=window_step(settings.persona.max_history_messages),
         late=late.value if late is not None else None,

@@ -203,7 +203,7 @@ class MemoryKeeper:
         region, _window = self._split(session, everything=force)
         if not region or (not force and len(region) < batch_threshold(self._max_history())):
             return written
-        roll = Rolling.start(self.settings, session, self.summariser.window)  # same calls
+        roll = Rolling.start(self.settings, session, self.summariser.context_window)  # same calls
         cost, max_tokens = self._input_budget(roll.prompt(Share()))
         everything = session.all_messages()
         at, mem = len(session.archived), self.settings.memory
@@ -251,7 +251,7 @@ class MemoryKeeper:
         is at least a byte), so no encoding is loaded for it."""
         s = self.summariser
         scale = max(1.0, self.counter.ratio)
-        room = int(s.window * 0.9) - s.max_tokens - int(len(template.encode()) * scale)
+        room = int(s.context_window * 0.9) - s.max_tokens - int(len(template.encode()) * scale)
         if OVERFLOW_CHARS * 3 * scale <= room:
             return None, None
         return self.counter.count_text, max(200, room)

@@ -126,13 +126,13 @@ class Rolling:
     asked: bool = False  # the last prompt asked for a memory line
 
     @classmethod
-    def start(cls, settings: Settings, session: Session, window: int) -> Rolling:
-        """The run's state from the saved session; `window` (the summariser's context window,
+    def start(cls, settings: Settings, session: Session, context_window: int) -> Rolling:
+        """The run's state from the saved session; `context_window` (the summariser's, in
         tokens) bounds the summary and the backlog on a small model: a character is at most
         about a token, and both must leave the block and the reply room."""
         enabled = settings.memory.session_summary
-        limit = max(200, min(ROLLING_CHARS, window // 6))
-        backlog_chars = max(0, min(BACKLOG_CHARS, window // 8))
+        limit = max(200, min(ROLLING_CHARS, context_window // 6))
+        backlog_chars = max(0, min(BACKLOG_CHARS, context_window // 8))
         missed = _backlog(session) if enabled and backlog_chars else []
         text = format_newest(missed, backlog_chars) if missed else ""
         return cls(

@@ -13,7 +13,7 @@ provider a hung summariser would cost 3 attempts of 120 s each, per call. So a s
   failed call no other call of the same run is made, so a hung summariser costs one timeout and
   a slow one about a minute at worst. What was not summarised waits, untouched, for a later
   turn;
-- asks for at most the reply reserve of the window (`max_tokens`, else min(4096, window / 8)),
+- asks for at most the reply reserve (`max_tokens`, else min(4096, context window / 8)),
   so a small local model cannot ramble until its context is full.
 
 Ctrl-C during a call raises KeyboardInterrupt with nothing changed; `sigint_deferred` holds it
@@ -79,12 +79,12 @@ class Summariser:
         self._failed = False
 
     @property
-    def window(self) -> int:
+    def context_window(self) -> int:
         return context_window_for(self.provider.model, self.provider.context_window)
 
     @property
     def max_tokens(self) -> int:
-        return reply_reserve(self.settings.max_tokens, self.window)
+        return reply_reserve(self.settings.max_tokens, self.context_window)
 
     @contextmanager
     def run(self) -> Iterator[None]:

@@ -89,13 +89,13 @@ def context_window_for(model: str, configured: int | None = None) -> int:
     CONTEXT_WINDOWS, else DEFAULT_CONTEXT_WINDOW."""
     if configured is not None and configured > 0:
         return configured
-    known = known_window(model)
+    known = known_context_window(model)
     return DEFAULT_CONTEXT_WINDOW if known is None else known
 
 
-def known_window(model: str) -> int | None:
+def known_context_window(model: str) -> int | None:
     """The window of the longest matching prefix of CONTEXT_WINDOWS; None: a model countbot
-    does not know (its server may tell: provider/window.py)."""
+    does not know (its server may tell: provider/context_window_probe.py)."""
     name = normalize_model(model)
     for prefix in _WINDOW_PREFIXES:
         if name.startswith(prefix):

@@ -11,8 +11,8 @@
   `GET /props` answer. Such a server gets the `llamacpp` preset's request shape: requests that
   carry tools go non-streamed (their streamed tool calls come back as text).
 
-Requests use provider/window.py's short-timeout client; a server that does not answer changes
-nothing (and is asked again next time).
+Requests use provider/context_window_probe.py's short-timeout client; a server that does not
+answer changes nothing (and is asked again next time).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from countbot_cli.config.own_files import SERVERS_FILE as CACHE_FILE
 from countbot_cli.config.presets import PRESETS
 from countbot_cli.config.providers import ProviderConfig
 from countbot_cli.errors import ConfigError
-from countbot_cli.provider.window import (
+from countbot_cli.provider.context_window_probe import (
     LLAMACPP,
     OLLAMA,
     UNKNOWN_TTL,

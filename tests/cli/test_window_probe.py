@@ -18,7 +18,7 @@ import pytest
 from cbenv import make_cb
 
 from countbot_cli.config.own_files import CONTEXT_WINDOWS_FILE
-from countbot_cli.provider import window
+from countbot_cli.provider import context_window_probe
 
 HANG_BOUND = 30.0  # seconds: a generous bound, never reached when the code is right
 
@@ -124,7 +124,7 @@ def test_ollamas_question_runs_beside_the_request_and_its_answer_is_kept(
     tmp_path: Path, slow_posts: SlowPosts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the probe may wait as long as the server takes (a hang bound): only the order matters
-    monkeypatch.setattr(window, "PROBE_TIMEOUT", HANG_BOUND)
+    monkeypatch.setattr(context_window_probe, "PROBE_TIMEOUT", HANG_BOUND)
     slow_posts.owner = "library"  # how Ollama's /v1/models names a model's namespace
     cb = make_cb(tmp_path, _base(slow_posts), memory=QUIET)
     proc = cb.invoke("ask", "--plain", "hi")

@@ -322,9 +322,9 @@ def test_ask_learns_the_token_ratio_from_reported_usage(tmp_path: Path) -> None:
 
 
 def test_a_window_the_server_reports_late_is_taken_at_the_next_turn() -> None:
-    """The server's window asked beside the first request (server_window.LateWindow): turns
-    before its answer are budgeted against the assumed window, the turn after it against the
-    reported one, with the reply reserve for that window."""
+    """The server's context window asked beside the first request
+    (server_window.LateContextWindow): turns before its answer are budgeted against the assumed
+    one, the turn after it against the reported one, with the reply reserve for it."""
     reported: list[int | None] = [None]
     budget = WindowBudget(
         TokenCounter("gpt-4o"), context_window=2000, reserve=250, late=lambda: reported[0]

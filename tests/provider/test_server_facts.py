@@ -77,8 +77,8 @@ def test_no_single_model_is_a_config_error_naming_them(tmp_path: Path) -> None:
 def test_the_kind_known_without_asking_comes_from_the_preset_or_what_the_server_said(
     tmp_path: Path,
 ) -> None:
+    from countbot_cli.provider.context_window_probe import ProbeCache
     from countbot_cli.provider.server_facts import CACHE_FILE, known_kind
-    from countbot_cli.provider.window import ProbeCache
 
     p = provider_settings(api_base="http://h:1/v1")
     assert known_kind(p, tmp_path) is None

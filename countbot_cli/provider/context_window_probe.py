@@ -44,7 +44,7 @@ Fetch = Callable[[str, str, Any], tuple[Any, str]]
 LLAMACPP, OLLAMA = "llamacpp", "ollama"  # the server kinds that have their own window question
 
 
-def probe_window(
+def probe_context_window(
     api_base: str,
     model: str,
     headers: Mapping[str, str],
@@ -56,7 +56,7 @@ def probe_window(
     `kind`: what the server is known to be (its preset), else its model list says.
     `timeout`: for each request, PROBE_TIMEOUT unless given."""
     with probe_client(api_base, headers, timeout or PROBE_TIMEOUT) as fetch:
-        return window_from(api_base, model, fetch, kind)
+        return context_window_from(api_base, model, fetch, kind)
 
 
 def server_kind(models: Any, server: str) -> str | None:
@@ -109,7 +109,9 @@ def probe_client(
         yield fetch
 
 
-def window_from(api_base: str, model: str, fetch: Fetch, kind: str | None = None) -> int | None:
+def context_window_from(
+    api_base: str, model: str, fetch: Fetch, kind: str | None = None
+) -> int | None:
     """The model list's window; else, for a server known (by `kind`, else by that list) to be
     llama.cpp's or Ollama, what its own place says. Another server is asked nothing more."""
     base = api_base.rstrip("/")
@@ -196,7 +198,7 @@ class ProbeCache:
             fileio.atomic_write(self.path, blob.encode("utf-8"), durable=False)
 
 
-class WindowCache(ProbeCache):
+class ContextWindowCache(ProbeCache):
     """`{"BASE MODEL": {"n": 32768 or null, "at": unix time}}`: best effort, only a cache."""
 
     def get(self, api_base: str, model: str) -> tuple[bool, int | None]:
@@ -213,17 +215,17 @@ class WindowCache(ProbeCache):
         self.write_row(f"{api_base} {model}", {"n": n})
 
 
-def discover_window(
+def discover_context_window(
     api_base: str,
     model: str,
     headers: Mapping[str, str],
     data_dir: Path,
-    probe: Callable[..., int | None] = probe_window,
+    probe: Callable[..., int | None] = probe_context_window,
     *,
     kind: str | None = None,
 ) -> int | None:
     """The server's window for `model`, from the cache or asked once."""
-    cache = WindowCache(data_dir / CACHE_FILE)
+    cache = ContextWindowCache(data_dir / CACHE_FILE)
     found, n = cache.get(api_base, model)
     if found:
         return n
@@ -232,6 +234,6 @@ def discover_window(
     return n
 
 
-def cached_window(api_base: str, model: str, data_dir: Path) -> tuple[bool, int | None]:
+def cached_context_window(api_base: str, model: str, data_dir: Path) -> tuple[bool, int | None]:
     """(found, window) from the cache alone: no request."""
-    return WindowCache(data_dir / CACHE_FILE).get(api_base, model)
+    return ContextWindowCache(data_dir / CACHE_FILE).get(api_base, model)

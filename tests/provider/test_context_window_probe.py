@@ -1,5 +1,5 @@
 """The context window of a model countbot does not know, asked of its server
-(provider/window.py) over a real loopback HTTP server: llama.cpp's /props, vLLM's and
+(provider/context_window_probe.py) over a real loopback HTTP server: llama.cpp's /props, vLLM's and
 OpenRouter's /models, Ollama's /api/show; missing, malformed or implausible answers are no
 answer; the answer is cached per base URL and model."""
 
@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from countbot_cli.provider.window import (
+from countbot_cli.provider.context_window_probe import (
     CACHE_FILE,
     UNKNOWN_TTL,
-    WindowCache,
-    discover_window,
-    probe_window,
+    ContextWindowCache,
+    discover_context_window,
+    probe_context_window,
 )
 
 Route = tuple[int, bytes]
@@ -139,7 +139,7 @@ def test_each_server_shape_is_read(
     http: Routes, routes: dict[tuple[str, str], Route], kind: str | None, want: int
 ) -> None:
     http.routes = {MODELS: js({"data": [{"id": "m"}]}), **routes}
-    assert probe_window(base(http), "m", {"Authorization": "Bearer k"}, kind=kind) == want
+    assert probe_context_window(base(http), "m", {"Authorization": "Bearer k"}, kind=kind) == want
     show = [b for (method, path, b) in http.seen if path == "/api/show"]
     assert all(b == {"model": "m"} for b in show)
 
@@ -152,7 +152,7 @@ def test_a_server_of_no_known_kind_is_asked_only_its_model_list(http: Routes) ->
         PROPS: js({"n_ctx": 4096}),
         SHOW: js({"model_info": {"llama.context_length": 8192}}),
     }
-    assert probe_window(base(http), "m", {}) is None
+    assert probe_context_window(base(http), "m", {}) is None
     assert [(m, p) for (m, p, _) in http.seen] == [MODELS]
 
 
@@ -170,7 +170,7 @@ def test_llamacpp_by_its_server_header_is_asked_props(http: Routes) -> None:
             PROPS: js({"n_ctx": 2048}),
             SHOW: js({"model_info": {"a.context_length": 9}}),
         }
-        assert probe_window(base(http), "m", {}) == 2048
+        assert probe_context_window(base(http), "m", {}) == 2048
     finally:
         _Handler.send_header = orig  # type: ignore[method-assign]
     assert [p for (_, p, _) in http.seen] == ["/v1/models", "/props"]
@@ -194,7 +194,7 @@ def test_missing_or_malformed_answers_are_no_answer(
     http: Routes, routes: dict[tuple[str, str], Route], kind: str
 ) -> None:
     http.routes = routes
-    assert probe_window(base(http), "m", {}, kind=kind) is None
+    assert probe_context_window(base(http), "m", {}, kind=kind) is None
     own = "/props" if kind == "llamacpp" else "/api/show"
     assert [p for (_, p, _) in http.seen] == ["/v1/models", own]
 
@@ -207,7 +207,7 @@ def test_an_unreachable_server_is_no_answer_quickly() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     start = time.monotonic()
-    assert probe_window(f"http://127.0.0.1:{port}/v1", "m", {}) is None
+    assert probe_context_window(f"http://127.0.0.1:{port}/v1", "m", {}) is None
     assert time.monotonic() - start < 10  # a hang bound
 
 
@@ -224,7 +224,7 @@ def test_a_server_that_hangs_is_given_up_on(http: Routes) -> None:
     _Handler.do_GET = _Handler.do_POST = slow  # type: ignore[method-assign]
     try:
         start = time.monotonic()
-        assert probe_window(base(http), "m", {}, timeout=0.2) is None
+        assert probe_context_window(base(http), "m", {}, timeout=0.2) is None
         assert time.monotonic() - start < 20  # a hang bound: the server waits 60 s
     finally:
         gate.set()
@@ -234,11 +234,11 @@ def test_a_server_that_hangs_is_given_up_on(http: Routes) -> None:
 def test_the_answer_is_cached_per_base_url_and_model(http: Routes, tmp_path: Path) -> None:
     http.routes = {PROPS: js({"n_ctx": 4096})}
     url = base(http)
-    assert discover_window(url, "m", {}, tmp_path, kind="llamacpp") == 4096
+    assert discover_context_window(url, "m", {}, tmp_path, kind="llamacpp") == 4096
     asked = len(http.seen)
-    assert discover_window(url, "m", {}, tmp_path, kind="llamacpp") == 4096
+    assert discover_context_window(url, "m", {}, tmp_path, kind="llamacpp") == 4096
     assert len(http.seen) == asked  # from the cache: no request
-    assert discover_window(url, "m2", {}, tmp_path, kind="llamacpp") == 4096
+    assert discover_context_window(url, "m2", {}, tmp_path, kind="llamacpp") == 4096
     assert len(http.seen) > asked  # another model is asked
     cached = json.loads((tmp_path / CACHE_FILE).read_text(encoding="utf-8"))
     assert cached[f"{url} m"]["n"] == 4096
@@ -251,13 +251,16 @@ def test_no_answer_is_cached_for_a_day(tmp_path: Path) -> None:
         calls.append(model)
         return None
 
-    assert discover_window("http://x/v1", "m", {}, tmp_path, probe=probe) is None
-    assert discover_window("http://x/v1", "m", {}, tmp_path, probe=probe) is None
+    assert discover_context_window("http://x/v1", "m", {}, tmp_path, probe=probe) is None
+    assert discover_context_window("http://x/v1", "m", {}, tmp_path, probe=probe) is None
     assert calls == ["m"]
     now = [0.0]
-    cache = WindowCache(tmp_path / CACHE_FILE, now=lambda: now[0])
+    cache = ContextWindowCache(tmp_path / CACHE_FILE, now=lambda: now[0])
     cache.put("http://x/v1", "m", None)
     now[0] = UNKNOWN_TTL + 1
     assert cache.get("http://x/v1", "m") == (False, None)  # asked again after a day
     (tmp_path / CACHE_FILE).write_text("{damaged", encoding="utf-8")
-    assert discover_window("http://x/v1", "m", {}, tmp_path, probe=lambda *a, **k: 2048) == 2048
+    assert (
+        discover_context_window("http://x/v1", "m", {}, tmp_path, probe=lambda *a, **k: 2048)
+        == 2048
+    )
