@@ -387,3 +387,20 @@ def test_every_command_runs_a_body_from_the_commands_layer() -> None:
         if not any(m.startswith(BODY_LAYERS) for m in called_imports(fn))
     ]
     assert wrong == [], "commands whose body is not in commands/:\n" + "\n".join(wrong)
+
+
+def test_ask_and_the_chat_open_their_conversation_in_one_place() -> None:
+    """`build_conversation` and `open_session` are called by `app.open_conversation` alone:
+    `ask` and the chat open a conversation the one same way."""
+    callers = set()
+    for module, path in modules().items():
+        for fn in ast.walk(parsed(path)):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in (
+                    "build_conversation",
+                    "open_session",
+                ):
+                    callers.add(f"{module}.{fn.name}")
+    assert callers == {"countbot_cli.app.open_conversation"}

@@ -438,12 +438,9 @@ def roles() -> None:
     "fish: countbot completion fish > ~/.config/fish/completions/countbot.fish"
 )
 def completion(shell: Annotated[str, typer.Argument(metavar="bash|zsh|fish")]) -> None:
-    from countbot_cli.commands.complete import SHELLS, script
+    from countbot_cli.commands.complete import completion as body
 
-    if shell not in SHELLS:
-        sys.stderr.write(f"countbot: error: no completion for {shell!r}: use bash, zsh or fish\n")
-        raise typer.Exit(2)
-    sys.stdout.write(script(shell))
+    guarded(lambda: body(shell, sys.stdout))
 
 
 def command_names() -> list[str]:

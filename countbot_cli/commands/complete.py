@@ -15,6 +15,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from countbot_cli.errors import UsageError
+
 SHELLS = ("bash", "zsh", "fish")
 
 BASH = r"""# countbot completion for bash: eval "$(countbot completion bash)" in ~/.bashrc
@@ -57,6 +59,14 @@ SESSION_COMMANDS = ("show", "delete", "rename", "export", "summary", "resume")
 
 def script(shell: str) -> str:
     return {"bash": BASH, "zsh": ZSH, "fish": FISH}[shell]
+
+
+def completion(shell: str, out: TextIO) -> int:
+    """`countbot completion SHELL`: the script for it; another name is a usage error (exit 2)."""
+    if shell not in SHELLS:
+        raise UsageError(f"no completion for {shell!r}: use bash, zsh or fish")
+    out.write(script(shell))
+    return 0
 
 
 def run_complete(root: Any, words: list[str], out: TextIO | None = None) -> int:
