@@ -15,7 +15,6 @@ from countbot_cli.config.instructions import instructions_for
 from countbot_cli.config.options import apply_options
 from countbot_cli.config.settings import Settings, untrusted_notice
 from countbot_cli.config.settings import load_settings as settings_from
-from countbot_cli.config.skills import listing, skills_for
 from countbot_cli.conversation.budget import make_budget
 from countbot_cli.conversation.chat import Backend, Conversation, open_session
 from countbot_cli.conversation.engine import Engine
@@ -25,12 +24,10 @@ from countbot_cli.conversation.server_window import (
     fitted_to_server,
     with_window,
 )
-from countbot_cli.conversation.sessions.search_tool import search_sessions_tool
 from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.errors import CountbotError, UsageError
 from countbot_cli.memory.keeper import MemoryKeeper
-from countbot_cli.memory.session_meaning import MeaningSearch
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.memory.tool import memory_tool
 from countbot_cli.provider import Provider
@@ -269,6 +266,8 @@ def build_backend(
 
 def _skills(settings: Settings, notices: Notices) -> list[tuple[str, str, str]]:
     """The skills' lines for the stable head (config/skills.py); left-out ones named once."""
+    from countbot_cli.config.skills import listing, skills_for
+
     found = skills_for(settings, notices)
     return listing(found, settings.tools.workspace)
 
@@ -285,7 +284,12 @@ def _policy(settings: Settings, *, yes: bool, confirmer: Confirmer | None) -> Ap
 def _tool_registry(
     settings: Settings, memory: MemoryStore, current: Callable[[], str | None] = lambda: None
 ) -> ToolRegistry:
-    """`current()`: the session the tools serve (search_sessions leaves it out)."""
+    """`current()`: the session the tools serve (search_sessions leaves it out). Imported here:
+    a plain `ask` without tools loads none of it (issue 25 point 2)."""
+    from countbot_cli.config.skills import skills_for
+    from countbot_cli.conversation.sessions.search_tool import search_sessions_tool
+    from countbot_cli.memory.session_meaning import MeaningSearch
+
     t = settings.tools
     ctx = ToolContext(
         workspace=t.workspace,

@@ -33,7 +33,6 @@ from countbot_cli.errors import UsageError
 from countbot_cli.memory import embed
 from countbot_cli.memory.report import Probe
 from countbot_cli.tools.approval import Confirmer
-from countbot_cli.ui.confirm import TerminalConfirmer
 from countbot_cli.ui.terminal import isatty
 from countbot_cli.ui.turnview import JsonlView, JsonView, MarkdownView, PlainView
 
@@ -145,6 +144,8 @@ def _ask_confirmer(stdin: TextIO, err: TextIO, pause: Callable[[], None]) -> Con
     one-line notice (SPEC §6, non-interactive)."""
     if not (isatty(stdin) and isatty(err)):
         return None
+    from countbot_cli.ui.confirm import TerminalConfirmer
+
     return TerminalConfirmer(stdin, err, before_prompt=pause)
 
 

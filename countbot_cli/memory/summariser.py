@@ -34,7 +34,6 @@ from countbot_cli.conversation.tokens import context_window_for
 from countbot_cli.errors import CountbotError, ReadTimeoutError
 from countbot_cli.messages import ChatRequest, Finished, TextDelta
 from countbot_cli.provider import Provider, make_provider
-from countbot_cli.provider.local import LocalProvider
 from countbot_cli.provider.openai_compat import OpenAICompatProvider
 
 if TYPE_CHECKING:
@@ -148,6 +147,8 @@ class Summariser:
     def _provider(self, read_timeout: float) -> tuple[Provider, bool]:
         """A dedicated HTTP provider (no retries, short read timeout), the local model's
         upkeep view (it keeps the chat's KV cache), or the chat provider itself (test doubles)."""
+        from countbot_cli.provider.local import LocalProvider
+
         if isinstance(self.provider, LocalProvider):
             return self.provider.for_upkeep(), False
         if not isinstance(self.provider, OpenAICompatProvider):

@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from countbot_cli.errors import ConfigError
 from countbot_cli.provider.base import Provider, ProviderSettings, ProviderStats
-from countbot_cli.provider.local import LocalProvider
-from countbot_cli.provider.openai_compat import OpenAICompatProvider
 
 if TYPE_CHECKING:
     import httpx
@@ -23,8 +21,12 @@ __all__ = ["Provider", "ProviderSettings", "ProviderStats", "make_provider"]
 def make_provider(cfg: ProviderSettings, client: httpx.Client | None = None, **kw: Any) -> Provider:
     """The provider for `cfg.type`; `client` and `kw` go to the OpenAI-compatible provider."""
     if cfg.type == "openai":
+        from countbot_cli.provider.openai_compat import OpenAICompatProvider
+
         return OpenAICompatProvider(cfg, client, **kw)
-    if cfg.type == "local":
+    if cfg.type == "local":  # a remote provider's ask never loads the local model's modules
+        from countbot_cli.provider.local import LocalProvider
+
         return LocalProvider(cfg)
     raise ConfigError(
         f"unknown provider type {cfg.type!r} (expected 'openai' or 'local')",
