@@ -143,7 +143,7 @@ def upkeep_run(turns: int, n_ctx: int, max_tokens: int) -> dict[str, list[float]
     out: dict[str, list[float]] = {"after": [], "other": [], "cached_after": [], "upkeeps": []}
     with tempfile.TemporaryDirectory() as tmp:
         convo = conversation(Path(tmp), n_ctx, max_tokens)
-        keeper = convo.backend.keeper
+        keeper = convo.pair.keeper
         prov = convo.provider
         after_upkeep = False
         for i in range(turns):

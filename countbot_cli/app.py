@@ -16,13 +16,13 @@ from countbot_cli.config.options import apply_options
 from countbot_cli.config.settings import Settings, untrusted_notice
 from countbot_cli.config.settings import load_settings as settings_from
 from countbot_cli.conversation.budget import make_budget
-from countbot_cli.conversation.chat import Backend, Conversation, open_session
+from countbot_cli.conversation.chat import Conversation, ModelPair, open_session
 from countbot_cli.conversation.engine import Engine
 from countbot_cli.conversation.fallback import Fallback
 from countbot_cli.conversation.server_window import (
-    assumed_window_notice,
+    assumed_context_window_notice,
     fitted_to_server,
-    with_window,
+    with_context_window,
 )
 from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.conversation.tokens import TokenCounter
@@ -71,7 +71,7 @@ def load_settings(
         _notice(err or sys.stderr, note)
     settings = apply_options(settings, opts.options)
     if opts.context_window is not None:  # --context-window N
-        return with_window(settings, opts.context_window)
+        return with_context_window(settings, opts.context_window)
     return settings
 
 
@@ -136,7 +136,7 @@ def build_conversation(
     link_provider: Callable[[Settings], Provider] | None = None,
 ) -> Conversation:
     """The conversation `ask` and the REPL hold: its tools, approval policy and memory, and a
-    backend (engine + memory keeper) on the provider `provider_for` makes for a model's
+    model pair (engine + memory keeper) on the provider `provider_for` makes for a model's
     settings, again when `/model` switches. save=False: nothing is written (`--no-save`).
     `fallback`: the chain (None: the config's); a link's provider is `link_provider`'s."""
     memory = MemoryStore(settings.memory.file)
@@ -148,13 +148,13 @@ def build_conversation(
         else None
     )
 
-    def backend_for(
+    def pair_for(
         model: str | None, policy: ApprovalPolicy, options: Mapping[str, Any]
-    ) -> Backend:
+    ) -> ModelPair:
         s = settings if model is None else with_model(settings, model)
         s = apply_options(s, options)  # /set and /role's options, on top of -o's
         engine_store = store if save else None
-        return build_backend(
+        return build_pair(
             s,
             provider_for(s),
             engine_store,
@@ -168,7 +168,7 @@ def build_conversation(
     def link(name: str) -> Engine:  # a provider of the fallback chain, when a turn needs it
         s = replace(settings, provider=link_settings(settings, name))
         provider = (link_provider or make_provider)(s)
-        return build_backend(
+        return build_pair(
             s,
             provider,
             store if save else None,
@@ -183,7 +183,7 @@ def build_conversation(
     convo = Conversation(
         settings=settings,
         store=store,
-        backends=backend_for,
+        pairs=pair_for,
         policy=_policy(settings, yes=yes, confirmer=confirmer),
         session=session,
         is_new=is_new,
@@ -223,12 +223,10 @@ def build_engine(
     memory = MemoryStore(settings.memory.file)
     tools = _tool_registry(settings, memory) if tools_enabled and settings.tools.enabled else None
     policy = _policy(settings, yes=yes, confirmer=None)
-    return build_backend(
-        settings, provider, store, tools=tools, policy=policy, memory=memory
-    ).engine
+    return build_pair(settings, provider, store, tools=tools, policy=policy, memory=memory).engine
 
 
-def build_backend(
+def build_pair(
     settings: Settings,
     provider: Provider,
     store: SessionStore | None,
@@ -238,7 +236,7 @@ def build_backend(
     memory: MemoryStore,
     streaming: bool = True,
     notices: Notices | None = None,
-) -> Backend:
+) -> ModelPair:
     """An engine and its memory keeper on `provider` (store None: the engine saves nothing);
     `notices`: where the instructions file and the skills are named (once each)."""
     notices = notices or Notices(sys.stderr)
@@ -260,8 +258,8 @@ def build_backend(
         skills=_skills(settings, notices) if tools is not None else [],  # read with read_file
         streaming=streaming,
     )
-    engine.window_notice = assumed_window_notice(settings, provider)
-    return Backend(engine, keeper)
+    engine.context_window_notice = assumed_context_window_notice(settings, provider)
+    return ModelPair(engine, keeper)
 
 
 def _skills(settings: Settings, notices: Notices) -> list[tuple[str, str, str]]:

@@ -74,7 +74,7 @@ PickOpt = Annotated[
     bool,
     typer.Option("--pick", help="Choose the session to resume in a picker (on a terminal)."),
 ]
-WindowOpt = Annotated[
+ContextWindowOpt = Annotated[
     int | None,
     typer.Option(
         "--context-window",
@@ -206,7 +206,7 @@ def chat(
     role: RoleOpt = None,
     option: OptionOpt = None,
     attach: ChatAttachOpt = None,
-    context_window: WindowOpt = None,
+    context_window: ContextWindowOpt = None,
     pick: PickOpt = False,
     config: ConfigOpt = None,
 ) -> None:
@@ -343,7 +343,7 @@ def ask(
     no_tools: NoToolsOpt = False,
     role: RoleOpt = None,
     option: OptionOpt = None,
-    context_window: WindowOpt = None,
+    context_window: ContextWindowOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     def go() -> int:

@@ -22,7 +22,7 @@ from countbot_cli.config.fallback import check_names
 from countbot_cli.config.providers import ProviderConfig
 from countbot_cli.conversation.input.attachments import compose_message
 from countbot_cli.conversation.input.prompt_input import compose_prompt, read_stdin
-from countbot_cli.conversation.server_window import settle_late_windows
+from countbot_cli.conversation.server_window import settle_late_context_windows
 from countbot_cli.conversation.structured import (
     Structured,
     ask_structured,
@@ -102,7 +102,7 @@ def run_ask(
         probe.after(conversation, shaped.result, view)  # --remember; result.memory
     finally:
         conversation.close()
-        settle_late_windows()  # a window asked beside the request is cached for the next ask
+        settle_late_context_windows()  # one asked beside the request is cached for the next ask
     code = report(opts, shaped, provider, out, err)
     if isinstance(view, JsonlView):
         view.end(shaped.result, code, script_status(shaped, code), parsed=shaped.value)

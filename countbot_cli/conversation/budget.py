@@ -11,7 +11,7 @@ the newest block does not fit is it trimmed newest-kept with LangChain's rules
 message never separated from its `tool` results).
 
 Calibration: for models whose tokenizer tiktoken does not have (DeepSeek, Qwen, Llama, the
-bundled SmolLM2 ...) counts are approximations. `WindowBudget.observe` learns the ratio between
+bundled SmolLM2 ...) counts are approximations. `TokenBudget.observe` learns the ratio between
 the provider's reported `prompt_tokens` and our count of the same request, and keeps it per model
 in `<data_dir>/.countbot_tokens.json`, so the next `ask` process starts calibrated. Without it a
 Chinese conversation on SmolLM2 (1.6 times our count) overflows its 8192-token window.
@@ -115,7 +115,7 @@ class RatioFile:
 CALIBRATE_FROM = 0.4  # learn the token ratio from requests that used at least this share
 
 
-class WindowBudget:
+class TokenBudget:
     """A `context.Budget`: trims a history window so the whole request fits (see the module)."""
 
     def __init__(
@@ -267,13 +267,13 @@ class WindowBudget:
         )
 
 
-def make_budget(settings: Settings, counter: TokenCounter) -> WindowBudget:
+def make_budget(settings: Settings, counter: TokenCounter) -> TokenBudget:
     """The budget for `settings`' provider and model (`context_window` in the config wins); it
     keeps learned ratios in `settings.data_dir`."""
     context_window = context_window_for(counter.model, settings.provider.context_window)
     configured = settings.provider.context_window is not None
     late = None if configured else late_context_window(settings.provider)
-    return WindowBudget(
+    return TokenBudget(
         counter,
         context_window=context_window,
         reserve=reply_reserve(settings.max_tokens, context_window),

@@ -62,7 +62,7 @@ class MemoryKeeping(Protocol):
 
 
 @dataclass(frozen=True)
-class Backend:
+class ModelPair:
     """The engine and the memory keeper on one provider; `/model` makes a new pair."""
 
     engine: Engine
@@ -70,8 +70,8 @@ class Backend:
 
 
 # (a model, None for the configured one; the conversation's approval policy; per-call options
-# on top of the settings', from /set and /role) -> its Backend
-BackendFactory = Callable[[str | None, ApprovalPolicy, Mapping[str, Any]], Backend]
+# on top of the settings', from /set and /role) -> its ModelPair
+PairFactory = Callable[[str | None, ApprovalPolicy, Mapping[str, Any]], ModelPair]
 
 
 class ConversationView(TurnView, Protocol):
@@ -120,7 +120,7 @@ class Conversation:
         *,
         settings: Settings,
         store: SessionStore,
-        backends: BackendFactory,
+        pairs: PairFactory,
         policy: ApprovalPolicy | None = None,
         session: Session | None = None,
         is_new: bool = True,
@@ -129,10 +129,10 @@ class Conversation:
         self.settings = settings
         self.store = store
         self.policy = policy or ApprovalPolicy()
-        self._backends = backends
+        self._pairs = pairs
         self._model: str | None = None  # /model's or the role's; None: the configured one
         self.tuning = Tuning()  # /set options and /role, for the rest of the chat
-        self.backend = backends(None, self.policy, {})
+        self.pair = pairs(None, self.policy, {})
         self.system_override: str | None = settings.system
         self.session = session or self._blank("")
         self.is_new = is_new or session is None
@@ -144,11 +144,11 @@ class Conversation:
 
     @property
     def engine(self) -> Engine:
-        return self.backend.engine
+        return self.pair.engine
 
     @property
     def provider(self) -> Provider:
-        return self.backend.engine.provider
+        return self.pair.engine.provider
 
     # ---- turns ----
 
@@ -176,7 +176,7 @@ class Conversation:
                 self.reload()
             raise
         view.turn_ended(result)
-        sid = None if fb.postponed(result, view, self.backend.keeper) else result.session_id
+        sid = None if fb.postponed(result, view, self.pair.keeper) else result.session_id
         if sid is not None and self.worker is not None:
             self.worker.request(sid)
         elif sid is not None and self._upkeep(sid, view):
@@ -239,7 +239,7 @@ class Conversation:
         """The memory upkeep after a saved turn (it may ask the model for a summary); False
         when there is none. It never breaks the turn: Ctrl-C skips it until the next turn; a
         failure is a notice."""
-        hooks = self.backend.keeper.upkeep_hooks() if self.backend.keeper is not None else []
+        hooks = self.pair.keeper.upkeep_hooks() if self.pair.keeper is not None else []
         if not hooks:
             return False
         view.upkeep_started()
@@ -410,7 +410,7 @@ class Conversation:
     def compact(self) -> list[str] | None:
         """Summarise the messages outside the history window now (/compact): the lines
         written, or None when there is nothing to compact with (no keeper, or not saved)."""
-        keeper = self.backend.keeper
+        keeper = self.pair.keeper
         if keeper is None or self.is_new:
             return None
         self.wait_upkeep()  # one summariser run at a time
@@ -444,8 +444,8 @@ class Conversation:
         self._rebuild()
 
     def _rebuild(self) -> None:
-        old = self.backend
-        self.backend = self._backends(self._model, self.policy, self.tuning.merged())
+        old = self.pair
+        self.pair = self._pairs(self._model, self.policy, self.tuning.merged())
         try:
             old.engine.provider.close()
         except Exception:  # closing an idle client must not stop the switch

@@ -13,7 +13,7 @@ steps each request is the previous one plus the new messages; the block left beh
 what the overflow summary archives (memory/keeper.py), after which the window starts at the
 first live message again. Messages of failed turns and user messages whose turn was interrupted
 before any answer arrived are kept in the session but never sent again. An optional token
-budget trims the window further, in the same blocks (`budget.WindowBudget`).
+budget trims the window further, in the same blocks (`budget.TokenBudget`).
 
 Layout per provider (issue 24, measured by bench/bench_cache_rules.py): DeepSeek caches only
 whole persisted prefix units (a request's prompt, and its prompt with the answer), so a tail

@@ -22,7 +22,7 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli.config.prices import charge, day_cost, day_saved
-from countbot_cli.conversation.budget import WindowBudget
+from countbot_cli.conversation.budget import TokenBudget
 from countbot_cli.conversation.cache_report import KEEP_RECALL, CacheReport, probe
 from countbot_cli.conversation.context import (
     TurnContext,
@@ -107,7 +107,7 @@ class Engine:
         store: SessionStore | None,
         tools: ToolRegistry | None = None,
         policy: ApprovalPolicy | None = None,
-        budget: WindowBudget | None = None,
+        budget: TokenBudget | None = None,
         recall: Callable[[str], list[str]] | None = None,
         pinned: Callable[[], list[str]] | None = None,
         instructions: tuple[str, str] | None = None,
@@ -133,7 +133,7 @@ class Engine:
         self.streaming = streaming
         self._provider_tools: bool | None = None  # can the provider's model take tools?
         # said once, when history is first trimmed to fit a context window only assumed
-        self.window_notice: str | None = None
+        self.context_window_notice: str | None = None
 
     # ---- building the request ----
 
@@ -187,15 +187,15 @@ class Engine:
         )
 
     def _say_assumed_window(self, ctx: TurnContext, session: Session, view: TurnView) -> None:
-        """Once: the token budget left history out against a window countbot only assumed."""
-        if self.window_notice is None or not ctx.omitted:
+        """Once: the token budget left history out against a context window only assumed."""
+        if self.context_window_notice is None or not ctx.omitted:
             return
         if self.budget is not None and self.budget.reported:  # the server told, late
             return
         capped = history_window(session.messages, self.settings.persona.max_history_messages)
         if len(ctx.window) < len(capped):
-            view.notice(self.window_notice)
-            self.window_notice = None
+            view.notice(self.context_window_notice)
+            self.context_window_notice = None
 
     # ---- one turn ----
 

@@ -3,13 +3,13 @@ model (issue 11 item 7): `--context-window N` and `COUNTBOT_CONTEXT_WINDOW` (con
 and the provider's `context_window` win; otherwise an OpenAI-compatible server is asked
 (provider/context_window_probe.py, cached); otherwise countbot assumes
 `DEFAULT_CONTEXT_WINDOW` and the engine says so once, when history is first trimmed against it
-(`assumed_window_notice`).
+(`assumed_context_window_notice`).
 
 The question never delays an answer (issue 25 point 5): an answer in the cache is used at once;
 otherwise the server is asked in a thread (`LateContextWindow`) beside the first request, which
 is budgeted against the assumed one. The budget takes the reported context window at the start
-of a later turn (`WindowBudget` and `late_context_window`), and `ask` waits for the thread,
-bounded, after the answer (`settle_late_windows`) so the next process finds it cached."""
+of a later turn (`TokenBudget` and `late_context_window`), and `ask` waits for the thread,
+bounded, after the answer (`settle_late_context_windows`) so the next process finds it cached."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from countbot_cli.provider.base import Provider
 
 
-def with_window(settings: Settings, n: int) -> Settings:
+def with_context_window(settings: Settings, n: int) -> Settings:
     """The same settings with the provider's context window set to `n` tokens."""
     return replace(settings, provider=replace(settings.provider, context_window=n))
 
@@ -89,7 +89,7 @@ def late_context_window(p: ProviderConfig) -> LateContextWindow | None:
     return _LATE.get((p.api_base, p.model))
 
 
-def settle_late_windows(timeout: float = SETTLE_TIMEOUT) -> None:
+def settle_late_context_windows(timeout: float = SETTLE_TIMEOUT) -> None:
     """Wait at most `timeout` seconds in all for the context windows still being asked (their
     answers are cached by then), then forget them."""
     for late in list(_LATE.values()):
@@ -118,10 +118,10 @@ def with_server_context_window(settings: Settings) -> Settings:
         )
     elif late is not None:
         n = late.value()
-    return settings if n is None else with_window(settings, n)
+    return settings if n is None else with_context_window(settings, n)
 
 
-def assumed_window_notice(settings: Settings, provider: Provider) -> str | None:
+def assumed_context_window_notice(settings: Settings, provider: Provider) -> str | None:
     """The one-line notice for a context window only assumed; None when it is known."""
     configured = (
         settings.provider.context_window if provider.model == settings.provider.model else None

@@ -68,7 +68,7 @@ from countbot_cli.prompts import (
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
-    from countbot_cli.conversation.budget import WindowBudget
+    from countbot_cli.conversation.budget import TokenBudget
     from countbot_cli.conversation.sessions.session import Session
     from countbot_cli.conversation.sessions.store import SessionStore
     from countbot_cli.memory.store import MemoryStore
@@ -122,7 +122,7 @@ class MemoryKeeper:
         self._counter = counter
         self.today = today
         self.summariser = summariser or Summariser(settings, provider)
-        self._budget: WindowBudget | None = None
+        self._budget: TokenBudget | None = None
         self.reply_filter = ReplyFilter()  # junk replies are not stored (memory/quality.py)
         self.recaller = Recall(memory)  # memory.inject: relevant (memory/recall.py)
 

@@ -96,7 +96,7 @@ class Probe:
     def after(self, conversation: Conversation, result: TurnResult, view: Shown) -> None:
         """After the turn and its upkeep: `--remember` distils the exchange (a failure is a
         notice; the answer stands), then `result.memory` gets the fields."""
-        keeper = conversation.backend.keeper
+        keeper = conversation.pair.keeper
         if self.remember and result.status == "ok" and isinstance(keeper, MemoryKeeper):
             saved = conversation.session.messages[-2:] if result.session_id else []
             user = result.context.user.content if result.context is not None else ""

@@ -7,8 +7,8 @@ toolbar shows its total and `/tokens` its rows, so both always give the same fig
 tokenizer is loaded the toolbar uses the same rows counted at about four characters a token; a `~`
 marks any figure that is not the model's own tokenizer's. The tokenizer's tables (26-48 MB) are
 loaded only when a count matters (issue 25 point 1): `/tokens` or `/context`, the budget of a
-request that may not fit, or the toolbar's estimate reaching `EXACT_FROM` of the window (then in
-the background, and the toolbar corrects itself when it is in).
+request that may not fit, or the toolbar's estimate reaching `EXACT_FROM` of the context window
+(then in the background, and the toolbar corrects itself when it is in).
 
 When the provider reports a prompt size that matches the messages alone far better than messages
 plus tool definitions (a local model whose chat template has no tools drops them), the tools are
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from countbot_cli.conversation.engine import Engine, TurnResult
 
 ESTIMATE_ENCODING = "estimate"  # not an encoding: TokenCounter then counts ~4 characters a token
-EXACT_FROM = 0.5  # the toolbar loads the tokenizer once its estimate is this share of the window
+EXACT_FROM = 0.5  # the toolbar loads the tokenizer once its estimate is this share of the limit
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Breakdown:
     omitted: int  # sendable messages outside the window
     memory_entries: int
     tool_defs: int
-    window: int
+    context_window: int
 
     @property
     def total(self) -> int:
@@ -102,9 +102,10 @@ class ContextMeter:
 
     # ---- counting ----
 
-    def window(self, conversation: Conversation) -> int:
-        """The window the conversation's engine budgets against: the settings of the model in
-        use (after /model, with --context-window and COUNTBOT_CONTEXT_WINDOW still applied)."""
+    def context_window(self, conversation: Conversation) -> int:
+        """The context window the conversation's engine budgets against: the settings of the
+        model in use (after /model, with --context-window and COUNTBOT_CONTEXT_WINDOW still
+        applied)."""
         model = conversation.provider.model
         cfg = conversation.engine.settings.provider
         return context_window_for(model, cfg.context_window if model == cfg.model else None)
@@ -143,7 +144,7 @@ class ContextMeter:
     def breakdown(self, conversation: Conversation, *, wait: bool = True) -> Breakdown:
         """The next request, counted. wait=False never blocks on loading the tokenizer: it
         counts with the estimate meanwhile (and starts the load when `autoload` is set and the
-        estimate is EXACT_FROM of the window or more)."""
+        estimate is EXACT_FROM of the context window or more)."""
         model = conversation.provider.model
         exact = wait or self.ready(model)
         counter = self.counter(model) if exact else self._estimator_for(model)
@@ -153,10 +154,12 @@ class ContextMeter:
             result = cached[1]
         else:
             self._calibrate(counter, conversation.engine)
-            result = _count(counter, conversation, self.window(conversation), self._tools_sent)
+            result = _count(
+                counter, conversation, self.context_window(conversation), self._tools_sent
+            )
             self._cache = (_fingerprint(conversation, counter), result)
-        if not exact and self.autoload and result.total >= EXACT_FROM * result.window:
-            self.load_in_background(model)  # near the window: the exact count matters now
+        if not exact and self.autoload and result.total >= EXACT_FROM * result.context_window:
+            self.load_in_background(model)  # near the limit: the exact count matters now
         return result
 
     def _calibrate(self, counter: TokenCounter, engine: Engine) -> None:
@@ -183,8 +186,9 @@ class ContextMeter:
     def summary(self, conversation: Conversation) -> str:
         """`~1.2k/128k (1%)` for the toolbar: the total `/tokens` shows."""
         b = self.breakdown(conversation, wait=False)
-        pct = f" ({100 * b.total / b.window:.0f}%)" if b.window else ""
-        return f"{'~' if b.estimated else ''}{short_count(b.total)}/{short_count(b.window)}{pct}"
+        pct = f" ({100 * b.total / b.context_window:.0f}%)" if b.context_window else ""
+        used = f"{'~' if b.estimated else ''}{short_count(b.total)}"
+        return f"{used}/{short_count(b.context_window)}{pct}"
 
 
 def _fingerprint(conversation: Conversation, counter: TokenCounter) -> tuple[Any, ...]:
@@ -208,7 +212,10 @@ def _fingerprint(conversation: Conversation, counter: TokenCounter) -> tuple[Any
 
 
 def _count(
-    counter: TokenCounter, conversation: Conversation, window: int, tools_sent: bool | None
+    counter: TokenCounter,
+    conversation: Conversation,
+    context_window: int,
+    tools_sent: bool | None,
 ) -> Breakdown:
     engine, session, system = (
         conversation.engine,
@@ -245,7 +252,7 @@ def _count(
         omitted=ctx.omitted,
         memory_entries=len(ctx.memory_entries),
         tool_defs=len(schemas),
-        window=window,
+        context_window=context_window,
     )
 
 
@@ -273,7 +280,11 @@ def token_report(meter: ContextMeter, conversation: Conversation) -> str:
     width = max(len(r[0]) for r in rows)
     lines = [f"Next request to {sanitize_line(b.model)} · {b.how}"]
     lines += [f"  {name.ljust(width)}  {n:>9,}{extra}" for name, n, extra in rows]
-    pct = f"{100 * b.total / b.window:.1f}% of {b.window:,}" if b.window else ""
+    pct = (
+        f"{100 * b.total / b.context_window:.1f}% of {b.context_window:,}"
+        if b.context_window
+        else ""
+    )
     lines.append(f"  {'total'.ljust(width)}  {b.total:>9,}   {pct}")
     reported = meter.last_prompt_tokens()
     if reported:

@@ -18,7 +18,7 @@ from countbot_cli.config.settings import load_settings
 from countbot_cli.conversation.budget import (
     RATIOS_FILE,
     RatioFile,
-    WindowBudget,
+    TokenBudget,
     make_budget,
     reply_reserve,
 )
@@ -58,7 +58,7 @@ def fixed_for(system: str, user: str) -> list[dict[str, Any]]:
 
 
 def expected_trim(
-    budget: WindowBudget, window: list[Message], fixed: list[dict[str, Any]]
+    budget: TokenBudget, window: list[Message], fixed: list[dict[str, Any]]
 ) -> list[Message]:
     """Brute force: the longest suffix that fits, then drop until it starts on a user message."""
     room = budget.limit - budget.fixed_tokens(fixed)
@@ -74,7 +74,7 @@ def expected_trim(
 @pytest.mark.parametrize("context_window", [1200, 2000, 3000, 5000])
 def test_history_is_trimmed_to_fit_with_the_margin(context_window: int) -> None:
     counter = TokenCounter("gpt-4o")
-    budget = WindowBudget(counter, context_window=context_window, reserve=200)
+    budget = TokenBudget(counter, context_window=context_window, reserve=200)
     assert budget.limit == int(context_window * 0.9) - 200
     window = chat(150)
     fixed = fixed_for("You are a test assistant. " * 20, "and now?")
@@ -93,7 +93,7 @@ def test_history_is_trimmed_to_fit_with_the_margin(context_window: int) -> None:
 
 def test_tools_count_against_the_budget() -> None:
     counter = TokenCounter("gpt-4o")
-    budget = WindowBudget(counter, context_window=3000, reserve=200)
+    budget = TokenBudget(counter, context_window=3000, reserve=200)
     window = chat(60)
     fixed = fixed_for("system", "hi")
     tool = {
@@ -126,30 +126,30 @@ def test_tool_call_units_are_never_split() -> None:
         Message(role="assistant", content="welcome " * 20),
     ]
     fixed = fixed_for("system", "next")
-    base = WindowBudget(counter, context_window=100_000, reserve=0)
+    base = TokenBudget(counter, context_window=100_000, reserve=0)
     tail_cost = base.costs(window[-3:])  # the answer after the tools, and the last exchange
     room = base.fixed_tokens(fixed) + tail_cost + 5  # the walk stops inside the tool unit
-    budget = WindowBudget(counter, context_window=int(room / 0.9) + 1, reserve=0)
+    budget = TokenBudget(counter, context_window=int(room / 0.9) + 1, reserve=0)
     kept = budget(window, fixed)
     assert kept == window[-2:]  # the orphan answer and the tool unit are dropped together
     assert not any(m.role == "tool" for m in kept)
-    roomy = WindowBudget(counter, context_window=100_000, reserve=0)
+    roomy = TokenBudget(counter, context_window=100_000, reserve=0)
     assert roomy(window, fixed) == window
 
 
 def test_nothing_fits_gives_an_empty_window() -> None:
-    budget = WindowBudget(TokenCounter("gpt-4o"), context_window=300, reserve=200)
+    budget = TokenBudget(TokenCounter("gpt-4o"), context_window=300, reserve=200)
     assert budget(chat(10), fixed_for("x " * 100, "y")) == []
 
 
 def test_an_obvious_fit_loads_no_encoding(tmp_path: Path) -> None:
     loader = EncodingLoader(data_dir=tmp_path / "none", cache_dir=tmp_path / "none")
     counter = TokenCounter("gpt-4o", loader=loader)
-    budget = WindowBudget(counter, context_window=128_000, reserve=4096)
+    budget = TokenBudget(counter, context_window=128_000, reserve=4096)
     window = chat(40)
     assert budget(window, fixed_for("system", "hi")) == window
     assert not loader.is_loaded("o200k_base")
-    small = WindowBudget(counter, context_window=2000, reserve=100)
+    small = TokenBudget(counter, context_window=2000, reserve=100)
     kept = small(window, fixed_for("system", "hi"))  # must count: the estimate is used
     assert loader.is_loaded("o200k_base") and 0 < len(kept) < len(window)
     assert kept[0].role == "user"
@@ -157,7 +157,7 @@ def test_an_obvious_fit_loads_no_encoding(tmp_path: Path) -> None:
 
 def test_calibration_invalidates_memoised_counts() -> None:
     counter = TokenCounter("deepseek-chat")  # not OpenAI: counts scale with the learned ratio
-    budget = WindowBudget(counter, context_window=4000, reserve=100)
+    budget = TokenBudget(counter, context_window=4000, reserve=100)
     window = chat(60)
     fixed = fixed_for("system", "hi")
     before = budget(window, fixed)
@@ -173,13 +173,13 @@ def test_make_budget_reads_the_settings(tmp_path: Path) -> None:
     )
     settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)
     budget = make_budget(settings, TokenCounter(settings.provider.model))
-    assert isinstance(budget, WindowBudget)
+    assert isinstance(budget, TokenBudget)
     assert (budget.context_window, budget.reserve, budget.limit) == (5000, 700, 3800)
     unset = replace(
         settings, max_tokens=None, provider=replace(settings.provider, context_window=None)
     )
     b2 = make_budget(unset, TokenCounter("gpt-4o"))
-    assert isinstance(b2, WindowBudget)
+    assert isinstance(b2, TokenBudget)
     assert (b2.context_window, b2.reserve) == (128_000, 4096)
     assert reply_reserve(None, 8192) == 1024 and reply_reserve(0, 8192) == 1024
 
@@ -223,7 +223,7 @@ def test_ten_thousand_messages_are_fast_when_warm(monkeypatch: pytest.MonkeyPatc
     facts = PromptFacts("countbot", "user", "", "en", "/tmp", date(2026, 1, 1), False)
     history = chat(10_000, size=20)
     counter = TokenCounter("gpt-4o")
-    budget = WindowBudget(counter, context_window=128_000, reserve=4096)
+    budget = TokenBudget(counter, context_window=128_000, reserve=4096)
     user = Message(role="user", content="next")
 
     def build() -> list[dict[str, Any]]:
@@ -260,7 +260,7 @@ def test_observe_learns_the_ratio_and_the_next_process_starts_with_it(tmp_path: 
         for i in range(24)
     ]
     fixed = fixed_for("system prompt " * 20, "下一个问题")
-    first = WindowBudget(TokenCounter("smollm2"), context_window=8192, reserve=200, ratios=ratios)
+    first = TokenBudget(TokenCounter("smollm2"), context_window=8192, reserve=200, ratios=ratios)
     assert first(window, fixed) == window  # uncalibrated, everything seems to fit
     sent = [*fixed[:1], *(m.to_api() for m in window), fixed[1]]
     ours = first.counter.count_messages(sent)
@@ -269,7 +269,7 @@ def test_observe_learns_the_ratio_and_the_next_process_starts_with_it(tmp_path: 
     assert first.counter.ratio == pytest.approx(1.6, rel=0.01)
     assert json.loads((tmp_path / RATIOS_FILE).read_text())["smollm2"] == pytest.approx(1.6, 0.01)
     # another `ask` process: a new counter and budget, seeded from the file
-    again = WindowBudget(TokenCounter("smollm2"), context_window=8192, reserve=200, ratios=ratios)
+    again = TokenBudget(TokenCounter("smollm2"), context_window=8192, reserve=200, ratios=ratios)
     kept = again(window, fixed)
     assert 0 < len(kept) < len(window) and kept[0].role == "user"
     assert again.counter.ratio == pytest.approx(1.6, rel=0.01)
@@ -279,7 +279,7 @@ def test_observe_learns_the_ratio_and_the_next_process_starts_with_it(tmp_path: 
 def test_observe_ignores_what_it_cannot_learn_from(tmp_path: Path) -> None:
     path = tmp_path / RATIOS_FILE
     path.write_text("not json")
-    budget = WindowBudget(
+    budget = TokenBudget(
         TokenCounter("gpt-4o"), context_window=8192, reserve=200, ratios=RatioFile(path)
     )
     msgs = [{"role": "user", "content": "hello " * 100}]
@@ -326,7 +326,7 @@ def test_a_window_the_server_reports_late_is_taken_at_the_next_turn() -> None:
     (server_window.LateContextWindow): turns before its answer are budgeted against the assumed
     one, the turn after it against the reported one, with the reply reserve for it."""
     reported: list[int | None] = [None]
-    budget = WindowBudget(
+    budget = TokenBudget(
         TokenCounter("gpt-4o"), context_window=2000, reserve=250, late=lambda: reported[0]
     )
     window, fixed = chat(150), fixed_for("system", "next")

@@ -15,8 +15,8 @@ from cbenv import make_cb
 from countbot_cli.config.settings import Settings, load_settings
 from countbot_cli.conversation.chat import (
     UPKEEP_INTERRUPTED,
-    Backend,
     Conversation,
+    ModelPair,
     SilentView,
     open_session,
 )
@@ -73,16 +73,16 @@ class Rig:
         self.keeper = keeper or Keeper()
         self.providers: dict[str | None, ScriptedProvider] = {}
         self.conversation = Conversation(
-            settings=self.settings, store=self.store, backends=self.backend, **kw
+            settings=self.settings, store=self.store, pairs=self.pair, **kw
         )
 
-    def backend(
+    def pair(
         self, model: str | None, policy: ApprovalPolicy, options: Mapping[str, Any]
-    ) -> Backend:
+    ) -> ModelPair:
         provider = ScriptedProvider(model=model or "fake-model")
         self.providers[model] = provider
         engine = Engine(settings=self.settings, provider=provider, store=self.store, policy=policy)
-        return Backend(engine, self.keeper)
+        return ModelPair(engine, self.keeper)
 
     @property
     def provider(self) -> ScriptedProvider:

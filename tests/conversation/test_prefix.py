@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from prefix import extends, stats
 
-from countbot_cli.conversation.budget import WindowBudget
+from countbot_cli.conversation.budget import TokenBudget
 from countbot_cli.conversation.context import history_window, sendable, window_step
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.messages import STATUS_FAILED, STATUS_INTERRUPTED, Message, ToolCall
@@ -160,7 +160,7 @@ def test_the_token_budget_trims_in_blocks_and_keeps_tool_calls_with_results(step
     counter = TokenCounter("gpt-4o")
     fixed = [{"role": "system", "content": "system"}, {"role": "user", "content": "next"}]
     for context_window in (600, 1200, 3000):
-        budget = WindowBudget(counter, context_window=context_window, reserve=50, step=step)
+        budget = TokenBudget(counter, context_window=context_window, reserve=50, step=step)
         for _ in range(10):
             window = _tool_window(rng, rng.randint(5, 80))
             kept = budget(window, fixed)

@@ -144,7 +144,7 @@ class Rig:
 
     @property
     def keeper(self) -> MemoryKeeper:
-        keeper = self.conversation.backend.keeper
+        keeper = self.conversation.pair.keeper
         assert isinstance(keeper, MemoryKeeper)
         return keeper
 
