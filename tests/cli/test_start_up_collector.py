@@ -13,30 +13,42 @@ import pytest
 from countbot_cli import __main__ as entry_point
 
 CHILD = """
-import gc, sys
+import gc, sys, threading
 from countbot_cli import __main__ as entry_point
-entry_point.START_UP_SECONDS = 0.2
+entry_point.START_UP_SECONDS = float(sys.argv[1])
 try:
     entry_point.main(["--help"])
 except SystemExit:
     pass
 print("after --help:", gc.isenabled(), file=sys.stderr)
-for t in [t for t in __import__("threading").enumerate() if t.daemon]:
-    t.join(10)  # a hang bound: the timer's 0.2 s
+for t in [t for t in threading.enumerate() if t.daemon]:
+    t.join(float(sys.argv[2]))  # a hang bound
 print("later:", gc.isenabled(), file=sys.stderr)
 """
 
 
-def test_main_starts_with_the_collector_off_and_turns_it_on_later() -> None:
+def _child(start_up: float, wait: float) -> list[str]:
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", CHILD, str(start_up), str(wait)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     assert "Usage" in proc.stdout
-    assert proc.stderr.splitlines() == ["after --help: False", "later: True"]
+    return proc.stderr.splitlines()
+
+
+def test_main_runs_with_the_collector_off() -> None:
+    assert _child(3600, 0.01) == ["after --help: False", "later: False"]
+
+
+def test_the_collector_comes_back_on_after_start_up() -> None:
+    assert _child(0, 30)[-1] == "later: True"
 
 
 def test_a_collector_the_caller_turned_off_stays_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(entry_point, "START_UP_SECONDS", 0.01)
+    monkeypatch.setattr(entry_point, "START_UP_SECONDS", 0)
     gc.disable()
     try:
         entry_point.collector_off_while_starting().join(10)
