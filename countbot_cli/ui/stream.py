@@ -404,43 +404,63 @@ class StallRedraw:
     """Draws a StreamView's pending frame when the stream stalls, and serialises access to it.
 
     StreamView redraws only when text arrives (no refresh thread: rich's races print() from
-    another thread). When the stream pauses, a timer draws the last pending frame. Callers do
-    every call into the view under `lock` and call `schedule()` after feeding it.
+    another thread). When the stream pauses, a waiter thread draws the last pending frame once
+    it is due. The one thread waits for every frame of the turn (a timer thread a frame cost a
+    thread start ten times a second) and leaves after a second with nothing pending, or when
+    the view is closed. Callers do every call into the view under `lock` and call `schedule()`
+    after feeding it.
     """
+
+    IDLE = 1.0  # seconds the waiter stays without a pending frame
 
     def __init__(self, stream: StreamView) -> None:
         self.stream = stream
         self.lock = threading.RLock()
-        self._timer: threading.Timer | None = None
+        self._wake = threading.Condition(self.lock)
+        self._deadline: float | None = None  # when the pending frame is drawn (monotonic)
+        self._waiter: threading.Thread | None = None
         self._closed = False
 
     def schedule(self) -> None:
-        """Under `lock`: arm the timer for the renderer's pending frame, if any."""
+        """Under `lock`: have the renderer's pending frame drawn when it is due, if any."""
         due = self.stream.due_in()
-        if due is None or self._timer is not None or self._closed:
+        if due is None or self._deadline is not None or self._closed:
             return
-        self._timer = threading.Timer(due + 0.005, self._tick)
-        self._timer.daemon = True
-        self._timer.start()
+        self._deadline = time.monotonic() + due + 0.005
+        if self._waiter is None:
+            self._waiter = threading.Thread(target=self._wait, name="stall-redraw", daemon=True)
+            self._waiter.start()
+        else:
+            self._wake.notify()
 
     def cancel(self) -> None:
         with self.lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            self._deadline = None
 
     def close(self) -> None:
         """No more timed frames (the turn is over)."""
-        self.cancel()
-        self._closed = True
-
-    def _tick(self) -> None:
         with self.lock:
-            self._timer = None
-            if self._closed:
-                return
+            self._deadline = None
+            self._closed = True
+            self._wake.notify()
+
+    def _wait(self) -> None:
+        with self.lock:
             try:
-                self.stream.refresh()
-            except (OSError, ValueError):  # the terminal went away; the main thread will see it
-                return
-            self.schedule()
+                while not self._closed:
+                    if self._deadline is None:
+                        if not self._wake.wait(self.IDLE) and self._deadline is None:
+                            return
+                        continue
+                    left = self._deadline - time.monotonic()
+                    if left > 0:
+                        self._wake.wait(left)
+                        continue
+                    self._deadline = None
+                    try:
+                        self.stream.refresh()
+                    except (OSError, ValueError):  # the terminal went away: the caller sees it
+                        return
+                    self.schedule()
+            finally:
+                self._waiter = None

@@ -14,6 +14,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from rich.console import Console
 from countbot_cli.textsafe import sanitize
 from countbot_cli.ui.status import CLEAR_BELOW, rows_up
 from countbot_cli.ui.stream import (
+    StallRedraw,
     StreamView,
     is_plain_console,
     make_console,
@@ -506,3 +508,43 @@ def test_throttle_adapts_to_slow_frames() -> None:
     due = view.due_in()
     assert due is not None and due >= 4 * 0.03  # at least 4x the frame time, above 1/max_fps
     view.finish()
+
+
+def test_a_stalled_stream_gets_its_pending_frame_from_one_waiter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started: list[threading.Thread] = []
+    start = threading.Thread.start
+
+    def counted(thread: threading.Thread) -> None:
+        started.append(thread)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
+    c = console(terminal=True)
+    view = StreamView(c, max_fps=10.0)
+    frames = StallRedraw(view)
+
+    def fed(text: str) -> None:
+        with frames.lock:
+            view.feed(text)
+            frames.schedule()
+
+    def shown(text: str) -> bool:
+        with frames.lock:
+            return text in c.file.getvalue()  # type: ignore[attr-defined]
+
+    fed("Hello")  # drawn at once
+    for word in ("one", "two", "three"):
+        fed(f" {word}")  # too soon after the last frame: pending, then the stream stalls
+        assert not shown(word)
+        deadline = time.monotonic() + 30  # a hang bound, not a timing
+        while not shown(word) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert shown(word)
+    assert len(started) == 1  # one waiter drew the three stalled frames
+    frames.close()
+    started[0].join(30)
+    assert not started[0].is_alive()
+    fed(" four")  # a closed view's pending frame waits for the next feed or finish()
+    assert len(started) == 1
