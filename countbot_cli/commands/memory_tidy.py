@@ -21,6 +21,7 @@ from countbot_cli.memory import archive, sources
 from countbot_cli.memory.search import Entry
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.memory.tidy import Proposal, TidyModel, apply, find
+from countbot_cli.provider import Provider
 from countbot_cli.textsafe import sanitize_line
 from countbot_cli.ui import questions
 
@@ -34,7 +35,7 @@ def run_tidy(settings: Settings, out: TextIO, *, no_model: bool, on_terminal: bo
     """`countbot memory tidy [--no-model]`: answered on the terminal, else only printed; the
     model's proposals from the configured provider (`tidy_model`)."""
     store = MemoryStore(settings.memory.file)
-    model = None if no_model else tidy_model(store, settings)
+    model = None if no_model else tidy_model(store, settings, lambda: app.make_provider(settings))
 
     def edit(text: str) -> str | None:
         out.write(f"  the line now: {text}\n")
@@ -45,13 +46,16 @@ def run_tidy(settings: Settings, out: TextIO, *, no_model: bool, on_terminal: bo
     return memory_tidy(store, out, ask=questions.line, edit=edit, model=model)
 
 
-def tidy_model(store: MemoryStore, settings: Settings) -> Model | None:
-    """memory tidy's model on the configured provider; None when there is none to ask (the
-    embedded model is too small to judge which facts replace which)."""
+def tidy_model(
+    store: MemoryStore, settings: Settings, provider: Callable[[], Provider]
+) -> Model | None:
+    """memory tidy's model on `provider()` (the configured one; the chat's in `/memory
+    tidy`); None when there is none to ask: the embedded model is too small to judge which
+    facts replace which, and a provider that cannot be made leaves the rule-based proposals."""
     if settings.provider.type == "local":
         return None
     try:
-        return TidyModel(store, settings, app.make_provider(settings))
+        return TidyModel(store, settings, provider())
     except CountbotError:
         return None
 

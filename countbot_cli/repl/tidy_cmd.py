@@ -7,9 +7,8 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
-from countbot_cli.commands.memory_tidy import memory_tidy
+from countbot_cli.commands.memory_tidy import memory_tidy, tidy_model
 from countbot_cli.memory.store import MemoryStore
-from countbot_cli.memory.tidy import TidyModel
 
 if TYPE_CHECKING:
     from countbot_cli.repl.host import ReplHost
@@ -30,6 +29,5 @@ class _Live(io.StringIO):
 def cmd_memory_tidy(repl: ReplHost) -> None:
     c = repl.conversation
     store = MemoryStore(c.settings.memory.file)
-    local = c.settings.provider.type == "local"
-    model = None if local else TidyModel(store, c.engine.settings, c.provider)
+    model = tidy_model(store, c.engine.settings, lambda: c.provider)
     memory_tidy(store, _Live(repl), ask=repl.ask, edit=repl.edit_text, model=model)
