@@ -14,7 +14,6 @@ import io
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from cbenv import make_cb
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
+from waits import wait_until
 
 from countbot_cli import app
 from countbot_cli.config.settings import Settings, load_settings
@@ -149,28 +149,110 @@ class Harness:
         self.inp.send_text(keys)
 
     def wait_prompt(self, repl: Repl, done: threading.Event, timeout: float = 20) -> None:
-        """Wait until the REPL shows its next prompt (steps are sent one prompt at a time)."""
+        """Wait until the REPL shows its next prompt and reads keys (steps are sent one prompt
+        at a time)."""
         seen = getattr(self, "_seen", 0)
-        deadline = time.monotonic() + timeout
-        while repl.prompts_shown <= seen:
+
+        def shown() -> bool:
             if done.is_set():
                 raise RuntimeError("the REPL ended before the next step")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no prompt #{seen + 1}")
-            time.sleep(0.01)
+            return self._prompt_after(seen)
+
+        wait_until(shown, f"prompt #{seen + 1}", timeout)
         self._seen = repl.prompts_shown
-        time.sleep(0.05)
+
+    def wait_idle(self, timeout: float = 20) -> None:
+        """Wait until the REPL is back at its prompt after the last line a step typed (its turn
+        or command is done)."""
+        seen = getattr(self, "_seen", 0)
+        wait_until(lambda: self._prompt_after(seen), f"prompt #{seen + 1}", timeout)
+
+    def _prompt_after(self, seen: int) -> bool:
+        """A prompt later than the `seen`th is up and reads keys."""
+        repl = self.repl
+        if repl is None or repl._prompt is None:
+            return False
+        return repl.prompts_shown > seen and repl._prompt.app.is_running
 
     def wait_for(
         self, text: str, timeout: float = 10, *, stream: str = "out", count: int = 1
     ) -> None:
         """Wait until `text` is on `stream` (at least `count` times)."""
         buf = self.out if stream == "out" else self.err
-        deadline = time.monotonic() + timeout
-        while buf.getvalue().count(text) < count:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{text!r} not in {stream}: {buf.getvalue()[-800:]!r}")
-            time.sleep(0.01)
+        wait_until(
+            lambda: buf.getvalue().count(text) >= count,
+            f"{text!r} in {stream}: {buf.getvalue()[-800:]!r}",
+            timeout,
+        )
+
+    def line(self) -> str | None:
+        """What the prompt's input line reads now; None while no prompt reads keys."""
+        prompt = self.repl._prompt if self.repl is not None else None
+        if prompt is None or not prompt.app.is_running:
+            return None
+        return prompt.default_buffer.text
+
+    def wait_line(self, text: str, timeout: float = 10) -> None:
+        """Wait until a prompt reads keys and its input line reads `text` (the keys sent before
+        are handled; /edit's prompt holding the old question counts)."""
+        wait_until(lambda: self.line() == text, f"the input line to read {text!r}", timeout)
+
+    def wait_menu(self, *items: str, timeout: float = 10) -> None:
+        """Wait until the completion menu (computed as you type) lists exactly `items`."""
+
+        def shown() -> bool:
+            prompt = self.repl._prompt if self.repl is not None else None
+            state = prompt.default_buffer.complete_state if prompt is not None else None
+            return state is not None and [c.text for c in state.completions] == list(items)
+
+        wait_until(shown, f"the completion menu to list {items}", timeout)
+
+    def wait_taken(self, timeout: float = 10) -> None:
+        """Wait until the prompt has taken its line and the REPL works on it (a command that
+        opens its own screen, such as the session picker, reads the keys sent next)."""
+        wait_until(
+            lambda: (
+                self.repl is not None
+                and self.repl._prompt is not None
+                and not self.repl._prompt.app.is_running
+            ),
+            "the prompt to take its line",
+            timeout,
+        )
+
+    def wait_search(self, text: str | None, timeout: float = 10) -> None:
+        """Wait until a history search (Ctrl-R) is open with `text` typed into it; `None`:
+        until no search is open."""
+
+        def searching() -> bool:
+            prompt = self.repl._prompt if self.repl is not None else None
+            if prompt is None:
+                return False
+            if text is None:
+                return not prompt.app.layout.is_searching
+            return prompt.app.layout.is_searching and prompt.search_buffer.text == text
+
+        what = "the history search to close" if text is None else f"a search for {text!r}"
+        wait_until(searching, what, timeout)
+
+    def wait_history(self, timeout: float = 10) -> None:
+        """Wait until the prompt has loaded the input history file (Ctrl-R searches it)."""
+
+        def loaded() -> bool:  # the file read, and every entry in the line's history
+            prompt = self.repl._prompt if self.repl is not None else None
+            if prompt is None:
+                return False
+            entries = len(list(prompt.history.get_strings()))
+            return entries > 0 and len(prompt.default_buffer._working_lines) > entries
+
+        wait_until(loaded, "the input history to load", timeout)
+
+    def toolbar(self, timeout: float = 20) -> str:
+        """The bottom toolbar once the after-turn memory upkeep is done (no `⟳ memory`)."""
+        repl = self.repl
+        assert repl is not None
+        wait_until(lambda: not repl.conversation.upkeep_running, "the upkeep to end", timeout)
+        return repl.toolbar()
 
     def session_data(self) -> Any:
         return self.cb.only_session()

@@ -5,12 +5,12 @@ and the toolbar's context meter shows the smaller request at once."""
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
 from repl_harness import Harness
+from waits import wait_until
 
 
 def test_compact_shrinks_the_next_request_and_the_toolbar_shows_it(
@@ -29,11 +29,10 @@ def test_compact_shrinks_the_next_request_and_the_toolbar_shows_it(
 
     def meter(h: Harness) -> None:
         assert h.repl is not None
-        deadline = time.monotonic() + 10  # the last turn is saved
-        while time.monotonic() < deadline and len(h.repl.conversation.session.messages) % 2:
-            time.sleep(0.01)
+        session = h.repl.conversation.session
+        wait_until(lambda: len(session.messages) % 2 == 0, "the last turn saved")
         b = h.repl.meter.breakdown(h.repl.conversation)
-        seen.append((h.repl.toolbar(), b.total, b.messages))
+        seen.append((h.toolbar(), b.total, b.messages))
 
     turns = [f"trip question {k}\r" for k in range(1, 5)]
     h.run(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 from repl_harness import USAGE, Harness, interrupt_when, paragraphs
+from waits import wait_until
 
 from countbot_cli.conversation.engine import Engine
 from countbot_cli.conversation.sessions.session import new_session
@@ -75,11 +75,11 @@ def test_history_file_persists_and_ctrl_r_finds_an_old_entry(
     server.add(fs.text("three"))
     h2.run(
         [
-            lambda h: time.sleep(0.3),
+            lambda h: h.wait_history(),
             "\x12zebr",
-            lambda h: time.sleep(0.3),
-            lambda h: h.send("\r"),
-            lambda h: time.sleep(0.2),
+            lambda h: h.wait_search("zebr"),
+            lambda h: h.send("\r"),  # the search ends on the entry it found
+            lambda h: h.wait_line("remember the zebra"),
             lambda h: h.send("\r"),
         ]
     )
@@ -113,10 +113,7 @@ def test_ctrl_c_before_any_text_leaves_a_valid_session(
     server.add(fs.hang(30), fs.text("fine"))
 
     def interrupt_when_waiting(h: Harness) -> None:
-        deadline = time.monotonic() + 10
-        while not server.requests and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.2)
+        server.wait_chats(1)  # the request is out: countbot waits for the first byte
         os.kill(os.getpid(), signal.SIGINT)
 
     h.run(["are you there?\r", interrupt_when_waiting, "hello again\r"])
@@ -206,10 +203,9 @@ def test_completion_of_commands_and_their_arguments(
         return [c.text for c in comp.get_completions(Document(text), CompleteEvent())]
 
     assert complete("/mo") == ["/model "]  # and the model list is fetched meanwhile
-    deadline = time.monotonic() + 5
-    while not any(r.path.endswith("/models") for r in server.requests):
-        assert time.monotonic() < deadline, "no model list fetched ahead"
-        time.sleep(0.01)
+    wait_until(
+        lambda: any(r.path.endswith("/models") for r in server.requests), "the model list fetched"
+    )
     assert complete("/re") == ["/resume ", "/recap", "/rename ", "/retry"]  # a space: args
     assert complete("hello /re") == []
     assert complete("/resume ") == [s.id]
@@ -334,10 +330,8 @@ def test_the_preload_starts_after_the_first_prompt_is_drawn_and_is_joined_on_sub
     started: list[bool] = []
 
     def check(h: Harness) -> None:
-        deadline = time.monotonic() + 5
-        while h.repl is not None and h.repl._preload_thread is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        started.append(h.repl is not None and h.repl._preload_thread is not None)
+        wait_until(lambda: h.repl is not None and h.repl._preload_thread, "the preload thread")
+        started.append(True)
 
     repl = h.run([check, "hi\r"], preload=True)
     assert started == [True]
@@ -363,10 +357,7 @@ def test_the_tokenizer_tables_wait_for_a_count_that_matters(
         repl = h.repl
         assert repl is not None
         assert repl._preloaded.wait(20)  # a hang bound: the preload thread did its imports
-        deadline = time.monotonic() + 20
-        while not repl.meter.autoload and time.monotonic() < deadline:  # ... and finished
-            time.sleep(0.01)
-        assert repl.meter.autoload
+        wait_until(lambda: repl.meter.autoload, "the preload to finish", 20)
         seen["idle"] = [n for n in tokens.SUPPORTED_ENCODINGS if loader.is_loaded(n)]
         seen["toolbar"] = repl.meter.summary(repl.conversation)
 
@@ -400,13 +391,9 @@ def test_near_the_window_the_toolbar_loads_the_tables_and_corrects_itself(
     def corrected(h: Harness) -> None:
         repl = h.repl
         assert repl is not None
-        deadline = time.monotonic() + 20  # hang bounds: the preload, then the background load
-        while not repl.meter.autoload and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: repl.meter.autoload, "the preload to finish", 20)
         seen["first"] = repl.meter.summary(repl.conversation)  # what the toolbar draws
-        while not loader.is_loaded(name) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        seen["loaded"] = loader.is_loaded(name)
+        seen["loaded"] = wait_until(lambda: loader.is_loaded(name), "the tables to load", 20)
         seen["toolbar"] = repl.meter.summary(repl.conversation)
         seen["how"] = repl.meter.breakdown(repl.conversation, wait=False).how
 

@@ -37,8 +37,7 @@ def test_always_grants_are_listed_shown_in_the_toolbar_and_revoked_by_tools_ask(
     toolbars: list[str] = []
 
     def toolbar(h: Harness) -> None:
-        assert h.repl is not None
-        toolbars.append(h.repl.toolbar())
+        toolbars.append(h.toolbar())
 
     repl = h.run(
         [

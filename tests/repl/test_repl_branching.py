@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
 from cbenv import make_cb
 from repl_harness import Harness
+from waits import wait_until
 
 from countbot_cli.conversation.sessions.session import new_session
 from countbot_cli.conversation.sessions.store import SessionStore
-from countbot_cli.messages import Message
+from countbot_cli.messages import Message, utc_now
 
 
 def saved(store: SessionStore, title: str, exchanges: int, word: str = "q") -> str:
@@ -38,11 +38,12 @@ def sent_users(server: fs.FakeServer) -> list[str]:
     return [b["messages"][-1]["content"] for b in server.chat_bodies()]
 
 
-def pause_then(keys: str, wait: float = 0.4) -> Any:
-    """A step for a screen that is not the main prompt (the picker, /edit's prompt)."""
+def in_the_picker(keys: str) -> Any:
+    """A step for the session picker (its own screen, not the main prompt): type `keys` once
+    the prompt has taken the /resume line (the picker reads them when it is up)."""
 
     def step(h: Harness) -> None:
-        time.sleep(wait)
+        h.wait_taken()
         h.send(keys)
 
     return step
@@ -109,10 +110,12 @@ def test_edit_asks_the_changed_question_in_place_of_the_last(
             "capital of France?\r",
             "/edit\r",
             # the prompt holds the old question: delete "France?" and type the new end
-            pause_then("\x08" * len("France?") + "Italy?\r"),
+            lambda h: h.wait_line("capital of France?"),
+            lambda h: h.send("\x08" * len("France?") + "Italy?\r"),
             "/edit capital of Spain?\r",
             "/edit\r",
-            pause_then("\x03\r"),  # Ctrl-C clears the line; an empty line cancels
+            lambda h: h.wait_line("capital of Spain?"),
+            lambda h: h.send("\x03\r"),  # Ctrl-C clears the line; an empty line cancels
         ]
     )
     msgs = h.session_data()["messages"]
@@ -157,12 +160,12 @@ def test_resume_picker_filters_as_you_type_and_resumes_the_choice(
     repl = h.run(
         [
             "/resume\r",
-            pause_then("tea"),  # typed into the picker's line: only "Tea notes" is left
-            pause_then("\r"),
+            in_the_picker("tea"),  # typed into the picker's line: only "Tea notes" is left
+            in_the_picker("\r"),
             "/resume zanzib\r",  # words found in a message (full-text search)
-            pause_then("\r"),
+            in_the_picker("\r"),
             "/resume nothing-like-it\r",
-            pause_then("\r"),  # no row: Enter resumes nothing
+            in_the_picker("\r"),  # no row: Enter resumes nothing
         ]
     )
     out = h.text()
@@ -225,17 +228,20 @@ def test_memory_lines_trace_to_their_messages_through_undo_retry_and_fork(
         return fs.text(next(facts))
 
     server.responder = respond
+
     # automatic memory finds where it stopped after an /undo by the time of the messages
-    # (to the second: memory/keeper.py auto_cursor), so a second passes before each new turn
-    later = lambda h: time.sleep(1.1)  # noqa: E731
+    # (to the second: memory/keeper.py auto_cursor), so each new turn starts in a later second
+    # than every message made so far (the undone ones included)
+    def later(h: Harness) -> None:
+        h.wait_idle()
+        now = utc_now()
+        wait_until(lambda: utc_now() > now, "the next second", 5)
 
     def distilled(h: Harness) -> None:
         """The upkeep after "alpha" has written its line before /undo is typed (otherwise the
         order of the two depends on how fast the machine is)."""
         h.wait_for("answer to alpha")
-        deadline = time.monotonic() + 20  # a hang bound
-        while len(server.requests) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: len(server.requests) >= 2, "the upkeep's request", 20)
         worker = h.repl.conversation.worker if h.repl is not None else None
         assert worker is not None and worker.wait(20)
 
@@ -303,10 +309,7 @@ def test_memory_upkeep_does_not_hold_the_next_prompt_and_nothing_is_lost(
 
     def prompt_is_back(h: Harness) -> None:
         assert h.repl is not None
-        deadline = time.monotonic() + 20
-        while h.repl.prompts_shown < 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_until(lambda: h.repl is not None and h.repl.prompts_shown >= 2, "the next prompt", 20)
         seen["running"] = h.repl.conversation.upkeep_running
         seen["toolbar"] = h.repl.toolbar()
 

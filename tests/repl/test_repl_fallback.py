@@ -5,7 +5,6 @@ asked again. Needs the `local` extra (the offer is made only when the embedded m
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,10 +25,7 @@ def after_request(n: int, keys: str) -> Callable[[Harness], None]:
     """A step: once the server has had `n` chat requests, type `keys` (the y/N answer)."""
 
     def step(h: Harness) -> None:
-        deadline = time.monotonic() + 20
-        while len(h.server.chat_bodies()) < n:
-            assert time.monotonic() < deadline, "the request never came"
-            time.sleep(0.01)
+        h.server.wait_chats(n)
         h.send(keys)
 
     return step

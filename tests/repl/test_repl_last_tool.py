@@ -4,12 +4,12 @@ kept in a private file (0600, in a private folder) for the REPL's lifetime, remo
 from __future__ import annotations
 
 import stat
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import fakeserver as fs
 from repl_harness import Harness, approval_answers
+from waits import wait_until
 
 from countbot_cli.repl.loop import Repl
 
@@ -27,11 +27,8 @@ def test_last_tool_shows_the_elided_middle_from_a_private_file_removed_at_exit(
 
     def look(h: Harness) -> None:  # while the REPL runs: the kept file and its folder
         assert isinstance(h.repl, Repl)
-        deadline = time.monotonic() + 15
-        while h.repl.tool_outputs.folder is None and time.monotonic() < deadline:
-            time.sleep(0.02)  # steps that are functions run at once: wait for the tool call
-        folder = h.repl.tool_outputs.folder
-        assert folder is not None
+        outputs = h.repl.tool_outputs  # steps that are functions run at once: wait for the call
+        folder = wait_until(lambda: outputs.folder, "the tool's output kept", 15)
         files = list(folder.iterdir())
         seen["folder"] = folder
         seen["modes"] = (stat.S_IMODE(folder.stat().st_mode), stat.S_IMODE(files[0].stat().st_mode))

@@ -5,13 +5,13 @@ an approval waits; each also `/set KEY VALUE`; bad values refused like the confi
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import fakeserver as fs
 import pytest
 from cbenv import make_cb
 from repl_harness import Harness, approval_answers, write_call
+from waits import file_text, wait_until
 
 QUIET = {"memory": {"auto_memory": False, "overflow_summary": False}}
 
@@ -42,7 +42,10 @@ def test_vi_mode_is_shown_in_the_toolbar_and_set_switches_it(
             "",  # the first prompt is up
             toolbar,
             lambda h: h.send("\x1b"),  # Esc: vi's normal mode
-            lambda h: time.sleep(1.2),  # past the wait that tells Esc from Alt-key
+            lambda h: wait_until(  # past the wait that tells Esc from an Alt-key
+                lambda: h.repl is not None and h.repl.toolbar().startswith(" vi:normal"),
+                "vi's normal mode in the toolbar",
+            ),
             toolbar,
             lambda h: h.send("i/set editing_mode emacs\r"),
             lambda h: h.wait_for("editing_mode = emacs"),
@@ -84,10 +87,7 @@ def test_desktop_uses_notify_send_where_present(
     h = Harness(tmp_path, server, chat={"notify": "desktop", "notify_after": 0}, **QUIET)
     server.add(fs.text("quick"))
     h.run(["hi\r"])
-    deadline = time.monotonic() + 10
-    while not said.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert said.read_text(encoding="utf-8") == "countbot|the answer is ready"
+    assert file_text(said) == "countbot|the answer is ready"
     assert "\a" not in h.err.getvalue()
 
 

@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -94,18 +93,12 @@ def test_one_tab_completes_a_command_with_its_space(tmp_path: Path, server: fs.F
     s.messages += [Message(role="user", content="q"), Message(role="assistant", content="a")]
     h.store.create(s)
 
-    def completed(h: Harness) -> None:  # the line reads "/resume " (however loaded the machine)
-        deadline = time.monotonic() + 10
-        while h.repl._prompt is None or h.repl._prompt.default_buffer.text != "/resume ":
-            assert time.monotonic() < deadline, "Tab did not complete /res"
-            time.sleep(0.01)
-
     h.run(
         [
             "/res",
-            lambda h: time.sleep(0.3),
+            lambda h: h.wait_menu("/resume "),
             lambda h: h.send("\t"),
-            completed,
+            lambda h: h.wait_line("/resume "),
             lambda h: h.send(s.id[:8] + "\r"),  # typed right after the completion
         ]
     )
@@ -161,11 +154,11 @@ def test_ctrl_c_in_a_history_search_cancels_the_search(
 
     h.run(
         [
-            lambda h: time.sleep(0.3),
+            lambda h: h.wait_history(),
             "\x12zebr",
-            lambda h: time.sleep(0.3),
+            lambda h: h.wait_search("zebr"),
             interrupt,  # the search ends, the prompt stays
-            lambda h: time.sleep(0.3),
+            lambda h: h.wait_search(None),
             lambda h: h.send("typed after\r"),
         ]
     )
@@ -181,9 +174,9 @@ def test_a_sigint_at_the_prompt_clears_the_line_like_ctrl_c(
     h.run(
         [
             "half a thought",
-            lambda h: time.sleep(0.3),
+            lambda h: h.wait_line("half a thought"),
             lambda h: os.kill(os.getpid(), signal.SIGINT),
-            lambda h: time.sleep(0.3),
+            lambda h: h.wait_line(""),
             lambda h: h.send("whole\r"),
         ]
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 from prompt_toolkit.output import DummyOutput
 from repl_harness import USAGE, Harness, interrupt_when, paragraphs
+from waits import wait_until
 
 from countbot_cli.conversation.sessions.session import new_session
 from countbot_cli.messages import Message
@@ -81,7 +81,7 @@ def test_sessions_and_resume(tmp_path: Path, server: fs.FakeServer) -> None:
     old = saved(h, "Old chat", exchanges=2)
     saved(h, "Other chat")
     server.add(fs.text("resumed answer"))
-    leave_picker = lambda h: (time.sleep(0.4), h.send("\x03"))  # noqa: E731
+    leave_picker = lambda h: (h.wait_taken(), h.send("\x03"))  # noqa: E731
     h.run(["/sessions\r", f"/resume {old[:6]}\r", "continue\r", "/resume zzzz\r", leave_picker])
     out = h.text()
     assert "Old chat" in out and "Other chat" in out and "current: not saved yet" in out
@@ -160,9 +160,9 @@ def test_tab_completes_a_command_at_the_prompt(tmp_path: Path, server: fs.FakeSe
     h.run(
         [
             "/last-t",
-            lambda h: time.sleep(0.3),
+            lambda h: h.wait_menu("/last-tool"),
             lambda h: h.send("\t"),
-            lambda h: time.sleep(0.3),
+            lambda h: h.wait_line("/last-tool"),
             lambda h: h.send("\r"),
         ]
     )
@@ -295,11 +295,8 @@ def test_the_toolbar_shows_the_total_of_tokens(
 
     def toolbar_after(n: int) -> Any:
         def step(h: Harness) -> None:
-            deadline = time.monotonic() + 10
-            while len(_totals(h.text())) < n and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert h.repl is not None
-            bars.append(h.repl.toolbar())
+            wait_until(lambda: len(_totals(h.text())) >= n, f"{n} usage lines")
+            bars.append(h.toolbar())
 
         return step
 
