@@ -5,7 +5,7 @@ SPEC §5, seed `000_…`, with CountBot's bugs fixed (research/countbot_digest.m
 - **Overflow.** Messages older than the next request's history window are *overflow*: the window
   (`context.history_window`) holds at most `max_history_messages` sendable messages, its start
   moving in steps of `context.window_step` (half the window), starting on a user message, and
-  trimmed further by the token budget in the same blocks (computed here without tool
+  trimmed further by the token budget in the same blocks (overflow_region.py, without tool
   definitions, pinned lines or recalled memory, so it is never smaller than the window the
   engine sends: nothing still sent is archived). The block a step leaves behind is summarised
   and archived at once — the same call updates the session's rolling summary (rolling.py) — so
@@ -28,12 +28,11 @@ SPEC §5, seed `000_…`, with CountBot's bugs fixed (research/countbot_digest.m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from countbot_cli.conversation.budget import make_budget
-from countbot_cli.conversation.context import history_window, sendable, window_step
+from countbot_cli.conversation.context import sendable, window_step
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.errors import UsageError
 from countbot_cli.interrupts import sigint_deferred
@@ -53,22 +52,19 @@ from countbot_cli.memory.digest import (
     overflow_batches,
     summary_line,
 )
+from countbot_cli.memory.overflow_region import OverflowRegion
 from countbot_cli.memory.quality import ReplyFilter
 from countbot_cli.memory.recall import Recall
 from countbot_cli.memory.rolling import Rolling
 from countbot_cli.memory.summariser import Postponed, Summariser, SummaryError
 from countbot_cli.messages import Message
 from countbot_cli.prompts import (
-    PromptFacts,
     conversation_memory_prompt,
     overflow_summary_prompt,
-    system_prompt,
-    with_session_context,
 )
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
-    from countbot_cli.conversation.budget import TokenBudget
     from countbot_cli.conversation.sessions.session import Session
     from countbot_cli.conversation.sessions.store import SessionStore
     from countbot_cli.memory.store import MemoryStore
@@ -122,7 +118,7 @@ class MemoryKeeper:
         self._counter = counter
         self.today = today
         self.summariser = summariser or Summariser(settings, provider)
-        self._budget: TokenBudget | None = None
+        self.overflow_region = OverflowRegion(settings, lambda: self.counter, lambda: self.today())
         self.reply_filter = ReplyFilter()  # junk replies are not stored (memory/quality.py)
         self.recaller = Recall(memory)  # memory.inject: relevant (memory/recall.py)
 
@@ -151,56 +147,12 @@ class MemoryKeeper:
             raise UsageError("this conversation is not saved: there is nothing to compact")
         return self._overflow(session_id, force=True)
 
-    def pending_overflow(self, session: Session) -> list[Message]:
-        """The messages of `session` outside the next request's window (oldest first)."""
-        return self._split(session)[0]
-
-    def _split(
-        self, session: Session, *, everything: bool = False
-    ) -> tuple[list[Message], list[Message]]:
-        """(overflow region, window) of `session`'s live messages. The last exchange (the last
-        user message and what follows) is never overflow, so /undo and /retry always find it.
-        `everything` (/compact): all but the last exchange is overflow."""
-        msgs = session.messages
-        window = self._token_window(session, history_window(msgs, self._max_history()))
-        if everything:
-            window = window[_last_user(window) :]
-        usable = sendable(msgs)
-        first = window[0] if window else None
-        if first is None and not usable:  # only failed turns: they stay for /retry
-            return [], []
-        edge = first if first is not None else usable[-1]
-        boundary = _index(msgs, edge) + (0 if first is not None else 1)
-        last_user = next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i].role == "user"), 0)
-        return msgs[: min(boundary, last_user)], window
-
-    def _token_window(self, session: Session, window: list[Message]) -> list[Message]:
-        """`window` trimmed by the token budget, counting the system prompt and the session
-        summary but no tools or recalled memory: never smaller than the engine's window."""
-        if not window:
-            return window
-        if self._budget is None:
-            self._budget = make_budget(self.settings, self.counter)
-        p = self.settings.persona
-        facts = PromptFacts(
-            ai_name=p.ai_name,
-            user_name=p.user_name,
-            personality=p.personality,
-            language=p.language,
-            workspace=str(self.settings.tools.workspace),
-            today=self.today(),
-            tools_enabled=False,  # the shorter tool text; no --system/`/system` text either
-        )
-        system = with_session_context(system_prompt(facts), session.context_summary())
-        fixed = [{"role": "system", "content": system}, {"role": "user", "content": ""}]
-        return self._budget(window, fixed)
-
     def _overflow(self, session_id: str, *, force: bool) -> Compacted:
         written = Compacted()
         if self.store is None:
             return written
         session = self.store.load(session_id)
-        region, _window = self._split(session, everything=force)
+        region = self.overflow_region.messages(session, everything=force)
         if not region or (not force and len(region) < batch_threshold(self._max_history())):
             return written
         roll = Rolling.start(self.settings, session, self.summariser.context_window)  # same calls
@@ -445,11 +397,3 @@ def _turns(session: Session) -> int:
     return sum(m.role == "user" for m in session.archived) + sum(
         m.role == "user" for m in session.messages
     )
-
-
-def _last_user(window: Sequence[Message]) -> int:
-    return next((i for i in range(len(window) - 1, -1, -1) if window[i].role == "user"), 0)
-
-
-def _index(messages: Sequence[Message], m: Message) -> int:
-    return next(i for i in range(len(messages) - 1, -1, -1) if messages[i] is m)
