@@ -34,9 +34,9 @@ import yaml  # noqa: E402
 
 from countbot_cli import app  # noqa: E402
 from countbot_cli.config.settings import Settings, load_settings  # noqa: E402
-from countbot_cli.conversation.chat import SilentView  # noqa: E402
 from countbot_cli.conversation.sessions.session import new_session  # noqa: E402
 from countbot_cli.conversation.tokens import TokenCounter  # noqa: E402
+from countbot_cli.conversation.view import SilentView  # noqa: E402
 from countbot_cli.memory.digest import summary_line  # noqa: E402
 from countbot_cli.memory.store import MemoryStore  # noqa: E402
 from countbot_cli.messages import Message  # noqa: E402

@@ -42,7 +42,7 @@ def one(turns: int) -> list[dict[str, float]]:
     from bench_prefix import load_config
 
     from countbot_cli import app
-    from countbot_cli.conversation.chat import SilentView
+    from countbot_cli.conversation.view import SilentView
 
     class Timed(SilentView):
         def __init__(self) -> None:

@@ -138,7 +138,7 @@ def conversation(root: Path, n_ctx: int, max_tokens: int) -> Any:
 
 
 def upkeep_run(turns: int, n_ctx: int, max_tokens: int) -> dict[str, list[float]]:
-    from countbot_cli.conversation.chat import SilentView
+    from countbot_cli.conversation.view import SilentView
 
     out: dict[str, list[float]] = {"after": [], "other": [], "cached_after": [], "upkeeps": []}
     with tempfile.TemporaryDirectory() as tmp:

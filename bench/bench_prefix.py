@@ -52,9 +52,9 @@ from countbot_cli import app  # noqa: E402
 from countbot_cli.config.settings import Settings, load_settings  # noqa: E402
 from countbot_cli.conversation import budget as budget_mod  # noqa: E402
 from countbot_cli.conversation import engine as engine_mod  # noqa: E402
-from countbot_cli.conversation.chat import SilentView  # noqa: E402
 from countbot_cli.conversation.context import Budget, TurnContext, sendable  # noqa: E402
 from countbot_cli.conversation.tokens import TokenCounter  # noqa: E402
+from countbot_cli.conversation.view import SilentView  # noqa: E402
 from countbot_cli.memory import keeper as keeper_mod  # noqa: E402
 from countbot_cli.memory.store import MemoryStore  # noqa: E402
 from countbot_cli.messages import Message  # noqa: E402

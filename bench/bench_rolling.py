@@ -41,8 +41,8 @@ import fakeserver as fs  # noqa: E402
 import prefix  # noqa: E402
 
 from countbot_cli import app  # noqa: E402
-from countbot_cli.conversation.chat import SilentView  # noqa: E402
 from countbot_cli.conversation.tokens import TokenCounter  # noqa: E402
+from countbot_cli.conversation.view import SilentView  # noqa: E402
 from countbot_cli.memory.rolling import ROLLING_CHARS  # noqa: E402
 from countbot_cli.memory.store import MemoryStore  # noqa: E402
 from countbot_cli.prompts import conversation_memory_prompt  # noqa: E402

@@ -153,11 +153,10 @@ def build_conversation(
     ) -> ModelPair:
         s = settings if model is None else with_model(settings, model)
         s = apply_options(s, options)  # /set and /role's options, on top of -o's
-        engine_store = store if save else None
         return build_pair(
             s,
             provider_for(s),
-            engine_store,
+            store if save else None,
             tools=tools,
             policy=policy,
             memory=memory,
@@ -237,8 +236,9 @@ def build_pair(
     streaming: bool = True,
     notices: Notices | None = None,
 ) -> ModelPair:
-    """An engine and its memory keeper on `provider` (store None: the engine saves nothing);
-    `notices`: where the instructions file and the skills are named (once each)."""
+    """An engine and its memory keeper on `provider` (store None: nothing is saved, so the
+    keeper has no session to keep); `notices`: where the instructions file and the skills are
+    named (once each)."""
     notices = notices or Notices(sys.stderr)
     counter = TokenCounter(provider.model)
     keeper = MemoryKeeper(settings, provider, store, memory, counter=counter)
@@ -248,7 +248,6 @@ def build_pair(
     engine = Engine(
         settings=settings,
         provider=provider,
-        store=store,
         tools=tools,
         policy=policy,
         budget=make_budget(settings, counter),

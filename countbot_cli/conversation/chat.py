@@ -6,25 +6,33 @@ into the engine, the store or the session. It owns:
 - the session and its "new or saved" rule: a new conversation is written to disk by its first
   turn (`is_new` until then; `/rename`, `/system` and `/summary` change the value meanwhile);
 - the session store (`resume`, `rename`, `undo`, `fork`, ...);
+- a turn around the engine, which only returns its record (conversation/turn_record.py):
+  saving it (`TurnSaver`: the question before the model starts, then the turn; a failed
+  attempt replaced), charging its calls to the day's cost tally when prices are set, then
+  the memory upkeep; a fallback link answering a turn the provider could not;
 - the approval policy: the tool mode and the tools allowed for the session (`[a]lways`), which
   `new` and `resume` revoke;
 - the --system text as this conversation holds it (`/system clear` drops it until `new`);
 - the engine and the memory keeper on the current model (`switch_model` makes a new pair);
-- the after-turn memory upkeep: the one runner, after every saved turn of the REPL, of `ask`
+- the after-turn memory upkeep (`run_upkeep`), after every saved turn of the REPL, of `ask`
   and of the tests. The view says how it is shown (ask's status line on stderr, nothing in
   tests); Ctrl-C skips it until the next turn, a failure is a notice. The REPL has it run in a
-  worker thread (`upkeep_in_background`, conversation/upkeep_worker.py) so the next prompt
-  does not wait for it.
+  worker thread (`upkeep_in_background`, conversation/upkeep.py) so the next prompt does not
+  wait for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import date
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
+from countbot_cli.config.prices import charge, day_cost, day_saved
 from countbot_cli.conversation import fallback as fb
+from countbot_cli.conversation.context import without_failed
+from countbot_cli.conversation.saving import TurnSaver
 from countbot_cli.conversation.sessions.fork import fork_session
 from countbot_cli.conversation.sessions.session import (
     Session,
@@ -33,22 +41,22 @@ from countbot_cli.conversation.sessions.session import (
     title_from,
 )
 from countbot_cli.conversation.tuning import Tuning
-from countbot_cli.conversation.upkeep_worker import UpkeepWorker
-from countbot_cli.conversation.view import NullView, TurnView
-from countbot_cli.errors import CountbotError, Terminated, UsageError
+from countbot_cli.conversation.turn_record import TurnResult
+from countbot_cli.conversation.upkeep import UpkeepWorker, run_upkeep
+from countbot_cli.conversation.view import ConversationView
+from countbot_cli.errors import Terminated, UsageError
 from countbot_cli.textsafe import sanitize_line
 from countbot_cli.tools.approval import ApprovalPolicy
 
 if TYPE_CHECKING:
     from countbot_cli.config.roles import Role
     from countbot_cli.config.settings import Settings
-    from countbot_cli.conversation.engine import Engine, TurnResult
+    from countbot_cli.conversation.engine import Engine
     from countbot_cli.conversation.input.attachments import Attached
     from countbot_cli.conversation.sessions.store import SessionStore
     from countbot_cli.messages import Message
     from countbot_cli.provider import Provider
 
-UPKEEP_INTERRUPTED = "memory upkeep interrupted; it runs again after the next turn"
 SERIAL_PROVIDERS = ("local",)  # their model answers one call at a time: turns wait for upkeep
 TOOL_MODES = ("ask", "auto", "off")
 
@@ -74,37 +82,6 @@ class ModelPair:
 PairFactory = Callable[[str | None, ApprovalPolicy, Mapping[str, Any]], ModelPair]
 
 
-class ConversationView(TurnView, Protocol):
-    """A TurnView that also shows the end of a turn and the memory upkeep after it."""
-
-    def turn_ended(self, result: TurnResult) -> None:
-        """The turn is saved: settle the answer on screen (upkeep comes after it)."""
-        ...
-
-    def upkeep_started(self) -> None: ...
-    def upkeep_note(self, text: str, *, failed: bool) -> None:
-        """Upkeep was interrupted (failed=False) or failed: a notice, the status cleared first."""
-        ...
-
-    def upkeep_ended(self) -> None: ...
-
-
-class SilentView(NullView):
-    """Shows nothing; upkeep's notes go to `notice` (tests record them there)."""
-
-    def turn_ended(self, result: TurnResult) -> None:
-        pass
-
-    def upkeep_started(self) -> None:
-        pass
-
-    def upkeep_note(self, text: str, *, failed: bool) -> None:
-        self.notice(text)
-
-    def upkeep_ended(self) -> None:
-        pass
-
-
 def open_session(
     store: SessionStore, settings: Settings, *, ref: str | None, cont: bool
 ) -> tuple[Session, bool]:
@@ -125,6 +102,7 @@ class Conversation:
         session: Session | None = None,
         is_new: bool = True,
         save: bool = True,
+        today: Callable[[], date] = date.today,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -137,6 +115,7 @@ class Conversation:
         self.session = session or self._blank("")
         self.is_new = is_new or session is None
         self.save = save  # False: `ask --no-save`, nothing is written
+        self.today = today  # the day a call's cost is added to
         # the REPL's: the upkeep runs in a worker thread and the prompt comes back at once
         self.worker: UpkeepWorker | None = None
         self._runs_seen = 0
@@ -163,16 +142,13 @@ class Conversation:
         """One turn, saved; then the view settles it; then the memory upkeep. Ctrl-C held
         during the save arrives after it (KeyboardInterrupt): the conversation is saved then."""
         self._before_turn()
-        run = partial(self._run, user_text=text, view=view, attached=attached)
+        run = partial(self._attempt, text=text, view=view, attached=attached)
         try:
             result = run(self.engine, replaces=replaces)
-            if self.save:
-                self.is_new = False
             if fb.can_fall_back(result):  # the turn again on the next provider of the chain
                 result = self.fallback.rescue(result, self, run, view)
         except KeyboardInterrupt as exc:
-            if self.save and not isinstance(exc, Terminated):
-                self.is_new = False
+            if self.save and not self.is_new and not isinstance(exc, Terminated):
                 self.reload()
             raise
         view.turn_ended(result)
@@ -183,14 +159,69 @@ class Conversation:
             self.reload()  # upkeep may have archived messages in the file
         return result
 
-    def _run(self, engine: Engine, **kw: Any) -> TurnResult:
-        kw["system"] = self.tuning.system(self.system_override)  # and user_text, view, ...
-        return engine.run_turn(self.session, save=self.save, is_new=self.is_new, **kw)
+    def _attempt(
+        self,
+        engine: Engine,
+        *,
+        replaces: str | None,
+        text: str,
+        view: ConversationView,
+        attached: Attached | None,
+    ) -> TurnResult:
+        """One attempt at the turn on `engine`: run, charged, saved (its question before the
+        model starts: `TurnSaver`), its notices shown; a termination or a closed output that
+        stopped it is raised once it is saved. `replaces`: the failed attempt it replaces."""
+        history = self.session
+        if replaces:  # the failed attempt being retried is not sent again
+            history = replace(history, messages=without_failed(history.messages, replaces))
+        saver = None
+        if self.save:
+            saver = TurnSaver(self.store, self.session, is_new=self.is_new, replaces=replaces)
+        try:
+            record = engine.run_turn(
+                history,
+                text,
+                view,
+                system=self.tuning.system(self.system_override),
+                attached=attached,
+                started=saver.question if saver is not None else None,
+            )
+            result = TurnResult.of(record, session_id=None)
+            self._charge(result, engine)
+            if saver is not None:
+                saver.turn(result)
+                result.session_id = self.session.id  # a new one when the file was lost
+                result.notices += saver.notices
+        finally:
+            if saver is not None and not saver.is_new:
+                self.is_new = False
+        for note in result.notices:
+            view.notice(note)
+        if result.stopped_by is not None:  # saved; now stop (SIGTERM, terminal or pipe closed)
+            raise result.stopped_by
+        return result
+
+    def _charge(self, result: TurnResult, engine: Engine) -> None:
+        """With prices set: each model call's cost, added to the day's tally (a damaged tally
+        is a notice), and the day's totals for the usage line."""
+        prices, data_dir = self.settings.prices, self.settings.data_dir
+        if not prices:
+            return
+        day = self.today()
+        for call in result.calls:
+            if call.usage is not None:
+                models = (engine.provider.model, call.model)
+                result.notices += charge(prices, call.usage, models, data_dir, day)
+        usage = result.usage
+        if usage.cost is not None:
+            result.cost_today = day_cost(data_dir, day)
+        if usage.saved is not None:
+            result.saved_today = day_saved(data_dir, day)
 
     # ---- the upkeep in the background (the REPL) ----
 
     def upkeep_in_background(self, on_change: Callable[[], None] | None = None) -> None:
-        """From now on the upkeep after a turn runs in a worker thread (upkeep_worker.py says
+        """From now on the upkeep after a turn runs in a worker thread (upkeep.py says
         why the session file stays consistent); `on_change` when a run starts or ends."""
         self.worker = UpkeepWorker(lambda sid, view: self._upkeep(sid, view), on_change)
 
@@ -236,30 +267,9 @@ class Conversation:
             self.settle_session()
 
     def _upkeep(self, session_id: str, view: ConversationView) -> bool:
-        """The memory upkeep after a saved turn (it may ask the model for a summary); False
-        when there is none. It never breaks the turn: Ctrl-C skips it until the next turn; a
-        failure is a notice."""
-        hooks = self.pair.keeper.upkeep_hooks() if self.pair.keeper is not None else []
-        if not hooks:
-            return False
-        view.upkeep_started()
-        try:
-            for hook in hooks:
-                try:
-                    note = hook(session_id)
-                    if note:
-                        view.upkeep_note(note, failed=False)
-                except KeyboardInterrupt:
-                    view.upkeep_note(UPKEEP_INTERRUPTED, failed=False)
-                    break
-                except CountbotError as exc:
-                    view.upkeep_note(f"memory upkeep failed: {exc.user_message()}", failed=True)
-                except Exception as exc:  # upkeep never ends the conversation
-                    why = f"{type(exc).__name__}: {exc}"
-                    view.upkeep_note(f"memory upkeep failed: {why}", failed=True)
-        finally:
-            view.upkeep_ended()
-        return True
+        """The memory upkeep after a saved turn (`run_upkeep`); False when there is none."""
+        keeper = self.pair.keeper
+        return run_upkeep(keeper.upkeep_hooks() if keeper is not None else [], session_id, view)
 
     def last_question(self) -> tuple[Message, bool] | None:
         """What /retry would ask again: (the last user message, True when its attempt failed

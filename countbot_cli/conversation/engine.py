@@ -1,50 +1,42 @@
-"""One turn: context -> stream -> tool rounds -> approval -> save.
+"""One turn: context -> stream -> tool rounds -> approval, returned as a `TurnRecord`.
 
-The engine never prints: everything the user sees goes through the narrow `TurnView` sink.
-What is saved (SPEC §4): the user message and the final answer. The question is saved before
-the model starts, marked interrupted until the answer replaces it, so that a SIGKILL or a native
-crash at any moment leaves it in the session. A failed turn saves the user
-message marked failed (and any partial text marked failed), never an error string as the answer;
-so does any unexpected exception (a bug: it becomes an UnexpectedError, exit 1). An interrupted
-turn (Ctrl-C, SIGTERM, or `ask`'s reader closing the pipe) saves what arrived, marked
-interrupted. Tool calls are recorded in the
-session's `tool_conversations`, not replayed in later turns. What happens around a turn (the
-session's "new or saved" rule, the system override, memory upkeep after it) is the
-`Conversation`'s (chat.py); the engine's attributes are set once, by its constructor.
+The engine never prints: everything the user sees goes through the narrow `TurnView` sink. It
+never saves and never charges either: `run_turn` returns a record of the turn
+(conversation/turn_record.py) and `Conversation` (chat.py) saves it, charges it and runs the
+memory upkeep after it. The one moment the conversation needs from inside the turn, "the
+question is built and the model has not started" (it saves the question there, so a SIGKILL or
+a native crash at any later moment leaves it in the session), is the `started` callback.
+
+`run_turn` never raises for a provider error, a bug or Ctrl-C: a failed turn is status
+"failed" with the error (a bug becomes an UnexpectedError, exit 1) and whatever partial text
+arrived; an interrupted one (Ctrl-C, SIGTERM, `ask`'s reader closing the pipe) is
+"interrupted" with what arrived, and `stopped_by` holds a termination or a closed output for
+the conversation to raise once the turn is saved. The engine's attributes are set once, by
+its constructor.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from countbot_cli.config.prices import charge, day_cost, day_saved
 from countbot_cli.conversation.budget import TokenBudget
-from countbot_cli.conversation.cache_report import KEEP_RECALL, CacheReport, probe
-from countbot_cli.conversation.context import (
-    TurnContext,
-    build_context,
-    history_window,
-    without_failed,
-)
-from countbot_cli.conversation.sessions.session import Session, new_session, title_from
+from countbot_cli.conversation.cache_report import KEEP_RECALL, probe
+from countbot_cli.conversation.context import TurnContext, build_context, history_window
 from countbot_cli.conversation.tool_round import RepeatedCalls, ToolRunner
+from countbot_cli.conversation.turn_record import ModelCall, TurnRecord
 from countbot_cli.conversation.view import TurnView
 from countbot_cli.errors import (
     CountbotError,
     Interrupted,
     OutputClosed,
-    StorageError,
     Terminated,
     UnexpectedError,
 )
-from countbot_cli.interrupts import sigint_deferred
 from countbot_cli.messages import (
-    STATUS_FAILED,
-    STATUS_INTERRUPTED,
     ChatRequest,
     Finished,
     Message,
@@ -52,8 +44,6 @@ from countbot_cli.messages import (
     StreamEvent,
     TextDelta,
     ToolCallDelta,
-    Usage,
-    utc_now,
 )
 from countbot_cli.prompts import (
     MAX_ITERATIONS_NOTICE,
@@ -66,30 +56,9 @@ from countbot_cli.tools.approval import ApprovalPolicy
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
     from countbot_cli.conversation.input.attachments import Attached
-    from countbot_cli.conversation.sessions.store import SessionStore
+    from countbot_cli.conversation.sessions.session import Session
     from countbot_cli.provider import Provider
     from countbot_cli.tools import ToolRegistry
-
-
-@dataclass
-class TurnResult:
-    session_id: str | None
-    answer: str
-    status: str  # "ok" | "interrupted" | "failed"
-    model: str
-    finish_reason: str | None = None
-    usage: Usage = field(default_factory=Usage)
-    usage_reported: bool = False  # some call of the turn reported usage (else --json: null)
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    reasoning: str = ""
-    error: CountbotError | None = None
-    context: TurnContext | None = None
-    notices: list[str] = field(default_factory=list)  # for after the answer (e.g. a fork)
-    cost_today: float | None = None  # all priced calls of the day, all sessions (prices set)
-    memory: dict[str, Any] = field(default_factory=dict)  # ask's memory_used/_written (--json)
-    saved_today: float | None = None  # what the cache saved on them (prices set)
-    fallback: dict[str, str] | None = None  # answered by a fallback link: from, to, reason
-    cache: CacheReport = field(default_factory=CacheReport)  # why the prompt cache missed
 
 
 @dataclass
@@ -104,7 +73,6 @@ class Engine:
         *,
         settings: Settings,
         provider: Provider,
-        store: SessionStore | None,
         tools: ToolRegistry | None = None,
         policy: ApprovalPolicy | None = None,
         budget: TokenBudget | None = None,
@@ -119,7 +87,6 @@ class Engine:
         pinned memory lines and `instructions` (file name, text): the stable head."""
         self.settings = settings
         self.provider = provider
-        self.store = store
         self.tools = tools
         self.policy = policy or ApprovalPolicy()
         self.budget = budget
@@ -205,99 +172,65 @@ class Engine:
         user_text: str,
         view: TurnView,
         *,
-        save: bool = True,
-        is_new: bool = False,
-        replaces: str | None = None,
         system: str | None = None,
         attached: Attached | None = None,
-    ) -> TurnResult:
-        """Run one turn and save it. Never raises for provider errors or Ctrl-C: the result says.
-        `system`: extra instructions when the session has none of its own (--system).
-        `attached`: what -a attached (images sent, records saved with the message)."""
+        started: Callable[[Message], None] | None = None,
+    ) -> TurnRecord:
+        """Run one turn asked in `session` (the history it is sent with) and return its record.
+        `system`: extra instructions when the session has none of its own (--system);
+        `attached`: what -a attached (images sent, records kept with the message);
+        `started(question)`: called once the request is built, before the model starts (a
+        KeyboardInterrupt from it interrupts the turn)."""
         user = _user_message(user_text, attached)
-        history = session
-        if replaces:  # the failed attempt being retried is not sent again
-            history = replace(session, messages=without_failed(session.messages, replaces))
-        ctx = self.context_for(history, user, system=system)
-        self._say_assumed_window(ctx, history, view)
-        result = TurnResult(
-            session_id=session.id if save else None,
-            answer="",
-            status="ok",
-            model=self.provider.model,
-            context=ctx,
-        )
-        self._cache_key = session.id
-        p = self.provider  # what changed since the session's previous request (cache_report)
-        result.cache = probe(session, ctx, p.name, p.model, self.settings.provider.preset)
-        convo = ctx.api_messages()
+        ctx = self.context_for(session, user, system=system)
+        self._say_assumed_window(ctx, session, view)
         if ctx.keep_recall:  # the lines sent with the question stay with it (context.py)
             user.kept = recall_block(ctx.memory_entries, ctx.language) or None
-        records: list[dict[str, Any]] = []
+        p = self.provider  # what changed since the session's previous request (cache_report)
+        record = TurnRecord(
+            user=user,
+            model=p.model,
+            context=ctx,
+            cache=probe(session, ctx, p.name, p.model, self.settings.provider.preset),
+        )
+        self._cache_key = session.id
         self._current = rnd = _Round()
-        stop: BaseException | None = None  # re-raised once the turn is saved
         try:
-            if save and self.store is not None:  # the question first: a crash keeps it
-                pending = replace(user, status=STATUS_INTERRUPTED)  # until the answer replaces it
-                with sigint_deferred():  # a signal held here is raised with is_new settled
-                    self._save(session, [pending], [], result, is_new=is_new, replaces=replaces)
-                    is_new = False
-            rnd = self._run_rounds(convo, view, result, records)
+            if started is not None:
+                started(user)
+            rnd = self._run_rounds(ctx, view, record)
         except (KeyboardInterrupt, OutputClosed) as exc:
-            stop = exc if isinstance(exc, (Terminated, OutputClosed)) else None
-            rnd = self._interrupted(exc, result)
-        except Exception as exc:  # a provider error, or anything else: the turn is still saved
-            rnd = self._failed(exc, result)
-        self._settle(result, rnd, records)
-        new_messages = self._messages_to_save(user, result, records)
-        if save and self.store is not None:
-            with sigint_deferred():
-                self._save(session, new_messages, records, result, is_new=is_new, replaces=replaces)
-            for note in result.notices:
-                view.notice(note)
-        if stop is not None:  # saved; now stop the program (SIGTERM, terminal or pipe closed)
-            raise stop
-        return result
+            rnd = self._interrupted(exc, record)
+        except Exception as exc:  # a provider error, or anything else: the record says
+            rnd = self._failed(exc, record)
+        record.answer, record.reasoning = rnd.text, rnd.reasoning
+        if record.status == "ok":
+            record.cache.observe(record.usage)
+        return record
 
-    def _interrupted(self, exc: BaseException, result: TurnResult) -> _Round:
+    def _interrupted(self, exc: BaseException, record: TurnRecord) -> _Round:
         """Settle a turn stopped by Ctrl-C (or SIGTERM, or its output closed)."""
-        result.status = "interrupted"
+        record.status = "interrupted"
         why = "the output was closed" if isinstance(exc, OutputClosed) else "the user"
-        result.error = Interrupted(f"interrupted by {why}")
+        record.error = Interrupted(f"interrupted by {why}")
+        if isinstance(exc, (Terminated, OutputClosed)):  # the program stops once it is saved
+            record.stopped_by = exc
         return self._current
 
-    def _settle(self, result: TurnResult, rnd: _Round, records: list[dict[str, Any]]) -> None:
-        """Fill in the result from the last round: answer, cache, the day's tallies, tool calls."""
-        result.answer = rnd.text
-        result.reasoning = rnd.reasoning
-        if result.status == "ok":
-            result.cache.observe(result.usage)
-        if result.usage.cost is not None:
-            result.cost_today = day_cost(self.settings.data_dir, self.today())
-        if result.usage.saved is not None:
-            result.saved_today = day_saved(self.settings.data_dir, self.today())
-        result.tool_calls = [
-            {"name": r["tool"], "arguments": r["arguments"], "outcome": r["outcome"]}
-            for r in records
-        ]
-
-    def _failed(self, exc: Exception, result: TurnResult) -> _Round:
+    def _failed(self, exc: Exception, record: TurnRecord) -> _Round:
         """Settle a failed turn: a CountbotError as it is, anything else as UnexpectedError."""
         err = exc if isinstance(exc, CountbotError) else UnexpectedError.wrap(exc)
-        result.status = "failed"
-        result.error = err
+        record.status = "failed"
+        record.error = err
         rnd = self._current
         if err.partial_text and not rnd.text:
             rnd.text = err.partial_text
         return rnd
 
-    def _run_rounds(
-        self,
-        convo: list[dict[str, Any]],
-        view: TurnView,
-        result: TurnResult,
-        records: list[dict[str, Any]],
-    ) -> _Round:
+    def _run_rounds(self, ctx: TurnContext, view: TurnView, record: TurnRecord) -> _Round:
+        """Ask the model, run the tools it calls, ask again: until it answers without calls,
+        or `max_iterations` rounds, or it repeats a call (RepeatedCalls)."""
+        convo = ctx.api_messages()
         max_rounds = max(1, self.settings.max_iterations)  # tool rounds allowed in one turn
         tools = self.tool_schemas() or None
         repeats = RepeatedCalls()
@@ -306,36 +239,37 @@ class Engine:
             fin = self._stream_round(convo, tools, view, rnd)
             if self.budget is not None and fin.usage is not None:  # calibrate the token budget
                 self.budget.observe(convo, tools, fin.usage.prompt_tokens)
-            if fin.usage is not None and self.settings.prices:  # the user set prices
-                models = (self.provider.model, fin.model)
-                damaged = charge(
-                    self.settings.prices, fin.usage, models, self.settings.data_dir, self.today()
-                )
-                result.notices += damaged  # a tally moved aside: said after the answer
-            result.usage.add(fin.usage)
-            result.usage_reported |= fin.usage is not None
-            result.finish_reason = fin.finish_reason
-            if fin.model:
-                result.model = fin.model
-            if fin.finish_reason == "length":
-                view.notice("the answer was cut off at max_tokens")
+            self._note_call(fin, record, view)
             if not fin.tool_calls or self.tools is None:
                 return rnd
             if n == max_rounds:
                 view.notice(MAX_ITERATIONS_NOTICE.format(n=max_rounds))
-                result.finish_reason = "max_iterations"
+                record.finish_reason = "max_iterations"
                 return rnd
             if (looping := repeats.looping(fin.tool_calls)) is not None:
                 view.notice(REPEATED_CALL_NOTICE.format(name=looping.name, n=repeats.limit))
-                result.finish_reason = "repeated_tool_call"
+                record.finish_reason = "repeated_tool_call"
                 return rnd
             convo.append(
                 Message(role="assistant", content=rnd.text, tool_calls=fin.tool_calls).to_api()
             )
-            ToolRunner(self.tools, self.policy, self.settings.tools).run_calls(
-                fin.tool_calls, convo, view, records
+            done = ToolRunner(self.tools, self.policy, self.settings.tools).run_calls(
+                fin.tool_calls, view
             )
+            convo += done.messages
+            record.tools += done.records
+            if done.interrupt is not None:  # every call answered; the turn ends interrupted
+                raise done.interrupt
         return self._current
+
+    def _note_call(self, fin: Finished, record: TurnRecord, view: TurnView) -> None:
+        """One model call into the record: its usage, the model that answered, why it ended."""
+        record.calls.append(ModelCall(fin.model, fin.usage))
+        record.finish_reason = fin.finish_reason
+        if fin.model:
+            record.model = fin.model
+        if fin.finish_reason == "length":
+            view.notice("the answer was cut off at max_tokens")
 
     def _stream_round(
         self,
@@ -386,77 +320,6 @@ class Engine:
                     view.reasoning(ev.reasoning)
         return finished
 
-    # ---- tools ----
-
-    # ---- saving ----
-
-    def _messages_to_save(
-        self, user: Message, result: TurnResult, records: list[dict[str, Any]]
-    ) -> list[Message]:
-        """The question, and the answer (what arrived of it) unless there was none to an
-        interrupted or failed turn; the answer names its model (a fallback link's) and each
-        tool record the answer it led to."""
-        if result.status == "failed":
-            user.status = STATUS_FAILED
-        elif result.status == "interrupted" and not result.answer:
-            user.status = STATUS_INTERRUPTED
-        new = [user]
-        if result.status == "ok" or result.answer:
-            status = {"ok": None, "interrupted": STATUS_INTERRUPTED}.get(
-                result.status, STATUS_FAILED
-            )
-            new.append(Message(role="assistant", content=result.answer, status=status))
-            new[-1].model = result.model
-        for r in records:
-            r["message_id"] = new[-1].id if len(new) > 1 else None
-        return new
-
-    def _save(
-        self,
-        session: Session,
-        new_messages: list[Message],
-        records: list[dict[str, Any]],
-        result: TurnResult,
-        *,
-        is_new: bool,
-        replaces: str | None,
-    ) -> None:
-        assert self.store is not None
-
-        def apply(s: Session) -> None:
-            if replaces:
-                s.messages = without_failed(s.messages, replaces)
-            _put(s.messages, new_messages)
-            s.tool_conversations.extend(records)
-            s.usage.add(result.usage)
-            s.model = result.model or s.model
-            if "prompt_tokens" in result.cache.stored:  # answered: the next turn compares
-                s.last_request = result.cache.stored
-            s.updated_at = utc_now()
-            if not s.title:
-                s.title = title_from(new_messages[0].content)
-
-        if is_new:
-            apply(session)
-            self.store.create(session)
-            return
-        try:
-            self.store.update(session.id, apply)
-        except StorageError as exc:
-            # the file was deleted, damaged or stays locked elsewhere: never lose the turn;
-            # what this process knows of the conversation goes on in a new session file
-            old = session.id
-            session.id = new_session(provider=session.provider, model=session.model).id
-            apply(session)
-            self.store.create(session)
-            result.session_id = session.id
-            result.notices.append(
-                f"could not save to session {old} ({exc.message}); "
-                f"this conversation continues as session {session.id}"
-            )
-            return
-        apply(session)
-
 
 def _nicety(fn: Callable[..., list[str]], *args: str) -> list[str]:
     """Recalled and pinned memory are niceties: a broken MEMORY.md never blocks a turn."""
@@ -469,15 +332,6 @@ def _nicety(fn: Callable[..., list[str]], *args: str) -> list[str]:
 def _tool_name(schema: dict[str, Any]) -> str:
     fn = schema.get("function")
     return str(fn.get("name", "")) if isinstance(fn, dict) else ""
-
-
-def _put(messages: list[Message], new: list[Message]) -> None:
-    """Append a turn's messages, in place of its question saved before the model started."""
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].id == new[0].id:
-            messages[i : i + 1] = new
-            return
-    messages.extend(new)
 
 
 def _user_message(text: str, attached: Attached | None) -> Message:

@@ -41,8 +41,9 @@ from countbot_cli.provider.http_errors import short_reason
 if TYPE_CHECKING:
     from countbot_cli.config.providers import ProviderConfig
     from countbot_cli.config.settings import Settings
-    from countbot_cli.conversation.engine import Engine, TurnResult
+    from countbot_cli.conversation.engine import Engine
     from countbot_cli.conversation.sessions.session import Session
+    from countbot_cli.conversation.turn_record import TurnResult
     from countbot_cli.conversation.view import TurnView
     from countbot_cli.messages import Message
 

@@ -30,9 +30,10 @@ from countbot_cli.tools.schema import validate
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
-    from countbot_cli.conversation.chat import Conversation, ConversationView
-    from countbot_cli.conversation.engine import TurnResult
+    from countbot_cli.conversation.chat import Conversation
     from countbot_cli.conversation.input.attachments import Attached
+    from countbot_cli.conversation.turn_record import TurnResult
+    from countbot_cli.conversation.view import ConversationView
 
 FENCE = re.compile(r"\A\s*(`{3,}|~{3,})[\w-]*[ \t]*\n(.*)\n\s*\1\s*\Z", re.S)
 STOPPED = ("max_iterations", "repeated_tool_call")  # the tool loop was stopped: exit 8
@@ -119,8 +120,7 @@ def ask_structured(
     first = result
     repair = SCHEMA_REPAIR.format(errors="; ".join(errors), answer=quoted)
     result = conversation.send(repair, view)
-    result.usage.add(first.usage if first.usage_reported else None)
-    result.usage_reported |= first.usage_reported
+    result.calls[:0] = first.calls  # the usage (and cost) of both requests
     if result.status != "ok" or result.finish_reason in STOPPED:
         return Structured(result, repaired=True)
     value, errors = check_answer(result.answer, schema)

@@ -1,9 +1,11 @@
 """The tool calls of one round: validate, approve, run (stoppable by Ctrl-C), answer each.
 
-Every tool_call_id gets exactly one `tool` message, whatever happened to the call (denied,
-failed, timed out, interrupted), so the next request is always valid; every call is recorded
-for the session's `tool_conversations`. Ctrl-C while a tool runs stops that tool, answers the
-remaining calls as not run, and re-raises KeyboardInterrupt for the engine to end the turn.
+`ToolRunner.run_calls` returns a `RoundResult`: exactly one `tool` message for every
+tool_call_id, whatever happened to the call (denied, failed, timed out, interrupted), so the
+next request is always valid, and one `ToolRecord` a call (what the session's
+`tool_conversations` keeps). It changes nothing it is handed. Ctrl-C (or SIGTERM) while a tool
+runs stops that tool and answers the remaining calls as not run; the round's `interrupt` holds
+that KeyboardInterrupt for the engine to end the turn with.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import json
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from countbot_cli.conversation.turn_record import ToolOutcome, ToolRecord
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.messages import Message, ToolCall, utc_now
 from countbot_cli.tools import ToolResult
@@ -28,6 +32,50 @@ if TYPE_CHECKING:
 TOOL_RESULT_RECORD_CHARS = 4000
 TOOL_STOP_WAIT = 10.0  # seconds a cancelled tool gets to stop before the turn gives up on it
 REPEAT_LIMIT = 3  # the same call (name and arguments) this many times in one turn ends it
+NOT_RUN = "Not run: the user interrupted the turn."
+INTERRUPTED_BEFORE = "Interrupted by the user before it ran."
+
+
+@dataclass
+class RoundResult:
+    """What one round of tool calls gives back: a `tool` message for each call (in order), its
+    record, and the interrupt that stopped the round (Ctrl-C, or `Terminated`) if one did."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    records: list[ToolRecord] = field(default_factory=list)
+    interrupt: KeyboardInterrupt | None = None
+
+    def answer(
+        self,
+        call: ToolCall,
+        content: str,
+        outcome: ToolOutcome,
+        how: str,
+        *,
+        args: dict[str, Any] | None = None,
+        ms: int = 0,
+        error: str | None = None,
+    ) -> None:
+        """The call's one `tool` message and its record; a denied or failed call's content is
+        its error unless the tool said another."""
+        if error is None and outcome in ("error", "denied"):
+            error = content
+        self.messages.append(
+            Message(role="tool", content=content, tool_call_id=call.id, name=call.name).to_api()
+        )
+        self.records.append(
+            ToolRecord(
+                tool_call_id=call.id,
+                tool=call.name,
+                arguments=args if args is not None else _arguments_as_sent(call.arguments),
+                result=_capped(content),
+                error=error,
+                outcome=outcome,
+                duration_ms=ms,
+                approval=how,
+                timestamp=utc_now(),
+            )
+        )
 
 
 class RepeatedCalls:
@@ -65,88 +113,68 @@ class ToolRunner:
         self.policy = policy
         self.settings = settings
 
-    def run_calls(
-        self,
-        calls: list[ToolCall],
-        convo: list[dict[str, Any]],
-        view: TurnView,
-        records: list[dict[str, Any]],
-    ) -> None:
-        interrupted = False
+    def run_calls(self, calls: list[ToolCall], view: TurnView) -> RoundResult:
+        """Answer every call of the round in order; after an interrupt, the rest are not run."""
+        done = RoundResult()
         for call in calls:
-            if interrupted:
-                content = "Not run: the user interrupted the turn."
-                convo.append(_tool_message(call, content))
-                records.append(_record(call, None, content, "interrupted", 0, "not-run"))
+            if done.interrupt is not None:
+                done.answer(call, NOT_RUN, "interrupted", "not-run")
                 continue
-            answered = len(convo)
+            answered = len(done.messages)
             try:
-                interrupted = self._run_one(call, convo, view, records)
-            except KeyboardInterrupt:  # between the steps of a call (a preview, a view update)
-                interrupted = True
-                if len(convo) == answered:
-                    content = "Interrupted by the user before it ran."
-                    convo.append(_tool_message(call, content))
-                    records.append(_record(call, None, content, "interrupted", 0, "not-run"))
-        if interrupted:
-            raise KeyboardInterrupt
+                done.interrupt = self._run_one(call, view, done)
+            except KeyboardInterrupt as exc:  # between the steps of a call (a preview, a view)
+                done.interrupt = exc
+                if len(done.messages) == answered:
+                    done.answer(call, INTERRUPTED_BEFORE, "interrupted", "not-run")
+        return done
 
     def _run_one(
-        self,
-        call: ToolCall,
-        convo: list[dict[str, Any]],
-        view: TurnView,
-        records: list[dict[str, Any]],
-    ) -> bool:
-        """Answer one call (exactly one `tool` message); True when the user interrupted."""
+        self, call: ToolCall, view: TurnView, done: RoundResult
+    ) -> KeyboardInterrupt | None:
+        """Answer one call (exactly one `tool` message); the interrupt when the user stopped it."""
         s = self.settings
         prepared = self.registry.prepare(
             call, allow_rules=s.allow, deny_rules=s.deny, exact_rules=s.saved_commands
         )
         if prepared.error:
-            content = f"Error: {prepared.error}"
             by_rule = prepared.error.startswith("denied by rule")
-            outcome, how = ("denied", "deny-rule") if by_rule else ("error", "not-run")
-            convo.append(_tool_message(call, content))
-            records.append(_record(call, prepared.args, content, outcome, 0, how))
+            outcome: ToolOutcome = "denied" if by_rule else "error"
+            how = "deny-rule" if by_rule else "not-run"
+            done.answer(call, f"Error: {prepared.error}", outcome, how, args=prepared.args)
             view.notice(f"{call.name or '?'}: {prepared.error}")
             view.tool_denied(call, how, prepared.error)
-            return False
+            return None
         edited: dict[str, Any] | None = None
-        interrupted = False
+        interrupt: KeyboardInterrupt | None = None
         try:
             decision, prepared, edited = self._decide(call, prepared)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             decision = Decision(False, "interrupted", reason="the user interrupted the turn")
-            interrupted = True
+            interrupt = exc
         if not decision.approved:
             why = decision.reason or "no reason given"
-            content = f"Denied: {why}"
-            outcome = "interrupted" if interrupted else "denied"
-            convo.append(_tool_message(call, content))
-            records.append(_record(call, prepared.args, content, outcome, 0, decision.how))
-            if not interrupted:
+            outcome = "interrupted" if interrupt is not None else "denied"
+            done.answer(call, f"Denied: {why}", outcome, decision.how, args=prepared.args)
+            if interrupt is None:
                 view.notice(f"{call.name}: not run ({why})")
             view.tool_denied(call, decision.how, why)
-            return interrupted
+            return interrupt
         view.tool_start(prepared)
         # the view sees a command's output as it runs (a live tail: ui/livetail.py)
-        tres, ms, stopped = self._execute(prepared, view.tool_output)
+        tres, ms, interrupt = self._execute(prepared, view.tool_output)
         content = tres.content
         if edited is not None:  # the model must know what really ran
             ran = json.dumps(edited, ensure_ascii=False)
             content = f"[The user edited the arguments; the call ran with: {ran}]\n{content}"
-        convo.append(_tool_message(call, content))
-        records.append(
-            _record(
-                call, prepared.args, content, _outcome(tres), ms, decision.how, error=tres.error
-            )
+        done.answer(
+            call, content, _outcome(tres), decision.how, args=prepared.args, ms=ms, error=tres.error
         )
         try:
             view.tool_end(prepared, tres, decision)
-        except KeyboardInterrupt:
-            stopped = True
-        return stopped
+        except KeyboardInterrupt as exc:
+            interrupt = interrupt or exc
+        return interrupt
 
     def _decide(
         self, call: ToolCall, prepared: PreparedCall
@@ -184,60 +212,55 @@ class ToolRunner:
 
     def _execute(
         self, prepared: PreparedCall, progress: Progress | None = None
-    ) -> tuple[ToolResult, int, bool]:
-        """Run a tool in a worker thread so Ctrl-C in the main thread can stop it."""
+    ) -> tuple[ToolResult, int, KeyboardInterrupt | None]:
+        """Run a tool in a worker thread so Ctrl-C in the main thread can stop it: (its result,
+        milliseconds taken, the interrupt that stopped it)."""
         registry = self.registry
-        cancel = threading.Event()
-        box: list[ToolResult] = []
-        errors: list[BaseException] = []
-
-        done = threading.Event()
+        cancel, done = threading.Event(), threading.Event()
+        got: list[ToolResult | BaseException] = []
 
         def work() -> None:
             try:
-                box.append(registry.run(prepared, cancel, progress))
+                got.append(registry.run(prepared, cancel, progress))
             except BaseException as exc:  # a tool bug must not kill the turn
-                errors.append(exc)
+                got.append(exc)
             finally:
                 done.set()
 
         t0 = time.monotonic()
         worker = threading.Thread(target=work, name=f"tool-{prepared.call.name}", daemon=True)
         worker.start()
-        stopped = False
+        interrupt: KeyboardInterrupt | None = None
         # Wait on an Event, not Thread.join: a KeyboardInterrupt inside join() marks a running
         # thread as finished on some CPython versions (bpo-45274), so the tool's result is lost.
         try:
             while not done.wait(0.05):
                 pass
-        except KeyboardInterrupt:
-            stopped = True
+        except KeyboardInterrupt as exc:
+            interrupt = exc
             cancel.set()
             _wait_through_interrupts(done, TOOL_STOP_WAIT)
         ms = int((time.monotonic() - t0) * 1000)
-        if box:
-            res = box[0]
-            if stopped and not res.interrupted:
-                res.interrupted = True
-                res.content += "\n[interrupted by the user]"
-            return res, ms, stopped
-        if stopped:
-            return (
-                ToolResult(
-                    content="Interrupted by the user before it finished.",
-                    ok=False,
-                    error="interrupted",
-                    interrupted=True,
-                ),
-                ms,
-                True,
-            )
-        detail = f"{type(errors[0]).__name__}: {errors[0]}" if errors else "no result"
-        return (
-            ToolResult(content=f"Error: the tool failed ({detail})", ok=False, error=detail),
-            ms,
-            False,
+        return _settled(got[0] if got else None, stopped=interrupt is not None), ms, interrupt
+
+
+def _settled(got: ToolResult | BaseException | None, *, stopped: bool) -> ToolResult:
+    """The tool's result, marked interrupted when the user stopped it; or what stands for it
+    when it did not finish (stopped first) or failed (a bug in the tool)."""
+    if isinstance(got, ToolResult):
+        if stopped and not got.interrupted:
+            got.interrupted = True
+            got.content += "\n[interrupted by the user]"
+        return got
+    if stopped:
+        return ToolResult(
+            content="Interrupted by the user before it finished.",
+            ok=False,
+            error="interrupted",
+            interrupted=True,
         )
+    detail = f"{type(got).__name__}: {got}" if got is not None else "no result"
+    return ToolResult(content=f"Error: the tool failed ({detail})", ok=False, error=detail)
 
 
 def _wait_through_interrupts(done: threading.Event, seconds: float) -> None:
@@ -251,11 +274,7 @@ def _wait_through_interrupts(done: threading.Event, seconds: float) -> None:
             continue
 
 
-def _tool_message(call: ToolCall, content: str) -> dict[str, Any]:
-    return Message(role="tool", content=content, tool_call_id=call.id, name=call.name).to_api()
-
-
-def _outcome(res: ToolResult) -> str:
+def _outcome(res: ToolResult) -> ToolOutcome:
     if res.interrupted:
         return "interrupted"
     if res.timed_out:
@@ -263,37 +282,12 @@ def _outcome(res: ToolResult) -> str:
     return "ok" if res.ok else "error"
 
 
-def _record(
-    call: ToolCall,
-    args: dict[str, Any] | None,
-    content: str,
-    outcome: str,
-    ms: int,
-    how: str,
-    *,
-    error: str | None = None,
-) -> dict[str, Any]:
-    result = (
-        content
-        if len(content) <= TOOL_RESULT_RECORD_CHARS
-        else (
-            content[:TOOL_RESULT_RECORD_CHARS]
-            + f"\n[… {len(content) - TOOL_RESULT_RECORD_CHARS} more characters]"
-        )
-    )
-    return {
-        "tool_call_id": call.id,
-        "tool": call.name,
-        "arguments": args if args is not None else _arguments_as_sent(call.arguments),
-        "result": result,
-        "error": error
-        if error is not None
-        else (content if outcome in ("error", "denied") else None),
-        "outcome": outcome,
-        "duration_ms": ms,
-        "approval": how,
-        "timestamp": utc_now(),
-    }
+def _capped(content: str) -> str:
+    """A result as the record keeps it: the first TOOL_RESULT_RECORD_CHARS characters."""
+    if len(content) <= TOOL_RESULT_RECORD_CHARS:
+        return content
+    more = len(content) - TOOL_RESULT_RECORD_CHARS
+    return content[:TOOL_RESULT_RECORD_CHARS] + f"\n[… {more} more characters]"
 
 
 def _arguments_as_sent(raw: str) -> Any:

@@ -1,6 +1,8 @@
 """The narrow sink a turn reports to: the engine and its tool rounds never print.
 
-The REPL, `ask` and tests each provide a `TurnView`; `NullView` shows nothing.
+The REPL, `ask` and tests each provide a `TurnView`; `NullView` shows nothing. A conversation
+reports to a `ConversationView`, which also shows the end of the turn and the memory upkeep
+after it; `SilentView` shows nothing of them either.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from countbot_cli.conversation.turn_record import TurnResult
     from countbot_cli.messages import ToolCall
     from countbot_cli.tools import PreparedCall, ToolResult
     from countbot_cli.tools.approval import Decision
@@ -47,4 +50,35 @@ class NullView:
         pass
 
     def tool_denied(self, call: ToolCall, how: str, reason: str) -> None:
+        pass
+
+
+class ConversationView(TurnView, Protocol):
+    """A TurnView that also shows the end of a turn and the memory upkeep after it."""
+
+    def turn_ended(self, result: TurnResult) -> None:
+        """The turn is saved: settle the answer on screen (upkeep comes after it)."""
+        ...
+
+    def upkeep_started(self) -> None: ...
+    def upkeep_note(self, text: str, *, failed: bool) -> None:
+        """Upkeep was interrupted (failed=False) or failed: a notice, the status cleared first."""
+        ...
+
+    def upkeep_ended(self) -> None: ...
+
+
+class SilentView(NullView):
+    """Shows nothing; upkeep's notes go to `notice` (tests record them there)."""
+
+    def turn_ended(self, result: TurnResult) -> None:
+        pass
+
+    def upkeep_started(self) -> None:
+        pass
+
+    def upkeep_note(self, text: str, *, failed: bool) -> None:
+        self.notice(text)
+
+    def upkeep_ended(self) -> None:
         pass

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from countbot_cli.config.settings import Settings
     from countbot_cli.conversation.chat import Conversation
-    from countbot_cli.conversation.engine import TurnResult
+    from countbot_cli.conversation.turn_record import TurnResult
     from countbot_cli.memory.search import Entry
 
 

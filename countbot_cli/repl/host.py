@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from countbot_cli.config.chat import ChatSettings
     from countbot_cli.conversation.chat import Conversation
-    from countbot_cli.conversation.engine import TurnResult
     from countbot_cli.conversation.input.attachments import PendingAttachments
+    from countbot_cli.conversation.turn_record import TurnResult
     from countbot_cli.repl.tool_outputs import ToolOutputs
     from countbot_cli.repl.toolbar import ContextMeter
     from countbot_cli.repl.view import ReplView

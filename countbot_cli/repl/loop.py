@@ -19,7 +19,7 @@ Start-up: prompt_toolkit is imported first and the prompt drawn at once; rich, t
 renderer and httpx are imported in a daemon thread while the user types (the first turn waits
 for them), then the tokenizer the toolbar counts with. A new conversation is written to disk
 only by its first turn. The memory upkeep (which may ask the model for a summary) runs after
-the answer in a worker thread (conversation/upkeep_worker.py): the prompt comes back at once,
+the answer in a worker thread (conversation/upkeep.py): the prompt comes back at once,
 the toolbar shows `⟳ memory` meanwhile, its notes are printed before the next prompt, and
 quitting waits for it to finish saving. The
 slash commands are in slash.py, key bindings, history and completion in prompt.py, the turn's
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from countbot_cli.conversation.chat import Conversation
-    from countbot_cli.conversation.engine import TurnResult
+    from countbot_cli.conversation.turn_record import TurnResult
 
 RECENT_EXCHANGES = 3
 UPKEEP_WAIT = "waiting for the memory upkeep (the local model answers one call at a time)"

@@ -40,7 +40,8 @@ from countbot_cli.ui.transcript import cached_note, cost_text
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
     from countbot_cli.conversation.chat import Conversation
-    from countbot_cli.conversation.engine import Engine, TurnResult
+    from countbot_cli.conversation.engine import Engine
+    from countbot_cli.conversation.turn_record import TurnResult
 
 ESTIMATE_ENCODING = "estimate"  # not an encoding: TokenCounter then counts ~4 characters a token
 EXACT_FROM = 0.5  # the toolbar loads the tokenizer once its estimate is this share of the limit

@@ -28,7 +28,7 @@ from countbot_cli.ui.transcript import interrupted_what, short_args, tool_previe
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from countbot_cli.conversation.engine import TurnResult
+    from countbot_cli.conversation.turn_record import TurnResult
     from countbot_cli.messages import ToolCall
     from countbot_cli.provider import ProviderStats
     from countbot_cli.tools import PreparedCall, ToolResult

@@ -23,7 +23,7 @@ from countbot_cli.ui.stream import render_markdown
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from countbot_cli.conversation.engine import TurnResult
+    from countbot_cli.conversation.turn_record import TurnResult
     from countbot_cli.provider import ProviderStats
     from countbot_cli.tools import ToolResult
 

@@ -19,7 +19,7 @@ from countbot_cli.ui.terminal import isatty
 from countbot_cli.ui.transcript import short_args
 
 if TYPE_CHECKING:
-    from countbot_cli.conversation.engine import TurnResult
+    from countbot_cli.conversation.turn_record import TurnResult
     from countbot_cli.messages import ToolCall
     from countbot_cli.tools import PreparedCall, ToolResult
     from countbot_cli.tools.approval import Decision

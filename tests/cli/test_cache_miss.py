@@ -93,15 +93,18 @@ def test_an_idle_gap_past_the_cache_lifetime_is_a_reason(
 
 
 def test_the_usage_line_shows_a_miss_in_short() -> None:
-    from countbot_cli.conversation.engine import TurnResult
-    from countbot_cli.messages import Usage
+    from countbot_cli.conversation.turn_record import ModelCall, TurnResult
+    from countbot_cli.messages import Message, Usage
     from countbot_cli.ui.transcript import ask_usage, usage_line
 
     report = cache_report.CacheReport(
         changes=[("head", "pinned line changed")], previous=True, prev_prompt=2000
     )
-    result = TurnResult(session_id="s", answer="a", status="ok", model="m", cache=report)
-    result.usage = Usage(prompt_tokens=2000, completion_tokens=5, total_tokens=2005)
+    call = ModelCall("m", Usage(prompt_tokens=2000, completion_tokens=5, total_tokens=2005))
+    user = Message(role="user", content="q")
+    result = TurnResult(
+        user=user, session_id="s", answer="a", model="m", calls=[call], cache=report
+    )
     report.observe(Usage(prompt_tokens=2000, cached_tokens=0))
     assert "cache miss: pinned line changed" in usage_line(result, 1.0)
     assert "cache miss: pinned line changed" in ask_usage(result)

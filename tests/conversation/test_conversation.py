@@ -12,18 +12,18 @@ from typing import Any
 import pytest
 from cbenv import make_cb
 
+from countbot_cli.config.own_files import COSTS_FILE
 from countbot_cli.config.settings import Settings, load_settings
-from countbot_cli.conversation.chat import (
-    UPKEEP_INTERRUPTED,
-    Conversation,
-    ModelPair,
-    SilentView,
-    open_session,
-)
-from countbot_cli.conversation.engine import Engine, TurnResult
+from countbot_cli.conversation.chat import Conversation, ModelPair, open_session
+from countbot_cli.conversation.engine import Engine
 from countbot_cli.conversation.sessions.store import SessionStore
-from countbot_cli.errors import CountbotError, ProviderError, UsageError
-from countbot_cli.provider.fake import Reply, ScriptedProvider
+from countbot_cli.conversation.turn_record import TurnResult
+from countbot_cli.conversation.upkeep import UPKEEP_INTERRUPTED
+from countbot_cli.conversation.view import SilentView
+from countbot_cli.errors import CountbotError, ProviderError, Terminated, UsageError
+from countbot_cli.messages import STATUS_INTERRUPTED, Usage
+from countbot_cli.provider.fake import Reply, ScriptedProvider, tool_call
+from countbot_cli.tools import ToolContext, ToolRegistry
 from countbot_cli.tools.approval import ApprovalPolicy
 
 
@@ -65,12 +65,13 @@ class Rig:
     """A conversation on scripted providers (one per model), its store and its keeper."""
 
     def __init__(self, tmp_path: Path, *, keeper: Keeper | None = None, **kw: Any) -> None:
-        cb = make_cb(tmp_path, "http://127.0.0.1:9/v1")
+        cb = make_cb(tmp_path, "http://127.0.0.1:9/v1", **kw.pop("config", {}))
         self.settings: Settings = load_settings(
             config_path=cb.config_file, env=cb.env, cwd=cb.work, system=kw.pop("system", None)
         )
         self.store = SessionStore(self.settings.sessions_dir)
         self.keeper = keeper or Keeper()
+        self.tools: ToolRegistry | None = kw.pop("tools", None)
         self.providers: dict[str | None, ScriptedProvider] = {}
         self.conversation = Conversation(
             settings=self.settings, store=self.store, pairs=self.pair, **kw
@@ -81,7 +82,7 @@ class Rig:
     ) -> ModelPair:
         provider = ScriptedProvider(model=model or "fake-model")
         self.providers[model] = provider
-        engine = Engine(settings=self.settings, provider=provider, store=self.store, policy=policy)
+        engine = Engine(settings=self.settings, provider=provider, tools=self.tools, policy=policy)
         return ModelPair(engine, self.keeper)
 
     @property
@@ -205,6 +206,60 @@ def test_ctrl_c_held_during_the_save_leaves_a_saved_conversation(tmp_path: Path)
     with pytest.raises(KeyboardInterrupt):
         c.send("hello", view)
     assert not c.is_new and contents(rig.saved()) == ["hello", "hi"]
+
+
+# ---- saving and charging (the engine does neither) ----
+
+
+def statuses(data: dict[str, Any]) -> list[tuple[str, str | None]]:
+    return [(m["content"], m.get("status")) for m in data["messages"]]
+
+
+def test_the_question_is_in_the_file_before_the_model_answers(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    on_disk: list[list[tuple[str, str | None]]] = []
+
+    class Peek(View):
+        def text(self, delta: str) -> None:  # while the answer streams
+            on_disk.append(statuses(rig.saved()))
+
+    rig.send("hello", Reply(text=["hi", " there"]), view=Peek())
+    assert on_disk[0] == [("hello", STATUS_INTERRUPTED)]  # until the answer replaces it
+    assert statuses(rig.saved()) == [("hello", None), ("hi there", None)]
+
+
+def test_sigterm_mid_answer_saves_what_arrived_then_stops(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    c = rig.conversation
+
+    class Terminating(View):
+        def text(self, delta: str) -> None:
+            raise Terminated
+
+    with pytest.raises(Terminated):
+        rig.send("hello", Reply(text=["Half an ", "answer"]), view=Terminating())
+    assert not c.is_new
+    assert statuses(rig.saved()) == [("hello", None), ("Half an ", STATUS_INTERRUPTED)]
+
+
+def test_prices_charge_every_call_of_the_turn_to_the_days_tally(tmp_path: Path) -> None:
+    prices = {"fake-model": {"input": 2.0, "output": 10.0}}  # per million tokens
+    no_tools = ToolRegistry([], ToolContext(workspace=tmp_path))  # a call is answered anyway
+    rig = Rig(tmp_path, config={"prices": prices}, tools=no_tools, save=False)  # saved or not
+    calls = [
+        Reply(tool_calls=[tool_call("no_such_tool", {})], usage=Usage(1000, 100, 1100)),
+        Reply(text="done", usage=Usage(2000, 300, 2300)),
+    ]
+    result = rig.send("hello", *calls)
+    cost = (3000 * 2.0 + 400 * 10.0) / 1_000_000
+    assert result.usage.cost == pytest.approx(cost)
+    assert [c.usage.cost for c in result.calls if c.usage] == pytest.approx(
+        [(1000 * 2.0 + 100 * 10.0) / 1e6, (2000 * 2.0 + 300 * 10.0) / 1e6]
+    )
+    assert result.cost_today == pytest.approx(cost)
+    tally = json.loads((rig.settings.data_dir / COSTS_FILE).read_text("utf-8"))
+    assert list(tally.values()) == [pytest.approx(cost)]
+    assert rig.store.list() == []
 
 
 # ---- undo and retry ----

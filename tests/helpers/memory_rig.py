@@ -16,10 +16,12 @@ from cbenv import make_cb
 
 from countbot_cli import app
 from countbot_cli.config.settings import Settings, load_settings
-from countbot_cli.conversation.chat import Conversation, SilentView
-from countbot_cli.conversation.engine import Engine, TurnResult
+from countbot_cli.conversation.chat import Conversation
+from countbot_cli.conversation.engine import Engine
 from countbot_cli.conversation.sessions.session import Session
 from countbot_cli.conversation.sessions.store import SessionStore
+from countbot_cli.conversation.turn_record import TurnResult
+from countbot_cli.conversation.view import SilentView
 from countbot_cli.memory.keeper import MemoryKeeper
 from countbot_cli.prompts import (
     MEMORY_MARK,

@@ -309,17 +309,17 @@ def test_a_stalled_stream_still_draws_its_pending_frame() -> None:
 
 
 def test_usage_line_shows_the_local_models_load_time_and_speed() -> None:
-    from countbot_cli.conversation.engine import TurnResult
-    from countbot_cli.messages import Usage
+    from countbot_cli.conversation.turn_record import ModelCall, TurnResult
+    from countbot_cli.messages import Message, Usage
     from countbot_cli.provider.local import LocalStats
     from countbot_cli.ui.transcript import usage_line
 
     result = TurnResult(
+        user=Message(role="user", content="hello"),
         session_id="s",
         answer="hi",
-        status="ok",
         model="m",
-        usage=Usage(prompt_tokens=10, completion_tokens=96, total_tokens=106),
+        calls=[ModelCall("m", Usage(prompt_tokens=10, completion_tokens=96, total_tokens=106))],
     )
     stats = LocalStats(
         load_seconds=0.4,

@@ -96,9 +96,8 @@ def test_a_folder_swapped_for_a_symlink_never_leads_a_call_outside(tmp_path: Pat
         while (n < ROUNDS or not _succeeded(results) >= WORKING) and (
             time.monotonic() - started < TIME_LIMIT
         ):
-            convo: list[dict[str, Any]] = []
-            runner.run_calls(_calls(n), convo, view, [])  # an exception here fails the test
-            results += [(m["name"], m["content"]) for m in convo]
+            done = runner.run_calls(_calls(n), view)  # an exception here fails the test
+            results += [(m["name"], m["content"]) for m in done.messages]
             n += 1
     finally:
         stop.set()

@@ -1,6 +1,11 @@
-"""The REPL's memory upkeep off the critical path: `Conversation._upkeep` in a worker thread.
+"""The memory upkeep after a saved turn: the one runner, and the REPL's worker thread for it.
 
-The runner stays `Conversation._upkeep`; this only decides where it runs. One run at a time: a
+`run_upkeep` runs the memory keeper's hooks for a session (overflow summaries, automatic
+memory; a hook may ask the model): after every saved turn of the REPL, of `ask` and of the
+tests (`Conversation` calls it). It never breaks the turn: Ctrl-C skips it until the next turn,
+a failure is a note.
+
+`UpkeepWorker` runs it off the REPL's critical path, in a daemon thread. One run at a time: a
 turn saved while a run is going asks for another, which starts when the first ends (the latest
 request wins: the upkeep reads the session file afresh, so one run covers every turn before it).
 
@@ -21,27 +26,46 @@ prompt; Ctrl-C does not reach the thread (quitting waits for a running save, see
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
-from countbot_cli.conversation.view import NullView
+from countbot_cli.conversation.view import ConversationView, SilentView
+from countbot_cli.errors import CountbotError
 
-if TYPE_CHECKING:
-    from countbot_cli.conversation.engine import TurnResult
+UPKEEP_INTERRUPTED = "memory upkeep interrupted; it runs again after the next turn"
 
 
-class NoteKeeper(NullView):
+def run_upkeep(
+    hooks: Sequence[Callable[[str], str | None]], session_id: str, view: ConversationView
+) -> bool:
+    """Run each hook for `session_id`, its notes to the view; False when there is none."""
+    if not hooks:
+        return False
+    view.upkeep_started()
+    try:
+        for hook in hooks:
+            try:
+                note = hook(session_id)
+                if note:
+                    view.upkeep_note(note, failed=False)
+            except KeyboardInterrupt:
+                view.upkeep_note(UPKEEP_INTERRUPTED, failed=False)
+                break
+            except CountbotError as exc:
+                view.upkeep_note(f"memory upkeep failed: {exc.user_message()}", failed=True)
+            except Exception as exc:  # upkeep never ends the conversation
+                why = f"{type(exc).__name__}: {exc}"
+                view.upkeep_note(f"memory upkeep failed: {why}", failed=True)
+    finally:
+        view.upkeep_ended()
+    return True
+
+
+class NoteKeeper(SilentView):
     """The upkeep's view in the worker: draws nothing, keeps the notes for later."""
 
     def __init__(self) -> None:
         self.notes: list[tuple[str, bool]] = []
         self._lock = threading.Lock()
-
-    def turn_ended(self, result: TurnResult) -> None:
-        pass
-
-    def upkeep_started(self) -> None:
-        pass
 
     def upkeep_note(self, text: str, *, failed: bool) -> None:
         with self._lock:
@@ -49,9 +73,6 @@ class NoteKeeper(NullView):
 
     def notice(self, text: str) -> None:
         self.upkeep_note(text, failed=False)
-
-    def upkeep_ended(self) -> None:
-        pass
 
     def take(self) -> list[tuple[str, bool]]:
         with self._lock:
