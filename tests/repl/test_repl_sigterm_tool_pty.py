@@ -1,0 +1,47 @@
+"""SIGTERM while a tool runs in the chat (issue 20 point 2): the command is stopped, the turn is
+saved (the text that came with the call marked interrupted, the call's record "interrupted"),
+then countbot ends with 130, as it does mid-answer. The tool round keeps the signal as raised
+(`RoundResult.interrupt`) instead of turning it into a plain Ctrl-C that left the chat running."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import fakeserver as fs
+from terminal import expect, finish, spawn
+from tools_env import tools_cb
+
+LONG = "echo started-1; sleep 60; echo never-shown"
+
+
+def test_sigterm_while_a_tool_runs_saves_the_turn_then_ends_the_chat(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = tools_cb(tmp_path, server)
+    server.add(fs.tool_calls([("exec", {"command": LONG})], content="Running it."))
+    child = spawn(cb)
+    try:
+        expect(child, "tools ask")  # the bottom toolbar: the prompt is ready
+        child.send("run the long one\r")
+        expect(child, "(default: no) ")
+        child.send("y\r")
+        expect(child, "│ started-1")  # the command runs (its live tail)
+        child.kill(signal.SIGTERM)
+        code, shown = finish(child)
+    finally:
+        child.close(force=True)
+    assert code == 130, shown[-400:]
+    assert "never-shown" not in shown
+    [path] = cb.session_files()
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    turn = [(m["role"], m["content"], m.get("status")) for m in saved["messages"]]
+    assert turn == [
+        ("user", "run the long one", None),
+        ("assistant", "Running it.", "interrupted"),
+    ]
+    [record] = saved["tool_conversations"]
+    assert (record["tool"], record["outcome"]) == ("exec", "interrupted")
+    assert record["message_id"] == saved["messages"][1]["id"]
+    assert len(server.chat_bodies()) == 1  # no request after the stopped round
