@@ -115,15 +115,27 @@ def measure_recall(work: Path) -> dict[str, Any]:
     }
 
 
+def _sessions_api() -> tuple[Any, Any]:
+    """(new_session, SessionStore) where this checkout keeps them (conversation/sessions/ since
+    issue 20; conversation/ in the baseline)."""
+    try:
+        from countbot_cli.conversation.sessions.session import new_session
+        from countbot_cli.conversation.sessions.store import SessionStore
+    except ImportError:
+        from countbot_cli.conversation.session import new_session  # type: ignore[no-redef]
+        from countbot_cli.conversation.store import SessionStore  # type: ignore[no-redef]
+    return new_session, SessionStore
+
+
 def session_items() -> list[tuple[int, Item]]:
     return [(k, it) for k, it in enumerate(ITEMS) if it.kind in SESSION_KINDS]
 
 
 def build_sessions(root: Path) -> None:
     """One past session per fact (the user says it, among small talk), and 40 of small talk."""
-    from countbot_cli.conversation.sessions.session import new_session
-    from countbot_cli.conversation.sessions.store import SessionStore
     from countbot_cli.messages import Message
+
+    new_session, SessionStore = _sessions_api()
 
     rng = random.Random(5)
     store = SessionStore(root)
@@ -144,12 +156,11 @@ def build_sessions(root: Path) -> None:
 
 
 def measure_sessions(work: Path) -> dict[str, float]:
-    from countbot_cli.conversation.sessions.store import SessionStore
-
+    _new, SessionStore = _sessions_api()
     try:  # by words and by meaning (issue 21); today's code has words only
         from countbot_cli.memory.session_meaning import MeaningSearch as Search
     except ImportError:
-        from countbot_cli.conversation.sessions.search import SessionSearch as Search  # type: ignore[assignment]
+        from countbot_cli.conversation.search import SessionSearch as Search  # type: ignore[no-redef]
 
     root = work / "sessions"
     build_sessions(root)

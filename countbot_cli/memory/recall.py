@@ -20,8 +20,10 @@ talk (embed.SMALL_TALK), so a line that is close to every message does not come 
 SUPERSEDE_COSINE: "drives a Toyota Corolla" / "sold the Corolla, drives a Model 3"), only the
 newer (by date, then by place in the file) is sent; the older one stays in MEMORY.md. The
 newer line must say it is an update (UPDATE_CUES: "now", "sold", "换了" ...) and each must be
-the other's closest line; otherwise both are sent, the older marked `(older)`. A newer update
-of a line sent is sent after it even when it ranks lower itself (PULL_COSINE).
+the other's closest line (and, when the older says it is an update too, the newer must
+answer the message at least as well); otherwise both are sent, the older marked `(older)`
+when the newer is its closest line in the whole memory (MARK_COSINE). A newer update of a
+line sent is sent after it even when it ranks lower itself (PULL_COSINE).
 
 **Loading.** `ask` waits for its one recall: USE's load is mapped from its cache beside the
 vectors (`MEMORY.recall-model.bin`, memory/model_cache.py: 15 ms instead of 1-2.7 s), and the
@@ -57,11 +59,13 @@ SUPERSEDE_LEXICAL = 0.5
 # words by which a line says it is an update ("sold the Corolla, now drives ...", "换了新手机")
 UPDATE_CUES = LazyPattern(
     r"\b(?:now|no longer|any ?more|moved|switched|changed|replaced|sold|left|quit|new|since|"
-    r"upgraded|migrated|rose|went up|cut down|instead|stopped|started)\b"
-    r"|现在|换|改|搬|不再|已经|升|跳槽|放弃|新的|不.了"
+    r"upgraded|migrated|rose|went up|went down|cut down|instead|stopped|started|after|became|"
+    r"dropped|fell|lost|gained|increased|decreased|raised|lowered|renewed|nowadays|these days|"
+    r"currently|recently|took up|gave up)\b"
+    r"|现在|换|改|搬|不再|已经|升|降|涨|变|跳槽|放弃|新的|不.了|后来|之后|以后|最近|目前|如今|了[。！!]?$"
 )
-MARK_COSINE = 0.65
-PULL_COSINE = 0.7  # a newer line this close that says it is an update is sent after the older  # a line sent with a newer one this close to it is marked as older
+MARK_COSINE = 0.65  # a line sent with a newer update this close to it is marked older
+PULL_COSINE = 0.7  # a newer line this close that says it is an update is sent after the older
 # the small-talk vector (embed.SMALL_TALK) is cached as if it were this line (no line holds a newline)
 SMALL_TALK_LINE = "\nsmall talk\n"
 
@@ -193,8 +197,7 @@ def _pick(
     limit: int,
 ) -> tuple[list[int], set[int]]:
     """(the best lines reaching MIN_SCORE, each line superseded by a newer one replaced by it
-    (`_successor`); the older lines of the rest that still read like an update of another
-    line sent)."""
+    (`_successor`) and followed by a newer update of it; those of them to mark older)."""
     import numpy as np
 
     ranked = [int(i) for i in np.argsort(-scores, kind="stable")[:limit] if scores[i] >= MIN_SCORE]
@@ -204,28 +207,52 @@ def _pick(
     near[np.arange(len(ranked)), ranked] = -1.0
     out: list[int] = []
     for a, i in enumerate(ranked):
-        j = _successor(snap, lexical, vectors, i, near[a])
+        j = _successor(snap, (scores, lexical), vectors, i, near[a])
         if j not in out:
             out.append(j)
         k = int(near[a].argmax())  # an update of a line sent is sent after it
         if j == i and k not in out and near[a, k] >= PULL_COSINE and _updates(snap, k, i):
             out.append(k)
+    return out, _older(snap, out, vectors, scores)
+
+
+def _older(
+    snap: Snapshot, out: list[int], vectors: NDArray[np.float32], scores: NDArray[np.float32]
+) -> set[int]:
+    """The lines of `out` to send marked `(older)`: a newer line sent with it is an update of
+    it, close to it (cosine at least MARK_COSINE), saying it is an update (UPDATE_CUES) and
+    sharing a word with it ("rent is 1,400 euros" / "rent rose to 1,650 euros"; "favourite
+    podcast is ..." is not older than "favourite album is ...", nor "phone number is ..."
+    than "email changed to ..."). A line that says it is an update itself is marked only by
+    a newer line that answers the message at least as well."""
+    import numpy as np
+
     if len(out) < 2:
-        return out, set()
+        return set()
     close = vectors[out] @ vectors[out].T
     np.fill_diagonal(close, -1.0)
     older = set()
     for a, i in enumerate(out):
-        b = int(close[a].argmax())
-        j = out[b]
-        if close[a, b] >= MARK_COSINE and (snap.dates[j], j) > (snap.dates[i], i):
-            older.add(i)
-    return out, older
+        for b in np.argsort(-close[a]):
+            j = out[int(b)]
+            if close[a, b] < MARK_COSINE:
+                break
+            if _updates(snap, j, i) and _share_a_word(snap, i, j):
+                if not _says_update(snap, i) or scores[j] >= scores[i]:
+                    older.add(i)
+                break
+    return older
+
+
+def _share_a_word(snap: Snapshot, i: int, j: int) -> bool:
+    """Whether lines `i` and `j` have a content word in common (not an update cue)."""
+    mine = {w for w in query_words(snap.contents[i]) if not UPDATE_CUES.re.fullmatch(w)}
+    return any(w in mine for w in query_words(snap.contents[j]))
 
 
 def _successor(
     snap: Snapshot,
-    lexical: dict[int, float],
+    ranking: tuple[NDArray[np.float32], dict[int, float]],
     vectors: NDArray[np.float32],
     i: int,
     near: NDArray[np.float32],
@@ -234,13 +261,18 @@ def _successor(
     left out): newer and saying it is an update (UPDATE_CUES), each the other's closest line in
     the whole memory (cosine at least SUPERSEDE_COSINE), and not missing a word of the message
     that line `i` holds (at most SUPERSEDE_LEXICAL less: "sister Lena lives in Vienna" is no
-    update of "mother lives in Lisbon" for "what is my sister's name")."""
+    update of "mother lives in Lisbon" for "what is my sister's name"). When line `i` says it
+    is an update itself, their shared cue makes them look alike ("now runs with Tom" / "now
+    runs in Hoka shoes"): then line `j` must also answer the message at least as well."""
     import numpy as np
 
+    scores, lexical = ranking
     j = int(near.argmax())
     if near[j] < SUPERSEDE_COSINE or not _updates(snap, j, i):
         return i
     if lexical.get(i, 0.0) - lexical.get(j, 0.0) > SUPERSEDE_LEXICAL:
+        return i
+    if _says_update(snap, i) and scores[j] < scores[i]:
         return i
     back = vectors @ vectors[j]
     back[j] = -1.0
@@ -250,4 +282,8 @@ def _successor(
 def _updates(snap: Snapshot, j: int, i: int) -> bool:
     """Whether line `j` is newer than line `i` and says it is an update (UPDATE_CUES)."""
     newer = (snap.dates[j], j) > (snap.dates[i], i)
-    return newer and UPDATE_CUES.re.search(snap.contents[j].casefold()) is not None
+    return newer and _says_update(snap, j)
+
+
+def _says_update(snap: Snapshot, i: int) -> bool:
+    return UPDATE_CUES.re.search(snap.contents[i].casefold()) is not None

@@ -101,6 +101,41 @@ def test_the_superseded_line_is_not_sent_next_to_its_update(
     assert "drives a Toyota Corolla" in cb.memory_file.read_text("utf-8")  # never deleted
 
 
+def recalled(message: str) -> dict[str, bool]:
+    """Each recalled line of a message as sent -> whether it was marked `(older)`."""
+    out = {}
+    for line in message.splitlines():
+        head, sep, content = line.partition(": ")
+        if sep and head.lstrip("- ")[:4].isdigit():
+            out[content] = head.endswith("(older)")
+    return out
+
+
+def test_an_update_without_now_wins_and_an_unrelated_newer_line_marks_nothing(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url, memory={"inject": "relevant", "auto_memory": False})
+    write_memory(
+        cb,
+        [
+            *LINES,
+            ("2025-01-05", "weighs 82 kg"),
+            ("2025-02-01", "phone number is +31 6 1234 5678"),
+            ("2025-03-01", "email changed to mara@fastmail.com"),
+            ("2025-04-01", "now runs with Tom from the club"),
+            ("2025-05-01", "now runs in Hoka Clifton 9"),
+            ("2025-06-01", "weighs 74 kg after the diet"),
+        ],
+    )
+    weight = recalled(sent(cb, server, "what is my current weight?")[0])
+    assert weight.get("weighs 74 kg after the diet") is False  # sent, as the current one
+    assert weight.get("weighs 82 kg", True)  # left out, or sent marked (older)
+    phone = recalled(sent(cb, server, "what's my phone number?")[0])
+    assert phone.get("phone number is +31 6 1234 5678") is False  # the email line is no update
+    partner = recalled(sent(cb, server, "who is my running partner now?")[0])
+    assert partner.get("now runs with Tom from the club") is False  # the shoes are no update
+
+
 def test_an_edited_line_is_embedded_again_and_a_damaged_cache_rebuilt(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
