@@ -55,6 +55,7 @@ ENCODINGS: dict[str, tuple[str, str]] = {
 
 _ABSENT = 1 << 62  # the rank of a byte string that is not a token: above every real one
 _PIECE_CACHE_MAX = 32_768  # pieces whose count is remembered (a few MB at most)
+_PIECE_CACHE_CHARS = 64
 
 
 class BadBPEFile(ValueError):
@@ -107,7 +108,8 @@ class CompactBPE:
                 n = len(self._parts(piece.encode("utf-8"))) - 1
                 if len(known) >= _PIECE_CACHE_MAX:
                     known.clear()
-                known[piece] = n
+                if len(piece) <= _PIECE_CACHE_CHARS:  # a long run is rare: not kept
+                    known[piece] = n
             total += n
         return total
 
