@@ -11,6 +11,7 @@ from pathlib import Path
 import fakeserver as fs
 import pytest
 from cbenv import CB, TEST_KEY, make_cb
+from waits import wait_until
 
 # The three turns of seed 000 (greeting, a question, thanks); the tool round of turn 2 belongs
 # to the tools tests, here turn 2 is answered directly.
@@ -450,17 +451,16 @@ def test_interrupt_during_stream_keeps_partial_answer(
     cb = make_cb(tmp_path, server.base_url)
     server.add(fs.text("word " * 200, chunk_size=5, delay=0.05))
     proc = cb.popen("ask", "tell me a long story")
-    seen = threading.Event()
+    shown: list[str] = []
 
     def reader() -> None:
         assert proc.stdout is not None
-        while proc.stdout.read(1):
-            seen.set()
+        while char := proc.stdout.read(1):
+            shown.append(char)
 
     t = threading.Thread(target=reader, daemon=True)
     t.start()
-    assert seen.wait(20)
-    time.sleep(0.3)
+    wait_until(lambda: "word word" in "".join(shown), "two words of the answer", 20)
     proc.send_signal(getattr(signal, signame))
     assert proc.wait(20) == 130
     assert server.wait_disconnects(1, timeout=5)
@@ -558,9 +558,7 @@ def test_session_file_removed_during_a_turn_forks_instead_of_losing_it(
     old = cb.only_session()
     server.add(fs.text("second answer, slowly", chunk_size=2, delay=0.05))
     proc = cb.popen("ask", "-s", old["id"], "second question")
-    deadline = time.monotonic() + 10
-    while not server.chat_bodies()[1:] and time.monotonic() < deadline:
-        time.sleep(0.02)
+    server.wait_chats(2)  # the second turn is under way
     path = cb.sessions_dir / f"{old['id']}.json"
     if damage == "delete":
         path.unlink()

@@ -4,7 +4,6 @@ across processes, Ctrl-C during upkeep, and two processes summarising the same s
 from __future__ import annotations
 
 import signal
-import time
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import fakeserver as fs
 from cbenv import make_cb
 from memory_rig import ENTRY_RE, Summariser, a, dialogue_lines, messages_of, q
+from waits import wait_until
 
 from countbot_cli.config.settings import load_settings
 from countbot_cli.conversation.sessions.session import new_session
@@ -122,11 +122,7 @@ def test_ctrl_c_during_upkeep_after_ask(tmp_path: Path) -> None:
             assert cb.invoke("ask", "-c", q(k)).returncode == 0
         summariser.replies = [fs.hang(60, send_headers=False)]
         proc = cb.popen("ask", "-c", q(3))
-        deadline = time.monotonic() + 10
-        while not summariser.calls and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert summariser.calls, "no summary call was made"
-        time.sleep(0.2)
+        wait_until(lambda: summariser.calls, "the summary call")  # it hangs: countbot waits
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err

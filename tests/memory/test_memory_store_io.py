@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waits import wait_until
 
 from countbot_cli.errors import DamagedDataError, StorageError
 from countbot_cli.memory.store import DEFAULT_HEADER, MemoryStore
@@ -80,6 +81,7 @@ APPENDER = textwrap.dedent(
     from countbot_cli.memory.store import MemoryStore
     path, tag, count, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
     store = MemoryStore(path, lock_timeout=60)
+    Path(f"{go}.{tag}").touch()  # ready
     while not go.exists():
         time.sleep(0.001)
     for i in range(count):
@@ -94,7 +96,8 @@ def test_two_processes_appending_at_once_lose_nothing(path: Path, tmp_path: Path
         subprocess.Popen([sys.executable, "-c", APPENDER, str(path), tag, "200", str(go)])
         for tag in ("left", "right")
     ]
-    time.sleep(0.3)
+    for tag in ("left", "right"):  # both started, they start appending together
+        wait_until(Path(f"{go}.{tag}").exists, f"the {tag} appender to start", 60)
     go.touch()
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     found = contents(MemoryStore(path))

@@ -301,7 +301,7 @@ def test_one_generation_at_a_time(provider: LocalProvider) -> None:
         target=lambda: results.append(provider.complete(ask("hi", max_tokens=2)))
     )
     other.start()
-    time.sleep(0.3)
+    time.sleep(0.3)  # a grace period: the other thread must still be waiting after it
     assert other.is_alive() and not results
     gen.close()
     other.join(timeout=30)

@@ -7,7 +7,6 @@ import io
 import json
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,8 @@ import fakeserver as fs
 import pexpect
 import pyte
 import pytest
-from cbenv import COUNTBOT, make_cb
+from cbenv import make_cb
+from terminal import spawn
 
 from countbot_cli.messages import ToolCall
 from countbot_cli.textsafe import cells, compact, layout, visible
@@ -138,22 +138,13 @@ def test_on_a_24_line_terminal_the_padded_command_is_on_screen_at_the_question(
         ("exec", {"command": "touch pwned;" + " " * 5000 + "ls"}),
     ]
     server.add(fs.tool_calls(padded), fs.text("ok"))
-    child = pexpect.spawn(
-        COUNTBOT,
-        ["ask", "list files"],
-        cwd=str(cb.work),
-        env=cb.env,
-        encoding="utf-8",
-        timeout=20,
-        dimensions=(24, 80),
-    )
+    child = spawn(cb, "ask", "list files", cols=80, rows=24)
     screen = pyte.Screen(80, 24)
     stream = pyte.Stream(screen)
     try:
         for _ in padded:
             child.expect(r"\(default: no\) ")
-            stream.feed(child.before + child.after)
-            time.sleep(0.1)
+            stream.feed(child.before + child.after)  # the screen up to the question
             visible_rows = "\n".join(screen.display)
             assert "$ touch pwned" in visible_rows, visible_rows
             child.sendline("n")
@@ -225,21 +216,12 @@ def test_on_a_real_terminal_a_tab_padded_command_keeps_its_start_in_view(
     victim.mkdir()
     command = f"rm -rf {victim}\n" + ("x" + PAD + "y\n") * (rows - 7) + "ls"
     server.add(fs.tool_calls([("exec", {"command": command})]), fs.text("ok"))
-    child = pexpect.spawn(
-        COUNTBOT,
-        ["ask", "clean up"],
-        cwd=str(cb.work),
-        env=cb.env,
-        encoding="utf-8",
-        timeout=20,
-        dimensions=(rows, columns),
-    )
+    child = spawn(cb, "ask", "clean up", cols=columns, rows=rows)
     screen = pyte.Screen(columns, rows)
     stream = pyte.Stream(screen)
     try:
         child.expect(r"\(default: no\) ")
-        stream.feed(child.before + child.after)
-        time.sleep(0.1)
+        stream.feed(child.before + child.after)  # the screen up to the question
         on_screen = "\n".join(screen.display)
         assert f"$ rm -rf {victim}" in on_screen or "scroll up" in on_screen, on_screen
         child.sendline("n")

@@ -23,6 +23,7 @@ from pathlib import Path
 import pyte
 import pytest
 from rich.console import Console
+from waits import wait_until
 
 from countbot_cli.textsafe import sanitize
 from countbot_cli.ui.status import CLEAR_BELOW, rows_up
@@ -495,7 +496,7 @@ def test_plain_mode_sends_reasoning_and_notices_to_the_side() -> None:
 
 class _SlowTerminal(io.StringIO):
     def write(self, s: str) -> int:
-        time.sleep(0.03)
+        time.sleep(0.03)  # the slow terminal is what the test is about
         return super().write(s)
 
 
@@ -538,10 +539,7 @@ def test_a_stalled_stream_gets_its_pending_frame_from_one_waiter(
     for word in ("one", "two", "three"):
         fed(f" {word}")  # too soon after the last frame: pending, then the stream stalls
         assert not shown(word)
-        deadline = time.monotonic() + 30  # a hang bound, not a timing
-        while not shown(word) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert shown(word)
+        wait_until(lambda w=word: shown(w), f"the stalled frame with {word!r}", 30)
     assert len(started) == 1  # one waiter drew the three stalled frames
     frames.close()
     started[0].join(30)
