@@ -71,7 +71,8 @@ _ROWS = (
            model="gpt-4o-mini", context_window=128_000, prompt_cache_key=True,
            json_schema=True),
     # DeepSeek's quick start names deepseek-flash; deepseek-chat/-reasoner were retired on
-    # 2026-07-24 (api-docs.deepseek.com). 128k: the older models' window, a safe lower bound.
+    # 2026-07-24 (api-docs.deepseek.com). 128k: the older models' context window, a safe
+    # lower bound.
     Preset("deepseek", "DeepSeek", api_base="https://api.deepseek.com/v1",
            api_key_env="DEEPSEEK_API_KEY", model="deepseek-flash", context_window=128_000),
     Preset("qwen", "Qwen (DashScope compatible mode)",

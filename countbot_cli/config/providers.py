@@ -285,9 +285,10 @@ def _make(
     model_path: str | None = None,
 ) -> ProviderConfig:
     preset, v = entry.preset, entry.v
-    window = v.context_window
-    if window is None and preset is not None and (preset.model is None or preset.model == model):
-        window = preset.context_window  # a preset's window fits its own default model only
+    context_window = v.context_window
+    own_model = preset is not None and (preset.model is None or preset.model == model)
+    if context_window is None and preset is not None and own_model:
+        context_window = preset.context_window  # a preset's fits its own default model only
     return ProviderConfig(
         name=entry.name,
         type=entry.type,
@@ -295,7 +296,7 @@ def _make(
         api_key=key,
         api_key_source=source,
         model=model,
-        context_window=window,
+        context_window=context_window,
         headers=MappingProxyType(dict(v.headers or {})),
         stream_tools=entry.flag("stream_tools", True),
         include_usage=entry.flag("include_usage", True),

@@ -16,7 +16,7 @@ flat arrays, 4 MB for o200k where tiktoken's Rust core holds 47 MB and builds fr
 table), counting exactly as tiktoken's ``encode_ordinary``; tiktoken itself is not imported.
 Nothing loads one until a count matters: the budget proves most requests fit by a byte bound
 alone (budget.py), and the REPL's toolbar meter shows an estimate until the request nears the
-window or the user asks (/tokens, /context).
+context window or the user asks (/tokens, /context).
 
 Each message is counted once per process, whichever counter asks (token_cache.py), and a text
 over EXACT_MAX_CHARS (256 Ki characters) is estimated from 8 slices of it instead of tokenized

@@ -75,7 +75,8 @@ class Provider(Protocol):
 
     @property
     def context_window(self) -> int | None:
-        """The window the settings give the current model; None: the model table decides."""
+        """The context window the settings give the current model; None: the model table
+        decides."""
         ...
 
     def stream(self, req: ChatRequest) -> Iterator[StreamEvent]:

@@ -1,6 +1,6 @@
 """The context window of a model countbot does not know, asked of its server (issue 11 item 7).
 
-Asked only when the model is in no table and no window is configured (`context_window`,
+Asked only when the model is in no table and no context window is configured (`context_window`,
 `COUNTBOT_CONTEXT_WINDOW`, `--context-window`), with a short timeout, and the answer (or that
 there was none) is cached per base URL and model in `<data_dir>/context_windows.json`, so a
 normal turn makes no request for it. The caller asks in a thread beside the first request
@@ -41,7 +41,7 @@ PLAUSIBLE = range(256, 100_000_001)
 
 # (method, url, json body or None) -> (parsed JSON or None, the `Server` header or "")
 Fetch = Callable[[str, str, Any], tuple[Any, str]]
-LLAMACPP, OLLAMA = "llamacpp", "ollama"  # the server kinds that have their own window question
+LLAMACPP, OLLAMA = "llamacpp", "ollama"  # the server kinds with their own question for it
 
 
 def probe_context_window(
@@ -112,8 +112,9 @@ def probe_client(
 def context_window_from(
     api_base: str, model: str, fetch: Fetch, kind: str | None = None
 ) -> int | None:
-    """The model list's window; else, for a server known (by `kind`, else by that list) to be
-    llama.cpp's or Ollama, what its own place says. Another server is asked nothing more."""
+    """The model list's context window; else, for a server known (by `kind`, else by that
+    list) to be llama.cpp's or Ollama, what its own place says. Another server is asked nothing
+    more."""
     base = api_base.rstrip("/")
     root = base[: -len("/v1")] if base.endswith("/v1") else base
     models, server = fetch("GET", f"{base}/models", None)
@@ -202,7 +203,7 @@ class ContextWindowCache(ProbeCache):
     """`{"BASE MODEL": {"n": 32768 or null, "at": unix time}}`: best effort, only a cache."""
 
     def get(self, api_base: str, model: str) -> tuple[bool, int | None]:
-        """(found, window): found False when never asked, or an unknown answer has aged."""
+        """(found, context window): found False when never asked, or an unknown answer has aged."""
         row = self.read_row(f"{api_base} {model}")
         if row is None:
             return False, None
@@ -224,7 +225,7 @@ def discover_context_window(
     *,
     kind: str | None = None,
 ) -> int | None:
-    """The server's window for `model`, from the cache or asked once."""
+    """The server's context window for `model`, from the cache or asked once."""
     cache = ContextWindowCache(data_dir / CACHE_FILE)
     found, n = cache.get(api_base, model)
     if found:
@@ -235,5 +236,5 @@ def discover_context_window(
 
 
 def cached_context_window(api_base: str, model: str, data_dir: Path) -> tuple[bool, int | None]:
-    """(found, window) from the cache alone: no request."""
+    """(found, context window) from the cache alone: no request."""
     return ContextWindowCache(data_dir / CACHE_FILE).get(api_base, model)

@@ -165,8 +165,9 @@ class LocalProvider:
             raise ConfigError(f"no such model file: {path}", key=setting, hint=LOCAL_HINT)
         self.model_path = path
         self.model = cfg.model or (LOCAL_MODEL_NAME if bundled else Path(path).stem)
-        window = cfg.context_window
-        self.n_ctx = window if window is not None and window > 0 else 0  # 0: the model's own
+        context_window = cfg.context_window
+        configured = context_window is not None and context_window > 0
+        self.n_ctx = context_window if configured else 0  # 0: the model's own
         self._setting = setting
         self._keep_state = keep_state
         self._tools: bool | None = None

@@ -81,11 +81,11 @@ CONTEXT_WINDOWS: dict[str, int] = {
     # the bundled local model: SmolLM2-135M-Instruct's config has max_position_embeddings 8192
     "smollm2": 8_192,
 }
-_WINDOW_PREFIXES = sorted(CONTEXT_WINDOWS, key=len, reverse=True)
+_CONTEXT_WINDOW_PREFIXES = sorted(CONTEXT_WINDOWS, key=len, reverse=True)
 
 
 def context_window_for(model: str, configured: int | None = None) -> int:
-    """The configured window when set (> 0), else the longest matching prefix of
+    """The configured context window when set (> 0), else the longest matching prefix of
     CONTEXT_WINDOWS, else DEFAULT_CONTEXT_WINDOW."""
     if configured is not None and configured > 0:
         return configured
@@ -94,10 +94,10 @@ def context_window_for(model: str, configured: int | None = None) -> int:
 
 
 def known_context_window(model: str) -> int | None:
-    """The window of the longest matching prefix of CONTEXT_WINDOWS; None: a model countbot
+    """The context window of the longest matching prefix of CONTEXT_WINDOWS; None: a model countbot
     does not know (its server may tell: provider/context_window_probe.py)."""
     name = normalize_model(model)
-    for prefix in _WINDOW_PREFIXES:
+    for prefix in _CONTEXT_WINDOW_PREFIXES:
         if name.startswith(prefix):
             return CONTEXT_WINDOWS[prefix]
     return None

@@ -177,7 +177,7 @@ class OpenAICompatProvider:
 
     @property
     def context_window(self) -> int | None:
-        """The configured window, while the configured model is the one in use."""
+        """The configured context window, while the configured model is the one in use."""
         return self.cfg.context_window if self.model == self.cfg.model else None
 
     def stream(self, req: ChatRequest) -> Iterator[StreamEvent]:
