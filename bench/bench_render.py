@@ -11,10 +11,13 @@ The naive approaches are estimated from timed samples (the full runs take minute
   full10 = a full `Markdown(whole_text)` re-render at most 10 times a second.
 
 usage: python bench/bench_render.py [TOKENS] [--full]   (--full also runs full10 for real)
-       python bench/bench_render.py [TOKENS] --pty [--reps N] [--countbot LABEL=PATH ...]
+       python bench/bench_render.py [TOKENS] --pty [--reps N] [--countbot LABEL=PATH ...] [--breakdown]
 --pty measures the real terminal path instead (bench/pty_stream.py): `countbot ask --no-save hi`
 on a pseudo-terminal against a loopback server streaming the doc at 100 tokens/s, its CPU % of
 the stream and the time from the last token to its exit (issue 25 point 4: <= 3 %, <= 20 ms).
+Several `--countbot` (e.g. an older checkout's) run interleaved in the same run. `--breakdown`
+adds, in the same rounds, each one's `ask --plain` (start-up, HTTP and SSE, no markdown: the
+difference is the renderer's share) and the stdlib floor client (bench/floor_client.py, raw).
 """
 
 from __future__ import annotations
@@ -218,6 +221,12 @@ def pty_main(chunks: list[str]) -> None:
     for spec in given:
         label, path = spec.split("=", 1)
         clients.append((label, [os.path.abspath(path), "ask", "--no-save", "hi"]))
+        if "--breakdown" in argv:
+            plain = [os.path.abspath(path), "ask", "--plain", "--no-save", "hi"]
+            clients.append((f"{label} --plain", plain))
+    if "--breakdown" in argv:
+        floor = [sys.executable, str(HERE / "floor_client.py"), pty_stream.BASE_URL, "hi"]
+        clients.append(("floor (raw)", floor))
     pty_stream.run(clients, chunks, RATE, reps)
 
 

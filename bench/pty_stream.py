@@ -27,6 +27,7 @@ from typing import Any
 from bench_startup import bench_env, write_config
 
 CPR = b"\x1b[6n"
+BASE_URL = "{base}"  # in a client's command: the loopback server's base URL
 
 
 class _Server(ThreadingHTTPServer):
@@ -128,7 +129,8 @@ def run(clients: list[tuple[str, list[str]]], chunks: list[str], rate: float, re
     try:
         for _ in range(reps):
             for label, cmd in clients:
-                cpu, ended, written = _on_pty(cmd, env, tmp)
+                argv = [arg.replace(BASE_URL, base) for arg in cmd]
+                cpu, ended, written = _on_pty(argv, env, tmp)
                 got[label].append((100 * cpu / stream, 1000 * (ended - srv.last_token_at), written))
     finally:
         srv.shutdown()
@@ -136,12 +138,12 @@ def run(clients: list[tuple[str, list[str]]], chunks: list[str], rate: float, re
     print(
         f"# pty: {len(chunks)} tokens at {rate:g} tok/s ({stream:.1f} s), {reps} interleaved runs"
     )
-    print(f"{'client':10} {'CPU % of stream':>22} {'last token -> exit ms':>26} {'tty kB':>8}")
+    print(f"{'client':18} {'CPU % of stream':>22} {'last token -> exit ms':>26} {'tty kB':>8}")
     for label, runs in got.items():
         cpu = [r[0] for r in runs]
         lag = [r[1] for r in runs]
         kb = statistics.median(r[2] for r in runs) / 1000
         print(
-            f"{label:10} {statistics.median(cpu):10.2f} ({min(cpu):.2f}-{max(cpu):.2f})"
+            f"{label:18} {statistics.median(cpu):10.2f} ({min(cpu):.2f}-{max(cpu):.2f})"
             f" {statistics.median(lag):14.0f} ({min(lag):.0f}-{max(lag):.0f}) {kb:8.0f}"
         )
