@@ -6,7 +6,8 @@ The region holds pre-rendered lines (rich `Segment` lines, from `mdblocks.render
 above the region in that same write, so it goes into the scrollback and the region follows it.
 Only what changed is redrawn: the cursor goes back to the first line that differs from what is
 on screen and everything from there down is rewritten, so a growing paragraph costs one line a
-frame, not the whole block (on a 2k-token answer, a quarter of the bytes rich's `Live` wrote).
+frame, not the whole block (a 2k-token answer on a pty: 63 kB written where rich's `Live` wrote
+131 kB).
 
 The cursor rests at the end of the region's last line (no newline after it, as rich's `Live`
 left it), hidden while the region is up. `clear` erases the region, puts the cursor at the
