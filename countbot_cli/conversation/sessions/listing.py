@@ -124,7 +124,7 @@ def row(key: Key, head: dict[str, Any]) -> Row:
 def header(sid: str, row: Row) -> dict[str, Any]:
     """The header a listing shows, from an index row."""
     head: dict[str, Any] = {"id": sid}
-    head.update((f, getattr(row, f)) for f in _ROW_FIELDS)
+    head.update(zip(_ROW_FIELDS, row[3:], strict=True))
     return head
 
 

@@ -4,9 +4,10 @@ SQLite's `unicode61` tokenizer splits on spaces and punctuation, so a Chinese or
 sentence, written without spaces, would be one token and a word inside it could never be found.
 The `trigram` tokenizer would find it, but only for queries of three characters or more, and
 most Chinese words have two (配置, 北京). So CJK text is indexed as overlapping character
-bigrams plus the run's last character (北京大学 -> 北京 京大 大学 学), and a CJK query word
-becomes the phrase of its bigrams ("北京 京大 大学": consecutive tokens) or, for one character,
-a prefix query (北*). Latin words stay words: unicode61 folds case and diacritics; a word of
+bigrams plus the run's last character (北京大学 -> 北京 京大 大学 学). A CJK query word of two
+characters is its bigram, of one a prefix query (北*), of three or more all of its bigrams
+(the index keeps no positions, so no phrase: the chunks found are checked for the word
+itself, `is_phrase`). Latin words stay words: unicode61 folds case and diacritics; a word of
 four letters or more also matches as a prefix (deploy -> deployment), a shorter one whole or
 with an `s` (cat -> cats, but use !-> user).
 
@@ -16,6 +17,8 @@ the excerpts shown are the messages that made the session match.
 
 from __future__ import annotations
 
+import functools
+import operator
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -35,11 +38,13 @@ SNIPPET_LEAD = 50
 
 def index_text(text: str) -> str:
     """`text` as it is indexed: CJK runs replaced by their bigrams and last character."""
+    if text.isascii():
+        return text
     return _CJK_RUN.re.sub(lambda m: " " + " ".join(_grams(m.group())) + " ", text)
 
 
 def _grams(run: str) -> list[str]:
-    return [run[i : i + 2] for i in range(len(run) - 1)] + [run[-1]]
+    return [*map(operator.add, run, run[1:]), run[-1]]
 
 
 def fold(text: str) -> str:
@@ -66,10 +71,6 @@ class Terms:
     """The words of a query: each is CJK (matched as a substring) or a Latin word."""
 
     words: tuple[str, ...]
-
-    def fts(self, *, every: bool = True) -> str:
-        """The FTS5 MATCH expression: every word (AND) or any (OR)."""
-        return (" AND " if every else " OR ").join(_fts_term(w) for w in self.words)
 
     def patterns(self) -> list[re.Pattern[str]]:
         return [_pattern(w) for w in self.words]
@@ -116,16 +117,24 @@ def _quote(token: str) -> str:
     return '"' + token.replace('"', '""') + '"'
 
 
-def _fts_term(word: str) -> str:
+def is_phrase(word: str) -> bool:
+    """A CJK word of three characters or more: found by its bigrams, then checked."""
+    return len(word) > 2 and _is_cjk(word)
+
+
+def fts_term(word: str) -> str:
+    """The FTS5 MATCH expression of one query word."""
     if _is_cjk(word):
         if len(word) == 1:
             return _quote(word) + "*"
-        return _quote(" ".join(word[i : i + 2] for i in range(len(word) - 1)))
+        grams = dict.fromkeys(word[i : i + 2] for i in range(len(word) - 1))
+        return "(" + " AND ".join(_quote(g) for g in grams) + ")"
     if len(word) >= PREFIX_MIN:
         return _quote(word) + "*"
     return f"({_quote(word)} OR {_quote(word + 's')})"
 
 
+@functools.lru_cache(maxsize=256)
 def _pattern(word: str) -> re.Pattern[str]:
     if _is_cjk(word):
         return re.compile(re.escape(word))
@@ -149,7 +158,16 @@ def snippet(text: str, terms: Terms, width: int = SNIPPET_CHARS) -> str:
 
 def best_matches(texts: Iterable[str], terms: Terms, limit: int) -> list[int]:
     """Positions of the `limit` texts holding the most words (earlier first among equals),
-    returned in their original order."""
-    scored = [(n, i) for i, t in enumerate(texts) if (n := terms.matches(t)) > 0]
+    returned in their original order. Reading stops once `limit` texts hold every word: no
+    later one could come before them (so a long session is read only as far as needed)."""
+    scored: list[tuple[int, int]] = []
+    full = 0
+    for i, t in enumerate(texts):
+        n = terms.matches(t)
+        if n:
+            scored.append((n, i))
+            full += n == len(terms.words)
+            if full >= limit:
+                break
     scored.sort(key=lambda ni: (-ni[0], ni[1]))
     return sorted(i for _, i in scored[:limit])

@@ -6,6 +6,7 @@ Layout of the sessions folder (0700; every file 0600):
     <id>.json.lock                 sidecar lock (flock); the data file is replaced, never locked
     <id>.json.corrupt-<UTC time>   a file that did not parse, moved aside and never overwritten
     index.json (+ .lock)           listing cache (listing.py): id -> [file key, header fields]
+    search-index.sqlite3 (+ -wal)  the search index (search_index.py), updated by every save
     .<name>.<random>.tmp           a write in progress (or left by a killed writer; cleaned when old)
 
 `update()` is the only way to change a saved session: lock, re-read, apply, write atomically. So
@@ -174,6 +175,7 @@ class SessionStore:
             self._remember(sid, None)
             fileio.fsync_dir(self.root)
             self._listing.apply({}, [sid], self.lock_timeout)
+            self._unindex(sid)
             with contextlib.suppress(OSError):
                 # safe while we hold it: a process waiting on the old inode re-reads, finds no file
                 _lock_path(path).unlink()
@@ -246,6 +248,9 @@ class SessionStore:
             raise StorageError(f"could not save {path}: {e.strerror or e}") from e
         self._remember(session.id, _Snapshot(data, doc, chunks))
         self._listing.apply({session.id: listing.row(key, session.header())}, [], self.lock_timeout)
+        from countbot_cli.conversation.sessions import search_saves  # sqlite3: on a save only
+
+        search_saves.index_saved(self, session, key)
 
     def _remember(self, sid: str, snap: _Snapshot | None) -> None:
         """Keep (or with None, forget) the snapshot of a session; only the last few are kept."""
@@ -272,7 +277,14 @@ class SessionStore:
                     f"{path} is damaged ({err}) and could not be moved aside: {e}"
                 ) from e
         self._listing.apply({}, [sid], self.lock_timeout)
+        self._unindex(sid)
         return target
+
+    def _unindex(self, sid: str) -> None:
+        """The session's rows out of the search index (search_saves.py), if there is one."""
+        from countbot_cli.conversation.sessions import search_saves
+
+        search_saves.forget(self, sid)
 
     def _session_lock(self, sid: str) -> contextlib.AbstractContextManager[None]:
         return fileio.locked(_lock_path(self.path(sid)), self.lock_timeout, f"session {sid}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from countbot_cli.conversation.sessions import search_index, search_rank, search_saves
 from countbot_cli.conversation.sessions.search import INDEX_FILE, SCHEMA_VERSION, SessionSearch
 from countbot_cli.conversation.sessions.session import Session, new_session
 from countbot_cli.conversation.sessions.store import SessionStore
@@ -139,6 +141,7 @@ def test_index_deleted_or_damaged_is_rebuilt_with_a_notice(tmp_path: Path, damag
     a = make(store, "one", "the quokka smiles")
     b = make(store, "two", "another quokka")
     SessionSearch(store).search("quokka")
+    search_saves.release(root)  # as when the process that saved them has ended
     index = root / INDEX_FILE
     if damage == "deleted":
         for p in root.glob(INDEX_FILE + "*"):
@@ -167,12 +170,34 @@ def test_index_deleted_or_damaged_is_rebuilt_with_a_notice(tmp_path: Path, damag
     assert (index.stat().st_mode & 0o777) == 0o600
 
 
-def test_only_changed_files_are_read_again(tmp_path: Path) -> None:
+def test_only_files_changed_behind_the_stores_back_are_read(tmp_path: Path) -> None:
     store = SessionStore(tmp_path / "s")
     sessions = [make(store, f"t{k}", f"body {k} echidna") for k in range(5)]
     search = SessionSearch(store)
-    assert search.refresh() == 5
-    assert search.refresh() == 0
+    assert search.refresh() == 0  # every save put its session in the index
     store.update(sessions[2].id, lambda s: s.messages.append(Message(role="user", content="x")))
+    assert search.refresh() == 0
+    copy = sessions[3].to_dict() | {"id": "copied1"}  # a file copied in, not saved by a store
+    (tmp_path / "s" / "copied1.json").write_text(json.dumps(copy))
     assert search.refresh() == 1
-    assert ids(search, "echidna") == {s.id for s in sessions}
+    assert search.refresh() == 0
+    assert ids(search, "echidna") == {s.id for s in sessions} | {"copied1"}
+
+
+def test_every_word_across_chunks_and_beyond_the_candidate_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search_rank, "CANDIDATES", 4)
+    store = SessionStore(tmp_path / "s")
+    filler = [f"filler line {i}" for i in range(2 * search_index.CHUNK_MESSAGES)]
+    old = make(store, "old", "the zebra crossing", *filler, "a common remark")
+    newer = [make(store, f"new {k}", f"another common remark {k}") for k in range(10)]
+    search = SessionSearch(store)
+    results = search.search("zebra common")
+    assert results.every_word and [h.id for h in results.hits] == [old.id]
+    assert [e.content for e in results.hits[0].excerpts] == [
+        "the zebra crossing",
+        "a common remark",
+    ]
+    found = ids(search, "common")  # in 11 sessions: ranked among the 4 most recently written
+    assert found == {s.id for s in newer[-4:]}
