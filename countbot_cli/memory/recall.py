@@ -37,6 +37,7 @@ the rarest of the message's words, newest first among equals. Tuned with bench/b
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -84,9 +85,11 @@ class Recall:
         self.notice = notice
         use = available() if semantic is None else semantic
         self.embedder: Embedder | None = shared() if use else None
+        self._cache: VectorCache | None = None
+        self._lock = threading.Lock()  # the turn's recall and the upkeep's new lines
         if self.embedder is not None:
             self.embedder.cache_at(memory_sidecar(memory.path, MODEL_CACHE_SUFFIX))
-        self._cache: VectorCache | None = None
+            memory.on_added.append(self._embed_added)
         self._said_failure = False
         self.older: set[int] = set()  # line numbers the last `relevant` marked as older
 
@@ -145,11 +148,10 @@ class Recall:
             return None
         import_numpy()
         try:
-            if self._cache is None:
-                path = vectors_path(self.memory.path)
-                self._cache = VectorCache(path, embedder, self.notice)
-            vectors = self._cache.matrix(snap.contents)
-            probe = embedder.query(text) - self._small_talk(embedder, self._cache)
+            with self._lock:
+                cache = self._vector_cache(embedder)
+                vectors = cache.matrix(snap.contents)
+                probe = embedder.query(text) - self._small_talk(embedder, cache)
         except (RuntimeError, OSError, ValueError) as e:
             if not self._said_failure:
                 self._said_failure = True
@@ -160,6 +162,25 @@ class Recall:
             while embedder.notices:  # what loading had to say, in this thread (not the loader's)
                 self.notice(embedder.notices.pop(0))
         return vectors, vectors @ probe
+
+    def _vector_cache(self, embedder: Embedder) -> VectorCache:
+        if self._cache is None:
+            path = vectors_path(self.memory.path)
+            self._cache = VectorCache(path, embedder, self.notice)
+        return self._cache
+
+    def _embed_added(self, _entries: list[Entry]) -> None:
+        """Embed lines as they are written (automatic memory, `--remember`, the memory tool),
+        so the next recall has nothing to embed; only when the models are loaded (`countbot
+        memory add` from the shell leaves them to the next recall)."""
+        embedder = self.embedder
+        if embedder is None or not embedder.ready:
+            return
+        try:
+            with self._lock:
+                self._vector_cache(embedder).matrix(self.memory.snapshot().contents)
+        except (RuntimeError, OSError, ValueError):
+            pass  # the next recall embeds them (and says what went wrong)
 
     @staticmethod
     def _small_talk(embedder: Embedder, cache: VectorCache) -> NDArray[np.float32]:

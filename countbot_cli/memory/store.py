@@ -99,6 +99,7 @@ class MemoryStore:
         self.path = Path(path)
         self.lock_timeout = lock_timeout
         self._snap: _mi.Snapshot | None = None
+        self.on_added: list[Callable[[list[Entry]], None]] = []  # told of each write's new lines
 
     # ------------------------------------------------------------------ reading
 
@@ -254,6 +255,8 @@ class MemoryStore:
             if origin is not None:  # under the same lock as the lines it describes
                 records = [{"key": line_key(e.line), "source": src, **origin} for e in added]
                 _append_sources(self._target(), records)
+        for listener in self.on_added:  # after the lock: recall embeds them (memory/recall.py)
+            listener(added)
         return added
 
     def delete(self, line_numbers: Iterable[int]) -> int:

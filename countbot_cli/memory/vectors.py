@@ -4,8 +4,10 @@ way, of what was said in past sessions: `sessions/search-vectors.bin`).
 MEMORY.md stays the source of truth; this file only saves embedding every line again. Each
 vector is keyed by a hash of the line's content (not its number, date or source), so an edited
 line is embedded again and nothing else, a moved line keeps its vector, and lines are embedded
-as they appear: every recall embeds the lines it has no vector for (one new line: one call)
-and writes the file again, keeping only the vectors of lines still in the memory.
+as they appear: a line the conversation writes as it is written (memory/recall.py, when the
+models are loaded), any other at the next recall, which embeds the lines it has no vector
+for (one new line: one call); each writes the file again, keeping only the vectors of lines
+still in the memory.
 
 Layout: a magic line, a JSON header line (`model`, `dim`, `n`), `n` 16-byte keys, then `n`
 float16 vectors of `dim` values. A file that does not parse exactly (wrong magic, model, size)

@@ -18,7 +18,7 @@ from cbenv import CB, make_cb
 from countbot_cli.memory import embed, model_cache
 from countbot_cli.memory.recall import Recall
 from countbot_cli.memory.store import MemoryStore
-from countbot_cli.memory.vectors import vectors_path
+from countbot_cli.memory.vectors import VectorCache, vectors_path
 
 LINES = [
     ("2025-01-10", "has taken cello lessons since 2019"),
@@ -134,6 +134,21 @@ def test_an_update_without_now_wins_and_an_unrelated_newer_line_marks_nothing(
     assert phone.get("phone number is +31 6 1234 5678") is False  # the email line is no update
     partner = recalled(sent(cb, server, "who is my running partner now?")[0])
     assert partner.get("now runs with Tom from the club") is False  # the shoes are no update
+
+
+def test_a_line_written_by_the_turn_is_embedded_then_not_at_the_next_recall(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = setup(tmp_path, server)
+    fact = "User's cat is called Miso"
+    server.add(fs.text("Noted."), fs.text(fact))
+    proc = cb.invoke("ask", "--no-save", "--remember", "my cat is Miso")
+    assert proc.returncode == 0, proc.stderr
+    assert fact in cb.memory_file.read_text("utf-8")
+    cache = VectorCache(vectors_path(cb.memory_file), embed.Embedder(), lambda _m: None)
+    assert cache.stored(fact) is not None  # in the file already, beside the others
+    assert all(cache.stored(c) is not None for _d, c in LINES)
+    assert "Miso" in sent(cb, server, "what is my cat's name?")[0]
 
 
 def test_an_edited_line_is_embedded_again_and_a_damaged_cache_rebuilt(
