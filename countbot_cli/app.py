@@ -339,8 +339,8 @@ def open_conversation(
     store: SessionStore | None = None,
 ) -> Conversation:
     """The one way `ask` and the chat open a conversation: the store (unless given), the
-    session (new, `-s ID` or `-c`), the window fitted to the server, the providers (their
-    notices on `err`), and the conversation with its tools, approval policy, memory and
+    session (new, `-s ID` or `-c`), the context window fitted to the server, the providers
+    (their notices on `err`), and the conversation with its tools, approval policy, memory and
     fallback chain."""
     store = store or make_store(settings, err)
     session, is_new = open_session(store, settings, ref=opening.session, cont=opening.cont)
