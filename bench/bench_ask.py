@@ -4,10 +4,13 @@ point 2: countbot <= 2.5x the floor; 3.3x when the issue was filed).
 Interleaved rounds (floor, then each countbot given) against one instant loopback server; for
 each command the median wall time and the CPU time (user+sys of the reaped process), and each
 countbot's ratio to the floor. `--importtime` also prints the largest cumulative imports of one
-`ask --plain` of each countbot (`python -X importtime`).
+`ask --plain` of each countbot (`python -X importtime`). `--instructions` also counts the
+instructions each command executes (valgrind's callgrind, one run each, ~30 s): a figure the
+load of a shared machine does not move, where CPU times do by 10-20 %. Under valgrind a run
+takes seconds, so countbot's collector comes back on during it (`__main__.START_UP_SECONDS`).
 
 Run: .venv/bin/python bench/bench_ask.py --countbot today=/tmp/base/.venv/bin/countbot \\
-         --countbot now=.venv/bin/countbot [-n 15] [--importtime]
+         --countbot now=.venv/bin/countbot [-n 15] [--importtime] [--instructions]
 """
 
 from __future__ import annotations
@@ -46,6 +49,24 @@ def run(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
     return wall, cpu
 
 
+def instructions(cmd: list[str], env: dict[str, str], cwd: Path) -> int | None:
+    """Instructions `cmd` executes (valgrind's Ir), or None without valgrind."""
+    if shutil.which("valgrind") is None:
+        return None
+    res = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+    )
+    found = re.search(r"Collected : (\d+)", res.stderr)
+    if res.returncode != 0 or "Hello" not in res.stdout or found is None:
+        raise SystemExit(f"{cmd[:2]} under valgrind failed: {res.stderr[-400:]}")
+    return int(found.group(1))
+
+
 def importtime(countbot: str, env: dict[str, str], cwd: Path, top: int) -> list[str]:
     """The `top` largest cumulative imports (µs) of one `ask --plain`, top-level packages only."""
     python = str(Path(countbot).parent / "python")
@@ -78,6 +99,7 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=15)
     ap.add_argument("--importtime", action="store_true")
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--instructions", action="store_true")
     args = ap.parse_args()
     clients = [(c.split("=", 1)[0], os.path.abspath(c.split("=", 1)[1])) for c in args.countbot]
     if not clients:
@@ -116,6 +138,12 @@ def main() -> None:
                 f" {w / floor_wall:12.2f}x {c / floor_cpu:6.2f}x"
             )
         print(f"floor: {' '.join(cmds['floor'][:2])} BASE {PROMPT}")
+        if args.instructions:
+            counts = {label: instructions(cmd, env, work) for label, cmd in cmds.items()}
+            if counts["floor"]:
+                print("instructions executed (valgrind, one run each):")
+                for label, n in counts.items():
+                    print(f"{label:10} {(n or 0) / 1e6:8.0f} M {(n or 0) / counts['floor']:6.2f}x")
         if args.importtime:
             for label, path in clients:
                 print(f"-X importtime of {label} (cumulative, top-level imports):")
