@@ -202,7 +202,7 @@ def test_a_closed_output_ends_the_turn_and_is_kept_for_after_the_save(tmp_path: 
     assert record.status == "interrupted"
     assert isinstance(record.stopped_by, OutputClosed)
     assert isinstance(record.error, Interrupted)
-    assert record.error.message == "interrupted by the output was closed"
+    assert record.error.message == "interrupted: the output was closed"
 
 
 @pytest.mark.parametrize("streaming", [True, False])
