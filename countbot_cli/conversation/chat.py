@@ -176,7 +176,13 @@ class Conversation:
             history = replace(history, messages=without_failed(history.messages, replaces))
         saver = None
         if self.save:
-            saver = TurnSaver(self.store, self.session, is_new=self.is_new, replaces=replaces)
+            saver = TurnSaver(
+                self.store,
+                self.session,
+                is_new=self.is_new,
+                replaces=replaces,
+                model=engine.provider.model,
+            )
         try:
             record = engine.run_turn(
                 history,

@@ -4,7 +4,8 @@
 
 - `question`, the engine's `started` callback: the question, marked interrupted until the
   answer replaces it, so that a SIGKILL or a native crash at any later moment leaves it in the
-  session. A new conversation's file is created here (`is_new` is then False);
+  session, which names the model in use (`model`: the one asked, after a /model switch too).
+  A new conversation's file is created here (`is_new` is then False);
 - `turn`: what the session keeps of the record (`TurnRecord.messages`: never an error string
   as the answer), in place of the question saved first; its tool records tied to the answer,
   its usage, the model that answered, the request's cache fingerprint, the title from the first
@@ -38,10 +39,17 @@ class TurnSaver:
     """Saves one attempt at a turn into `session` (changed in memory as its file is)."""
 
     def __init__(
-        self, store: SessionStore, session: Session, *, is_new: bool, replaces: str | None
+        self,
+        store: SessionStore,
+        session: Session,
+        *,
+        is_new: bool,
+        replaces: str | None,
+        model: str,
     ) -> None:
         self.store = store
         self.session = session
+        self.model = model  # the model asked, for the session until the answer names its own
         self.is_new = is_new  # until the first write creates the file
         self.replaces = replaces
         self.notices: list[str] = []  # for after the answer
@@ -51,7 +59,7 @@ class TurnSaver:
         meanwhile is raised with `is_new` settled, so the turn's last save updates this file."""
         pending = replace(user, status=STATUS_INTERRUPTED)
         with sigint_deferred():
-            self._write([pending], [], Usage(), model=None, last_request=None)
+            self._write([pending], [], Usage(), model=self.model, last_request=None)
 
     def turn(self, record: TurnRecord) -> None:
         """The turn as the session keeps it, in place of its question saved first."""

@@ -228,6 +228,23 @@ def test_the_question_is_in_the_file_before_the_model_answers(tmp_path: Path) ->
     assert statuses(rig.saved()) == [("hello", None), ("hi there", None)]
 
 
+def test_the_question_saved_first_records_the_model_in_use_after_a_switch(
+    tmp_path: Path,
+) -> None:
+    rig = Rig(tmp_path)
+    rig.send("hello")
+    rig.conversation.switch_model("other-model")
+    models_on_disk: list[str] = []
+
+    class Peek(View):
+        def text(self, delta: str) -> None:  # a crash now keeps what the file says
+            models_on_disk.append(rig.saved()["model"])
+
+    rig.providers["other-model"].enqueue(Reply(text=["hi"]))
+    rig.conversation.send("again", Peek())
+    assert models_on_disk == ["other-model"]
+
+
 def test_sigterm_mid_answer_saves_what_arrived_then_stops(tmp_path: Path) -> None:
     rig = Rig(tmp_path)
     c = rig.conversation
