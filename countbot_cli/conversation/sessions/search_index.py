@@ -41,11 +41,12 @@ was inserted) notices when search_text's rules changed since, and the whole inde
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import stat
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -56,6 +57,7 @@ from countbot_cli.conversation.sessions.session import Session
 from countbot_cli.errors import DamagedDataError
 from countbot_cli.fileio import Key
 from countbot_cli.jsonsafe import loads_bounded
+from countbot_cli.messages import Message
 
 if TYPE_CHECKING:
     import sqlite3  # loaded by the first save or search, not by every command
@@ -109,6 +111,7 @@ class Chunk:
     hash: bytes  # of `data`
     payload: Any  # the title (str), or [[id, role, created_at, archived, content], ...]
     data: bytes  # the payload as JSON (what `z` compresses)
+    full: bool = True  # a run the rule cut (not the session's last, cut by its end)
 
     def text(self) -> str:
         return chunk_text(self.payload)
@@ -206,8 +209,8 @@ def txn(con: sqlite3.Connection) -> Iterator[None]:
 def chunks_of(session: Session, known: Sequence[Chunk] = ()) -> list[Chunk]:
     """The title chunk, then the session's user and assistant messages (archived first, as
     `all_messages`) cut into runs of CHUNK_MESSAGES or CHUNK_CHARS, whichever comes first.
-    A chunk equal to the one at its place in `known` is that one (its hash not computed again:
-    a save of a long session hashes only what changed)."""
+    A chunk equal to the one at its place in `known` is that one: a save of a long session
+    compares its runs whole and cuts and hashes only the ones that changed."""
     archived = len(session.archived)
     rows = [
         (m.id, m.role, m.created_at, int(i < archived), m.content)
@@ -215,23 +218,37 @@ def chunks_of(session: Session, known: Sequence[Chunk] = ()) -> list[Chunk]:
         if m.role in ROLES and m.content
     ]
     out = [_chunk(TITLE, session.title, known)]
-    start = chars = 0
-    for end, row in enumerate(rows, 1):
-        chars += len(row[4])
-        if end - start >= CHUNK_MESSAGES or chars >= CHUNK_CHARS or end == len(rows):
-            out.append(_chunk(len(out) - 1, rows[start:end], known))
-            start, chars = end, 0
+    start = 0
+    while start < len(rows):
+        was = known[len(out)] if len(out) < len(known) else None
+        if was is not None and was.full and rows[start : start + len(was.payload)] == was.payload:
+            out.append(was)  # a run cut by the rule, unchanged: the same cut follows
+            start += len(was.payload)
+            continue
+        end, full = _cut(rows, start)
+        out.append(_chunk(len(out) - 1, rows[start:end], known, full=full))
+        start = end
     return out
 
 
-def _chunk(n: int, payload: Any, known: Sequence[Chunk]) -> Chunk:
+def _cut(rows: Sequence[tuple[Any, ...]], start: int) -> tuple[int, bool]:
+    """Where the run from `start` ends, and whether the rule ended it (not the last row)."""
+    chars = 0
+    for end in range(start + 1, len(rows) + 1):
+        chars += len(rows[end - 1][4])
+        if end - start >= CHUNK_MESSAGES or chars >= CHUNK_CHARS:
+            return end, True
+    return len(rows), False
+
+
+def _chunk(n: int, payload: Any, known: Sequence[Chunk], *, full: bool = True) -> Chunk:
     if n + 1 < len(known) and known[n + 1].payload == payload:
         return known[n + 1]
     import hashlib
 
     data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     raw = data.encode("utf-8", "surrogatepass")  # a lone surrogate from a file survives
-    return Chunk(n, hashlib.blake2b(raw, digest_size=16).digest(), payload, raw)
+    return Chunk(n, hashlib.blake2b(raw, digest_size=16).digest(), payload, raw, full)
 
 
 def chunk_text(payload: Any) -> str:
@@ -247,11 +264,19 @@ def unpack(z: bytes) -> Any:
 
 
 def said_of(session: Session) -> tuple[str, ...]:
-    """What the user said, bounded: the first SAID_FIRST and last SAID_LAST messages."""
-    users = [m for m in session.all_messages() if m.role == "user" and m.content.strip()]
-    if len(users) > SAID_FIRST + SAID_LAST:
-        users = users[:SAID_FIRST] + users[-SAID_LAST:]
-    return tuple(dict.fromkeys(said_text(m.content) for m in users))
+    """What the user said, bounded: the first SAID_FIRST and last SAID_LAST messages (read
+    from both ends: a long session's middle is not looked at)."""
+    everything = session.all_messages()
+    cap = SAID_FIRST + SAID_LAST
+    kept = list(itertools.islice(_said_by(everything), cap + 1))
+    if len(kept) > cap:
+        last = list(itertools.islice(_said_by(reversed(everything)), SAID_LAST))
+        kept = kept[:SAID_FIRST] + last[::-1]
+    return tuple(dict.fromkeys(said_text(m.content) for m in kept))
+
+
+def _said_by(messages: Iterable[Message]) -> Iterator[Message]:
+    return (m for m in messages if m.role == "user" and m.content.strip())
 
 
 def said_text(content: str) -> str:

@@ -215,3 +215,29 @@ def test_an_older_index_is_replaced_and_its_space_given_back(tmp_path: Path) -> 
     assert SessionSearch(SessionStore(root)).refresh() == 3
     assert (root / INDEX_FILE).stat().st_size < big / 10
     every_session_once(root, made)
+
+
+def test_a_saves_cut_reusing_the_last_one_equals_a_fresh_cut() -> None:
+    s = new_session(provider="p", model="m", title="Cut")
+    sizes = [10, 7000, 40, 9000, 3, 16_500, 20] * 12  # runs end by count and by characters
+    s.messages = [
+        Message(role=("user", "assistant")[i % 2], content="x" * n) for i, n in enumerate(sizes)
+    ]
+    known = search_index.chunks_of(s)
+
+    def same_as_fresh() -> None:
+        nonlocal known
+        again = search_index.chunks_of(s, known)
+        assert [(c.n, c.hash) for c in again] == [(c.n, c.hash) for c in search_index.chunks_of(s)]
+        known = again
+
+    s.messages.append(Message(role="user", content="one more"))  # the last run grows
+    same_as_fresh()
+    s.messages.extend(Message(role="user", content="y" * 600) for _ in range(40))  # new runs
+    same_as_fresh()
+    s.messages[5].content = "edited in the middle"  # every later cut may move
+    same_as_fresh()
+    s.archived, s.messages = s.messages[:30], s.messages[30:]  # archived: same order, new flags
+    same_as_fresh()
+    del s.messages[-3:]  # /undo, /retry
+    same_as_fresh()
