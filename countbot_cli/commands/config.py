@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from countbot_cli.config.example import EXAMPLE_CONFIG
+from countbot_cli.config.home import default_config_path
 from countbot_cli.config.mcp import McpServer
 from countbot_cli.config.providers import NO_PROVIDER_HINT, ProviderConfig
-from countbot_cli.config.settings import Settings, default_config_path
+from countbot_cli.config.settings import Settings
 from countbot_cli.errors import EXIT_OK, UsageError
 from countbot_cli.memory.embed import describe as describe_recall
 from countbot_cli.textsafe import sanitize_line
@@ -202,7 +203,7 @@ def config_path(settings: Settings, out: TextIO, env: Mapping[str, str] | None =
 def allow_list(out: TextIO, env: Mapping[str, str] | None = None) -> int:
     """`config allow list`: the rules saved with `A`, one a line, and the file holding them."""
     from countbot_cli.config import saved_allow
-    from countbot_cli.config.settings import default_home
+    from countbot_cli.config.home import default_home
     from countbot_cli.textsafe import visible
 
     path = saved_allow.allow_file(default_home(os.environ if env is None else env))
@@ -219,7 +220,7 @@ def allow_list(out: TextIO, env: Mapping[str, str] | None = None) -> int:
 def allow_remove(rule: str, out: TextIO, env: Mapping[str, str] | None = None) -> int:
     """`config allow remove RULE`: forget one saved command or tool (the exact text listed)."""
     from countbot_cli.config import saved_allow
-    from countbot_cli.config.settings import default_home
+    from countbot_cli.config.home import default_home
 
     path = saved_allow.allow_file(default_home(os.environ if env is None else env))
     kind = saved_allow.remove(path, rule)

@@ -27,13 +27,14 @@ from urllib.parse import urlsplit
 
 from countbot_cli import keyguard
 from countbot_cli.config.file import Section, read_config
+from countbot_cli.config.home import default_home
 from countbot_cli.config.instructions import MAX_BYTES as INSTRUCTIONS_MAX_BYTES
 from countbot_cli.config.instructions import NAMES as INSTRUCTION_FILES
 from countbot_cli.config.instructions import read_sent
 from countbot_cli.config.mcp import McpServer
 from countbot_cli.config.presets import PRESETS
 from countbot_cli.config.providers import ProviderConfig
-from countbot_cli.config.settings import Settings, check_file, default_home
+from countbot_cli.config.settings import Settings, check_file
 from countbot_cli.config.skills import SKILL_FILE
 from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.errors import EXIT_OK, UsageError

@@ -25,7 +25,7 @@ from typing import Any
 
 from countbot_cli.config import options as opts
 from countbot_cli.config.file import Node, decode, did_you_mean, parse_yaml, read_config
-from countbot_cli.config.settings import default_home
+from countbot_cli.config.home import default_home
 from countbot_cli.errors import ConfigError, UsageError
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")

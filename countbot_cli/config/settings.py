@@ -8,8 +8,8 @@ with no file the home folder is `$XDG_CONFIG_HOME/countbot`. Every path countbot
 from here, and `load_settings(env=..., cwd=...)` is the one override tests need: nothing reads
 `os.environ` or the real home folder when both are given (with `HOME` in `env`).
 
-Provider choice and API keys are in `providers.py`; file reading in `file.py`; the
-preset table in `presets`.
+Provider choice and API keys are in `providers.py`; file reading in `file.py`; where the
+files are (countbot's folder, the lookup) in `home.py`; the preset table in `presets`.
 """
 
 from __future__ import annotations
@@ -31,10 +31,9 @@ from countbot_cli.config.file import (
     Section,
     load_yaml,
     read_config,
-    resolve_path,
     top_level_keys,
-    user_home,
 )
+from countbot_cli.config.home import default_home, find_config_file, found_in_cwd, user_config_file
 from countbot_cli.config.mcp import McpSettings, parse_mcp
 from countbot_cli.config.presets import local_model_available as local_model_available
 from countbot_cli.config.prices import Price, parse_prices
@@ -168,75 +167,12 @@ class Settings:
         )
 
 
-# ---- where things are ----
-
-
-def _env_path(env: Mapping[str, str], name: str) -> str | None:
-    value = env.get(name, "").strip()
-    return value or None
-
-
-def xdg_config_home(env: Mapping[str, str]) -> Path:
-    xdg = _env_path(env, "XDG_CONFIG_HOME")
-    if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore relative values
-        return Path(xdg)
-    return user_home(env) / ".config"
-
-
-def default_home(env: Mapping[str, str]) -> Path:
-    return xdg_config_home(env) / "countbot"
+# ---- which file applies ----
 
 
 def _cached(env: Mapping[str, str]) -> Callable[[str, str], Node | None]:
     """The YAML parser of the settings' own files: from config/parsed_cache.py's cache."""
     return parsed_cache.cached_parser(parsed_cache.cache_path(default_home(env)))
-
-
-def default_config_path(env: Mapping[str, str] | None = None) -> Path:
-    """Where `config init` writes when no path is given."""
-    return default_home(os.environ if env is None else env) / "config.yaml"
-
-
-def find_config_file(
-    config_path: str | Path | None, env: Mapping[str, str], cwd: Path
-) -> Path | None:
-    """The config file by SPEC §3's order; an explicitly named file must exist."""
-    explicit = [(str(config_path), "--config")] if config_path not in (None, "") else []
-    if from_env := _env_path(env, "COUNTBOT_CONFIG"):
-        explicit.append((from_env, "COUNTBOT_CONFIG"))
-    if explicit:
-        value, origin = explicit[0]
-        path = resolve_path(value, cwd, env)
-        if not path.is_file():
-            what = "is a folder" if path.is_dir() else "does not exist"
-            raise ConfigError(
-                f"the config file {path} (from {origin}) {what}",
-                hint="create one with `countbot config init PATH`",
-            )
-        return path
-    for candidate in (cwd / "config.yaml", default_home(env) / "config.yaml"):
-        if candidate.is_file():
-            return Path(os.path.normpath(candidate))
-    return None
-
-
-def _found_in_cwd(
-    file: Path, config_path: str | Path | None, env: Mapping[str, str], cwd: Path
-) -> bool:
-    """The file is ./config.yaml picked up by the lookup, not one the user named (nor the
-    user's own file, when countbot starts in its folder)."""
-    named = config_path not in (None, "") or _env_path(env, "COUNTBOT_CONFIG")
-    own = os.path.realpath(default_home(env) / "config.yaml")
-    return (
-        not named
-        and file == Path(os.path.normpath(cwd / "config.yaml"))
-        and os.path.realpath(file) != own
-    )
-
-
-def _user_config_file(env: Mapping[str, str]) -> Path | None:
-    candidate = default_home(env) / "config.yaml"
-    return Path(os.path.normpath(candidate)) if candidate.is_file() else None
 
 
 def is_countbot_file(data: bytes) -> bool:
@@ -313,11 +249,11 @@ def load_settings(
     file = find_config_file(config_path, env, cwd)
     ignored, why = None, ""
     root: Section | None = None
-    if file is not None and _found_in_cwd(file, config_path, env, cwd):
+    if file is not None and found_in_cwd(file, config_path, env, cwd):
         root, why = _project_file(file, env)
         if root is None:
             ignored = file if why else None
-            file = _user_config_file(env)
+            file = user_config_file(env)
     if root is None:
         root = load_yaml(file, parse=_cached(env)) if file else Section.empty()
     settings = _build(

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from countbot_cli.config.home import default_home
 from countbot_cli.config.roles import Role, load_md, md_names
-from countbot_cli.config.settings import default_home
 from countbot_cli.errors import UsageError
 
 PLACEHOLDER = re.compile(r"\$(\$|ARGUMENTS|[1-9])")

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from countbot_cli.config import saved_allow
-from countbot_cli.config.settings import default_home
+from countbot_cli.config.home import default_home
 from countbot_cli.errors import ConfigError
 from countbot_cli.jsonsafe import JSONLimitError, loads_bounded
 from countbot_cli.textsafe import SGR, cells, compact, layout, visible

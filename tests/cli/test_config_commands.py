@@ -17,7 +17,8 @@ from countbot_cli.commands import config as cmd_config
 from countbot_cli.commands import config_check
 from countbot_cli.config import trust
 from countbot_cli.config.example import EXAMPLE_CONFIG
-from countbot_cli.config.settings import ProviderConfig, Settings, default_home, load_settings
+from countbot_cli.config.home import default_home
+from countbot_cli.config.settings import ProviderConfig, Settings, load_settings
 from countbot_cli.errors import (
     EXIT_AUTH,
     EXIT_NETWORK,

@@ -18,7 +18,7 @@ import pytest
 from cbenv import CB, COUNTBOT, make_cb
 
 from countbot_cli.config import instructions
-from countbot_cli.config.settings import default_home
+from countbot_cli.config.home import default_home
 from countbot_cli.errors import EXIT_USAGE
 
 HANG_BOUND = 15.0

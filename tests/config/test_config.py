@@ -14,6 +14,7 @@ import pytest
 
 from countbot_cli.config import trust
 from countbot_cli.config.example import EXAMPLE_CONFIG
+from countbot_cli.config.home import default_home
 from countbot_cli.config.presets import PRESETS
 from countbot_cli.config.settings import (
     MEMORY_KEYS,
@@ -22,7 +23,6 @@ from countbot_cli.config.settings import (
     TOOL_KEYS,
     TOP_KEYS,
     Settings,
-    default_home,
     load_settings,
     local_model_available,
     mask_secret,

@@ -23,7 +23,8 @@ from countbot_cli import app
 from countbot_cli.commands import config as cmd_config
 from countbot_cli.commands import trust as cmd_trust
 from countbot_cli.config import trust
-from countbot_cli.config.settings import Settings, default_home, load_settings
+from countbot_cli.config.home import default_home
+from countbot_cli.config.settings import Settings, load_settings
 from countbot_cli.errors import EXIT_USAGE, ConfigError, UsageError
 from countbot_cli.memory.store import MemoryStore
 

@@ -12,7 +12,8 @@ from cbenv import make_cb
 
 from countbot_cli.config import parsed_cache
 from countbot_cli.config.file import parse_yaml
-from countbot_cli.config.settings import default_home, load_settings
+from countbot_cli.config.home import default_home
+from countbot_cli.config.settings import load_settings
 
 CONFIG = """\
 default_provider: mine

@@ -17,7 +17,8 @@ from cbenv import make_cb
 
 from countbot_cli.commands import config as cmd_config
 from countbot_cli.commands import trust as cmd_trust
-from countbot_cli.config.settings import default_home, load_settings
+from countbot_cli.config.home import default_home
+from countbot_cli.config.settings import load_settings
 
 ENV_SECRET = "mcp-env-secret-4242-abcdef"
 HEADER_TOKEN = "tok-http-header-7777-zyxw"
