@@ -260,6 +260,8 @@ class TokenCounter:
             with counts.long_text_lock:  # a second thread waits for this count, not redoes it
                 known = counts.text(self.encoding_name, text)
                 n = known if known is not None else _sampled(enc, text)
+                counts.put_text(self.encoding_name, text, n)  # before the waiter looks again
+            return n
         else:
             n = enc.count(text)
         counts.put_text(self.encoding_name, text, n)
