@@ -3,14 +3,16 @@
 The tests mirror the package (tests/provider/ for countbot_cli/provider/, …); what several test
 folders share lives in tests/helpers/ (the loopback server, the subprocess runner, the memory
 rig, the in-process REPL harness, the pty helpers, waits on conditions: docs/DEVELOPING.md lists
-them), which is put on the import path here so every test imports it by name; the fixtures several folders use (`server`, `rig_factory`) are here.
+them), which is put on the import path here so every test imports it by name; the fixtures
+several folders use are here, one per rig: `server`, `harness` and `scripted` (the REPL
+in-process, on the server or on a ScriptedProvider), `rig_factory` (the memory rig).
 """
 
 from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,30 @@ def server() -> Iterator[FakeServer]:
     """
     with FakeServer() as server:
         yield server
+
+
+@pytest.fixture
+def harness(tmp_path: Path, server: FakeServer) -> Callable[..., Any]:
+    """`harness(**config)`: the in-process REPL (tests/helpers/repl_harness.py) on the loopback
+    `server`, in tmp_path; for what goes over HTTP."""
+    from repl_harness import Harness
+
+    return lambda **config: Harness(tmp_path, server, **config)
+
+
+@pytest.fixture
+def scripted(tmp_path: Path) -> Callable[..., Any]:
+    """`scripted(**config)`: the in-process REPL on a ScriptedProvider of its own
+    (`h.provider.enqueue`, `h.provider.requests`; no memory upkeep), in tmp_path (or `root=`);
+    for the REPL's own logic."""
+    from repl_harness import Harness
+
+    from countbot_cli.provider.fake import ScriptedProvider
+
+    def make(root: Path = tmp_path, **config: Any) -> Harness:
+        return Harness(root, ScriptedProvider(model="test-model"), **config)
+
+    return make
 
 
 @pytest.fixture

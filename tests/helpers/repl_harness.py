@@ -1,6 +1,9 @@
 """The REPL in-process, for the tests in tests/repl/: keys, turns, Ctrl-C, on a real engine
-against the loopback FakeServer (prompt-toolkit pipe input + DummyOutput, rich consoles on
-StringIO).
+(prompt-toolkit pipe input + DummyOutput, rich consoles on StringIO). The model is the loopback
+FakeServer (`Harness(tmp_path, server)`: the `harness` fixture) where what goes over HTTP
+matters, or a `ScriptedProvider` (`Harness(tmp_path, ScriptedProvider())`: the `scripted`
+fixture) where it does not: the REPL's own logic (commands, branching, the picker), with no
+socket, no memory upkeep and the requests as the engine made them.
 
 `Harness.run(steps)` runs `Repl.run()` in the main thread (Ctrl-C is a real SIGINT there) while
 a feeder thread works through the steps: a string is typed as keys once the next prompt is
@@ -19,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
-from cbenv import make_cb
+from cbenv import QUIET_MEMORY, make_cb
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
@@ -29,6 +32,8 @@ from countbot_cli import app
 from countbot_cli.config.settings import Settings, load_settings
 from countbot_cli.conversation.chat import Conversation
 from countbot_cli.conversation.sessions.session import Session
+from countbot_cli.provider.base import Provider
+from countbot_cli.provider.fake import ScriptedProvider
 from countbot_cli.repl.loop import Repl
 from countbot_cli.repl.view import PausingConfirmer, TurnOnScreen
 from countbot_cli.tools.approval import Confirmer
@@ -37,15 +42,27 @@ from countbot_cli.ui.confirm import TerminalConfirmer
 Step = str | Callable[["Harness"], None]
 
 
+UNREACHABLE = "http://127.0.0.1:9/v1"  # the configured server of a scripted harness: nothing
+
+
 class Harness:
     def __init__(
-        self, tmp_path: Path, server: fs.FakeServer, *, tools: bool = False, **config: Any
+        self,
+        tmp_path: Path,
+        model: fs.FakeServer | ScriptedProvider,
+        *,
+        tools: bool = False,
+        **config: Any,
     ) -> None:
         if tools:
             config.setdefault("tools", {"enabled": True, "workspace": str(tmp_path / "work")})
         self.tmp_path = tmp_path
-        self.server = server
-        self.cb = make_cb(tmp_path, server.base_url, **config)
+        self.server = model if isinstance(model, fs.FakeServer) else None
+        self.provider = model if isinstance(model, ScriptedProvider) else None
+        if self.provider is not None:  # every call takes a scripted reply: no upkeep calls
+            config = {**QUIET_MEMORY, **config}
+        base_url = self.server.base_url if self.server is not None else UNREACHABLE
+        self.cb = make_cb(tmp_path, base_url, **config)
         self.settings: Settings = load_settings(
             config_path=str(self.cb.config_file), env=self.cb.env, cwd=self.cb.work
         )
@@ -75,13 +92,29 @@ class Harness:
         return app.build_conversation(
             self.settings,
             self.store,
-            provider_for=lambda s: app.make_provider(s, io.StringIO()),
+            provider_for=self._provider,
             tools_enabled=True,
             yes=False,
             confirmer=PausingConfirmer(confirmer, screen) if confirmer is not None else None,
             session=session,
             is_new=is_new,
         )
+
+    def _provider(self, settings: Settings) -> Provider:
+        if self.provider is not None:
+            return self.provider
+        return app.make_provider(settings, io.StringIO())
+
+    def sent(self) -> list[list[dict[str, Any]]]:
+        """The messages of every chat request the model got, in order."""
+        if self.provider is not None:
+            return [r.messages for r in self.provider.requests]
+        assert self.server is not None
+        return [b["messages"] for b in self.server.chat_bodies()]
+
+    def sent_users(self) -> list[str]:
+        """The last (user) message of every chat request."""
+        return [messages[-1]["content"] for messages in self.sent()]
 
     def make(
         self,

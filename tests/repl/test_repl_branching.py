@@ -34,10 +34,6 @@ def contents(store: SessionStore, sid: str) -> list[str]:
     return [m.content for m in store.load(sid).messages]
 
 
-def sent_users(server: fs.FakeServer) -> list[str]:
-    return [b["messages"][-1]["content"] for b in server.chat_bodies()]
-
-
 def in_the_picker(keys: str) -> Any:
     """A step for the session picker (its own screen, not the main prompt): type `keys` once
     the prompt has taken the /resume line (the picker reads them when it is up)."""
@@ -74,10 +70,10 @@ def test_sessions_fork_copies_up_to_message_n_and_leaves_the_original(tmp_path: 
     assert len(store.list()) == 3  # the failed forks made nothing
 
 
-def test_fork_in_the_repl_goes_on_in_the_copy(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_fork_in_the_repl_goes_on_in_the_copy(scripted: Any) -> None:
+    h = scripted()
     sid = saved(h.store, "Menu", 3)
-    server.add(fs.text("in the fork"))
+    h.provider.enqueue("in the fork")
     repl = h.run(
         ["/fork 2\r", "what next?\r", "/fork x\r"], session=h.store.load(sid), is_new=False
     )
@@ -90,7 +86,7 @@ def test_fork_in_the_repl_goes_on_in_the_copy(tmp_path: Path, server: fs.FakeSer
     assert contents(h.store, fork) == ["Menu q0", "Menu a0", "what next?", "in the fork"]
     assert len(contents(h.store, sid)) == 6  # the original as it was
     # the request after the fork carried the fork's history only
-    assert [m["content"] for m in server.chat_bodies()[0]["messages"][1:]] == [
+    assert [m["content"] for m in h.sent()[0][1:]] == [
         "Menu q0",
         "Menu a0",
         "what next?",
@@ -100,11 +96,9 @@ def test_fork_in_the_repl_goes_on_in_the_copy(tmp_path: Path, server: fs.FakeSer
 # ---- /edit and /undo ----
 
 
-def test_edit_asks_the_changed_question_in_place_of_the_last(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server)
-    server.add(fs.text("Paris."), fs.text("Rome."), fs.text("Madrid."))
+def test_edit_asks_the_changed_question_in_place_of_the_last(scripted: Any) -> None:
+    h = scripted()
+    h.provider.enqueue("Paris.", "Rome.", "Madrid.")
     h.run(
         [
             "capital of France?\r",
@@ -120,28 +114,27 @@ def test_edit_asks_the_changed_question_in_place_of_the_last(
     )
     msgs = h.session_data()["messages"]
     assert [m["content"] for m in msgs] == ["capital of Spain?", "Madrid."]
-    assert sent_users(h.server) == ["capital of France?", "capital of Italy?", "capital of Spain?"]
+    assert h.sent_users() == ["capital of France?", "capital of Italy?", "capital of Spain?"]
     # the edited request does not carry the replaced exchange
-    assert len(server.chat_bodies()[1]["messages"]) == 2
+    assert len(h.sent()[1]) == 2
     assert "Edit cancelled; the conversation is unchanged." in h.text()
     assert h.session_data()["title"] == "capital of Spain?"  # the title follows the question
 
 
-def test_undo_of_the_first_exchange_gives_the_title_back(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server)
-    server.add(fs.text("one"), fs.text("two"), fs.text("three"))
+def test_undo_of_the_first_exchange_gives_the_title_back(tmp_path: Path, scripted: Any) -> None:
+    h = scripted()
+    h.provider.enqueue("one", "two")
     repl = h.run(["first question\r", "/undo\r", "another start\r", "/undo\r"])
     # undone first exchange: untitled; the next question named it
     data = h.session_data()
     assert data["messages"] == [] and data["title"] == ""
     assert "(untitled)" in repl.toolbar()
-    h2 = Harness(tmp_path / "b", server)
+    h2 = scripted(root=tmp_path / "b")
+    h2.provider.enqueue("three")
     h2.run(["/rename Kept name\r", "a question\r", "/undo\r"])
     assert h2.session_data()["title"] == "Kept name"  # a title the user gave stays
-    h3 = Harness(tmp_path / "c", server)
-    server.add(fs.text("x"), fs.text("y"))
+    h3 = scripted(root=tmp_path / "c")
+    h3.provider.enqueue("x", "y")
     h3.run(["opening line\r", "second line\r", "/undo\r"])
     assert h3.session_data()["title"] == "opening line"  # not the first exchange: kept
 
@@ -149,14 +142,11 @@ def test_undo_of_the_first_exchange_gives_the_title_back(
 # ---- /resume picker and /search ----
 
 
-def test_resume_picker_filters_as_you_type_and_resumes_the_choice(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server)
+def test_resume_picker_filters_as_you_type_and_resumes_the_choice(scripted: Any) -> None:
+    h = scripted()
     tea = saved(h.store, "Tea notes", 1)
     saved(h.store, "Coffee beans", 1)
     deep = saved(h.store, "Misc", 1, word="zanzibar ")
-    server.add(fs.text("ok"))
     repl = h.run(
         [
             "/resume\r",
@@ -197,10 +187,8 @@ def test_picker_rows_follow_the_filter(tmp_path: Path) -> None:
     assert p.filter("nope") == [] and p.chosen() is None
 
 
-def test_search_lists_matches_with_id_title_date_and_snippet(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server)
+def test_search_lists_matches_with_id_title_date_and_snippet(scripted: Any) -> None:
+    h = scripted()
     sid = saved(h.store, "Garden", 2, word="tomato \x1b[2J")
     saved(h.store, "Other", 1)
     h.run(["/search tomato\r", "/search\r", "/search kumquat\r"])

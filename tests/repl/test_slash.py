@@ -1,5 +1,7 @@
-"""Every slash command of the REPL, end to end: typed at a pipe-input prompt, run against the
-loopback FakeServer, checked on screen, in the session files and in what the server received."""
+"""Every slash command of the REPL, end to end: typed at a pipe-input prompt, checked on screen,
+in the session files and in what the model received: a ScriptedProvider (the `scripted`
+fixture) for the commands on the conversation, the loopback FakeServer where the wire matters
+(/model's list, usage the server reports, failures it answers)."""
 
 from __future__ import annotations
 
@@ -13,11 +15,12 @@ import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 from prompt_toolkit.output import DummyOutput
-from repl_harness import USAGE, Harness, interrupt_when, paragraphs
+from repl_harness import USAGE, Harness
 from waits import wait_until
 
 from countbot_cli.conversation.sessions.session import new_session
 from countbot_cli.messages import Message
+from countbot_cli.provider.fake import Reply
 from countbot_cli.repl.prompt import SlashCompleter
 from countbot_cli.repl.slash import COMMANDS, nearest, parse
 from countbot_cli.repl.toolbar import short_count
@@ -34,8 +37,9 @@ def saved(h: Harness, title: str = "Saved talk", exchanges: int = 1) -> str:
     return s.id
 
 
-def users_sent(server: fs.FakeServer) -> list[list[str]]:
-    return [[m["content"] for m in b["messages"][1:]] for b in server.chat_bodies()]
+def users_sent(h: Harness) -> list[list[str]]:
+    """What each request carried after the system message."""
+    return [[m["content"] for m in messages[1:]] for messages in h.sent()]
 
 
 def test_parse_and_nearest() -> None:
@@ -51,8 +55,8 @@ def test_parse_and_nearest() -> None:
     assert set(spec.split()) <= names
 
 
-def test_help(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_help(scripted: Any) -> None:
+    h = scripted()
     h.run(["/help\r", "/help model\r", "/\r", "/help nope\r"])
     out = h.text()
     for cmd in COMMANDS:
@@ -62,50 +66,48 @@ def test_help(tmp_path: Path, server: fs.FakeServer) -> None:
     assert "no command /nope" in out
 
 
-def test_new_starts_an_unsaved_conversation_with_its_title(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server)
-    server.add(fs.text("one"), fs.text("two"))
+def test_new_starts_an_unsaved_conversation_with_its_title(scripted: Any) -> None:
+    h = scripted()
+    h.provider.enqueue("one", "two")
     repl = h.run(["first talk\r", "/new Tea notes\r", "/help\r", "second talk\r"])
     assert "New conversation “Tea notes”." in h.text()
     heads = {x["title"]: x for x in h.store.list()}
     assert set(heads) == {"first talk", "Tea notes"}
     assert heads["Tea notes"]["message_count"] == 2
-    assert users_sent(server) == [["first talk"], ["second talk"]]  # no history carried over
+    assert users_sent(h) == [["first talk"], ["second talk"]]  # no history carried over
     assert repl.conversation.session.title == "Tea notes"
 
 
-def test_sessions_and_resume(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_sessions_and_resume(scripted: Any) -> None:
+    h = scripted()
     old = saved(h, "Old chat", exchanges=2)
     saved(h, "Other chat")
-    server.add(fs.text("resumed answer"))
+    h.provider.enqueue("resumed answer")
     leave_picker = lambda h: (h.wait_taken(), h.send("\x03"))  # noqa: E731
     h.run(["/sessions\r", f"/resume {old[:6]}\r", "continue\r", "/resume zzzz\r", leave_picker])
     out = h.text()
     assert "Old chat" in out and "Other chat" in out and "current: not saved yet" in out
     assert "Resumed “Old chat” · 4 messages" in out and "> Old chat q1" in out
-    assert users_sent(server) == [
+    assert users_sent(h) == [
         ["Old chat q0", "Old chat a0", "Old chat q1", "Old chat a1", "continue"]
     ]
     assert len(h.store.load(old).messages) == 6
     assert "Nothing resumed." in out  # words that are no id open the picker; Ctrl-C leaves
 
 
-def test_rename_before_and_after_the_first_save(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
-    server.add(fs.text("ok"))
+def test_rename_before_and_after_the_first_save(scripted: Any) -> None:
+    h = scripted()
+    h.provider.enqueue("ok")
     h.run(["/rename Early name\r", "a question\r", "/rename  Later   name \r", "/rename\r"])
     data = h.session_data()
     assert data["title"] == "Later name"
     assert "Renamed to “Early name”." in h.text() and "usage: /rename TITLE" in h.text()
 
 
-def test_delete_asks_first(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_delete_asks_first(scripted: Any) -> None:
+    h = scripted()
     other = saved(h, "Keep me")
-    server.add(fs.text("ok"))
+    h.provider.enqueue("ok")
     h.run(["/delete\r", "hello\r", f"/delete {other[:5]}\rn\r", "/delete\ry\r"])
     out = h.text()
     assert "not saved yet: there is nothing to delete" in out
@@ -136,7 +138,7 @@ def test_model_lists_and_switches(tmp_path: Path, server: fs.FakeServer) -> None
     assert "a model name has no spaces" in out
     assert [b["model"] for b in server.chat_bodies()] == ["beta-2", "not-listed"]
     assert "test/not-listed" in repl.toolbar()
-    assert users_sent(server)[1] == ["hello", "from beta", "again"]  # same conversation
+    assert users_sent(h)[1] == ["hello", "from beta", "again"]  # same conversation
 
 
 def test_model_list_failure_is_reported(tmp_path: Path, server: fs.FakeServer) -> None:
@@ -155,8 +157,8 @@ def test_model_completion_tolerates_a_failing_provider(
     assert list(comp.get_completions(Document("/model "), CompleteEvent())) == []
 
 
-def test_tab_completes_a_command_at_the_prompt(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_tab_completes_a_command_at_the_prompt(scripted: Any) -> None:
+    h = scripted()
     h.run(
         [
             "/last-t",
@@ -169,24 +171,22 @@ def test_tab_completes_a_command_at_the_prompt(tmp_path: Path, server: fs.FakeSe
     assert "No tool has run in this REPL yet." in h.text()
 
 
-def test_system_sets_shows_and_clears_extra_instructions(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server)
-    server.add(fs.text("oui"), fs.text("yes"))
+def test_system_sets_shows_and_clears_extra_instructions(scripted: Any) -> None:
+    h = scripted()
+    h.provider.enqueue("oui", "yes")
     h.run(
         ["/system Always answer in French.\r", "/system\r", "hi\r", "/system clear\r", "hi again\r"]
     )
-    systems = [b["messages"][0]["content"] for b in server.chat_bodies()]
+    systems = [messages[0]["content"] for messages in h.sent()]
     assert "Always answer in French." in systems[0]
     assert "Always answer in French." not in systems[1]
     assert "Extra instructions: Always answer in French." in h.text()
 
 
-def test_summary_sets_shows_and_clears(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_summary_sets_shows_and_clears(scripted: Any) -> None:
+    h = scripted()
     sid = saved(h)
-    server.add(fs.text("noted"))
+    h.provider.enqueue("noted")
     h.run(
         [
             f"/resume {sid}\r",
@@ -196,16 +196,14 @@ def test_summary_sets_shows_and_clears(tmp_path: Path, server: fs.FakeServer) ->
             "/summary clear\r",
         ]
     )
-    assert "The user likes green tea." in server.chat_bodies()[0]["messages"][0]["content"]
+    assert "The user likes green tea." in h.sent()[0][0]["content"]
     assert "Summary: The user likes green tea." in h.text()
     assert h.store.load(sid).summary == ""
 
 
-def test_summary_on_an_unsaved_conversation_is_saved_with_its_first_turn(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server)
-    server.add(fs.text("ok"))
+def test_summary_on_an_unsaved_conversation_is_saved_with_its_first_turn(scripted: Any) -> None:
+    h = scripted()
+    h.provider.enqueue("ok")
     h.run(["/summary Planning a trip.\r", "where to?\r"])
     assert h.session_data()["summary"] == "Planning a trip."
 
@@ -370,12 +368,12 @@ def test_compact_failure_keeps_the_messages(tmp_path: Path, server: fs.FakeServe
     assert len(data["messages"]) == 4
 
 
-def test_retry_after_an_answer_replaces_it(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
-    server.add(fs.text("first answer"), fs.text("second answer"))
+def test_retry_after_an_answer_replaces_it(scripted: Any) -> None:
+    h = scripted()
+    h.provider.enqueue("first answer", "second answer")
     h.run(["/retry\r", "the question\r", "/retry\r"])
     assert "Nothing to retry." in h.text()
-    assert users_sent(server) == [["the question"], ["the question"]]
+    assert users_sent(h) == [["the question"], ["the question"]]
     msgs = h.session_data()["messages"]
     assert [(m["role"], m["content"]) for m in msgs] == [
         ("user", "the question"),
@@ -389,7 +387,7 @@ def test_retry_after_a_failure_replaces_the_failed_question(
     h = Harness(tmp_path, server)
     server.add(fs.text("fine"), fs.status(400), fs.text("now it works"))
     h.run(["warm up\r", "fragile\r", "/retry\r"])
-    assert users_sent(server)[2] == ["warm up", "fine", "fragile"]
+    assert users_sent(h)[2] == ["warm up", "fine", "fragile"]
     msgs = h.session_data()["messages"]
     assert [(m["role"], m["content"], m.get("status")) for m in msgs] == [
         ("user", "warm up", None),
@@ -399,13 +397,12 @@ def test_retry_after_a_failure_replaces_the_failed_question(
     ]
 
 
-def test_retry_after_an_interruption_drops_the_partial_answer(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server)
-    server.add(fs.text(paragraphs(200), chunk_size=6, delay=0.02), fs.text("complete"))
-    h.run(["long one\r", interrupt_when("para 2"), "/retry\r"])
-    assert users_sent(server)[1] == ["long one"]  # the partial answer is not sent back
+def test_retry_after_an_interruption_drops_the_partial_answer(scripted: Any) -> None:
+    h = scripted()
+    partial = Reply(text=["para 0\n\n", "para 1\n\n"], error=KeyboardInterrupt())  # Ctrl-C
+    h.provider.enqueue(partial, "complete")
+    h.run(["long one\r", "/retry\r"])
+    assert users_sent(h)[1] == ["long one"]  # the partial answer is not sent back
     msgs = h.session_data()["messages"]
     assert [(m["role"], m["content"], m.get("status")) for m in msgs] == [
         ("user", "long one", None),
@@ -413,26 +410,24 @@ def test_retry_after_an_interruption_drops_the_partial_answer(
     ]
 
 
-def test_undo_removes_the_last_exchange_from_the_file(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server)
-    server.add(fs.text("a1"), fs.text("a2"), fs.text("a3"))
+def test_undo_removes_the_last_exchange_from_the_file(scripted: Any) -> None:
+    h = scripted()
+    h.provider.enqueue("a1", "a2", "a3")
     h.run(["/undo\r", "q1\r", "q2\r", "/undo\r", "q3\r"])
     out = h.text()
     assert "Nothing to undo." in out
     assert "Removed the last exchange (2 messages): “q2”" in out
-    assert users_sent(server)[2] == ["q1", "a1", "q3"]
+    assert users_sent(h)[2] == ["q1", "a1", "q3"]
     contents = [m["content"] for m in h.session_data()["messages"]]
     assert contents == ["q1", "a1", "q3", "a3"]
 
 
 def test_export_markdown_and_json(
-    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, scripted: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = scripted()
     monkeypatch.chdir(h.cb.work)
-    server.add(fs.text("The **answer**."))
+    h.provider.enqueue("The **answer**.")
     md, js = tmp_path / "talk.md", tmp_path / "talk.json"
     md.write_text("old", encoding="utf-8")
     h.run(
