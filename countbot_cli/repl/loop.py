@@ -42,7 +42,7 @@ from countbot_cli.errors import CountbotError, Terminated
 from countbot_cli.memory import embed
 from countbot_cli.repl import slash
 from countbot_cli.repl.host import TurnOp
-from countbot_cli.repl.prompt import editing_mode, make_prompt, trim_history
+from countbot_cli.repl.prompt import editing_mode, make_prompt, redraw_soon, trim_history
 from countbot_cli.repl.tool_outputs import ToolOutputs
 from countbot_cli.repl.toolbar import ContextMeter, toolbar_text
 from countbot_cli.repl.typeahead import LineQueue, TypeAhead
@@ -445,9 +445,7 @@ class Repl:
 
     def _redraw_prompt(self) -> None:
         """From another thread: draw the prompt again (the toolbar's count changed)."""
-        prompt = self._prompt
-        if prompt is not None:
-            prompt.app.invalidate()
+        redraw_soon(self._prompt)
 
     def _close(self) -> None:
         if self.conversation.upkeep_running:  # its summary and cursors are saved before leaving

@@ -11,6 +11,7 @@ exit once past a size.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -58,6 +59,20 @@ def make_prompt(
         input=input,
         output=output,
     )
+
+
+def redraw_soon(prompt: PromptSession[str] | None) -> None:
+    """From another thread (a tokenizer loaded, the upkeep ended): draw the prompt again, in
+    the prompt's own event loop. prompt_toolkit's `invalidate()` called from elsewhere checks
+    that the prompt runs, then uses its loop, which the prompt's end clears meanwhile ("no
+    running event loop"); run in that loop, it sees the prompt as it is. A prompt that has
+    gone (no loop, or the loop closed since) is nothing to redraw."""
+    app = prompt.app if prompt is not None else None
+    loop = app.loop if app is not None else None
+    if app is None or loop is None:
+        return
+    with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile
+        loop.call_soon_threadsafe(app.invalidate)
 
 
 def prompt_message(attached: int) -> StyleAndTextTuples:
