@@ -4,16 +4,30 @@ Prints medians (ms) over N runs of:
   countbot --version / --help
   countbot ask --plain hi            (stdout a pipe; loopback test server answering at once)
   countbot ask hi on a pseudo-terminal (markdown rendering)
+  countbot sessions list             (stdout a pipe; a store of --sessions saved sessions)
   llm --version / --help / llm -m <model> hi   (same loopback server; plugins off)
 and the ratio llm / countbot. Targets (issue 2): --version <= 80 ms, --help <= 250 ms,
-ask --plain <= 450 ms, ask on a pty <= 650 ms, each >= 3x faster than llm.
+ask --plain <= 450 ms, ask on a pty <= 650 ms, each >= 3x faster than llm. The store is made
+by this tree's SessionStore in a temporary folder (titles in English and Chinese, 4-40 messages,
+some with a summary, updated over the last weeks).
 
-Usage: python bench/bench_startup.py [-n RUNS]
+--against DIR also runs the same countbot commands from another checkout of countbot
+(DIR/.venv/bin/countbot: a worktree of an older commit with its own venv), in the same rounds as
+this tree's (a round alternates who goes first), and prints a second table: both medians and
+the ratio this tree / DIR. Each keeps its own home (config, data, caches), and both configs name
+the one sessions folder (`sessions_dir`): the session files and index.json are the same format
+in both. Before timing, both must list the same sessions (`sessions list --json`); after, the
+bench says whether either rewrote index.json (a tree that cannot read the other's index rows
+would re-read every file each run).
+
+Usage: python bench/bench_startup.py [-n RUNS] [--sessions N] [--against DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import os
 import pty
 import select
@@ -23,6 +37,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,16 +68,25 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
     return proc, line.split(" ", 1)[1]
 
 
-def write_config(tmp: Path, base: str, model: str = "test-model", context_window: int = 0) -> None:
+def write_config(
+    tmp: Path,
+    base: str,
+    model: str = "test-model",
+    context_window: int = 0,
+    sessions_dir: Path | None = None,
+) -> None:
     """The user's own config under tmp/xdg (a ./config.yaml would need `countbot config trust`
-    first): the loopback server at `base`, tools, overflow summaries and auto memory off."""
+    first): the loopback server at `base`, tools, overflow summaries and auto memory off; the
+    sessions in `sessions_dir` when given (else countbot's default beside the config)."""
     cfg = tmp / "xdg" / "countbot" / "config.yaml"
     cfg.parent.mkdir(parents=True)
     window = f"    context_window: {context_window}\n" if context_window else ""
+    sessions = f"sessions_dir: {json.dumps(str(sessions_dir))}\n" if sessions_dir else ""
     cfg.write_text(
         "default_provider: bench\nproviders:\n  bench:\n    type: openai\n"
         f"    api_base: {base}\n    api_key: sk-bench\n    model: {model}\n{window}"
-        "tools:\n  enabled: false\nmemory:\n  overflow_summary: false\n  auto_memory: false\n",
+        "tools:\n  enabled: false\nmemory:\n  overflow_summary: false\n  auto_memory: false\n"
+        f"{sessions}",
         encoding="utf-8",
     )
 
@@ -129,74 +155,254 @@ def time_pty(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
     return dt
 
 
-def median_ms(fn, runs: int) -> float:  # type: ignore[no-untyped-def]
-    fn()  # warm the page cache
-    return statistics.median(fn() for _ in range(runs)) * 1000
+def interleaved_ms(runs: list[Callable[[], float]], n: int) -> list[float]:
+    """The median (ms) of each of `runs` (each returns seconds), all timed in the same n rounds:
+    one untimed run each first (the page cache), then round i starts with run i mod len(runs),
+    so none always goes first and a load spike hits them alike."""
+    for run in runs:
+        run()
+    times: list[list[float]] = [[] for _ in runs]
+    for i in range(n):
+        for k in range(len(runs)):
+            j = (i + k) % len(runs)
+            times[j].append(runs[j]())
+    return [statistics.median(t) * 1000 for t in times]
+
+
+SESSION_TOPICS = (
+    "How do I read a CSV file with pandas",
+    "把这段 Python 代码改成异步的",
+    "Why does my Rust borrow checker complain here",
+    "Plan a three-day trip to Kyoto",
+    "解释一下 TCP 三次握手",
+    "Refactor this SQL query for speed",
+)
+SESSION_TEXT = (
+    "Here is an ordinary chat message with some `code`, a list and a link:\n- one\n- two\n"
+    "https://example.org/docs 这里还有一些中文内容。\n```python\nprint('hi')\n```\n"
+)
+
+
+def build_store(root: Path, count: int) -> None:
+    """`count` saved sessions in `root`, written by this tree's own SessionStore: 4-40 messages
+    each, one in five with a summary (its gist shows in the listing), updated 3 hours apart."""
+    from countbot_cli.conversation.sessions.session import new_session
+    from countbot_cli.conversation.sessions.store import SessionStore
+    from countbot_cli.messages import Message
+
+    store = SessionStore(root)
+    now = datetime.now(timezone.utc)
+    for i in range(count):
+        topic = SESSION_TOPICS[i % len(SESSION_TOPICS)]
+        s = new_session(provider="bench", model="test-model", title=f"{topic} ({i})")
+        s.created_at = s.updated_at = (now - timedelta(hours=3 * i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        s.messages = [
+            Message(role="user" if k % 2 == 0 else "assistant", content=f"{topic}? {SESSION_TEXT}")
+            for k in range(4 + i % 37)
+        ]
+        if i % 5 == 0:
+            s.summary = f"We went through {topic.lower()}. Then some details."
+        store.create(s)
+
+
+@dataclass
+class Tree:
+    """One checkout of countbot to time: its countbot executable and the environment it runs in."""
+
+    label: str
+    root: Path
+    countbot: str
+    env: dict[str, str]
+
+
+def tree_label(root: Path) -> str:
+    """`root` and its commit, `+changes` when its work tree differs from it."""
+    rev = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return f"{root} ({rev or '?'}{'+changes' if dirty else ''})"
+
+
+def check_tree(tree: Tree, work: Path) -> None:
+    """Refuse a venv whose countbot_cli is not the checkout's own (an editable install made in
+    another tree would time that tree instead)."""
+    python = Path(tree.countbot).with_name("python")
+    res = subprocess.run(
+        [str(python), "-c", "import countbot_cli; print(countbot_cli.__file__)"],
+        env=tree.env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+    found = Path(res.stdout.strip() or "?").resolve()
+    if res.returncode != 0 or not found.is_relative_to(tree.root.resolve()):
+        raise SystemExit(f"{tree.countbot} runs countbot_cli from {found}, not from {tree.root}")
+
+
+def listed(tree: Tree, work: Path) -> list[tuple[str, str, int, str]]:
+    """What `sessions list --json` shows from this tree: id, title, message count, gist."""
+    res = subprocess.run(
+        [tree.countbot, "sessions", "list", "--json"], env=tree.env, cwd=work, capture_output=True
+    )
+    if res.returncode != 0:
+        raise SystemExit(f"{tree.label}: sessions list --json failed: {res.stderr.decode()[-500:]}")
+    return [(h["id"], h["title"], h["message_count"], h["gist"]) for h in json.loads(res.stdout)]
+
+
+def check_same_store(trees: list[Tree], work: Path, count: int) -> None:
+    """Every tree lists the same `count` sessions from the shared folder."""
+    first = listed(trees[0], work)
+    if len(first) != count:
+        raise SystemExit(f"{trees[0].label} lists {len(first)} sessions, not {count}")
+    for tree in trees[1:]:
+        if listed(tree, work) != first:
+            raise SystemExit(f"{tree.label} lists other sessions than {trees[0].label}")
+
+
+@dataclass
+class Case:
+    """A command timed from every tree; `llm` is llm's counterpart, if it has one."""
+
+    name: str
+    target: float | None
+    argv: list[str]
+    on_pty: bool = False
+    llm: tuple[str, ...] | None = None
+
+
+LLM_ASK = ("-m", "bench", "--no-log", "hi")
+
+
+def cases(sessions: int) -> list[Case]:
+    return [
+        Case("--version", 80, ["--version"], llm=("--version",)),
+        Case("--help", 250, ["--help"], llm=("--help",)),
+        Case("ask --plain (pipe)", 450, ["ask", "--no-save", "--plain", "hi"], llm=LLM_ASK),
+        Case("ask (markdown, pty)", 650, ["ask", "--no-save", "hi"], on_pty=True, llm=LLM_ASK),
+        Case(f"sessions list ({sessions})", None, ["sessions", "list"]),
+    ]
+
+
+@dataclass
+class Result:
+    case: Case
+    trees: list[float]  # median ms, in the order of the trees
+    llm: float | None
+
+
+def run_cases(
+    trees: list[Tree], llm: str | None, work: Path, n: int, sessions: int
+) -> list[Result]:
+    """Each case's medians: every tree and llm (once per llm command) in the same rounds."""
+    results: list[Result] = []
+    llm_ms: dict[tuple[str, ...], float] = {}
+    for case in cases(sessions):
+        timer = time_pty if case.on_pty else time_pipe
+        runs: list[Callable[[], float]] = [
+            functools.partial(timer, [t.countbot, *case.argv], t.env, work) for t in trees
+        ]
+        llm_cmd = [llm, *case.llm] if llm and case.llm and case.llm not in llm_ms else None
+        if llm_cmd:  # llm's ask is timed once, in the first ask case's rounds
+            runs.append(functools.partial(time_pipe, llm_cmd, trees[0].env, work))
+        medians = interleaved_ms(runs, n)
+        if llm_cmd and case.llm:
+            llm_ms[case.llm] = medians.pop()
+        results.append(Result(case, medians, llm_ms.get(case.llm) if case.llm else None))
+    return results
+
+
+def print_llm_table(results: list[Result], n: int) -> None:
+    print(f"start-up, median of {n} runs (ms); llm with plugins off, same loopback server")
+    print(f"{'command':24} {'countbot':>9} {'target':>7} {'llm':>9} {'llm/countbot':>13}")
+    for r in results:
+        ours, theirs, target = r.trees[0], r.llm, r.case.target
+        ok = "" if target is None else "ok " if ours <= target else "SLOW"
+        ratio = f"{theirs / ours:12.1f}x" if theirs else "           -"
+        th = f"{theirs:9.0f}" if theirs else "        -"
+        tg = f"{target:7.0f}" if target is not None else "      -"
+        print(f"{r.case.name:24} {ours:9.0f} {tg} {th} {ratio}  {ok}".rstrip())
+
+
+def print_against_table(results: list[Result], trees: list[Tree], n: int) -> None:
+    print()
+    print(f"this tree: {trees[0].label}")
+    print(f"against:   {trees[1].label}")
+    print(f"same rounds, median of {n} runs (ms); this/against < 1: this tree is faster")
+    print(f"{'command':24} {'this tree':>9} {'against':>9} {'this/against':>13}")
+    for r in results:
+        ours, theirs = r.trees
+        print(f"{r.case.name:24} {ours:9.0f} {theirs:9.0f} {ours / theirs:12.2f}x")
+
+
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-n", type=int, default=11, help="timed runs of each command (default 11)")
+    ap.add_argument(
+        "--sessions", type=int, default=300, help="saved sessions `sessions list` shows (300)"
+    )
+    ap.add_argument(
+        "--against",
+        type=Path,
+        metavar="DIR",
+        help="also time DIR/.venv/bin/countbot (another checkout) in the same rounds",
+    )
+    args = ap.parse_args()
+    if args.n < 1 or args.sessions < 1:
+        ap.error("-n and --sessions must be at least 1")
+    if args.against is not None and not os.access(args.against / ".venv/bin/countbot", os.X_OK):
+        ap.error(f"--against {args.against}: no .venv/bin/countbot there (make .venv there first)")
+    return args
+
+
+def make_trees(tmp: Path, base: str, against: Path | None, store: Path) -> list[Tree]:
+    """This tree and (with --against) the other one, each with its own home under tmp and
+    config naming the shared sessions folder `store`."""
+    extra = {
+        "TERM": "xterm-256color",
+        "LLM_USER_PATH": str(write_llm_config(tmp, base)),
+        "LLM_LOAD_PLUGINS": "",
+        "OPENAI_API_KEY": "sk-bench",
+        "COLUMNS": "80",
+        "LINES": "24",
+    }
+    write_config(tmp, base, sessions_dir=store)
+    trees = [Tree(tree_label(ROOT), ROOT, str(BIN / "countbot"), bench_env(tmp, **extra))]
+    if against is not None:
+        home = tmp / "against"
+        write_config(home, base, sessions_dir=store)
+        bin_dir = against / ".venv" / "bin"
+        trees.append(
+            Tree(tree_label(against), against, str(bin_dir / "countbot"), bench_env(home, **extra))
+        )
+    return trees
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("-n", type=int, default=11)
-    args = ap.parse_args()
+    args = parse_args()
     server, base = start_server()
     tmp = Path(tempfile.mkdtemp(prefix="cb-bench-"))
     try:
         work = tmp / "work"
         work.mkdir()
-        write_config(tmp, base)
-        env = bench_env(
-            tmp,
-            TERM="xterm-256color",
-            LLM_USER_PATH=str(write_llm_config(tmp, base)),
-            LLM_LOAD_PLUGINS="",
-            OPENAI_API_KEY="sk-bench",
-            COLUMNS="80",
-            LINES="24",
-        )
-        cb = str(BIN / "countbot")
+        store = tmp / "store" / "sessions"
+        build_store(store, args.sessions)
+        trees = make_trees(tmp, base, args.against, store)
+        for tree in trees:
+            check_tree(tree, work)
+        check_same_store(trees, work, args.sessions)
+        index = (store / "index.json").read_bytes()
         llm = shutil.which("llm", path=str(BIN)) or shutil.which("llm")
-        rows: list[tuple[str, float, float | None, float]] = []
-
-        def row(name: str, target: float, ours: float, theirs: float | None) -> None:
-            rows.append((name, ours, theirs, target))
-
-        n = args.n
-        row(
-            "--version",
-            80,
-            median_ms(lambda: time_pipe([cb, "--version"], env, work), n),
-            median_ms(lambda: time_pipe([llm, "--version"], env, work), n) if llm else None,
-        )
-        row(
-            "--help",
-            250,
-            median_ms(lambda: time_pipe([cb, "--help"], env, work), n),
-            median_ms(lambda: time_pipe([llm, "--help"], env, work), n) if llm else None,
-        )
-        llm_ask = (
-            median_ms(lambda: time_pipe([llm, "-m", "bench", "--no-log", "hi"], env, work), n)
-            if llm
-            else None
-        )
-        row(
-            "ask --plain (pipe)",
-            450,
-            median_ms(lambda: time_pipe([cb, "ask", "--no-save", "--plain", "hi"], env, work), n),
-            llm_ask,
-        )
-        row(
-            "ask (markdown, pty)",
-            650,
-            median_ms(lambda: time_pty([cb, "ask", "--no-save", "hi"], env, work), n),
-            llm_ask,
-        )
-        print(f"start-up, median of {n} runs (ms); llm with plugins off, same loopback server")
-        print(f"{'command':24} {'countbot':>9} {'target':>7} {'llm':>9} {'llm/countbot':>13}")
-        for name, ours, theirs, target in rows:
-            ok = "ok " if ours <= target else "SLOW"
-            ratio = f"{theirs / ours:12.1f}x" if theirs else "           -"
-            th = f"{theirs:9.0f}" if theirs else "        -"
-            print(f"{name:24} {ours:9.0f} {target:7.0f} {th} {ratio}  {ok}")
+        results = run_cases(trees, llm, work, args.n, args.sessions)
+        print_llm_table(results, args.n)
+        if len(trees) > 1:
+            print_against_table(results, trees, args.n)
+        same = (store / "index.json").read_bytes() == index
+        print(f"\nsessions index.json {'unchanged' if same else 'REWRITTEN'} while timed")
     finally:
         server.terminate()
         server.wait(5)
