@@ -14,10 +14,13 @@ from typing import Any, Literal
 Role = Literal["system", "user", "assistant", "tool"]
 
 # Message.status values (SPEC §4): a normal message has status None.
-STATUS_FAILED = (
+MessageStatus = Literal["failed", "interrupted"]
+STATUS_FAILED: MessageStatus = (
     "failed"  # a user message whose turn failed: kept, not sent again, /retry re-runs it
 )
-STATUS_INTERRUPTED = "interrupted"  # an assistant answer cut short by Ctrl-C: what arrived is kept
+STATUS_INTERRUPTED: MessageStatus = (
+    "interrupted"  # an answer cut short by Ctrl-C: what arrived is kept
+)
 
 
 def utc_now() -> str:
@@ -59,7 +62,7 @@ class Message:
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     name: str | None = None  # tool name on role=tool messages
-    status: str | None = None  # None | STATUS_FAILED | STATUS_INTERRUPTED
+    status: MessageStatus | None = None  # None: a normal message
     created_at: str = field(default_factory=utc_now)
     id: str = field(default_factory=lambda: new_id("m_"))
     # what -a attached: one record each (kind, source, sha256, ...), stored with the message

@@ -14,22 +14,30 @@ chat:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Literal, get_args
 
-from countbot_cli.config.file import Section
+from countbot_cli.config.file import Section, pick
+
+EditingMode = Literal["emacs", "vi"]
+EnterKey = Literal["send", "newline"]  # what Enter does: send the line, or a new line
+Notify = Literal["off", "bell", "desktop"]
+EDITING_MODES: tuple[EditingMode, ...] = get_args(EditingMode)
+ENTER_KEYS: tuple[EnterKey, ...] = get_args(EnterKey)
+NOTIFY: tuple[Notify, ...] = get_args(Notify)
 
 CHAT_KEYS = ("editing_mode", "enter", "notify", "notify_after")
-CHOICES = {
-    "editing_mode": ("emacs", "vi"),
-    "enter": ("send", "newline"),
-    "notify": ("off", "bell", "desktop"),
+CHOICES: dict[str, tuple[str, ...]] = {
+    "editing_mode": EDITING_MODES,
+    "enter": ENTER_KEYS,
+    "notify": NOTIFY,
 }
 
 
 @dataclass(frozen=True)
 class ChatSettings:
-    editing_mode: str = "emacs"
-    enter: str = "send"
-    notify: str = "off"
+    editing_mode: EditingMode = "emacs"
+    enter: EnterKey = "send"
+    notify: Notify = "off"
     notify_after: float = 10.0  # seconds an answer must take before it notifies
 
 
@@ -38,9 +46,9 @@ def parse_chat(sec: Section) -> ChatSettings:
     d = ChatSettings()
     after = sec.number("notify_after", 0.0, 86_400.0)
     return ChatSettings(
-        editing_mode=sec.choice("editing_mode", CHOICES["editing_mode"]) or d.editing_mode,
-        enter=sec.choice("enter", CHOICES["enter"]) or d.enter,
-        notify=sec.choice("notify", CHOICES["notify"]) or d.notify,
+        editing_mode=sec.choice("editing_mode", EDITING_MODES) or d.editing_mode,
+        enter=sec.choice("enter", ENTER_KEYS) or d.enter,
+        notify=sec.choice("notify", NOTIFY) or d.notify,
         notify_after=d.notify_after if after is None else after,
     )
 
@@ -58,5 +66,7 @@ def with_value(chat: ChatSettings, key: str, text: str) -> ChatSettings:
     if text not in CHOICES[key]:
         raise ValueError(f"{key} takes one of {', '.join(CHOICES[key])}, not {text!r}")
     if key == "editing_mode":
-        return replace(chat, editing_mode=text)
-    return replace(chat, enter=text) if key == "enter" else replace(chat, notify=text)
+        return replace(chat, editing_mode=pick(text, EDITING_MODES) or chat.editing_mode)
+    if key == "enter":
+        return replace(chat, enter=pick(text, ENTER_KEYS) or chat.enter)
+    return replace(chat, notify=pick(text, NOTIFY) or chat.notify)

@@ -15,10 +15,17 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from countbot_cli.errors import ConfigError
 from countbot_cli.fileio import read_capped
+
+Choice = TypeVar("Choice", bound=str)  # a mode's Literal type (config/chat.py, settings.py)
+
+
+def pick(text: str, choices: Sequence[Choice]) -> Choice | None:
+    """The one of `choices` that `text` is (typed as the choices are), or None."""
+    return next((c for c in choices if c == text), None)
 
 
 @dataclass
@@ -341,14 +348,18 @@ class Section:
             raise self.error(name, f"must be at least {minimum:g}{top}, got {value:g}")
         return float(value)
 
-    def choice(self, name: str, choices: Sequence[str]) -> str | None:
+    def choice(self, name: str, choices: Sequence[Choice]) -> Choice | None:
+        """One of `choices` (typed as they are: a Literal's values give that Literal)."""
         value = self._get(name)
         if value is False and "off" in choices:  # YAML 1.1 reads a bare `off` as false
-            return "off"
+            return cast(Choice, "off")
         if value is True and "on" in choices:
-            return "on"
-        if value is None or value in choices:
-            return value
+            return cast(Choice, "on")
+        if value is None:
+            return None
+        found = pick(value, choices) if isinstance(value, str) else None
+        if found is not None:
+            return found
         options = " | ".join(choices)
         if not isinstance(value, str):
             raise self._wrong(name, value, f"one of {options}")

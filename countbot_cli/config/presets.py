@@ -11,7 +11,7 @@ import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 OPENAI_BASE = "https://api.openai.com/v1"
 LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -46,11 +46,15 @@ def local_model_available(
     return bundled_model_file(find_spec=find_spec)
 
 
+ProviderType = Literal["openai", "local"]  # an OpenAI-compatible server, or the embedded model
+PROVIDER_TYPES: tuple[ProviderType, ...] = get_args(ProviderType)
+
+
 @dataclass(frozen=True)
 class Preset:
     name: str
     title: str
-    type: str = "openai"  # "openai" | "local"
+    type: ProviderType = "openai"
     api_base: str = ""
     api_key_env: str | None = None  # None: the service needs no key
     model: str | None = None  # None: depends on what the server has loaded

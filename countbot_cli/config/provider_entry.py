@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from countbot_cli.config.file import Section, did_you_mean
-from countbot_cli.config.presets import PRESETS, Preset
+from countbot_cli.config.presets import PRESETS, PROVIDER_TYPES, Preset, ProviderType
 from countbot_cli.errors import ConfigError
 
 PROVIDER_KEYS = (
@@ -32,7 +32,6 @@ PROVIDER_KEYS = (
     "vision",
     "prompt_cache_key",
 )
-PROVIDER_TYPES = ("openai", "local")
 
 
 @dataclass
@@ -64,7 +63,7 @@ class ProviderEntry:
     sec: Section
     in_file: bool
     preset: Preset | None
-    type: str
+    type: ProviderType
     v: EntryValues
 
     def api_base(self) -> str:

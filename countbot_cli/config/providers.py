@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from countbot_cli.config.file import Section, did_you_mean
 from countbot_cli.config.presets import (
@@ -25,6 +25,7 @@ from countbot_cli.config.presets import (
     LOCAL_MODEL_NAME,
     OPENAI_BASE,
     PRESETS,
+    ProviderType,
 )
 from countbot_cli.config.provider_entry import (
     EntryValues,
@@ -65,7 +66,7 @@ class ProviderConfig:
     """One resolved provider. The key stays out of repr(); show `masked_api_key` instead."""
 
     name: str
-    type: str  # "openai" | "local" | "none" (placeholder when no provider is required)
+    type: ProviderType | Literal["none"]  # "none": a placeholder when no provider is required
     api_base: str
     api_key: str | None = field(repr=False)
     api_key_source: str  # "env DEEPSEEK_API_KEY", "config file", "command", "none", ...

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal, get_args
 
 from countbot_cli import keyguard
 from countbot_cli.config import own_files, parsed_cache, saved_allow, trust
@@ -81,8 +81,10 @@ TOOL_KEYS = (
     "allow",
     "deny",
 )
-INJECT_MODES = ("relevant", "recent", "off")
-APPROVAL_MODES = ("ask", "auto", "off")
+InjectMode = Literal["relevant", "recent", "off"]  # which memory lines go with a question
+ApprovalMode = Literal["ask", "auto", "off"]  # how tool calls that change things are approved
+INJECT_MODES: tuple[InjectMode, ...] = get_args(InjectMode)
+APPROVAL_MODES: tuple[ApprovalMode, ...] = get_args(ApprovalMode)
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ class MemorySettings:
     auto_memory: bool = True
     auto_messages: int = 30
     auto_chars: int = 15000
-    inject: str = "relevant"  # relevant | recent | off
+    inject: InjectMode = "relevant"
     off: bool = False  # `ask --no-memory`: no pinned lines, no memory tool (not a config key)
 
 
@@ -110,7 +112,7 @@ class MemorySettings:
 class ToolSettings:
     workspace: Path
     enabled: bool = True
-    approval: str = "ask"  # ask | auto | off
+    approval: ApprovalMode = "ask"
     allow_outside_workspace: bool = False
     search_all_sessions: bool = False  # search_sessions reads every project's sessions unasked
     shell_timeout: float = 60.0

@@ -18,30 +18,47 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from countbot_cli.tools import PreparedCall
 
 # Decision.how values, recorded in the session's tool_conversations
-HOW_NOT_NEEDED = "not-needed"
-HOW_RULE = "allow-rule"
-HOW_YES_FLAG = "yes-flag"
-HOW_AUTO_MODE = "auto-mode"
-HOW_SESSION = "session"
-HOW_USER_ONCE = "user"
-HOW_USER_ALWAYS = "user-always"
-HOW_USER_SAVED = "user-saved"  # `A`: approved and saved as a lasting rule (config/saved_allow.py)
-HOW_SAVED_RULE = "saved-rule"  # a tool saved with `A` in an earlier run
-HOW_USER_EDITED = "user-edited"
-HOW_DENIED_USER = "denied-by-user"
-HOW_DENIED_POLICY = "denied"
+How = Literal[
+    "not-needed",
+    "allow-rule",
+    "yes-flag",
+    "auto-mode",
+    "session",
+    "user",
+    "user-always",
+    "user-saved",
+    "saved-rule",
+    "user-edited",
+    "denied-by-user",
+    "denied",
+    "deny-rule",  # the tool round's own: a deny rule, a call that could not run, a Ctrl-C
+    "not-run",
+    "interrupted",
+]
+HOW_NOT_NEEDED: How = "not-needed"
+HOW_RULE: How = "allow-rule"
+HOW_YES_FLAG: How = "yes-flag"
+HOW_AUTO_MODE: How = "auto-mode"
+HOW_SESSION: How = "session"
+HOW_USER_ONCE: How = "user"
+HOW_USER_ALWAYS: How = "user-always"
+HOW_USER_SAVED: How = "user-saved"  # `A`: approved and saved as a lasting rule (saved_allow.py)
+HOW_SAVED_RULE: How = "saved-rule"  # a tool saved with `A` in an earlier run
+HOW_USER_EDITED: How = "user-edited"
+HOW_DENIED_USER: How = "denied-by-user"
+HOW_DENIED_POLICY: How = "denied"
 
 
 @dataclass
 class Decision:
     approved: bool
-    how: str
+    how: How
     reason: str | None = None  # why it was denied; goes back to the model
     args: dict[str, Any] | None = None  # arguments edited by the user
     always: bool = False  # the user answered "a": allow this tool for the session
@@ -63,7 +80,7 @@ class Confirmer(Protocol):
 
 @dataclass
 class ApprovalPolicy:
-    mode: str = "ask"  # ask | auto | off (the REPL's /tools)
+    mode: str = "ask"  # ask | auto | off (config/settings.ApprovalMode; /tools changes it)
     yes_writes: bool = False  # --yes
     confirmer: Confirmer | None = None  # None: non-interactive
     session_allowed: set[str] = field(default_factory=set)
