@@ -4,9 +4,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
-import fakeserver as fs
 from repl_harness import Harness
 
 from countbot_cli.conversation.sessions.session import new_session
@@ -33,12 +32,10 @@ def long_session(h: Harness, title: str, *, rolling: str = "", mine: str = "") -
     return s.id
 
 
-def test_resume_shows_the_recap_above_the_last_exchanges(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server)
+def test_resume_shows_the_recap_above_the_last_exchanges(scripted: Any) -> None:
+    h = scripted()
     sid = long_session(h, "Japan", rolling=TRIP)
-    server.add(fs.text("ok"))
+    h.provider.enqueue("ok")
     h.run(["more?\r"], session=h.store.load(sid), is_new=False)  # -c / -s / sessions resume
     out = h.text()
     head = out.index("Resumed “Japan” · 20 messages")
@@ -47,10 +44,8 @@ def test_resume_shows_the_recap_above_the_last_exchanges(
     assert "Japan old q5" not in out  # the archived ones are what the recap stands for
 
 
-def test_slash_resume_shows_the_recap_and_a_user_summary_wins(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server)
+def test_slash_resume_shows_the_recap_and_a_user_summary_wins(scripted: Any) -> None:
+    h = scripted()
     sid = long_session(h, "Japan", rolling=TRIP, mine="Our trip, my words.")
     h.run([f"/resume {sid[:6]}\r", "/recap\r"])
     out = h.text()
@@ -58,16 +53,16 @@ def test_slash_resume_shows_the_recap_and_a_user_summary_wins(
     assert "Recap: Planning" not in out
 
 
-def test_recap_without_a_summary_says_so(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
-    server.add(fs.text("hello back"))
+def test_recap_without_a_summary_says_so(scripted: Any) -> None:
+    h = scripted()
+    h.provider.enqueue("hello back")
     h.run(["/recap\r", "hello\r", "/recap\r"])
     out = h.text()
     assert out.count("No recap yet: this conversation has no summary") == 2
 
 
-def test_the_picker_and_sessions_list_show_the_gist(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_the_picker_and_sessions_list_show_the_gist(scripted: Any) -> None:
+    h = scripted()
     japan = long_session(h, "Japan", rolling=TRIP)
     long_session(h, "Plain")
     rows = {r.label.split("  ", 1)[1].split(" · ")[0]: r for r in Picker(h.store).filter("")}

@@ -3,18 +3,15 @@ the context kept longest) and shows `--yes`; `/tools` says so too."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
-import fakeserver as fs
 from repl_harness import Harness
 
 from countbot_cli.repl.toolbar import fit_parts, toolbar_text
 
 
-def test_toolbar_fits_40_60_and_120_columns_keeping_model_and_context(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server, tools=True)
+def test_toolbar_fits_40_60_and_120_columns_keeping_model_and_context(scripted: Any) -> None:
+    h = scripted(tools=True)
     repl = h.make()
     c = repl.conversation
     c.policy.yes_writes = True
@@ -45,8 +42,8 @@ def test_fit_parts_drops_by_rank_then_cuts_the_model() -> None:
     assert len(cut) == 30 and cut.endswith("… · 1k/8k (12%) ")
 
 
-def test_tools_shows_yes(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server, tools=True)
+def test_tools_shows_yes(scripted: Any) -> None:
+    h = scripted(tools=True)
 
     def yes(h: Harness) -> None:
         assert h.repl is not None
