@@ -13,12 +13,13 @@ some with a summary, updated over the last weeks).
 
 --against DIR also runs the same countbot commands from another checkout of countbot
 (DIR/.venv/bin/countbot: a worktree of an older commit with its own venv), in the same rounds as
-this tree's (a round alternates who goes first), and prints a second table: both medians and
-the ratio this tree / DIR. Each keeps its own home (config, data, caches), and both configs name
-the one sessions folder (`sessions_dir`): the session files and index.json are the same format
-in both. Before timing, both must list the same sessions (`sessions list --json`); after, the
-bench says whether either rewrote index.json (a tree that cannot read the other's index rows
-would re-read every file each run).
+this tree's (a round alternates who goes first; llm's runs share the rounds too), and prints a
+second table: both medians and the ratio this tree / DIR, of the wall time and of the CPU time
+(user + system, which a loaded machine disturbs much less). Each keeps its own home (config,
+data, caches); both configs name the one sessions folder (`sessions_dir`): the session files
+and index.json have the same format in both. Before timing, both must list the same sessions
+(`sessions list --json`); after, the bench says whether either rewrote index.json (a tree that
+could not read the other's index rows would re-read every session file each run).
 
 Usage: python bench/bench_startup.py [-n RUNS] [--sessions N] [--against DIR]
 """
@@ -30,6 +31,7 @@ import functools
 import json
 import os
 import pty
+import resource
 import select
 import shutil
 import statistics
@@ -155,18 +157,39 @@ def time_pty(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
     return dt
 
 
-def interleaved_ms(runs: list[Callable[[], float]], n: int) -> list[float]:
-    """The median (ms) of each of `runs` (each returns seconds), all timed in the same n rounds:
-    one untimed run each first (the page cache), then round i starts with run i mod len(runs),
-    so none always goes first and a load spike hits them alike."""
+@dataclass
+class Timing:
+    """Medians (ms) of one command's runs: wall time, and the CPU time (user + system) of the
+    process and the children it waited for, which a loaded machine disturbs much less."""
+
+    wall_ms: float
+    cpu_ms: float
+
+
+def children_cpu() -> float:
+    """CPU seconds of every child this process has waited for so far."""
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def interleaved(runs: list[Callable[[], float]], n: int) -> list[Timing]:
+    """The medians of each of `runs` (each returns its wall seconds), all timed in the same n
+    rounds: one untimed run each first (the page cache), then round i starts with run i mod
+    len(runs), so none always goes first and a load spike hits them alike."""
     for run in runs:
         run()
-    times: list[list[float]] = [[] for _ in runs]
+    wall: list[list[float]] = [[] for _ in runs]
+    cpu: list[list[float]] = [[] for _ in runs]
     for i in range(n):
         for k in range(len(runs)):
             j = (i + k) % len(runs)
-            times[j].append(runs[j]())
-    return [statistics.median(t) * 1000 for t in times]
+            before = children_cpu()
+            wall[j].append(runs[j]())
+            cpu[j].append(children_cpu() - before)
+    return [
+        Timing(statistics.median(w) * 1000, statistics.median(c) * 1000)
+        for w, c in zip(wall, cpu, strict=True)
+    ]
 
 
 SESSION_TOPICS = (
@@ -291,8 +314,8 @@ def cases(sessions: int) -> list[Case]:
 @dataclass
 class Result:
     case: Case
-    trees: list[float]  # median ms, in the order of the trees
-    llm: float | None
+    trees: list[Timing]  # in the order of the trees
+    llm: float | None  # wall ms
 
 
 def run_cases(
@@ -309,9 +332,9 @@ def run_cases(
         llm_cmd = [llm, *case.llm] if llm and case.llm and case.llm not in llm_ms else None
         if llm_cmd:  # llm's ask is timed once, in the first ask case's rounds
             runs.append(functools.partial(time_pipe, llm_cmd, trees[0].env, work))
-        medians = interleaved_ms(runs, n)
+        medians = interleaved(runs, n)
         if llm_cmd and case.llm:
-            llm_ms[case.llm] = medians.pop()
+            llm_ms[case.llm] = medians.pop().wall_ms
         results.append(Result(case, medians, llm_ms.get(case.llm) if case.llm else None))
     return results
 
@@ -320,7 +343,7 @@ def print_llm_table(results: list[Result], n: int) -> None:
     print(f"start-up, median of {n} runs (ms); llm with plugins off, same loopback server")
     print(f"{'command':24} {'countbot':>9} {'target':>7} {'llm':>9} {'llm/countbot':>13}")
     for r in results:
-        ours, theirs, target = r.trees[0], r.llm, r.case.target
+        ours, theirs, target = r.trees[0].wall_ms, r.llm, r.case.target
         ok = "" if target is None else "ok " if ours <= target else "SLOW"
         ratio = f"{theirs / ours:12.1f}x" if theirs else "           -"
         th = f"{theirs:9.0f}" if theirs else "        -"
@@ -332,11 +355,15 @@ def print_against_table(results: list[Result], trees: list[Tree], n: int) -> Non
     print()
     print(f"this tree: {trees[0].label}")
     print(f"against:   {trees[1].label}")
-    print(f"same rounds, median of {n} runs (ms); this/against < 1: this tree is faster")
-    print(f"{'command':24} {'this tree':>9} {'against':>9} {'this/against':>13}")
+    print(f"same rounds, median of {n} runs (ms); ratio this/against < 1: this tree is faster")
+    print(f"{'':24} {'wall time':^26}   {'CPU time (user + system)':^26}".rstrip())
+    print(f"{'command':24} {'this':>8} {'against':>8} {'ratio':>8}", end="")
+    print(f"   {'this':>8} {'against':>8} {'ratio':>8}")
     for r in results:
         ours, theirs = r.trees
-        print(f"{r.case.name:24} {ours:9.0f} {theirs:9.0f} {ours / theirs:12.2f}x")
+        wall = f"{ours.wall_ms:8.0f} {theirs.wall_ms:8.0f} {ours.wall_ms / theirs.wall_ms:7.2f}x"
+        cpu = f"{ours.cpu_ms:8.0f} {theirs.cpu_ms:8.0f} {ours.cpu_ms / theirs.cpu_ms:7.2f}x"
+        print(f"{r.case.name:24} {wall}   {cpu}")
 
 
 def parse_args() -> argparse.Namespace:
