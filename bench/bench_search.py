@@ -15,8 +15,9 @@ plus one 10,000-message session (bench_store.BIG_ID), for this checkout and, wit
   checkout does to the search index on a save), and a search after one session changed.
 
 Each checkout runs in its own process (`--worker`), one after the other, on the same folder (each
-starts by deleting the index). Run: .venv/bin/python bench/bench_search.py [--runs N]
-[--before /work/wt/before]
+starts by deleting the index); `--rounds N` alternates them N times and prints medians. The
+save also shows what the search index took of it. Run: .venv/bin/python bench/bench_search.py
+[--runs N] [--before /work/wt/before] [--rounds N]
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ FIGURES = (  # (key, label, unit, target)
     ("progress_lines", "  progress lines printed", "", None),
     *((f"q:{label}", f"search, warm, {label}", "ms", 200.0) for label, _q in QUERIES),
     ("save_ms", "save a turn into 10,000 msgs", "ms", 50.0),
+    ("save_index_ms", "  of which the search index", "ms", None),
     ("changed_ms", "search after one session changed", "ms", None),
 )
 
@@ -71,6 +73,25 @@ def median_of(runs: int, fn: Callable[[], object]) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def _timed_index_saves() -> list[float]:
+    """The milliseconds each save spends putting its session in the search index, from now on
+    (none for a checkout whose saves do not touch the index)."""
+    try:
+        saves = importlib.import_module("countbot_cli.conversation.sessions.search_saves")
+    except ModuleNotFoundError:
+        return []
+    spent: list[float] = []
+    real = saves.index_saved
+
+    def timed(*args: Any) -> None:
+        t0 = time.perf_counter()
+        real(*args)
+        spent.append((time.perf_counter() - t0) * 1000)
+
+    setattr(saves, "index_saved", timed)  # noqa: B010 (a module attribute mypy cannot see)
+    return spent
 
 
 def worker(runs: int) -> dict[str, float]:
@@ -109,10 +130,13 @@ def worker(runs: int) -> dict[str, float]:
 
         out[f"q:{label}"] = median_of(runs, run) * 1000
 
+    indexing = _timed_index_saves()
+
     def save_turn() -> None:
         store.update(BIG_ID, lambda s: s.messages.extend(messages(2, "turn")))
 
     out["save_ms"] = median_of(runs, save_turn) * 1000
+    out["save_index_ms"] = sorted(indexing)[len(indexing) // 2] if indexing else 0.0
     store.update(BIG_ID, lambda s: s.messages.__delitem__(slice(10_000, None)))
     victim = "bench00007"
 
@@ -147,6 +171,10 @@ def corpus() -> int:
     return total
 
 
+def _medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
 def run_worker(python: str, checkout: Path, runs: int) -> dict[str, float]:
     done = subprocess.run(
         [python, str(HERE / "bench_search.py"), "--worker", str(checkout), "--runs", str(runs)],
@@ -163,6 +191,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--before", type=Path, help="an older checkout with its own .venv")
+    parser.add_argument("--rounds", type=int, default=1, help="alternate the checkouts N times")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -171,10 +200,15 @@ def main() -> None:
         return
     sys.path[:0] = [str(HERE), str(HERE.parent)]
     text = corpus()
-    columns = [("this", run_worker(sys.executable, HERE.parent, args.runs))]
+    checkouts = [("this", sys.executable, HERE.parent)]
     if args.before:
         python = args.before / ".venv" / "bin" / "python"
-        columns.insert(0, ("before", run_worker(str(python), args.before.resolve(), args.runs)))
+        checkouts.insert(0, ("before", str(python), args.before.resolve()))
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name, _p, _c in checkouts}
+    for _round in range(args.rounds):  # A B A B ...: a machine's load drifts alike for both
+        for name, python_path, checkout in checkouts:
+            runs[name].append(run_worker(python_path, checkout, args.runs))
+    columns = [(name, _medians(rs)) for name, rs in runs.items()]
     for _name, figures in columns:
         figures["ratio"] = figures["index_mib"] * 2**20 / text
     print(f"message text indexed: {text / 2**20:.0f} MiB (5,000 x 200 messages + one of 10,000)")
