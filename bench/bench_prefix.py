@@ -56,6 +56,7 @@ from countbot_cli.conversation.context import Budget, TurnContext, sendable  # n
 from countbot_cli.conversation.tokens import TokenCounter  # noqa: E402
 from countbot_cli.conversation.view import SilentView  # noqa: E402
 from countbot_cli.memory import keeper as keeper_mod  # noqa: E402
+from countbot_cli.memory import overflow_region as region_mod  # noqa: E402
 from countbot_cli.memory.store import MemoryStore  # noqa: E402
 from countbot_cli.messages import Message  # noqa: E402
 from countbot_cli.prompts import (  # noqa: E402
@@ -139,7 +140,7 @@ def old_batch_threshold(max_history: int) -> int:
 def old_rules() -> Iterator[None]:
     with (
         mock.patch.object(engine_mod, "build_context", old_build_context),
-        mock.patch.object(keeper_mod, "history_window", old_history_window),
+        mock.patch.object(region_mod, "history_window", old_history_window),
         mock.patch.object(keeper_mod, "batch_threshold", old_batch_threshold),
         mock.patch.object(budget_mod, "window_step", lambda _max_history: 1),  # newest-kept
     ):

@@ -12,8 +12,8 @@ BASELINE, extracted with `git archive` and run in a child process), plus:
 - session search: the probe's facts said in 90 past sessions (among 40 others), the
   question's session in the top 5 of `SessionSearch.search`, per kind;
 - cost: a warm recall over 2,000 lines, writing one new line (embedded as it is written)
-  and the recall after it, the cold build of 2,000 lines, and `countbot ask --plain` with 2,000 memory lines against a loopback server (median),
-  ours against today's.
+  and the recall after it, the cold build of 2,000 lines, and `countbot ask --plain` with
+  2,000 memory lines against a loopback server (median; ours and today's runs interleaved).
 
     .venv/bin/python bench/bench_recall.py [--runs N] [--baseline REV] [--no-cost]
 """
@@ -246,15 +246,19 @@ def run_child(pythonpath: Path | None, work: Path) -> dict[str, Any]:
     return result
 
 
-def time_ask(pythonpath: Path | None, tmp: Path, runs: int, english: bool = False) -> float:
-    """Median seconds of `countbot ask --no-save --plain` with BIG memory lines (`big_rows`)."""
-    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
-    import fakeserver as fs
-
+def ask_home(pythonpath: Path | None, tmp: Path, base_url: str, english: bool) -> dict[str, str]:
+    """A home with BIG memory lines (`big_rows`) for `countbot ask`; the environment to run it."""
     home = tmp / f"ask-{'today' if pythonpath else 'ours'}{'-en' if english else ''}"
     (home / "xdg" / "countbot").mkdir(parents=True)
     memory_file = home / "MEMORY.md"
     write_memory(memory_file, big_rows(english))
+    (home / "xdg" / "countbot" / "config.yaml").write_text(
+        "default_provider: bench\nproviders:\n  bench:\n    type: openai\n"
+        f"    api_base: {base_url}\n    api_key: sk-bench\n    model: test-model\n"
+        "tools:\n  enabled: false\nmemory:\n  overflow_summary: false\n"
+        f"  auto_memory: false\n  inject: relevant\n  file: {memory_file}\n",
+        encoding="utf-8",
+    )
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(home),
@@ -263,27 +267,33 @@ def time_ask(pythonpath: Path | None, tmp: Path, runs: int, english: bool = Fals
     }
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
+    return env
+
+
+def time_asks(setups: list[tuple[Path | None, bool]], tmp: Path, runs: int) -> list[float]:
+    """Median seconds of `countbot ask --no-save --plain` for each (PYTHONPATH, English
+    lines only) setup, the setups' runs interleaved (a shared machine's load changes from one
+    minute to the next: each round times every setup once). A first run of each builds its
+    caches (vectors, the recall model's) and is not counted."""
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+    import fakeserver as fs
+
+    cmd = [sys.executable, "-m", "countbot_cli", "ask", "--no-save", "--plain"]
+    times: list[list[float]] = [[] for _ in setups]
     with fs.FakeServer() as server:
         server.default = fs.text("fine")
-        (home / "xdg" / "countbot" / "config.yaml").write_text(
-            "default_provider: bench\nproviders:\n  bench:\n    type: openai\n"
-            f"    api_base: {server.base_url}\n    api_key: sk-bench\n    model: test-model\n"
-            "tools:\n  enabled: false\nmemory:\n  overflow_summary: false\n"
-            f"  auto_memory: false\n  inject: relevant\n  file: {memory_file}\n",
-            encoding="utf-8",
-        )
-        cmd = [sys.executable, "-m", "countbot_cli", "ask", "--no-save", "--plain"]
-        times = []
+        envs = [ask_home(path, tmp, server.base_url, english) for path, english in setups]
         for n in range(runs + 1):
-            t0 = time.perf_counter()
-            res = subprocess.run(
-                [*cmd, "what car do I drive now"], env=env, cwd=home, capture_output=True
-            )
-            if res.returncode != 0:
-                raise SystemExit(f"ask failed: {res.stderr.decode()[-800:]}")
-            if n:  # the first run builds the vector cache
-                times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+            for env, out in zip(envs, times, strict=True):
+                t0 = time.perf_counter()
+                res = subprocess.run(
+                    [*cmd, "what car do I drive now"], env=env, cwd=env["HOME"], capture_output=True
+                )
+                if res.returncode != 0:
+                    raise SystemExit(f"ask failed: {res.stderr.decode()[-800:]}")
+                if n:
+                    out.append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
 
 
 def main() -> None:
@@ -306,9 +316,8 @@ def main() -> None:
         report(today, ours, args.baseline)
         if not args.no_cost:
             cost = measure_cost(tmp / "cost")
-            ask_today, ask_ours = time_ask(old, tmp, args.runs), time_ask(None, tmp, args.runs)
-            en_today = time_ask(old, tmp, args.runs, english=True)
-            en_ours = time_ask(None, tmp, args.runs, english=True)
+            setups = [(old, False), (None, False), (old, True), (None, True)]
+            ask_today, ask_ours, en_today, en_ours = time_asks(setups, tmp, args.runs)
             print(f"\ncost ({BIG:,} memory lines)")
             print(f"  warm recall a turn        {cost['warm_recall_ms']:8.1f} ms")
             print(f"  a new line written        {cost['line_written_ms']:8.1f} ms (embedded)")

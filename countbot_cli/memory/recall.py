@@ -67,6 +67,7 @@ UPDATE_CUES = LazyPattern(
 )
 MARK_COSINE = 0.65  # a line sent with a newer update this close to it is marked older
 PULL_COSINE = 0.7  # a newer line this close that says it is an update is sent after the older
+RESTATED_COSINE = 0.95  # a line this close to a newer one sent is the same fact: left out
 # the small-talk vector (embed.SMALL_TALK) is cached as if it were this line (no line holds a newline)
 SMALL_TALK_LINE = "\nsmall talk\n"
 
@@ -234,7 +235,22 @@ def _pick(
         k = int(near[a].argmax())  # an update of a line sent is sent after it
         if j == i and k not in out and near[a, k] >= PULL_COSINE and _updates(snap, k, i):
             out.append(k)
+    out = _without_restated(snap, out, vectors)
     return out, _older(snap, out, vectors, scores)
+
+
+def _without_restated(snap: Snapshot, out: list[int], vectors: NDArray[np.float32]) -> list[int]:
+    """`out` without the lines a newer line of it restates (cosine at least RESTATED_COSINE:
+    the same fact written again by automatic memory, a number aside): sent once, the newest."""
+    if len(out) < 2:
+        return out
+    close = vectors[out] @ vectors[out].T
+    keep = []
+    for a, i in enumerate(out):
+        newer = [b for b, j in enumerate(out) if (snap.dates[j], j) > (snap.dates[i], i)]
+        if not any(close[a, b] >= RESTATED_COSINE for b in newer):
+            keep.append(i)
+    return keep
 
 
 def _older(

@@ -136,6 +136,23 @@ def test_an_update_without_now_wins_and_an_unrelated_newer_line_marks_nothing(
     assert partner.get("now runs with Tom from the club") is False  # the shoes are no update
 
 
+def test_a_fact_written_again_is_sent_once_the_newest(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url, memory={"inject": "relevant", "auto_memory": False})
+    again = [
+        ("2025-01-03", "deploys to staging with Ansible 9"),
+        ("2025-03-08", "User deploys staging with Ansible 9"),
+        ("2025-05-21", "the staging deploy uses Ansible 9"),
+    ]
+    write_memory(
+        cb, [*LINES, *again, ("2025-06-01", "deploys to staging with Ansible 9 on Fridays")]
+    )
+    lines = recalled(sent(cb, server, "how do I deploy to staging?")[0])
+    assert [c for _d, c in again if c in lines] == ["the staging deploy uses Ansible 9"]
+    assert "deploys to staging with Ansible 9 on Fridays" in lines  # it says more: not the same
+
+
 def test_a_line_written_by_the_turn_is_embedded_then_not_at_the_next_recall(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
