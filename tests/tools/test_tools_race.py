@@ -21,31 +21,72 @@ from countbot_cli.tools.approval import ApprovalPolicy
 
 SECRET = "OUTSIDE-SECRET-7f3a9c"
 ROUNDS = 300
-TIME_LIMIT = 20.0  # seconds; the loop stops early rather than run long on a slow machine
+CALM_EVERY = 20  # every 20th round (with a command) runs with the swapper parked
+HANG = 30.0  # seconds: a bound on waiting for the swap thread, never reached unless it hangs
 
 
-def _swap(ws: Path, outside: Path, stop: threading.Event, swaps: list[int]) -> None:
-    """Swap ws/sub between the real folder and a symlink to `outside`, as fast as it can."""
-    sub, parked = ws / "sub", ws / "sub.real"
-    while not stop.is_set():
-        try:
-            os.rename(sub, parked)
-            os.symlink(outside, sub)
-            swaps[0] += 1
-            os.unlink(sub)
-            os.rename(parked, sub)
-        except OSError:  # a write made ws/sub anew while it was away: move that one aside
-            _restore(ws, sub, parked, swaps)
+class Swapper:
+    """Swaps ws/sub between the real folder and a symlink to `outside`, as fast as it can, in
+    its own thread while `race()` lets it. `park()` stops it with the real folder in place, so
+    rounds with and without the race alternate deterministically (no timing decides which
+    calls met a swap: on a loaded machine a free-running swapper once won every edit_file)."""
+
+    def __init__(self, ws: Path, outside: Path) -> None:
+        self.ws, self.outside = ws, outside
+        self.swaps = 0
+        self._cond = threading.Condition()
+        self._racing = threading.Event()
+        self._parked = threading.Event()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        self.park()
+
+    def race(self) -> None:
+        """Swap from now on; returns once the first swap is done (the race is on)."""
+        with self._cond:
+            before = self.swaps
+            self._parked.clear()
+            self._racing.set()
+            assert self._cond.wait_for(lambda: self.swaps > before, HANG), "no swap"
+
+    def park(self) -> None:
+        """Stop swapping; returns once the real folder is back at ws/sub."""
+        self._racing.clear()
+        assert self._parked.wait(HANG), "the swap thread did not stop"
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._racing.set()
+        self._thread.join(HANG)
+
+    def _run(self) -> None:
+        sub, parked = self.ws / "sub", self.ws / "sub.real"
+        while not self._stopped:
+            if not self._racing.is_set():
+                self._parked.set()
+                self._racing.wait()
+                continue
+            try:
+                os.rename(sub, parked)
+                os.symlink(self.outside, sub)
+                with self._cond:
+                    self.swaps += 1
+                    self._cond.notify_all()
+                os.unlink(sub)
+                os.rename(parked, sub)
+            except OSError:  # a write made ws/sub anew while it was away: move that one aside
+                _restore(self.ws, sub, parked, self.swaps)
 
 
-def _restore(ws: Path, sub: Path, parked: Path, swaps: list[int]) -> None:
+def _restore(ws: Path, sub: Path, parked: Path, swaps: int) -> None:
     """Put the real folder back at ws/sub; the tools may recreate ws/sub meanwhile, so retry."""
     for _ in range(1000):
         try:
             if sub.is_symlink():
                 sub.unlink()
             elif sub.exists() and parked.exists():
-                os.rename(sub, ws / f"stray-{swaps[0]}-{time.monotonic_ns()}")
+                os.rename(sub, ws / f"stray-{swaps}-{time.monotonic_ns()}")
             if parked.exists():
                 os.rename(parked, sub)
             return
@@ -56,8 +97,8 @@ def _restore(ws: Path, sub: Path, parked: Path, swaps: list[int]) -> None:
 WORKING = {"read_file", "write_file", "edit_file", "list_dir", "exec"}
 
 
-def _succeeded(results: list[tuple[str, str]]) -> set[str]:
-    return {name for name, text in results if not text.startswith(("Error:", "Denied:"))}
+def _failed(text: str) -> bool:
+    return text.startswith(("Error:", "Denied:"))
 
 
 def _calls(n: int) -> list[ToolCall]:
@@ -73,6 +114,23 @@ def _calls(n: int) -> list[ToolCall]:
     return [ToolCall(f"c{n}_{i}", name, json.dumps(a)) for i, (name, a) in enumerate(args)]
 
 
+def _rounds(runner: ToolRunner, swapper: Swapper) -> tuple[list[tuple[str, str]], ...]:
+    """ROUNDS rounds of calls: (results while racing, results of the calm rounds). Each race
+    round starts after a swap and the swapping goes on until its last call has answered."""
+    raced: list[tuple[str, str]] = []
+    calm: list[tuple[str, str]] = []
+    for n in range(ROUNDS):
+        quiet = n % CALM_EVERY == 0
+        if not quiet:
+            swapper.race()
+        try:
+            done = runner.run_calls(_calls(n), NullView())  # an exception here fails the test
+        finally:
+            swapper.park()
+        (calm if quiet else raced).extend((m["name"], m["content"]) for m in done.messages)
+    return raced, calm
+
+
 def test_a_folder_swapped_for_a_symlink_never_leads_a_call_outside(tmp_path: Path) -> None:
     ws, outside = tmp_path / "ws", tmp_path / "outside"
     (ws / "sub").mkdir(parents=True)
@@ -85,32 +143,23 @@ def test_a_folder_swapped_for_a_symlink_never_leads_a_call_outside(tmp_path: Pat
     registry = ToolRegistry(default_tools(ctx), ctx)
     settings = ToolSettings(workspace=ws, allow=("cat secret.txt",))
     runner = ToolRunner(registry, ApprovalPolicy(yes_writes=True), settings)  # --yes, no terminal
-    view, results = NullView(), []
-    stop, swaps = threading.Event(), [0]
-    swapper = threading.Thread(target=_swap, args=(ws, outside, stop, swaps), daemon=True)
-    swapper.start()
-    started, n = time.monotonic(), 0
+    swapper = Swapper(ws, outside)
     try:
-        # ROUNDS rounds, and on until every tool has got through once (on a loaded machine the
-        # swapper can win many rounds in a row), within the time limit
-        while (n < ROUNDS or not _succeeded(results) >= WORKING) and (
-            time.monotonic() - started < TIME_LIMIT
-        ):
-            done = runner.run_calls(_calls(n), view)  # an exception here fails the test
-            results += [(m["name"], m["content"]) for m in done.messages]
-            n += 1
+        raced, calm = _rounds(runner, swapper)
     finally:
-        stop.set()
-        swapper.join(5)
-    assert swaps[0] > 50  # the race really ran
-    leaked = [(name, text) for name, text in results if SECRET in text]
+        swapper.stop()
+    race_rounds = ROUNDS - len(range(0, ROUNDS, CALM_EVERY))
+    assert swapper.swaps >= race_rounds  # the race really ran, in every race round
+    leaked = [(name, text) for name, text in raced + calm if SECRET in text]
     assert leaked == []
     assert sorted(p.name for p in outside.iterdir()) == ["edit.txt", "secret.txt"]
     assert (outside / "secret.txt").read_text(encoding="utf-8") == SECRET + "\n"
     assert (outside / "edit.txt").read_text(encoding="utf-8") == SECRET + "\n"
-    # the calls did real work in between, and every failure is an answer for the model
-    assert _succeeded(results) >= WORKING, _succeeded(results)
-    assert "inside text" in "".join(text for name, text in results if name == "read_file")
+    # between the races every tool does its real work on the real folder (so the answers above
+    # are not all failures for some other reason), and every failure is an answer for the model
+    assert [(name, text) for name, text in calm if _failed(text)] == []
+    assert {name for name, _ in calm} == WORKING
+    assert "inside text" in "".join(text for name, text in calm if name == "read_file")
 
 
 def test_a_file_swapped_for_a_symlink_after_the_check_is_not_followed(
