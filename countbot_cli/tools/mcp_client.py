@@ -23,7 +23,7 @@ import contextvars
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -65,7 +65,7 @@ class ServerConn:
     tools: list[ListedTool] = field(default_factory=list)
     session: Any = None
     stop_event: asyncio.Event | None = None
-    task: concurrent.futures.Future[None] | None = None
+    task: LoopTask | None = None
     stderr: IO[str] | None = None
     restarted: bool = False  # a crashed server is started again once, no more
     pid: int | None = None  # a stdio server's process (its descendants are ended with it)
@@ -85,6 +85,35 @@ class ServerConn:
             lines = [line.strip() for line in text.splitlines() if line.strip()]
             return lines[-1][-STDERR_TAIL:] if lines else ""
         return ""
+
+
+class LoopTask:
+    """One server's task on the hub's loop, cancelled and waited for from other threads.
+
+    `ended` is set once the task is done: its transport has stopped the server (the SDK's
+    stop sequence) and reaped it. Cancelling the future `run_coroutine_threadsafe` returns
+    would mark it done at once while the task still unwinds, so a restart or countbot's end
+    could go on while the old process is still exiting, or stop the loop in the middle of
+    its stop sequence (a crashed server that is still running then outlives countbot).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, None]) -> None:
+        self.loop = loop
+        self.ended = threading.Event()
+        self._task: asyncio.Task[None] | None = None
+        loop.call_soon_threadsafe(self._create, coro)
+
+    def _create(self, coro: Coroutine[Any, Any, None]) -> None:
+        self._task = self.loop.create_task(coro)
+        self._task.add_done_callback(lambda _task: self.ended.set())
+
+    def cancel(self) -> None:
+        """Cancel the task (from any thread); `ended` says when it has unwound."""
+        self.loop.call_soon_threadsafe(self._cancel)
+
+    def _cancel(self) -> None:  # in the loop, after `_create` (callbacks run in order)
+        if self._task is not None:
+            self._task.cancel()
 
 
 class McpHub:
@@ -121,8 +150,7 @@ class McpHub:
         conn.restarted = True
         if conn.task is not None:  # what is left of the old one (a call saw it die first)
             conn.task.cancel()
-            with contextlib.suppress(Exception, concurrent.futures.CancelledError):
-                conn.task.result(STOP_WAIT)
+            conn.task.ended.wait(STOP_WAIT)  # its process stopped and reaped
         conn.state, conn.error, conn.tools = STATE_NEW, "", []
         return self._started(conn, self._launch(conn, loop), cancel)
 
@@ -132,7 +160,7 @@ class McpHub:
         conn.stop_event = None
         conn.generation += 1
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
-        conn.task = asyncio.run_coroutine_threadsafe(self._serve(conn, ready), loop)
+        conn.task = LoopTask(loop, self._serve(conn, ready))
         return ready
 
     def _started(
@@ -156,9 +184,8 @@ class McpHub:
             self._stop_one(conn)
         deadline = time.monotonic() + STOP_WAIT
         for conn in self.conns.values():
-            if conn.task is not None:
-                with contextlib.suppress(Exception, concurrent.futures.CancelledError):
-                    conn.task.result(max(0.0, deadline - time.monotonic()))
+            if conn.task is not None:  # stopped by now, or crashed: its stop sequence ends
+                conn.task.ended.wait(max(0.0, deadline - time.monotonic()))
             if conn.state == STATE_RUNNING:
                 conn.state = STATE_STOPPED
         loop.call_soon_threadsafe(loop.stop)
@@ -183,7 +210,7 @@ class McpHub:
         if conn.state == STATE_RUNNING and event is not None:
             loop.call_soon_threadsafe(event.set)
         elif conn.task is not None:
-            conn.task.cancel()  # still starting: cancelling unwinds the transport too
+            conn.task.cancel()  # starting or crashed: its transport stops the process
 
     async def _serve(self, conn: ServerConn, ready: concurrent.futures.Future[None]) -> None:
         """One server's whole life, inside its transport's and session's contexts."""

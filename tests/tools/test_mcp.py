@@ -337,3 +337,34 @@ def test_a_child_the_server_started_with_setsid_does_not_outlive_countbot(
     finally:
         if escaped.exists() and alive(int(escaped.read_text().split()[0])):
             os.kill(int(escaped.read_text().split()[0]), signal.SIGKILL)
+
+
+def test_a_server_that_stopped_responding_but_still_runs_is_stopped_with_countbot(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """Its call fails as 'stopped responding'; at the end countbot waits for the transport's
+    stop sequence (stdin closed, then SIGTERM) instead of leaving it half done."""
+    pidfile = tmp_path / "mute.pid"
+    mute = str(Path(__file__).resolve().parents[1] / "helpers" / "mcp_mute_server.py")
+    cb = mcp_cb(
+        tmp_path,
+        server,
+        mute={
+            "command": sys.executable,
+            "args": [mute, str(pidfile)],
+            "allow": ["get_current_time"],
+        },
+    )
+    server.add(fs.tool_calls([("mcp__mute__get_current_time", {})]))
+    server.default = fs.text("No clock.")
+    try:
+        proc = cb.invoke("ask", "what time is it?")
+        assert proc.returncode == 0, proc.stderr
+        (answer,) = tool_messages(server.chat_bodies()[1])
+        assert answer["content"].startswith(
+            "Error: MCP server 'mute': the server stopped responding"
+        ), answer
+        assert not alive(pid_of(pidfile))
+    finally:
+        if pidfile.exists() and alive(pid_of(pidfile)):
+            os.kill(pid_of(pidfile), signal.SIGKILL)
