@@ -5,7 +5,6 @@ and the toolbar's context meter shows the smaller request at once."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
@@ -14,9 +13,9 @@ from waits import wait_until
 
 
 def test_compact_shrinks_the_next_request_and_the_toolbar_shows_it(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server, persona={"max_history_messages": 10})
+    h = harness(persona={"max_history_messages": 10})
 
     def answer(body: dict[str, Any]) -> fs.Reply:
         prompt = body["messages"][-1]["content"]

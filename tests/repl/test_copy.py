@@ -10,6 +10,7 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import Any
 
 import fakeserver as fs
 import pexpect
@@ -36,9 +37,9 @@ def copied(raw: str) -> list[str]:
 
 
 def test_copy_block_and_whole_answer_as_osc52(
-    tmp_path: Path, server: fs.FakeServer, no_clipboard_command: None
+    harness: Any, server: fs.FakeServer, no_clipboard_command: None
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     server.add(fs.text(ANSWER, chunk_size=6))
     h.run(["two ways\r", "/copy 2\r", "/copy 1\r", "/copy\r"])
     assert copied(h.out.getvalue()) == ["echo hi\nls\n", "print('héllo')\n", ANSWER]
@@ -49,9 +50,9 @@ def test_copy_block_and_whole_answer_as_osc52(
 
 
 def test_copy_out_of_range_bad_number_and_nothing_yet(
-    tmp_path: Path, server: fs.FakeServer, no_clipboard_command: None
+    harness: Any, server: fs.FakeServer, no_clipboard_command: None
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     server.add(fs.text(ANSWER))
     h.run(["/copy\r", "ways\r", "/copy 3\r", "/copy x\r"])
     out = h.text()

@@ -26,9 +26,9 @@ from countbot_cli.repl.prompt import SlashCompleter
 
 
 def test_turn_renders_markdown_prints_usage_and_saves_only_after_the_first_turn(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     server.add(fs.text("Hello **there**.\n\n- one\n- two\n", usage=USAGE))
 
     def nothing_saved_yet(h: Harness) -> None:
@@ -50,9 +50,9 @@ def test_turn_renders_markdown_prints_usage_and_saves_only_after_the_first_turn(
 
 
 def test_newline_keys_and_bracketed_paste_make_one_message_each(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     server.add(fs.text("a"), fs.text("b"), fs.text("c"))
     paste = "\x1b[200~line 1\nline 2\r\nline 3\n\nline 5\x1b[201~"
     h.run(["first\x1b\rsecond\r", "x\ny\x1b\rz\r", paste + "\r"])
@@ -87,9 +87,9 @@ def test_history_file_persists_and_ctrl_r_finds_an_old_entry(
 
 
 def test_ctrl_c_during_a_stream_keeps_the_partial_answer_and_the_next_turn_works(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     server.add(fs.text(paragraphs(200), chunk_size=6, delay=0.02), fs.text("next answer"))
     h.run(["tell me a lot\r", interrupt_when("para 3"), "and then?\r"])
     assert server.wait_disconnects(1, timeout=5)  # the connection was closed at once
@@ -106,10 +106,8 @@ def test_ctrl_c_during_a_stream_keeps_the_partial_answer_and_the_next_turn_works
     assert sent[2]["content"] == msgs[1]["content"]
 
 
-def test_ctrl_c_before_any_text_leaves_a_valid_session(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server)
+def test_ctrl_c_before_any_text_leaves_a_valid_session(harness: Any, server: fs.FakeServer) -> None:
+    h = harness()
     server.add(fs.hang(30), fs.text("fine"))
 
     def interrupt_when_waiting(h: Harness) -> None:
@@ -130,18 +128,18 @@ def test_ctrl_c_before_any_text_leaves_a_valid_session(
 
 
 def test_ctrl_c_at_the_prompt_explains_or_clears_the_line(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     h.run(["\x03", "some typing\x03\r"])
     assert "(Ctrl-D or /exit quits)" in h.text()
     assert server.chat_bodies() == []  # the cleared line was never sent
 
 
 def test_unknown_commands_are_never_sent_and_double_slash_escapes(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     server.add(fs.text("ok"), fs.text("ok"))
     h.run(["/modle gpt\r", "/resum\r", "//etc/hosts is what?\r", "/usr/bin/env is a path\r"])
     out = h.text()
@@ -152,9 +150,9 @@ def test_unknown_commands_are_never_sent_and_double_slash_escapes(
 
 
 def test_failed_turn_shows_the_error_keeps_the_question_and_the_repl_goes_on(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     server.add(fs.status(400), fs.text("recovered"))
     h.run(["break please\r", "fine now\r"])
     assert "error:" in h.err.getvalue() and "/retry" in h.err.getvalue()
@@ -166,8 +164,8 @@ def test_failed_turn_shows_the_error_keeps_the_question_and_the_repl_goes_on(
     ]
 
 
-def test_resuming_shows_the_last_exchanges_rendered(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_resuming_shows_the_last_exchanges_rendered(harness: Any, server: fs.FakeServer) -> None:
+    h = harness()
     s = new_session(provider="test", model="test-model", title="Old talk")
     for i in range(5):
         s.messages += [
@@ -190,9 +188,9 @@ def test_resuming_shows_the_last_exchanges_rendered(tmp_path: Path, server: fs.F
 
 
 def test_completion_of_commands_and_their_arguments(
-    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+    harness: Any, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     server.models = ["alpha-1", "beta-2", "test-model"]
     s = new_session(provider="test", model="test-model", title="Pinned")
     h.store.create(s)
@@ -224,9 +222,9 @@ def test_completion_of_commands_and_their_arguments(
 
 
 def test_spinners_go_to_the_side_stream_and_memory_upkeep_runs_behind_the_prompt(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server, memory={"auto_messages": 2})
+    h = harness(memory={"auto_messages": 2})
     server.add(fs.text("the answer", first_delay=0.5), fs.text("User says hi.", first_delay=0.5))
     h.run(["hi\r"], spinner=True)
     err = h.err.getvalue()
@@ -240,7 +238,7 @@ def test_spinners_go_to_the_side_stream_and_memory_upkeep_runs_behind_the_prompt
 
 
 def test_a_turn_waiting_for_the_upkeep_on_a_serial_model_says_so(
-    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+    harness: Any, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On the embedded model (one call at a time) the next turn waits for a running upkeep:
     the spinner says so, then says it waits for the model. The loopback provider stands in
@@ -248,7 +246,7 @@ def test_a_turn_waiting_for_the_upkeep_on_a_serial_model_says_so(
     from countbot_cli.conversation import chat
 
     monkeypatch.setattr(chat, "SERIAL_PROVIDERS", ("openai",))
-    h = Harness(tmp_path, server, memory={"auto_messages": 2})
+    h = harness(memory={"auto_messages": 2})
     # the upkeep's summary call takes 3 s: the next message is typed while it runs
     server.add(fs.text("the answer"), fs.text("User says hi.", first_delay=3))
     server.add(fs.text("second answer"), fs.text("User says hi again."))
@@ -270,9 +268,9 @@ def chat_bodies_in_order(server: fs.FakeServer) -> list[str]:
 
 
 def test_control_sequences_and_markup_in_answers_are_neutralised(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     server.add(fs.text("safe \x1b]0;pwned\x07[red]text[/red] \x1b[2Jend"))
     h.run(["hi\r"])
     out = h.text()
@@ -281,11 +279,11 @@ def test_control_sequences_and_markup_in_answers_are_neutralised(
 
 
 def test_the_approval_prompt_comes_after_the_text_settles(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
     from countbot_cli.tools.approval import HOW_USER_ONCE, Decision
 
-    h = Harness(tmp_path, server, tools=True)
+    h = harness(tools=True)
     seen: list[str] = []
 
     class Confirmer:
@@ -308,10 +306,10 @@ def test_the_approval_prompt_comes_after_the_text_settles(
 
 
 def test_an_unexpected_error_in_a_turn_does_not_end_the_chat(
-    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+    harness: Any, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("COUNTBOT_DEBUG", raising=False)
-    h = Harness(tmp_path, server)
+    h = harness()
 
     def broken(*a: Any, **kw: Any) -> Any:  # a turn that raises a bug (no server needed)
         raise RuntimeError("boom")
@@ -323,9 +321,9 @@ def test_an_unexpected_error_in_a_turn_does_not_end_the_chat(
 
 
 def test_the_preload_starts_after_the_first_prompt_is_drawn_and_is_joined_on_submit(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     server.add(fs.text("ok"))
     started: list[bool] = []
 
@@ -340,7 +338,7 @@ def test_the_preload_starts_after_the_first_prompt_is_drawn_and_is_joined_on_sub
 
 
 def test_the_tokenizer_tables_wait_for_a_count_that_matters(
-    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+    harness: Any, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 25 point 1: the REPL's idle start-up (first prompt, toolbar, the preload thread)
     and a short exchange load no BPE table; the toolbar counts with the estimate meanwhile.
@@ -349,7 +347,7 @@ def test_the_tokenizer_tables_wait_for_a_count_that_matters(
 
     loader = tokens.EncodingLoader()  # this test's own process-wide loader: nothing loaded yet
     monkeypatch.setattr(tokens, "DEFAULT_LOADER", loader)
-    h = Harness(tmp_path, server)
+    h = harness()
     server.add(fs.text("a short answer"))
     seen: dict[str, Any] = {}
 
@@ -376,7 +374,7 @@ def test_the_tokenizer_tables_wait_for_a_count_that_matters(
 
 
 def test_near_the_window_the_toolbar_loads_the_tables_and_corrects_itself(
-    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+    harness: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A request near its window is a count that matters: once the first prompt is drawn the
     tables are loaded in the background and the toolbar's `~` estimate becomes the count."""
@@ -384,7 +382,7 @@ def test_near_the_window_the_toolbar_loads_the_tables_and_corrects_itself(
 
     loader = tokens.EncodingLoader()
     monkeypatch.setattr(tokens, "DEFAULT_LOADER", loader)
-    h = Harness(tmp_path, server, provider={"context_window": 600})  # the system prompt fills it
+    h = harness(provider={"context_window": 600})  # the system prompt fills it
     name = tokens.encoding_for_model("test-model")
     seen: dict[str, Any] = {}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import fakeserver as fs
 import pytest
@@ -27,9 +28,9 @@ def tool_results(h: Harness) -> list[tuple[str, str]]:
 
 
 def test_always_grants_are_listed_shown_in_the_toolbar_and_revoked_by_tools_ask(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server, tools=True)
+    h = harness(tools=True)
     confirmer, asked = approval_answers("a\nn\n\n")
     server.add(write_call("a.txt", "one"), fs.text("Wrote a."))
     server.add(write_call("b.txt", "two"), fs.text("Wrote b."))
@@ -66,9 +67,9 @@ def test_always_grants_are_listed_shown_in_the_toolbar_and_revoked_by_tools_ask(
 
 @pytest.mark.parametrize("command", ["/new", "/resume latest"])
 def test_new_and_resume_revoke_the_grants(
-    tmp_path: Path, server: fs.FakeServer, command: str
+    harness: Any, server: fs.FakeServer, command: str
 ) -> None:
-    h = Harness(tmp_path, server, tools=True)
+    h = harness(tools=True)
     confirmer, asked = approval_answers("a\nn\n\n")
     server.add(write_call("a.txt", "one"), fs.text("Wrote a."))
     server.add(write_call("b.txt", "two"), fs.text("Not written."))
@@ -103,9 +104,9 @@ class Interrupting:
 
 
 def test_ctrl_c_at_the_approval_prompt_ends_the_line_and_names_the_tool_call(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server, tools=True)
+    h = harness(tools=True)
     asked = io.StringIO()
     confirmer = TerminalConfirmer(Interrupting(), asked, color=False, editor="")  # type: ignore[arg-type]
     server.add(write_call("note.txt", "hi"), fs.text("next answer"))
@@ -133,9 +134,9 @@ def test_ctrl_c_while_a_command_runs_names_the_tool_call(
 
 
 def test_an_edited_call_shows_its_new_diff_and_asks_again(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server, tools=True)
+    h = harness(tools=True)
     edited = json.dumps({"path": "note.txt", "content": "edited text\n"})
     confirmer, asked = approval_answers(f"e\n{edited}\ny\ne\n{edited}\nn\n\n")
     server.add(write_call("note.txt", "model text\n"), fs.text("Done."))

@@ -9,6 +9,7 @@ import base64
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import fakeserver as fs
 import pexpect
@@ -37,9 +38,9 @@ def _prompt_text(h: Harness) -> str:
 
 
 def test_slash_attach_sends_a_file_and_an_image_with_the_next_message_only(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     png = write_image(h.cb.work / "chart.png", (64, 48))
     (h.cb.work / "notes.txt").write_text("the tide turns at six\n", encoding="utf-8")
     server.add(fs.text("a chart and a note"), fs.text("nothing more"))
@@ -83,9 +84,9 @@ def test_slash_attach_sends_a_file_and_an_image_with_the_next_message_only(
 
 
 def test_refusals_are_one_line_and_attach_nothing_and_clear_drops_what_is_held(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server, provider={"vision": False})
+    h = harness(provider={"vision": False})
     work = h.cb.work
     png = write_image(work / "photo.png", (32, 32))
     (work / "blob.bin").write_bytes(b"\x00\x01\x02" * 100)
@@ -127,9 +128,9 @@ def test_refusals_are_one_line_and_attach_nothing_and_clear_drops_what_is_held(
 
 
 def test_an_image_held_for_a_model_switched_to_without_vision_is_not_sent(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server, provider={"model": "gpt-4o"})
+    h = harness(provider={"model": "gpt-4o"})
     png = write_image(h.cb.work / "p.png", (16, 16))
     server.add(fs.text("seen"))
     h.run([f"/attach {png}\r", "/model gpt-3.5-turbo\r", "look\r", "/attach clear\r", "look\r"])
@@ -140,8 +141,8 @@ def test_an_image_held_for_a_model_switched_to_without_vision_is_not_sent(
     assert body["model"] == "gpt-3.5-turbo" and body["messages"][-1]["content"] == "look"
 
 
-def test_attach_completes_paths(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_attach_completes_paths(harness: Any) -> None:
+    h = harness()
     (h.cb.work / "report-2026.pdf").write_bytes(b"%PDF-1.4\n")
     repl = h.make()
     completer = SlashCompleter(repl)
@@ -208,9 +209,7 @@ def test_slash_mcp_lists_the_chats_servers_state_and_tools(
     assert len(sessions) == 1
 
 
-def test_slash_mcp_without_servers_says_how_to_add_them(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server)
+def test_slash_mcp_without_servers_says_how_to_add_them(harness: Any) -> None:
+    h = harness()
     h.run(["/mcp\r"])
     assert "no MCP servers configured (add them under `mcp: servers:` in the config)" in h.text()

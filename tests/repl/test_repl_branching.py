@@ -204,9 +204,9 @@ def test_search_lists_matches_with_id_title_date_and_snippet(scripted: Any) -> N
 
 
 def test_memory_lines_trace_to_their_messages_through_undo_retry_and_fork(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server, memory={"auto_messages": 2})
+    h = harness(memory={"auto_messages": 2})
     facts = iter(f"User fact number {i}." for i in range(1, 20))
 
     def respond(body: dict[str, Any]) -> fs.Reply:
@@ -270,11 +270,11 @@ def test_memory_lines_trace_to_their_messages_through_undo_retry_and_fork(
 
 
 def test_memory_upkeep_does_not_hold_the_next_prompt_and_nothing_is_lost(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
     """The first summary is held until the second question reached the server: the REPL gets
     there only if neither the prompt nor the next message waits for the upkeep."""
-    h = Harness(tmp_path, server, memory={"auto_messages": 2})
+    h = harness(memory={"auto_messages": 2})
     second_sent = threading.Event()
     summaries: list[bool] = []  # per summary call: was the second question sent meanwhile
     chats: list[str] = []

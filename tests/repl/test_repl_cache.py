@@ -5,7 +5,7 @@ line's short form of a miss; with prices, what the cache saved in the usage line
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 import fakeserver as fs
 import pytest
@@ -25,8 +25,8 @@ def changes_rows(out: str) -> list[str]:
     return [ln.strip() for ln in out.splitlines() if "since the previous request:" in ln]
 
 
-def test_context_names_system_and_model_changes(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server, **QUIET_MEMORY)
+def test_context_names_system_and_model_changes(harness: Any, server: fs.FakeServer) -> None:
+    h = harness(**QUIET_MEMORY)
     server.add(
         fs.text("one", usage=MISS),
         fs.text("two", usage=HIT),
@@ -60,9 +60,9 @@ def test_context_names_system_and_model_changes(tmp_path: Path, server: fs.FakeS
 
 
 def test_context_names_an_idle_gap(
-    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+    harness: Any, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    h = Harness(tmp_path, server, provider={"preset": "openai"}, **QUIET_MEMORY)
+    h = harness(provider={"preset": "openai"}, **QUIET_MEMORY)
     now = [1_000_000.0]
     monkeypatch.setattr(cache_report, "clock", lambda: now[0])
 
@@ -78,8 +78,8 @@ def test_context_names_an_idle_gap(
     ]
 
 
-def test_the_chat_shows_what_the_cache_saved(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server, prices=PRICES)
+def test_the_chat_shows_what_the_cache_saved(harness: Any, server: fs.FakeServer) -> None:
+    h = harness(prices=PRICES)
     server.add(fs.text("one", usage=USAGE), fs.text("two", usage=USAGE))
     h.run(["hi\r", "again\r", "/tokens\r"])
     side = " ".join(h.err.getvalue().split())  # the console wraps at 100 columns
@@ -91,12 +91,12 @@ def test_the_chat_shows_what_the_cache_saved(tmp_path: Path, server: fs.FakeServ
 
 
 def test_context_names_a_pinned_line_and_the_window_step(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
     from countbot_cli.memory.marks import set_mark
     from countbot_cli.memory.store import MemoryStore
 
-    h = Harness(tmp_path, server, persona={"max_history_messages": 4}, **QUIET_MEMORY)
+    h = harness(persona={"max_history_messages": 4}, **QUIET_MEMORY)
     server.add(*(fs.text(f"answer {k}", usage=MISS) for k in range(1, 5)))
 
     def pin(h: Harness) -> None:

@@ -6,7 +6,7 @@ asked again. Needs the `local` extra (the offer is made only when the embedded m
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
+from typing import Any
 
 import fakeserver as fs
 import pytest
@@ -32,9 +32,9 @@ def after_request(n: int, keys: str) -> Callable[[Harness], None]:
 
 
 def test_yes_answers_with_the_embedded_model_and_is_asked_once(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server, provider={"max_retries": 0}, max_tokens=8)
+    h = harness(provider={"max_retries": 0}, max_tokens=8)
     server.add(fs.status(503), fs.status(503))
     h.run(
         [
@@ -55,9 +55,9 @@ def test_yes_answers_with_the_embedded_model_and_is_asked_once(
 
 
 def test_no_keeps_the_failed_turn_and_is_not_asked_again(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server, provider={"max_retries": 0}, max_tokens=8)
+    h = harness(provider={"max_retries": 0}, max_tokens=8)
     server.add(fs.status(503), fs.status(503))
     h.run(["hello\r", after_request(1, "n\r"), "again\r"], timeout=60)
     err = h.out.getvalue() + h.err.getvalue()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import fakeserver as fs
 import pytest
@@ -16,8 +17,8 @@ from waits import file_text, wait_until
 QUIET = {"memory": {"auto_memory": False, "overflow_summary": False}}
 
 
-def test_enter_newline_makes_esc_enter_send(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server, chat={"enter": "newline"}, **QUIET)
+def test_enter_newline_makes_esc_enter_send(harness: Any, server: fs.FakeServer) -> None:
+    h = harness(chat={"enter": "newline"}, **QUIET)
     server.add(fs.text("one"), fs.text("two"))
     h.run(["line one\rline two\x1b\r", "/set enter send\r", "plain\r"])
     assert [b["messages"][-1]["content"] for b in server.chat_bodies()] == [
@@ -27,10 +28,8 @@ def test_enter_newline_makes_esc_enter_send(tmp_path: Path, server: fs.FakeServe
     assert "enter = send for the rest of this chat." in h.text()
 
 
-def test_vi_mode_is_shown_in_the_toolbar_and_set_switches_it(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server, chat={"editing_mode": "vi"}, **QUIET)
+def test_vi_mode_is_shown_in_the_toolbar_and_set_switches_it(harness: Any) -> None:
+    h = harness(chat={"editing_mode": "vi"}, **QUIET)
     bars: list[str] = []
 
     def toolbar(h: Harness) -> None:
@@ -59,17 +58,17 @@ def test_vi_mode_is_shown_in_the_toolbar_and_set_switches_it(
 
 
 def test_bell_when_a_long_answer_ends_and_when_an_approval_waits(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server, tools=True, chat={"notify": "bell", "notify_after": 0}, **QUIET)
+    h = harness(tools=True, chat={"notify": "bell", "notify_after": 0}, **QUIET)
     confirmer, _ = approval_answers("n\n")
     server.add(fs.text("quick"), write_call("a.txt", "x"), fs.text("not written"))
     h.run(["hi\r", lambda h: h.wait_for("\a", stream="err"), "write a\r"], confirmer=confirmer)
     assert h.err.getvalue().count("\a") == 3  # after "hi", at the question, after the answer
 
 
-def test_no_bell_by_default(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server, chat={"notify_after": 0}, **QUIET)
+def test_no_bell_by_default(harness: Any, server: fs.FakeServer) -> None:
+    h = harness(chat={"notify_after": 0}, **QUIET)
     server.add(fs.text("quick"))
     h.run(["hi\r"])
     assert "\a" not in h.err.getvalue()

@@ -3,7 +3,7 @@ MEMORY.md has grown enough to be worth tidying (issue 22 point 3)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 import fakeserver as fs
 from repl_harness import Harness
@@ -16,8 +16,8 @@ from countbot_cli.repl.toolbar import toolbar_text
 OLD, NEW = "Production redis listens on port 6380", "Production redis listens on port 6390"
 
 
-def test_memory_tidy_in_the_chat_asks_and_applies(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_memory_tidy_in_the_chat_asks_and_applies(harness: Any, server: fs.FakeServer) -> None:
+    h = harness()
     store = MemoryStore(h.settings.memory.file)
     store.add(OLD, date="2026-01-01")
     store.add("The cat is called Miso", date="2026-01-02")
@@ -39,8 +39,8 @@ def test_memory_tidy_in_the_chat_asks_and_applies(tmp_path: Path, server: fs.Fak
     assert NEW in sent and OLD not in sent  # an archived line is never recalled
 
 
-def test_the_toolbar_hints_at_tidying_a_grown_memory(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_the_toolbar_hints_at_tidying_a_grown_memory(harness: Any) -> None:
+    h = harness()
     store = MemoryStore(h.settings.memory.file)
     store.add_many([f"fact number {i}" for i in range(HINT_ENTRIES - 1)], "user")
     repl = h.make()

@@ -4,6 +4,7 @@ carries, what the screen says, and that a bad value sends nothing."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import fakeserver as fs
 import pytest
@@ -11,9 +12,9 @@ from repl_harness import Harness
 
 
 def test_set_reaches_the_request_and_a_bad_value_sends_nothing(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     server.add(fs.text("one"), fs.text("two"))
     h.run(
         [
@@ -111,8 +112,8 @@ def test_templates_and_roles_are_slash_commands_with_arguments(
     assert "/review  template: review a file for a concern" in h.text()
 
 
-def test_slash_skills_lists_them_and_the_left_out(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server, tools=True)
+def test_slash_skills_lists_them_and_the_left_out(harness: Any) -> None:
+    h = harness(tools=True)
     cb = h.cb
     _skill_file(cb.user_home, "release-notes")
     _skill_file(cb.work, "deploy", "Deploy the site.")

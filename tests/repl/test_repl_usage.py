@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
 import pytest
-from repl_harness import Harness
 
 from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.memory.store import MemoryStore
@@ -24,9 +22,9 @@ DEEPSEEK = {
 
 @pytest.mark.parametrize("usage", [OPENAI, DEEPSEEK], ids=["openai", "deepseek"])
 def test_usage_line_and_tokens_show_the_cached_prompt(
-    tmp_path: Path, server: fs.FakeServer, usage: dict[str, Any]
+    harness: Any, server: fs.FakeServer, usage: dict[str, Any]
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     server.add(fs.text("one", usage=usage), fs.text("two", usage=usage))
     h.run(["hi\r", "again\r", "/tokens\r"])
     side = h.err.getvalue()
@@ -39,8 +37,8 @@ def test_usage_line_and_tokens_show_the_cached_prompt(
     assert h.session_data()["usage"]["cached_tokens"] == 2200
 
 
-def test_a_provider_reporting_no_cache_shows_none(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_a_provider_reporting_no_cache_shows_none(harness: Any, server: fs.FakeServer) -> None:
+    h = harness()
     server.add(fs.text("one", usage={"prompt_tokens": 1234, "completion_tokens": 56}))
     h.run(["hi\r", "/tokens\r"])
     assert "1,234 in · 56 out tokens" in h.err.getvalue()
@@ -48,9 +46,9 @@ def test_a_provider_reporting_no_cache_shows_none(tmp_path: Path, server: fs.Fak
     assert "cached_tokens" not in h.session_data()["usage"]
 
 
-def test_prices_show_turn_session_and_day_cost(tmp_path: Path, server: fs.FakeServer) -> None:
+def test_prices_show_turn_session_and_day_cost(harness: Any, server: fs.FakeServer) -> None:
     prices = {"test-model": {"input": 3.0, "cached_input": 0.3, "output": 15.0}}
-    h = Harness(tmp_path, server, prices=prices)
+    h = harness(prices=prices)
     server.add(fs.text("one", usage=OPENAI), fs.text("two", usage=OPENAI))
     h.run(["hi\r", "again\r", "/tokens\r"])
     turn = (134 * 3.0 + 1100 * 0.3 + 56 * 15.0) / 1_000_000  # 0.001572
@@ -63,9 +61,9 @@ def test_prices_show_turn_session_and_day_cost(tmp_path: Path, server: fs.FakeSe
 
 
 def test_context_shows_the_parts_of_the_last_request_and_its_cached_prefix(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server, tools=True)
+    h = harness(tools=True)
     bodies: list[dict[str, Any]] = []
 
     def reply(body: dict[str, Any]) -> fs.Reply:
@@ -114,9 +112,9 @@ def test_context_shows_the_parts_of_the_last_request_and_its_cached_prefix(
 
 
 def test_context_says_when_the_provider_reports_no_cache(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     server.add(fs.text("one", usage={"prompt_tokens": 50, "completion_tokens": 1}))
     h.run(["hi\r", "/context\r"])
     out = h.text()
@@ -125,7 +123,7 @@ def test_context_says_when_the_provider_reports_no_cache(
 
 
 def test_a_huge_answer_is_counted_once_and_estimated_not_tokenized(
-    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+    harness: Any, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One answer line over tokens.EXACT_MAX_CHARS: after it is shown, the toolbar, the next
     turn's budget, /tokens and the memory upkeep all need its size. It is counted once (the
@@ -153,7 +151,7 @@ def test_a_huge_answer_is_counted_once_and_estimated_not_tokenized(
         return real_count(self, text)
 
     monkeypatch.setattr(type(encoding), "count", count)
-    h = Harness(tmp_path, server, memory={"auto_messages": 2})
+    h = harness(memory={"auto_messages": 2})
     answers = [fs.text(big, chunk_size=1 << 16), fs.text("small")]
 
     def respond(body: dict[str, Any]) -> fs.Reply:

@@ -12,6 +12,7 @@ import signal
 import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import fakeserver as fs
 import pytest
@@ -27,9 +28,9 @@ def systems_sent(server: fs.FakeServer) -> list[str]:
 
 
 def test_system_text_is_kept_in_the_session_across_new_and_resume(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     server.add(fs.text("oui"), fs.text("other"), fs.text("encore"), fs.text("toujours"))
 
     def resume_the_first(h: Harness) -> None:
@@ -65,9 +66,9 @@ def titled(h: Harness, title: str) -> Session:
 
 
 def test_a_resumed_sessions_system_text_wins_over_the_flag_and_clear_removes_it(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     h.settings = replace(h.settings, system="FLAG TEXT")  # countbot --system "FLAG TEXT"
     s = new_session(provider="test", model="test-model", title="Kept")
     s.system = "SESSION TEXT"
@@ -87,8 +88,8 @@ def test_a_resumed_sessions_system_text_wins_over_the_flag_and_clear_removes_it(
     assert h.store.load(s.id).system == ""
 
 
-def test_one_tab_completes_a_command_with_its_space(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_one_tab_completes_a_command_with_its_space(harness: Any) -> None:
+    h = harness()
     s = new_session(provider="test", model="test-model", title="Tabbed")
     s.messages += [Message(role="user", content="q"), Message(role="assistant", content="a")]
     h.store.create(s)
@@ -107,8 +108,8 @@ def test_one_tab_completes_a_command_with_its_space(tmp_path: Path, server: fs.F
     assert "Resumed “Tabbed” · 2 messages" in out
 
 
-def test_counts_of_one_are_singular(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_counts_of_one_are_singular(harness: Any, server: fs.FakeServer) -> None:
+    h = harness()
     s = new_session(provider="test", model="test-model", title="Single")
     s.messages.append(Message(role="user", content="lonely question", status="interrupted"))
     h.store.create(s)
@@ -139,10 +140,10 @@ def test_leaving_a_saved_chat_says_how_to_resume_it(tmp_path: Path, server: fs.F
 
 @pytest.mark.parametrize("how", ["key", "signal"])
 def test_ctrl_c_in_a_history_search_cancels_the_search(
-    tmp_path: Path, server: fs.FakeServer, how: str
+    harness: Any, server: fs.FakeServer, how: str
 ) -> None:
     """Ctrl-C as the key (raw mode) or as a real SIGINT (`kill -INT`, a terminal that signals)."""
-    h = Harness(tmp_path, server)
+    h = harness()
     h.history.write_text("\n# 2024-01-01 00:00:00\n+remember the zebra\n", encoding="utf-8")
     server.add(fs.text("fine"))
 
@@ -167,9 +168,9 @@ def test_ctrl_c_in_a_history_search_cancels_the_search(
 
 
 def test_a_sigint_at_the_prompt_clears_the_line_like_ctrl_c(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     server.add(fs.text("fine"))
     h.run(
         [

@@ -117,8 +117,8 @@ def test_delete_asks_first(scripted: Any) -> None:
     assert out.rstrip().endswith("New conversation.")
 
 
-def test_model_lists_and_switches(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_model_lists_and_switches(harness: Any, server: fs.FakeServer) -> None:
+    h = harness()
     server.models = ["test-model", "beta-2"]
     server.add(fs.text("from beta"), fs.text("from other"))
     repl = h.run(
@@ -141,17 +141,15 @@ def test_model_lists_and_switches(tmp_path: Path, server: fs.FakeServer) -> None
     assert users_sent(h)[1] == ["hello", "from beta", "again"]  # same conversation
 
 
-def test_model_list_failure_is_reported(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_model_list_failure_is_reported(harness: Any, server: fs.FakeServer) -> None:
+    h = harness()
     server.models_reply = fs.status(401)
     h.run(["/model\r"])
     assert "authentication failed (401)" in h.text()
 
 
-def test_model_completion_tolerates_a_failing_provider(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    h = Harness(tmp_path, server)
+def test_model_completion_tolerates_a_failing_provider(harness: Any, server: fs.FakeServer) -> None:
+    h = harness()
     server.models_reply = fs.status(401)
     comp = SlashCompleter(h.make())
     assert list(comp.get_completions(Document("/model "), CompleteEvent())) == []
@@ -208,8 +206,8 @@ def test_summary_on_an_unsaved_conversation_is_saved_with_its_first_turn(scripte
     assert h.session_data()["summary"] == "Planning a trip."
 
 
-def test_memory_add_search_tail_and_show(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_memory_add_search_tail_and_show(harness: Any) -> None:
+    h = harness()
     h.run(
         [
             "/memory add The user prefers green tea\r",
@@ -232,8 +230,8 @@ def test_memory_add_search_tail_and_show(tmp_path: Path, server: fs.FakeServer) 
     assert "usage: /memory tail N" in out and "usage: /memory [search WORDS" in out
 
 
-def test_tokens_breaks_down_the_next_request(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_tokens_breaks_down_the_next_request(harness: Any, server: fs.FakeServer) -> None:
+    h = harness()
     server.add(fs.text("an answer", usage=USAGE))
     h.run(["a question\r", "/summary Short summary.\r", "/tokens\r"])
     out = h.text()
@@ -308,12 +306,12 @@ def test_the_toolbar_shows_the_total_of_tokens(
 
 @pytest.mark.parametrize("dropped", [False, True])
 def test_tools_the_provider_dropped_are_not_counted(
-    tmp_path: Path, server: fs.FakeServer, dropped: bool
+    harness: Any, server: fs.FakeServer, dropped: bool
 ) -> None:
     """A local model whose chat template has no tools reports a prompt without them."""
     from countbot_cli.conversation.tokens import TokenCounter
 
-    h = Harness(tmp_path, server, tools=True)
+    h = harness(tools=True)
 
     def reply(body: dict[str, Any]) -> fs.Reply:
         counter = TokenCounter("test-model")
@@ -335,8 +333,8 @@ def test_tools_the_provider_dropped_are_not_counted(
     assert _totals(out) == [want]
 
 
-def test_compact_summarises_old_messages_into_memory(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server, persona={"max_history_messages": 2})
+def test_compact_summarises_old_messages_into_memory(harness: Any, server: fs.FakeServer) -> None:
+    h = harness(persona={"max_history_messages": 2})
 
     def answer(body: dict[str, Any]) -> fs.Reply:
         if body["messages"][0]["role"] != "system":  # a summary call
@@ -358,8 +356,8 @@ def test_compact_summarises_old_messages_into_memory(tmp_path: Path, server: fs.
     assert [m["content"] for m in data["messages"]] == ["project is countbot", "ok"]
 
 
-def test_compact_failure_keeps_the_messages(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server, persona={"max_history_messages": 2})
+def test_compact_failure_keeps_the_messages(harness: Any, server: fs.FakeServer) -> None:
+    h = harness(persona={"max_history_messages": 2})
     server.add(fs.text("a"), fs.text("b"), fs.status(400))
     h.run(["one\r", "two\r", "/compact\r"])
     assert "Could not compact" in h.text()
@@ -382,9 +380,9 @@ def test_retry_after_an_answer_replaces_it(scripted: Any) -> None:
 
 
 def test_retry_after_a_failure_replaces_the_failed_question(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server)
+    h = harness()
     server.add(fs.text("fine"), fs.status(400), fs.text("now it works"))
     h.run(["warm up\r", "fragile\r", "/retry\r"])
     assert users_sent(h)[2] == ["warm up", "fine", "fragile"]
@@ -465,9 +463,9 @@ def test_tools_modes(tmp_path: Path, server: fs.FakeServer) -> None:
 
 
 def test_tool_output_is_shortened_and_last_tool_shows_it_all(
-    tmp_path: Path, server: fs.FakeServer
+    harness: Any, server: fs.FakeServer
 ) -> None:
-    h = Harness(tmp_path, server, tools=True)
+    h = harness(tools=True)
     lines = [f"line number {i}" for i in range(1, 13)]
     (h.cb.work / "big.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     server.add(fs.tool_calls([("read_file", {"path": "big.txt"})]), fs.text("I read it."))
@@ -491,24 +489,24 @@ class RecordingOutput(DummyOutput):
         self.calls.append(f"goto {row},{column}")
 
 
-def test_clear_erases_the_screen(tmp_path: Path, server: fs.FakeServer) -> None:
-    h = Harness(tmp_path, server)
+def test_clear_erases_the_screen(harness: Any) -> None:
+    h = harness()
     h.output = RecordingOutput()
     h.run(["/clear\r"])
     assert h.output.calls[:2] == ["erase_screen", "goto 0,0"]
 
 
 @pytest.mark.parametrize("command", ["/exit", "/quit"])
-def test_exit_quits(tmp_path: Path, server: fs.FakeServer, command: str) -> None:
-    h = Harness(tmp_path, server)
+def test_exit_quits(harness: Any, command: str) -> None:
+    h = harness()
     repl = h.run([command + "\r"], end=None)  # returns: the REPL quit (the harness bounds a hang)
     assert repl.prompts_shown == 1
 
 
-def test_model_keeps_a_context_window_override(tmp_path: Path, server: fs.FakeServer) -> None:
+def test_model_keeps_a_context_window_override(harness: Any, server: fs.FakeServer) -> None:
     from countbot_cli.config.settings import load_settings
 
-    h = Harness(tmp_path, server)
+    h = harness()
     h.settings = load_settings(
         config_path=str(h.cb.config_file),
         env={**h.cb.env, "COUNTBOT_CONTEXT_WINDOW": "16384"},
@@ -522,11 +520,11 @@ def test_model_keeps_a_context_window_override(tmp_path: Path, server: fs.FakeSe
     assert "/16.4k" in repl.toolbar()
 
 
-def test_tools_lists_the_saved_approvals(tmp_path: Path, server: fs.FakeServer) -> None:
+def test_tools_lists_the_saved_approvals(harness: Any) -> None:
     from countbot_cli.config import saved_allow
     from countbot_cli.config.settings import load_settings
 
-    h = Harness(tmp_path, server)
+    h = harness()
     h.cb.user_home.mkdir(parents=True, exist_ok=True)
     rules = saved_allow.allow_file(h.cb.user_home)
     saved_allow.add_command(rules, "git status")
