@@ -6,7 +6,7 @@ stdout carries the answer and nothing else; status, notices, tool lines and erro
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO
 
 from countbot_cli.errors import OutputClosed
 from countbot_cli.memory.tool import shown_lines
@@ -149,6 +149,12 @@ class JsonView(PlainView):
 JSONL_OUTPUT_CHARS = 4000  # a tool result's output in a `tool_result` line, at most
 
 
+# the "type" of a line `ask --jsonl` writes (the README's schema)
+JsonlType = Literal[
+    "text", "reasoning", "notice", "tool_call", "tool_result", "usage", "error", "end"
+]
+
+
 class JsonlView(PlainView):
     """`ask --jsonl`: one JSON object a line on stdout as the turn happens (the schema is in the
     README); notices also on stderr as usual. The caller ends it with `end`."""
@@ -156,7 +162,7 @@ class JsonlView(PlainView):
     def __init__(self, out: TextIO, err: TextIO) -> None:
         super().__init__(out, err)
 
-    def emit(self, kind: str, **fields: object) -> None:
+    def emit(self, kind: JsonlType, **fields: object) -> None:
         self.out.write(json_text({"type": kind, **fields}, indent=None) + "\n")
         self.out.flush()
 
