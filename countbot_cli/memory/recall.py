@@ -14,7 +14,8 @@ The fused score is `cosine + LEX_WEIGHT * lexical`: a distinctive shared word li
 above lines that are only close in meaning, while a common one adds almost nothing and cannot
 crowd out a semantic match. The cosine is taken with the message's vector minus that of small
 talk (embed.SMALL_TALK), so a line that is close to every message does not come back for
-"hi"; a line is sent when its score reaches MIN_SCORE, best first.
+"hi"; a line is sent when its score reaches MIN_SCORE and a quarter of the best line's
+(FLOOR_SHARE), best first.
 
 **Up to date.** Of two candidate lines about the same thing (their vectors' cosine at least
 SUPERSEDE_COSINE: "drives a Toyota Corolla" / "sold the Corolla, drives a Model 3"), only the
@@ -55,6 +56,9 @@ if TYPE_CHECKING:
 
 LEX_WEIGHT = 0.1
 MIN_SCORE = 0.06  # above what the line scores for small talk (see embed.SMALL_TALK)
+# nor under this share of the best line's score: a line that is only of the same field as the
+# message (eight ops lines for a question about one of them) costs tokens and the shared prefix
+FLOOR_SHARE = 0.25
 SUPERSEDE_COSINE = 0.7
 SUPERSEDE_LEXICAL = 0.5
 # words by which a line says it is an update ("sold the Corolla, now drives ...", "换了新手机")
@@ -222,7 +226,8 @@ def _pick(
     (`_successor`) and followed by a newer update of it; those of them to mark older)."""
     import numpy as np
 
-    ranked = [int(i) for i in np.argsort(-scores, kind="stable")[:limit] if scores[i] >= MIN_SCORE]
+    floor = max(MIN_SCORE, FLOOR_SHARE * float(scores.max()))
+    ranked = [int(i) for i in np.argsort(-scores, kind="stable")[:limit] if scores[i] >= floor]
     if not ranked:
         return [], set()
     near = vectors[ranked] @ vectors.T  # one product for every candidate's nearest line

@@ -136,6 +136,27 @@ def test_an_update_without_now_wins_and_an_unrelated_newer_line_marks_nothing(
     assert partner.get("now runs with Tom from the club") is False  # the shoes are no update
 
 
+def test_lines_only_of_the_same_field_as_the_question_are_not_sent(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url, memory={"inject": "relevant", "auto_memory": False})
+    ops = [
+        "Production Redis 7.2 listens on port 6380",
+        "The staging database is PostgreSQL 16 on db-stage-2",
+        "Deploys run ops/deploy.sh with Ansible 9",
+        "Logs are kept 30 days and rotated at 03:00",
+        "The test suite runs with pytest -n 4 in CI",
+        "nginx terminates TLS and proxies to port 8000",
+        "Kafka topics are partitioned by customer id",
+        "Dashboards live in Grafana folder ops/prod",
+    ]
+    write_memory(cb, [("2025-02-01", line) for line in ops])
+    lines = recalled(
+        sent(cb, server, "We moved the staging database last week. What about redis?")[0]
+    )
+    assert set(lines) == {ops[0], ops[1]}  # not the six other ops lines, each far weaker
+
+
 def test_a_fact_written_again_is_sent_once_the_newest(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
