@@ -258,7 +258,7 @@ class McpHub:
         conn = self.conns[server]
         loop, session = self._loop, conn.session
         if loop is None or session is None or conn.state != STATE_RUNNING:
-            return CallOutcome(error=f"the server is {conn.state}: {conn.error or 'no session'}")
+            return CallOutcome(error=f"{conn.state}: {conn.error or 'no session'}")
         timeout = conn.config.timeout
         fut = asyncio.run_coroutine_threadsafe(_call(session, tool, args, timeout), loop)
         deadline = time.monotonic() + timeout + 1.0

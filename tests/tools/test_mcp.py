@@ -215,7 +215,7 @@ def test_a_crashed_server_is_restarted_once_before_its_next_call_with_one_line(
     assert results[0].startswith("Error: MCP server 'time': the server stopped responding")
     assert json.loads(results[1])["timezone"] == "Asia/Tokyo"  # the restarted server answered
     assert results[2].startswith("Error: MCP server 'time': the server stopped responding")
-    assert results[3].startswith("Error: MCP server 'time': the server is stopped responding")
+    assert results[3].startswith("Error: MCP server 'time': stopped responding")
     restarts = [line for line in proc.stderr.splitlines() if "restart" in line]
     assert restarts == ["countbot: MCP server 'time' had stopped responding: restarted it"], (
         proc.stderr
