@@ -30,6 +30,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from countbot_cli.config.prices import charge, day_cost, day_saved
+from countbot_cli.config.settings import APPROVAL_MODES
 from countbot_cli.conversation import fallback as fb
 from countbot_cli.conversation.context import without_failed
 from countbot_cli.conversation.saving import TurnSaver
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
     from countbot_cli.provider import Provider
 
 SERIAL_PROVIDERS = ("local",)  # their model answers one call at a time: turns wait for upkeep
-TOOL_MODES = ("ask", "auto", "off")
 
 
 class MemoryKeeping(Protocol):
@@ -470,8 +470,8 @@ class Conversation:
     def set_tool_mode(self, mode: str) -> tuple[str, list[str]]:
         """ask | auto | off (any case): (the mode set, the session grants revoked: ask and off
         revoke them)."""
-        name = mode.lower()
-        if name not in TOOL_MODES:
+        name = next((known for known in APPROVAL_MODES if known == mode.lower()), None)
+        if name is None:
             raise UsageError(
                 f"unknown tool mode '{sanitize_line(mode)}'", hint="use ask, auto or off"
             )

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
+    from countbot_cli.config.settings import ApprovalMode
     from countbot_cli.tools import PreparedCall
 
 # Decision.how values, recorded in the session's tool_conversations
@@ -80,7 +81,7 @@ class Confirmer(Protocol):
 
 @dataclass
 class ApprovalPolicy:
-    mode: str = "ask"  # ask | auto | off (config/settings.ApprovalMode; /tools changes it)
+    mode: ApprovalMode = "ask"  # ask | auto | off (/tools changes it)
     yes_writes: bool = False  # --yes
     confirmer: Confirmer | None = None  # None: non-interactive
     session_allowed: set[str] = field(default_factory=set)
