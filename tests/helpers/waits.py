@@ -3,11 +3,13 @@ several xdist workers) a fixed sleep is either too short and flaky or long and s
 
 `wait_until(check, what)` polls `check` until it returns something truthy and returns that; after
 `timeout` seconds (a hang bound, never a speed claim) it fails the test saying `what` it waited
-for.
+for. `returns_within(call, what)` runs a call that must not hang (a server's stop) in a thread
+and fails the test if it has not returned after `timeout` seconds.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,3 +40,23 @@ def file_text(path: Path, timeout: float = 10) -> str:
             return ""
 
     return wait_until(read, f"{path.name} to be written", timeout)
+
+
+def returns_within(call: Callable[[], object], what: str, timeout: float = 10) -> None:
+    """Run `call` in a thread; AssertionError naming `what` if it is still running after
+    `timeout` s (a hang bound). An exception it raised is raised here."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            raised.append(exc)
+
+    worker = threading.Thread(target=run, name=f"returns-within: {what}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise AssertionError(f"{what} did not return within {timeout} s")
+    if raised:
+        raise raised[0]

@@ -109,13 +109,13 @@ def test_stats_record_first_token_and_speed(provider: LocalProvider) -> None:
     assert isinstance(stats, LocalStats)
     assert stats.load_seconds == 0.0  # loaded by the fixture, not by this answer
     # measured, not judged: how fast a loaded machine runs the model is bench_local's figure
-    assert stats.first_token_seconds is not None and stats.first_token_seconds > 0
+    assert stats.first_token_seconds is not None
     assert stats.completion_tokens >= 2
     rate = stats.tokens_per_second
     assert rate is not None and rate > 0
     line = stats.describe()
-    assert "tokens/s" in line and "loaded" not in line
-    assert provider.load_seconds is not None and provider.load_seconds > 0
+    assert "first token" in line and "tokens/s" in line and "loaded" not in line
+    assert provider.load_seconds is not None  # the fixture's load was recorded
 
 
 def test_stats_describe_mentions_the_load_when_the_answer_loaded_the_model() -> None:
@@ -340,7 +340,7 @@ def test_unload_models_frees_the_cache(gguf: str) -> None:
     assert localmod.loaded_models() == []
     fin = prov.complete(ask("hi", max_tokens=2))  # loads again on demand
     assert isinstance(fin, Finished) and prov.last_stats is not None
-    assert prov.last_stats.load_seconds > 0
+    assert prov.last_stats.describe().startswith("model loaded in")  # this answer loaded it
     localmod.unload_models()
 
 
