@@ -217,7 +217,32 @@ class Interrupted(CountbotError):
     def __init__(self, message: str = "interrupted") -> None:
         super().__init__(message)
 
+    @classmethod
+    def by(cls, exc: BaseException) -> Interrupted:
+        """The error of a turn `exc` stopped: "interrupted by the user" for Ctrl-C, else what
+        it was ("interrupted: countbot was terminated (SIGTERM)")."""
+        if isinstance(exc, (Terminated, OutputClosed)):
+            return cls(f"interrupted: {stop_cause(exc)}")
+        return cls("interrupted by the user")
+
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP: countbot stops as on Ctrl-C (the turn in progress is saved, marked
-    interrupted) but, unlike Ctrl-C in the chat, never goes on running."""
+    interrupted) but, unlike Ctrl-C in the chat, never goes on running. `signal_name` says
+    which (interrupts.py raises it)."""
+
+    def __init__(self, signal_name: str = "SIGTERM") -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+def stop_cause(exc: BaseException) -> str:
+    """What stopped a turn, in the words the model and the session are told (a tool round's
+    `tool` messages, the turn's error): Ctrl-C, a termination by its signal, or a closed output."""
+    if isinstance(exc, OutputClosed):
+        return "the output was closed"
+    if isinstance(exc, Terminated):
+        if exc.signal_name == "SIGHUP":
+            return "the terminal was closed (SIGHUP)"
+        return f"countbot was terminated ({exc.signal_name})"
+    return "the user interrupted the turn"

@@ -23,7 +23,7 @@ _TERMINATING = ("SIGTERM", "SIGHUP")
 
 
 def _stop(signum: int, frame: object) -> None:
-    raise Terminated
+    raise Terminated(signal.Signals(signum).name)
 
 
 def stop_on_termination() -> None:

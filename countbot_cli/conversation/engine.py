@@ -211,10 +211,7 @@ class Engine:
     def _interrupted(self, exc: BaseException, record: TurnRecord) -> _Round:
         """Settle a turn stopped by Ctrl-C (or SIGTERM, or its output closed)."""
         record.status = "interrupted"
-        closed = isinstance(exc, OutputClosed)
-        record.error = Interrupted(
-            "interrupted: the output was closed" if closed else "interrupted by the user"
-        )
+        record.error = Interrupted.by(exc)
         if isinstance(exc, (Terminated, OutputClosed)):  # the program stops once it is saved
             record.stopped_by = exc
         return self._current

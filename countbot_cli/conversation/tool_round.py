@@ -3,9 +3,10 @@
 `ToolRunner.run_calls` returns a `RoundResult`: exactly one `tool` message for every
 tool_call_id, whatever happened to the call (denied, failed, timed out, interrupted), so the
 next request is always valid, and one `ToolRecord` a call (what the session's
-`tool_conversations` keeps). It changes nothing it is handed. Ctrl-C (or SIGTERM) while a tool
-runs stops that tool and answers the remaining calls as not run; the round's `interrupt` holds
-that KeyboardInterrupt for the engine to end the turn with.
+`tool_conversations` keeps). It changes nothing it is handed. Ctrl-C (or SIGTERM, SIGHUP, or
+ask's output closing) while a tool runs stops that tool and answers the remaining calls as not
+run, each saying what stopped it (`errors.stop_cause`: the model is not told "the user" when it
+was a signal); the round's `interrupt` holds that exception for the engine to end the turn with.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli.conversation.turn_record import ToolOutcome, ToolRecord
+from countbot_cli.errors import OutputClosed, stop_cause
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.messages import Message, ToolCall, utc_now
 from countbot_cli.tools import ToolResult
@@ -32,18 +34,24 @@ if TYPE_CHECKING:
 TOOL_RESULT_RECORD_CHARS = 4000
 TOOL_STOP_WAIT = 10.0  # seconds a cancelled tool gets to stop before the turn gives up on it
 REPEAT_LIMIT = 3  # the same call (name and arguments) this many times in one turn ends it
-NOT_RUN = "Not run: the user interrupted the turn."
-INTERRUPTED_BEFORE = "Interrupted by the user before it ran."
+NOT_RUN = "Not run: {cause}."
+INTERRUPTED_BEFORE = "Interrupted before it ran: {cause}."
+INTERRUPTED_DURING = "Interrupted before it finished: {cause}."
+INTERRUPTED_NOTE = "\n[interrupted: {cause}]"
+
+# what stops a round: Ctrl-C (KeyboardInterrupt, `Terminated` for SIGTERM/SIGHUP), or the
+# reader of ask's output gone (OutputClosed, raised by the view)
+Stop = KeyboardInterrupt | OutputClosed
 
 
 @dataclass
 class RoundResult:
     """What one round of tool calls gives back: a `tool` message for each call (in order), its
-    record, and the interrupt that stopped the round (Ctrl-C, or `Terminated`) if one did."""
+    record, and what stopped the round (Ctrl-C, `Terminated`, `OutputClosed`) if anything did."""
 
     messages: list[dict[str, Any]] = field(default_factory=list)
     records: list[ToolRecord] = field(default_factory=list)
-    interrupt: KeyboardInterrupt | None = None
+    interrupt: Stop | None = None
 
     def answer(
         self,
@@ -118,20 +126,20 @@ class ToolRunner:
         done = RoundResult()
         for call in calls:
             if done.interrupt is not None:
-                done.answer(call, NOT_RUN, "interrupted", "not-run")
+                cause = stop_cause(done.interrupt)
+                done.answer(call, NOT_RUN.format(cause=cause), "interrupted", "not-run")
                 continue
             answered = len(done.messages)
             try:
                 done.interrupt = self._run_one(call, view, done)
-            except KeyboardInterrupt as exc:  # between the steps of a call (a preview, a view)
+            except (KeyboardInterrupt, OutputClosed) as exc:  # between a call's steps (a view)
                 done.interrupt = exc
                 if len(done.messages) == answered:
-                    done.answer(call, INTERRUPTED_BEFORE, "interrupted", "not-run")
+                    before = INTERRUPTED_BEFORE.format(cause=stop_cause(exc))
+                    done.answer(call, before, "interrupted", "not-run")
         return done
 
-    def _run_one(
-        self, call: ToolCall, view: TurnView, done: RoundResult
-    ) -> KeyboardInterrupt | None:
+    def _run_one(self, call: ToolCall, view: TurnView, done: RoundResult) -> Stop | None:
         """Answer one call (exactly one `tool` message); the interrupt when the user stopped it."""
         s = self.settings
         prepared = self.registry.prepare(
@@ -146,11 +154,11 @@ class ToolRunner:
             view.tool_denied(call, how, prepared.error)
             return None
         edited: dict[str, Any] | None = None
-        interrupt: KeyboardInterrupt | None = None
+        interrupt: Stop | None = None
         try:
             decision, prepared, edited = self._decide(call, prepared)
         except KeyboardInterrupt as exc:
-            decision = Decision(False, "interrupted", reason="the user interrupted the turn")
+            decision = Decision(False, "interrupted", reason=stop_cause(exc))
             interrupt = exc
         if not decision.approved:
             why = decision.reason or "no reason given"
@@ -172,7 +180,7 @@ class ToolRunner:
         )
         try:
             view.tool_end(prepared, tres, decision)
-        except KeyboardInterrupt as exc:
+        except (KeyboardInterrupt, OutputClosed) as exc:
             interrupt = interrupt or exc
         return interrupt
 
@@ -241,20 +249,20 @@ class ToolRunner:
             cancel.set()
             _wait_through_interrupts(done, TOOL_STOP_WAIT)
         ms = int((time.monotonic() - t0) * 1000)
-        return _settled(got[0] if got else None, stopped=interrupt is not None), ms, interrupt
+        return _settled(got[0] if got else None, interrupt), ms, interrupt
 
 
-def _settled(got: ToolResult | BaseException | None, *, stopped: bool) -> ToolResult:
-    """The tool's result, marked interrupted when the user stopped it; or what stands for it
-    when it did not finish (stopped first) or failed (a bug in the tool)."""
+def _settled(got: ToolResult | BaseException | None, stop: Stop | None) -> ToolResult:
+    """The tool's result, marked interrupted, with what stopped it, when something did; or
+    what stands for it when it did not finish (stopped first) or failed (a bug in the tool)."""
     if isinstance(got, ToolResult):
-        if stopped and not got.interrupted:
+        if stop is not None:
             got.interrupted = True
-            got.content += "\n[interrupted by the user]"
+            got.content += INTERRUPTED_NOTE.format(cause=stop_cause(stop))
         return got
-    if stopped:
+    if stop is not None:
         return ToolResult(
-            content="Interrupted by the user before it finished.",
+            content=INTERRUPTED_DURING.format(cause=stop_cause(stop)),
             ok=False,
             error="interrupted",
             interrupted=True,

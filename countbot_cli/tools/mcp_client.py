@@ -265,7 +265,7 @@ class McpHub:
         while not fut.done():
             if cancel is not None and cancel.is_set():
                 fut.cancel()
-                return CallOutcome(error="interrupted by the user", interrupted=True)
+                return CallOutcome(error="the call was stopped", interrupted=True)
             if time.monotonic() > deadline:
                 fut.cancel()
                 return _timed_out(timeout)

@@ -190,6 +190,8 @@ def test_sigterm_during_a_tool_stops_the_turn_and_is_kept_for_after_the_save(
     record = rig.turn(READ_A, view=Terminating())
     assert record.status == "interrupted"
     assert type(record.stopped_by) is Terminated  # the conversation raises it once saved
+    assert record.error is not None
+    assert record.error.message == "interrupted: countbot was terminated (SIGTERM)"
     assert record.answer == "Reading it."  # the text that came with the calls
     assert [(t.tool, t.outcome) for t in record.tools] == [("read_file", "interrupted")]
     assert record.calls == [ModelCall("fake-model-0613", READ_A.usage)]

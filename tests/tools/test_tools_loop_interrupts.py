@@ -75,7 +75,7 @@ def test_ctrl_c_while_the_view_shows_a_result(tmp_path: Path) -> None:
 def test_ctrl_c_while_the_view_announces_a_call(tmp_path: Path) -> None:
     convo, records = run(runner(tmp_path), CALLS, View("start", "c2"))
     answered_once(CALLS, convo)
-    assert convo[1]["content"] == "Interrupted by the user before it ran."
+    assert convo[1]["content"] == "Interrupted before it ran: the user interrupted the turn."
     assert [r.outcome for r in records] == ["ok", "interrupted", "interrupted"]
 
 
