@@ -38,11 +38,11 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.stdout.write(f"countbot {__version__}\n")
         raise SystemExit(0)
-    collector_off_while_starting()
-    from countbot_cli import interrupts
+    try:  # a signal from the moment the handler is in place (its return included) is 130
+        from countbot_cli import interrupts
 
-    interrupts.stop_on_termination()  # first: a SIGTERM while importing is exit 130 too
-    try:
+        interrupts.stop_on_termination()  # first: a SIGTERM while importing is exit 130 too
+        collector_off_while_starting()
         from countbot_cli.keyguard import undumpable
 
         undumpable()

@@ -7,17 +7,25 @@ exit 130 like one during a turn (typer maps a KeyboardInterrupt while parsing to
 `__main__` one while importing); only the interpreter's own start, before countbot's code runs,
 still dies by the signal (shell status 143). A signal held around the first save of a turn is
 raised once that save is complete and known, so the turn's last save updates the same file.
+
+This module is imported before the handler is in place, so it imports only what the
+interpreter has already loaded (`signal`, `threading`, `contextlib`) and the error tree:
+`typing` (1.5-2 ms) comes later, with the command. What is left before the handler is Python's
+own start; `bench/bench_sigterm_window.py` measures it (README, exit code 130).
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from countbot_cli.errors import Terminated
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import Any
 
 _TERMINATING = ("SIGTERM", "SIGHUP")
 

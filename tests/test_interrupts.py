@@ -66,6 +66,8 @@ sys.meta_path.insert(0, Hook())
 """
 
 STAGES = [
+    "import:typing",  # the first module countbot imports after the handler (its window's end)
+    "call:countbot_cli.interrupts:stop_on_termination",  # the handler's first moment
     "import:countbot_cli.keyguard",  # right after the handler is installed
     "import:typer",  # importing the command-line app
     "import:countbot_cli.cli.routing",  # routing the arguments
