@@ -6,12 +6,20 @@ rig, the in-process REPL harness, the pty helpers, waits on conditions: docs/DEV
 them), which is put on the import path here so every test imports it by name; the fixtures
 several folders use are here, one per rig: `server`, `harness` and `scripted` (the REPL
 in-process, on the server or on a ScriptedProvider), `rig_factory` (the memory rig).
+
+No test writes the user's cache: `pytest_configure` points `XDG_CACHE_HOME` at a folder of the
+run's own before any test starts (the worker processes inherit it, and `cbenv.clean_env` passes
+it to every countbot a test starts), so the recall model is cached once a run, there, and the
+folder is removed when the run ends.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +35,27 @@ from fakeserver import FakeServer  # noqa: E402
 # the Ctrl-C tests test countbot and not how pytest was launched.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's own cache folder (`$XDG_CACHE_HOME`), made by the controlling process; the
+    xdist workers it starts inherit the variable and share the folder."""
+    if not hasattr(config, "workerinput"):
+        _users_cache.append(os.environ.get("XDG_CACHE_HOME"))
+        os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="countbot-test-cache-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and _users_cache:
+        shutil.rmtree(os.environ["XDG_CACHE_HOME"], ignore_errors=True)
+        users = _users_cache.pop()
+        if users is None:
+            del os.environ["XDG_CACHE_HOME"]
+        else:
+            os.environ["XDG_CACHE_HOME"] = users
+
+
+_users_cache: list[str | None] = []  # the variable as the run found it (put back at its end)
 
 
 @pytest.fixture

@@ -167,7 +167,8 @@ class CB:
 
 
 def clean_env(root: Path) -> dict[str, str]:
-    """The environment of a user with no keys, no config and a home under `root`."""
+    """The environment of a user with no keys, no config and a home under `root`; the cache
+    folder is the test run's (tests/conftest.py: never the user's, built once a run)."""
     home = root / "home"
     home.mkdir(parents=True, exist_ok=True)
     env = {
@@ -175,6 +176,7 @@ def clean_env(root: Path) -> dict[str, str]:
         "HOME": str(home),
         "XDG_CONFIG_HOME": str(home / ".config"),
         "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME") or str(home / ".cache"),
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "TERM": "xterm-256color",
