@@ -1,5 +1,6 @@
 """Where countbot's files are (SPEC §3): its own folder (`$XDG_CONFIG_HOME/countbot`, else
-`~/.config/countbot`), where `config init` writes, and which config file a run uses:
+`~/.config/countbot`), its cache folder (`$XDG_CACHE_HOME/countbot`, else
+`~/.cache/countbot`), where `config init` writes, and which config file a run uses:
 `--config PATH`, `$COUNTBOT_CONFIG`, `./config.yaml`, then the user's own. Whether a
 `./config.yaml` found so is applied (trusted) is settings.py's decision; nothing here reads a
 file's content.
@@ -27,6 +28,15 @@ def xdg_config_home(env: Mapping[str, str]) -> Path:
     if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore relative values
         return Path(xdg)
     return user_home(env) / ".config"
+
+
+def cache_home(env: Mapping[str, str]) -> Path:
+    """countbot's cache folder, shared by every memory and project: `$XDG_CACHE_HOME/countbot`
+    when absolute, else `~/.cache/countbot` (what it holds: config/own_files.py)."""
+    xdg = env_path(env, "XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore relative values
+        return Path(xdg) / "countbot"
+    return user_home(env) / ".cache" / "countbot"
 
 
 def default_home(env: Mapping[str, str]) -> Path:

