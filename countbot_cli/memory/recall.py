@@ -95,7 +95,7 @@ class Recall:
         self._lock = threading.Lock()  # the turn's recall and the upkeep's new lines
         model_cache.remove_old(memory_sidecar(memory.path, OLD_MODEL_CACHE_SUFFIX))
         if self.embedder is not None:
-            memory.on_added.append(self._embed_added)
+            memory.on_added["recall"] = self._embed_added  # the newest Recall on the store
         self._said_failure = False
         self.older: set[int] = set()  # line numbers the last `relevant` marked as older
 

@@ -99,7 +99,9 @@ class MemoryStore:
         self.path = Path(path)
         self.lock_timeout = lock_timeout
         self._snap: _mi.Snapshot | None = None
-        self.on_added: list[Callable[[list[Entry]], None]] = []  # told of each write's new lines
+        # told of each write's new lines, one listener a name: the Recall that `/model` (or a
+        # fallback link) builds on this store replaces the one before instead of adding to it
+        self.on_added: dict[str, Callable[[list[Entry]], None]] = {}
 
     # ------------------------------------------------------------------ reading
 
@@ -255,7 +257,7 @@ class MemoryStore:
             if origin is not None:  # under the same lock as the lines it describes
                 records = [{"key": line_key(e.line), "source": src, **origin} for e in added]
                 _append_sources(self._target(), records)
-        for listener in self.on_added:  # after the lock: recall embeds them (memory/recall.py)
+        for listener in list(self.on_added.values()):  # after the lock: recall embeds them
             listener(added)
         return added
 

@@ -252,3 +252,19 @@ def test_start_loads_both_models_in_the_background() -> None:
     assert embedder._thread is not None
     embedder._thread.join(60)
     assert embedder.ready and embedder.error is None
+
+
+def test_model_switches_leave_one_recall_listening_to_the_memory(scripted: Any) -> None:
+    h = scripted(memory={"inject": "relevant", "overflow_summary": False, "auto_memory": False})
+    write_memory(h.cb, LINES)
+    assert embed.shared().load()  # the REPL's background load, done before the chat starts
+    h.provider.enqueue("ok", "ok")
+    repl = h.run(["/model alpha\r", "/model beta\r", "/model alpha\r", "which instrument?\r"])
+    assert "cello lessons" in h.sent_users()[0]  # recall by meaning on the model switched to
+    keeper = repl.conversation.pair.keeper
+    memory = keeper.memory
+    assert len(memory.on_added) == 1  # not one more each /model
+    assert list(memory.on_added.values()) == [keeper.recaller._embed_added]  # the current one
+    memory.add("practises scales before breakfast")  # a line written: embedded once, as written
+    cache = VectorCache(vectors_path(memory.path), embed.Embedder(), lambda _m: None)
+    assert cache.stored("practises scales before breakfast") is not None
