@@ -144,9 +144,8 @@ class Conversation:
         self._before_turn()
         run = partial(self._attempt, text=text, view=view, attached=attached)
         try:
-            result = run(self.engine, replaces=replaces)
-            if fb.can_fall_back(result):  # the turn again on the next provider of the chain
-                result = self.fallback.rescue(result, self, run, view)
+            # on the chosen provider, or the chain's next when it cannot answer (fallback.py)
+            result = self.fallback.answer(self, run, self.engine, view, replaces=replaces)
         except KeyboardInterrupt as exc:
             if self.save and not self.is_new and not isinstance(exc, Terminated):
                 self.reload()

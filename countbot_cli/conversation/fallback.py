@@ -8,7 +8,14 @@ the config, `ask --fallback NAME`), with one line saying so. A link replaces the
 in the session exactly as /retry does (`replaces=`), so the session holds one exchange whose
 answer records the model that gave it (`Message.model`). Authentication (401/403), a rejected
 request (400, 404, context length) and anything else never fall back: another provider would
-not fix them, or would hide a problem the user must see.
+not fix them, or would hide a problem the user must see; when a link fails so, its error
+names it (`fallback NAME: authentication failed (401) …`), not to be taken for the chosen
+provider's.
+
+A provider that could not answer is passed over for DOWN_FOR seconds (5 min) while a link can
+answer instead: later turns of the conversation go straight to the link that is up, without
+the failing provider's retries and timeouts each time; the first such turn says so, once. When
+no link can take a turn, the chosen provider gets it anyway.
 
 A link that cannot be used (no key, the embedded model not installed) is skipped with a notice;
 links are built once, on first use, and kept (the embedded model stays loaded: the next
@@ -23,6 +30,7 @@ it (`postpones_upkeep`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -53,6 +61,7 @@ UPKEEP_POSTPONED = (
 )
 OFFER = "provider unreachable — answer with the embedded model?"
 FALLS_BACK = (TransientError, RateLimitError)  # network, timeout, 5xx, 408/409, 429, quota
+DOWN_FOR = 300.0  # seconds a provider that could not answer is passed over for a link
 
 
 def can_fall_back(result: TurnResult) -> bool:
@@ -111,7 +120,8 @@ def reason_of(err: CountbotError | None) -> str:
 
 
 class Fallback:
-    """The chain of one conversation and the links built so far."""
+    """The chain of one conversation, the links built so far, and the providers that could not
+    answer lately (passed over for DOWN_FOR seconds while a link can answer instead)."""
 
     def __init__(
         self,
@@ -119,6 +129,7 @@ class Fallback:
         link: Callable[[str], Engine] | None = None,
         *,
         local_available: Callable[[], bool] = lambda: False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.chain = tuple(chain)
         self._link = link or _no_link
@@ -126,6 +137,9 @@ class Fallback:
         self._built: dict[str, Engine | None] = {}
         self.offer: Callable[[str], bool] | None = None  # the REPL's y/N question
         self._offered = False
+        self._clock = clock
+        self._down: dict[str, tuple[float, str]] = {}  # provider -> (when it failed, why)
+        self._said: set[str] = set()  # the providers whose passing over was said
 
     def links(self, current: ProviderConfig) -> tuple[str, ...]:
         """The links to try after `current`; with no chain, the one-time offer (see module)."""
@@ -140,31 +154,94 @@ class Fallback:
             self.chain = (LOCAL,)
         return self.chain
 
-    def rescue(
+    def failed_lately(self, name: str) -> str | None:
+        """Why provider `name` could not answer when it did within DOWN_FOR seconds, else None
+        (it is tried again)."""
+        got = self._down.get(name)
+        if got is not None and self._clock() - got[0] < DOWN_FOR:
+            return got[1]
+        self._down.pop(name, None)
+        self._said.discard(name)
+        return None
+
+    def answer(
         self,
-        failed: TurnResult,
+        held: Held,
+        run: Callable[..., TurnResult],
+        engine: Engine,
+        view: TurnView,
+        *,
+        replaces: str | None,
+    ) -> TurnResult:
+        """The turn: on `engine` (the chosen provider's) unless that provider could not answer
+        lately and a link can (said once), then down the chain while an attempt fails for a
+        reason that falls back; `run(engine, replaces=ID)` runs one attempt."""
+        name = held.settings.provider.name
+        result: TurnResult | None = None
+        why = self.failed_lately(name)
+        if why is None:
+            result = run(engine, replaces=replaces)
+            if not can_fall_back(result):
+                return result
+            self._failed(name, result)
+        result = self._down_the_chain(held, run, view, result, replaces=replaces, why=why)
+        if result is None:  # no link could take it: the chosen provider after all
+            result = run(engine, replaces=replaces)
+            if can_fall_back(result):
+                self._failed(name, result)
+        return result
+
+    def _down_the_chain(
+        self,
         held: Held,
         run: Callable[..., TurnResult],
         view: TurnView,
-    ) -> TurnResult:
-        """Run the turn on each link in turn while it fails for a reason that falls back, each
-        attempt in place of the failed one; `run(engine, replaces=ID)` runs the turn."""
+        failed: TurnResult | None,
+        *,
+        replaces: str | None,
+        why: str | None,
+    ) -> TurnResult | None:
+        """Each link in turn while the attempt fails for a reason that falls back (`failed`:
+        the chosen provider's attempt; None when it was passed over, `why` it failed lately),
+        each in place of the failed attempt; None when no link could be tried."""
         current = held.settings.provider
-        result, origin, first = failed, current.name, reason_of(failed.error)
+        result, origin = failed, current.name
+        first = reason_of(failed.error) if failed is not None else why or "failed"
         for name in self.links(current):
-            if not can_fall_back(result):
+            if result is not None and not can_fall_back(result):
                 break
-            engine = self._engine(name, view)
+            engine = self._engine(name, view) if self.failed_lately(name) is None else None
             if engine is None:
                 continue
-            reason = reason_of(result.error)
             model = engine.provider.model
-            view.notice(f"{origin} failed ({reason}): answering with {name} ({model})")
-            replaces = failed_attempt(held.session.messages) if held.save else None
+            if result is None:
+                self._say_passed_over(current.name, first, f"{name} ({model})", view)
+            else:
+                view.notice(
+                    f"{origin} failed ({reason_of(result.error)}): answering with {name} ({model})"
+                )
+                replaces = failed_attempt(held.session.messages) if held.save else None
             result = run(engine, replaces=replaces)
             result.fallback = {"from": current.name, "to": name, "reason": first}
+            if can_fall_back(result):
+                self._failed(name, result)
+            else:
+                _name_the_link(result, name)
             origin = name
         return result
+
+    def _failed(self, name: str, result: TurnResult) -> None:
+        self._down[name] = (self._clock(), reason_of(result.error))
+
+    def _say_passed_over(self, name: str, why: str, link: str, view: TurnView) -> None:
+        """The first turn that passes `name` over says so; the next ones go to the link quietly."""
+        if name not in self._said:
+            self._said.add(name)
+            minutes = max(1, round(DOWN_FOR / 60))
+            view.notice(
+                f"{name} failed lately ({why}): answering with {link}; "
+                f"{name} is tried again {minutes} min after it failed"
+            )
 
     def _engine(self, name: str, view: TurnView) -> Engine | None:
         if name not in self._built:
@@ -187,3 +264,11 @@ class Fallback:
 
 def _no_link(name: str) -> Engine:
     raise UsageError(f"no fallback provider '{name}' is set up")
+
+
+def _name_the_link(result: TurnResult, name: str) -> None:
+    """A link's failure that does not fall back (its key refused, a bad request) names the
+    link: the user's chosen provider is not the one to fix."""
+    err = result.error
+    if result.status == "failed" and err is not None and not err.message.startswith("fallback "):
+        err.message = f"fallback {name}: {err.message}"

@@ -140,6 +140,25 @@ def test_auth_and_bad_request_never_fall_back(
     assert cb.only_session()["messages"][0]["status"] == "failed"
 
 
+@pytest.mark.parametrize(("code", "exit_code"), [(401, 4), (400, 3)])
+def test_a_link_that_refuses_is_named_in_the_error(
+    tmp_path: Path, server: fs.FakeServer, second: fs.FakeServer, code: int, exit_code: int
+) -> None:
+    cb = two_providers(tmp_path, server.base_url, second.base_url)
+    server.add(fs.status(503))
+    second.add(fs.status(code))
+    proc = cb.invoke("ask", "--jsonl", "hello")
+    assert proc.returncode == exit_code
+    assert "test failed (server error (503)): answering with b (model-b)" in proc.stderr
+    [error] = [line for line in proc.stderr.splitlines() if line.startswith("countbot: error:")]
+    assert error.startswith("countbot: error: fallback b: "), error  # not test's key
+    assert f"({code})" in error
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    [said] = [e for e in events if e["type"] == "error"]
+    assert said["message"].startswith("fallback b: ")
+    assert cb.only_session()["messages"][0]["status"] == "failed"
+
+
 def test_text_already_shown_never_falls_back(
     tmp_path: Path, server: fs.FakeServer, second: fs.FakeServer
 ) -> None:
