@@ -30,8 +30,8 @@ import fakeserver as fs  # noqa: E402
 from cbenv import COUNTBOT, make_cb  # noqa: E402
 
 from countbot_cli.config.mcp import McpServer  # noqa: E402
-from countbot_cli.tools import ToolContext, ToolRegistry, default_tools  # noqa: E402
 from countbot_cli.tools.mcp import add_mcp_tools  # noqa: E402
+from countbot_cli.tools.registry import ToolContext, ToolRegistry, default_tools  # noqa: E402
 
 TIME_BIN = str(Path(sys.executable).parent / "mcp-server-time")
 SERVER = {"command": TIME_BIN, "args": ["--local-timezone", "UTC"]}

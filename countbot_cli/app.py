@@ -29,16 +29,15 @@ from countbot_cli.conversation.tokens import TokenCounter
 from countbot_cli.errors import CountbotError, UsageError
 from countbot_cli.memory.keeper import MemoryKeeper
 from countbot_cli.memory.store import MemoryStore
-from countbot_cli.memory.tool import memory_tool
 from countbot_cli.provider import Provider
 from countbot_cli.provider import make_provider as provider_of
 from countbot_cli.textsafe import sanitize
-from countbot_cli.tools import ToolContext, ToolRegistry, default_tools
 from countbot_cli.tools.approval import ApprovalPolicy, Confirmer
 
 if TYPE_CHECKING:
     from countbot_cli.config.providers import ProviderConfig
     from countbot_cli.conversation.sessions.session import Session
+    from countbot_cli.tools.registry import ToolRegistry
 
 
 @dataclass
@@ -286,6 +285,8 @@ def _tool_registry(
     from countbot_cli.config.skills import skills_for
     from countbot_cli.conversation.sessions.search_tool import search_sessions_tool
     from countbot_cli.memory.session_meaning import MeaningSearch
+    from countbot_cli.memory.tool import memory_tool
+    from countbot_cli.tools.registry import ToolContext, ToolRegistry, default_tools
 
     t = settings.tools
     ctx = ToolContext(

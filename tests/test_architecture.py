@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from start_up import NOT_AT_START_UP
 
 PACKAGE = Path(__file__).resolve().parents[1] / "countbot_cli"
 LAYERS = [
@@ -304,8 +305,11 @@ def dynamic_imports(path: Path) -> Iterator[tuple[str, int]]:
 def test_no_package_import_inside_a_function_outside_the_command_layers() -> None:
     """Imports at the top: only `cli/` (and the entry point) may load a command's body when it
     runs, and a body (`commands/`) what only some of its runs need. Heavy libraries (rich, httpx, ...) may still be imported lazily, and so may our few
-    modules that import one at module level (the heavy-library boundary, e.g. ui/mdblocks.py)."""
-    boundary = heavy_boundary()
+    modules that import one at module level (the heavy-library boundary, e.g. ui/mdblocks.py),
+    and the modules a plain `ask` must not load (tests/helpers/start_up.py, which
+    tests/cli/test_ask.py checks)."""
+    assert set(modules()) >= NOT_AT_START_UP, NOT_AT_START_UP - set(modules())
+    boundary = heavy_boundary() | NOT_AT_START_UP
     offenders = [
         f"{path.relative_to(PACKAGE.parent)}:{line} imports {name}"
         for module, path in modules().items()

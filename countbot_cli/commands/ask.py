@@ -14,13 +14,12 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from countbot_cli.app import CommonOptions, Opening, load_settings, open_conversation
 from countbot_cli.commands.ask_report import report, script_status
 from countbot_cli.config.fallback import check_names
 from countbot_cli.config.providers import ProviderConfig
-from countbot_cli.conversation.input.attachments import compose_message
 from countbot_cli.conversation.input.prompt_input import compose_prompt, read_stdin
 from countbot_cli.conversation.server_window import settle_late_context_windows
 from countbot_cli.conversation.structured import (
@@ -35,6 +34,9 @@ from countbot_cli.memory.report import Probe
 from countbot_cli.tools.approval import Confirmer
 from countbot_cli.ui.terminal import isatty
 from countbot_cli.ui.turnview import JsonlView, JsonView, MarkdownView, PlainView
+
+if TYPE_CHECKING:
+    from countbot_cli.conversation.input.attachments import Attached
 
 
 @dataclass
@@ -72,15 +74,19 @@ def run_ask(
     stdin = stdin if stdin is not None else sys.stdin
     stdin_text = read_stdin(stdin)
     refs = [("-f", str(p)) for p in opts.files] + [("-a", ref) for ref in opts.attach]
-    if not refs:  # "nothing to ask" is said before the config is read
-        compose_prompt(opts.prompt, stdin_text)
+    # "nothing to ask" is said before the config is read
+    text = compose_prompt(opts.prompt, stdin_text) if not refs else ""
+    attached: Attached | None = None
     settings = load_settings(opts, err=err)
     if schema is not None:  # response_format, or an instruction
         settings = schema_settings(settings, schema)
     if not (opts.session or opts.cont):  # a one-off ask leaves no automatic-memory line
         settings = replace(settings, memory=replace(settings.memory, auto_memory=False))
     settings, probe = Probe.start(settings, no_memory=opts.no_memory, remember=opts.remember)
-    text, attached = compose_message(opts.prompt, stdin_text, refs, settings)
+    if refs:  # -f/-a: every attachment read and checked before anything is sent
+        from countbot_cli.conversation.input.attachments import compose_message
+
+        text, attached = compose_message(opts.prompt, stdin_text, refs, settings)
     embed.shared().wait = True  # the one turn waits for the recall models (the REPL does not)
     views: list[PlainView] = []  # the view, made once the provider says which model answers
     conversation = open_conversation(

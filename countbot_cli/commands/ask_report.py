@@ -19,7 +19,6 @@ from countbot_cli.textsafe import json_text, sanitize
 from countbot_cli.ui.codeblocks import extracted
 from countbot_cli.ui.status import dim
 from countbot_cli.ui.terminal import isatty
-from countbot_cli.ui.transcript import ask_usage
 
 if TYPE_CHECKING:
     from countbot_cli.conversation.structured import Structured
@@ -86,6 +85,8 @@ def report(
     if stats is not None and isatty(err) and not opts.json_out:
         err.write(dim(stats.describe()) + "\n")
     if result.session_id and isatty(err) and not opts.json_out:
+        from countbot_cli.ui.transcript import ask_usage  # on a terminal only (start-up)
+
         usage = ask_usage(result)
         sid = result.session_id
         err.write(dim(f"session {sid}{usage} · continue with -s {sid[:8]}") + "\n")

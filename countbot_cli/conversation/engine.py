@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from countbot_cli.conversation.input.attachments import Attached
     from countbot_cli.conversation.sessions.session import Session
     from countbot_cli.provider import Provider
-    from countbot_cli.tools import ToolRegistry
+    from countbot_cli.tools.registry import ToolRegistry
 
 
 @dataclass

@@ -22,14 +22,14 @@ from countbot_cli.conversation.turn_record import ToolOutcome, ToolRecord
 from countbot_cli.errors import OutputClosed, stop_cause
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.messages import Message, ToolCall, utc_now
-from countbot_cli.tools import ToolResult
 from countbot_cli.tools.approval import ApprovalPolicy, Decision
+from countbot_cli.tools.base import ToolResult
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import ToolSettings
     from countbot_cli.conversation.view import TurnView
-    from countbot_cli.tools import PreparedCall, ToolRegistry
     from countbot_cli.tools.base import Progress
+    from countbot_cli.tools.registry import PreparedCall, ToolRegistry
 
 TOOL_RESULT_RECORD_CHARS = 4000
 TOOL_STOP_WAIT = 10.0  # seconds a cancelled tool gets to stop before the turn gives up on it

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from countbot_cli.conversation.turn_record import TurnResult
     from countbot_cli.messages import ToolCall
-    from countbot_cli.tools import PreparedCall, ToolResult
     from countbot_cli.tools.approval import Decision
+    from countbot_cli.tools.base import PreparedCall, ToolResult
 
 
 class TurnView(Protocol):

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from countbot_cli.conversation.turn_record import TurnResult
     from countbot_cli.messages import ToolCall
     from countbot_cli.provider import ProviderStats
-    from countbot_cli.tools import PreparedCall, ToolResult
     from countbot_cli.tools.approval import Confirmer, Decision, Reprepare
+    from countbot_cli.tools.base import PreparedCall, ToolResult
     from countbot_cli.ui.terminal import QuietKeys
 
 _FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"

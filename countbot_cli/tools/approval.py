@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import ApprovalMode
-    from countbot_cli.tools import PreparedCall
+    from countbot_cli.tools.base import PreparedCall
 
 # Decision.how values, recorded in the session's tool_conversations
 How = Literal[

@@ -35,7 +35,7 @@ PREFIX = "mcp__"
 MAX_NAME = 64  # OpenAI's limit on a function name
 MAX_DESCRIPTION = 1024
 if TYPE_CHECKING:
-    from countbot_cli.tools import ToolRegistry
+    from countbot_cli.tools.registry import ToolRegistry
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 

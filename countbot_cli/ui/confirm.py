@@ -66,7 +66,7 @@ from countbot_cli.tools.approval import (
 from countbot_cli.ui.status import BOLD, CYAN, DIM, GREEN, NO_REVERSE, RED, REVERSE, YELLOW, paint
 
 if TYPE_CHECKING:
-    from countbot_cli.tools import PreparedCall
+    from countbot_cli.tools.base import PreparedCall
 
 
 MAX_ARG_CHARS = 300  # one argument's value shown in the summary of a call without a preview

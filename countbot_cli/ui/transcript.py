@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from countbot_cli.conversation.turn_record import TurnResult
     from countbot_cli.provider import ProviderStats
-    from countbot_cli.tools import ToolResult
+    from countbot_cli.tools.base import ToolResult
 
 ROLE_LABELS = {"user": "You", "assistant": "Assistant", "tool": "Tool", "system": "System"}
 UNTITLED = "(untitled)"

@@ -9,20 +9,17 @@ import sys
 from typing import TYPE_CHECKING, Literal, TextIO
 
 from countbot_cli.errors import OutputClosed
-from countbot_cli.memory.tool import shown_lines
 from countbot_cli.textsafe import StreamSanitizer, json_text, sanitize
-from countbot_cli.tools.shell import failed_stderr_tail
 from countbot_cli.ui.livetail import LiveTail
 from countbot_cli.ui.status import StatusLine
 from countbot_cli.ui.stream import StallRedraw, StreamView, make_console
 from countbot_cli.ui.terminal import isatty
-from countbot_cli.ui.transcript import short_args
 
 if TYPE_CHECKING:
     from countbot_cli.conversation.turn_record import TurnResult
     from countbot_cli.messages import ToolCall
-    from countbot_cli.tools import PreparedCall, ToolResult
     from countbot_cli.tools.approval import Decision
+    from countbot_cli.tools.base import PreparedCall, ToolResult
 
 
 class _StderrNotices:
@@ -81,6 +78,8 @@ class PlainView:
         self.notices.line(text)
 
     def tool_start(self, prepared: PreparedCall) -> None:
+        from countbot_cli.ui.transcript import short_args  # with tools only (start-up)
+
         self.pause()
         self.notice(f"→ {prepared.call.name} {short_args(prepared.args)}")
 
@@ -88,6 +87,9 @@ class PlainView:
         pass  # piped: the command's output is the model's, not the screen's (MarkdownView draws it)
 
     def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
+        from countbot_cli.memory.tool import shown_lines  # with tools only (start-up)
+        from countbot_cli.tools.shell import failed_stderr_tail
+
         if prepared.call.name == "memory" and result.ok:  # for --json's memory_used
             self.memory_shown += shown_lines(result.content)
         state = "ok" if result.ok else (result.error or "failed")

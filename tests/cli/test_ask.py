@@ -10,7 +10,9 @@ from pathlib import Path
 
 import fakeserver as fs
 import pytest
+import yaml
 from cbenv import CB, TEST_KEY, make_cb
+from start_up import NOT_AT_START_UP
 from waits import wait_until
 
 # The three turns of seed 000 (greeting, a question, thanks); the tool round of turn 2 belongs
@@ -546,6 +548,24 @@ def test_help_and_plain_ask_import_nothing_they_do_not_use(
     assert _loaded(cb, "--help") == []
     # a one-shot answer needs httpx and yaml (the config file), not the renderer or a tokenizer
     assert _loaded(cb, "ask", "--plain", "--no-save", "hi") == ["httpx", "yaml"]
+
+
+def test_a_plain_ask_loads_none_of_countbot_s_modules_it_does_not_use(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """Tools off, nothing attached, no memory lines: none of tests/helpers/start_up.py's list
+    (the tools, attachments, the transcript, ...), saved or not, and not for --help."""
+    cb = make_cb(tmp_path, server.base_url)
+    server.default = fs.text("ok")
+    assert cb.loaded(NOT_AT_START_UP, "--help") == []
+    assert cb.loaded(NOT_AT_START_UP, "ask", "--plain", "--no-save", "hi") == []
+    assert cb.loaded(NOT_AT_START_UP, "ask", "--plain", "hi") == []
+    # what the list holds is loaded when a run uses it: -f (attachments), tools on (registry)
+    (cb.work / "notes.txt").write_text("notes", encoding="utf-8")
+    attached = cb.loaded(NOT_AT_START_UP, "ask", "--plain", "--no-save", "-f", "notes.txt", "hi")
+    assert "countbot_cli.conversation.input.attachments" in attached
+    cb.write_config({**yaml.safe_load(cb.config_file.read_text()), "tools": {"enabled": True}})
+    assert "countbot_cli.tools.registry" in cb.loaded(NOT_AT_START_UP, "ask", "--plain", "hi")
 
 
 @pytest.mark.parametrize("damage", ["delete", "corrupt"])

@@ -14,7 +14,7 @@ from cbenv import make_cb
 
 from countbot_cli.config import saved_allow
 from countbot_cli.messages import ToolCall
-from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, default_tools
+from countbot_cli.tools.registry import PreparedCall, ToolContext, ToolRegistry, default_tools
 from countbot_cli.ui.confirm import TerminalConfirmer, offers_saving
 
 

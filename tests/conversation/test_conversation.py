@@ -23,8 +23,8 @@ from countbot_cli.conversation.view import SilentView
 from countbot_cli.errors import CountbotError, ProviderError, Terminated, UsageError
 from countbot_cli.messages import STATUS_INTERRUPTED, Usage
 from countbot_cli.provider.fake import Reply, ScriptedProvider, tool_call
-from countbot_cli.tools import ToolContext, ToolRegistry
 from countbot_cli.tools.approval import ApprovalPolicy
+from countbot_cli.tools.registry import ToolContext, ToolRegistry
 
 
 class Keeper:

@@ -18,7 +18,7 @@ from countbot_cli.conversation.view import NullView
 from countbot_cli.errors import Interrupted, OutputClosed, StreamError, Terminated, UnexpectedError
 from countbot_cli.messages import STATUS_FAILED, STATUS_INTERRUPTED, Message, Usage
 from countbot_cli.provider.fake import Reply, ScriptedProvider, tool_call
-from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, default_tools
+from countbot_cli.tools.registry import PreparedCall, ToolContext, ToolRegistry, default_tools
 
 QUESTION = "what is in a.txt?"
 

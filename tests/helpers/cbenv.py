@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,17 +87,17 @@ class CB:
             timeout=timeout,
         )
 
-    def loaded(self, heavy: set[str], *args: str) -> list[str]:
-        """Which of the `heavy` top-level packages `countbot ARGS` imports, in a fresh process
-        (the start-up import guards: a command must not load what it does not use)."""
+    def loaded(self, heavy: Iterable[str], *args: str) -> list[str]:
+        """Which of the `heavy` modules `countbot ARGS` imports, in a fresh process (the
+        start-up import guards: a command must not load what it does not use). A name is a
+        top-level package (`httpx`: any of it) or one module (`countbot_cli.ui.transcript`)."""
         probe = (
             "import sys, json\n"
             "heavy = set(json.loads(sys.argv[1]))\n"
             "from countbot_cli.__main__ import main\n"
             "sys.argv = ['countbot', *sys.argv[2:]]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('LOADED', json.dumps(sorted({m.split('.')[0] for m in sys.modules} & heavy)),"
-            " file=sys.stderr)\n"
+            "print('LOADED', json.dumps(sorted(heavy & set(sys.modules))), file=sys.stderr)\n"
         )
         proc = subprocess.run(
             [sys.executable, "-c", probe, json.dumps(sorted(heavy)), *args],

@@ -17,8 +17,8 @@ from countbot_cli.commands.memory import memory_show
 from countbot_cli.memory.store import DEFAULT_HEADER, MemoryStore
 from countbot_cli.memory.tool import memory_tool
 from countbot_cli.messages import ToolCall
-from countbot_cli.tools import ToolContext, ToolRegistry, ToolResult
 from countbot_cli.tools.approval import HOW_DENIED_POLICY, HOW_NOT_NEEDED, ApprovalPolicy
+from countbot_cli.tools.registry import ToolContext, ToolRegistry, ToolResult
 
 DAY = date(2026, 3, 4)
 L1 = len(DEFAULT_HEADER.splitlines()) + 1  # the file line of the first entry (not its number)

@@ -82,7 +82,7 @@ def test_new_and_resume_revoke_the_grants(
 
 def test_tools_off_overrides_a_session_grant(tmp_path: Path) -> None:
     from countbot_cli.messages import ToolCall
-    from countbot_cli.tools import ToolContext, ToolRegistry, default_tools
+    from countbot_cli.tools.registry import ToolContext, ToolRegistry, default_tools
 
     ctx = ToolContext(workspace=tmp_path)
     reg = ToolRegistry(default_tools(ctx), ctx)

@@ -11,7 +11,7 @@ from pathlib import Path
 import fakeserver as fs
 from cbenv import make_cb
 
-from countbot_cli.tools import ToolContext
+from countbot_cli.tools.registry import ToolContext
 from countbot_cli.tools.shell import run_exec
 from countbot_cli.ui.transcript import tool_preview
 

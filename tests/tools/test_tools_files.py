@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from countbot_cli.messages import ToolCall
-from countbot_cli.tools import ToolContext, ToolRegistry, ToolResult, default_tools
 from countbot_cli.tools.diffs import unified_diff
+from countbot_cli.tools.registry import ToolContext, ToolRegistry, ToolResult, default_tools
 
 
 @pytest.fixture

@@ -12,7 +12,8 @@ from countbot_cli.conversation.tool_round import RoundResult, ToolRunner
 from countbot_cli.conversation.view import NullView
 from countbot_cli.errors import Terminated
 from countbot_cli.messages import ToolCall
-from countbot_cli.tools import (
+from countbot_cli.tools.approval import ApprovalPolicy, Decision
+from countbot_cli.tools.registry import (
     PreparedCall,
     ToolContext,
     ToolRegistry,
@@ -20,7 +21,6 @@ from countbot_cli.tools import (
     ToolSpec,
     default_tools,
 )
-from countbot_cli.tools.approval import ApprovalPolicy, Decision
 
 CALLS = [
     ToolCall("c1", "read_file", '{"path": "a.txt"}'),

@@ -19,7 +19,7 @@ from terminal import spawn
 
 from countbot_cli.messages import ToolCall
 from countbot_cli.textsafe import cells, compact, layout, visible
-from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, default_tools
+from countbot_cli.tools.registry import PreparedCall, ToolContext, ToolRegistry, default_tools
 from countbot_cli.ui.confirm import TerminalConfirmer
 
 

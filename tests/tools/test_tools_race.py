@@ -16,8 +16,8 @@ from countbot_cli.config.settings import ToolSettings
 from countbot_cli.conversation.tool_round import ToolRunner
 from countbot_cli.conversation.view import NullView
 from countbot_cli.messages import ToolCall
-from countbot_cli.tools import ToolContext, ToolRegistry, default_tools
 from countbot_cli.tools.approval import ApprovalPolicy
+from countbot_cli.tools.registry import ToolContext, ToolRegistry, default_tools
 
 SECRET = "OUTSIDE-SECRET-7f3a9c"
 ROUNDS = 300

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from countbot_cli.messages import ToolCall
-from countbot_cli.tools import (
+from countbot_cli.tools.registry import (
     PreparedCall,
     ToolContext,
     ToolError,

@@ -15,7 +15,6 @@ from cbenv import make_cb
 
 from countbot_cli.config.own_files import OwnFiles
 from countbot_cli.messages import ToolCall
-from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, default_tools
 from countbot_cli.tools.approval import (
     HOW_DENIED_POLICY,
     HOW_SESSION,
@@ -25,6 +24,7 @@ from countbot_cli.tools.approval import (
     Decision,
 )
 from countbot_cli.tools.paths import sensitive_reason
+from countbot_cli.tools.registry import PreparedCall, ToolContext, ToolRegistry, default_tools
 from countbot_cli.ui.confirm import TerminalConfirmer, offers_always
 
 

@@ -15,7 +15,7 @@ from processes import alive, wait_gone
 from waits import file_text
 
 from countbot_cli.messages import ToolCall
-from countbot_cli.tools import ToolContext, ToolRegistry, ToolResult, default_tools
+from countbot_cli.tools.registry import ToolContext, ToolRegistry, ToolResult, default_tools
 from countbot_cli.tools.shell import is_secret_name, scrub_env
 
 

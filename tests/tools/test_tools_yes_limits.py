@@ -20,7 +20,6 @@ from countbot_cli.commands.ask import AskOptions, run_ask
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.memory.tool import memory_tool
 from countbot_cli.messages import ToolCall
-from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, default_tools
 from countbot_cli.tools.approval import (
     HOW_DENIED_POLICY,
     HOW_SESSION,
@@ -29,6 +28,7 @@ from countbot_cli.tools.approval import (
     Decision,
 )
 from countbot_cli.tools.paths import sensitive_reason
+from countbot_cli.tools.registry import PreparedCall, ToolContext, ToolRegistry, default_tools
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"
 

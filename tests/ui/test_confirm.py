@@ -17,7 +17,6 @@ from cbenv import provider_config
 from countbot_cli.commands.ask import AskOptions, run_ask
 from countbot_cli.messages import ToolCall
 from countbot_cli.textsafe import visible
-from countbot_cli.tools import PreparedCall, ToolContext, ToolRegistry, default_tools
 from countbot_cli.tools.approval import (
     HOW_DENIED_USER,
     HOW_SESSION,
@@ -27,6 +26,7 @@ from countbot_cli.tools.approval import (
     ApprovalPolicy,
     Decision,
 )
+from countbot_cli.tools.registry import PreparedCall, ToolContext, ToolRegistry, default_tools
 from countbot_cli.ui.confirm import TerminalConfirmer, check_arguments, question
 
 

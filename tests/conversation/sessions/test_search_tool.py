@@ -20,9 +20,9 @@ from countbot_cli.conversation.sessions.search_tool import (
 from countbot_cli.conversation.sessions.session import new_session
 from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.messages import Message
-from countbot_cli.tools import ToolContext, ToolRegistry
 from countbot_cli.tools.approval import HOW_USER_ONCE, ApprovalPolicy, Decision
 from countbot_cli.tools.base import PreparedCall, ToolCall
+from countbot_cli.tools.registry import ToolContext, ToolRegistry
 
 
 def past(cb: CB, sid: str, title: str, *texts: str, workspace: str | None = None) -> None:

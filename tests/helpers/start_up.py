@@ -1,0 +1,26 @@
+"""What a plain `countbot ask` must not load (issue 25 point 2): countbot's own modules that
+only some runs use, each imported inside the function that needs it.
+
+`NOT_AT_START_UP` is the one list: tests/cli/test_ask.py fails when `ask --plain` (tools off,
+nothing attached, no MEMORY.md lines) or `--help` loads one of them, and
+tests/test_architecture.py lets a module of any layer import one of them inside a function
+(as it lets the heavy libraries be), since importing it at the top would load it at start-up.
+A module leaves the list only with the lazy import that kept it out.
+"""
+
+from __future__ import annotations
+
+NOT_AT_START_UP = frozenset(
+    {
+        # the tools: only when tools are enabled (app._tool_registry)
+        "countbot_cli.tools.registry",
+        "countbot_cli.tools.files",
+        "countbot_cli.tools.shell",
+        "countbot_cli.memory.tool",
+        # -f/-a: only with something attached (commands/ask.py)
+        "countbot_cli.conversation.input.attachments",
+        "countbot_cli.conversation.input.fetch",
+        # the transcript's lines: tool calls (ui/turnview.py), ask's usage line on a terminal
+        "countbot_cli.ui.transcript",
+    }
+)
