@@ -1,0 +1,152 @@
+"""The look of a streamed answer, cell for cell: what StreamView draws is what rich draws.
+
+gen_doc's 2,000-token answer (the one `bench/bench_render.py --pty` streams) is fed token by
+token at 100 tokens/s on a simulated clock to a 100x40 truecolor terminal, and every byte is
+replayed in a VT100 emulator (pyte). The oracle is rich itself, not countbot's code: the
+emulated screen of `Console.print(Markdown(text))`. Cells are compared with their attributes
+(character, colours, bold, italics, underline, strike, reverse); a space that shows nothing (no
+background, underline, strike or reverse) counts as empty, since the renderer drops invisible
+padding at line ends.
+
+- After the answer, the whole output equals rich's one-shot render of the whole answer.
+- After every frame, what the user sees, the rows from the top of the screen down to the live
+  region's last row (at most the region's height, `height - 2`, when a block is taller than the
+  terminal), equals the last rows of rich's render of the text that has arrived.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import pyte
+import pytest
+from rich.console import Console
+from rich.markdown import Markdown
+
+from countbot_cli.ui.stream import StreamView
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import gen_doc  # noqa: E402
+
+Cell = tuple[object, ...]
+Row = tuple[Cell, ...]
+EMPTY: Cell = (" ",)
+
+
+class Clock:
+    """The simulated clock: set by the test before each token."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def terminal(width: int, height: int) -> Console:
+    return Console(
+        file=io.StringIO(),
+        width=width,
+        height=height,
+        force_terminal=True,
+        color_system="truecolor",
+        legacy_windows=False,
+    )
+
+
+def cell(char: pyte.screens.Char) -> Cell:
+    """A cell as the user sees it: a space without a visible attribute is empty."""
+    shows = char.bg != "default" or char.reverse or char.underscore or char.strikethrough
+    if char.data == " " and not shows:
+        return EMPTY
+    return (
+        char.data,
+        char.fg,
+        char.bg,
+        char.bold,
+        char.italics,
+        char.underscore,
+        char.strikethrough,
+        char.reverse,
+    )
+
+
+def rows_of(screen: pyte.Screen, upto: int) -> list[Row]:
+    """Rows 0..upto of the screen, cell by cell."""
+    return [
+        tuple(cell(screen.buffer[y][x]) for x in range(screen.columns)) for y in range(upto + 1)
+    ]
+
+
+def blank(row: Row) -> bool:
+    return all(c == EMPTY for c in row)
+
+
+def one_shot(text: str, width: int) -> list[Row]:
+    """rich's own render of `text` as markdown, replayed: its rows down to its last line."""
+    c = terminal(width, 40)
+    c.print(Markdown(text))
+    raw = c.file.getvalue()  # type: ignore[attr-defined]
+    scr = pyte.Screen(width, raw.count("\n") + 2)
+    pyte.Stream(scr).feed(raw.replace("\n", "\r\n"))
+    rows = rows_of(scr, scr.cursor.y)
+    while rows and blank(rows[-1]):
+        rows.pop()
+    return rows
+
+
+def visible(screen: pyte.Screen, region: int) -> list[Row]:
+    """The rows from the top of the screen down to its last row that is not blank, of which
+    those that can belong to the live region: it ends at the cursor's row and is at most
+    `region` rows tall (an older row above a cropped region shows what was there before)."""
+    rows = rows_of(screen, screen.cursor.y)
+    below = len(rows)
+    while rows and blank(rows[-1]):
+        rows.pop()
+    return rows[-max(0, region - (below - len(rows))) :]
+
+
+def stream_doc(text: str, width: int, height: int, check_every: int) -> None:
+    """Stream `text` token by token; check every `check_every`-th frame and the end."""
+    c = terminal(width, height)
+    view = StreamView(c, clock=(clock := Clock()), max_fps=10.0, reflows=False)
+    live = pyte.Screen(width, height)  # what the user sees, scrolled as a terminal scrolls
+    vt, done, fed, frames, checked = pyte.Stream(live), 0, "", 0, 0
+    for i, token in enumerate(gen_doc.token_chunks(text)):
+        clock.now = i / 100
+        view.feed(token)
+        fed += token
+        if view.frames == frames:
+            continue
+        frames = view.frames
+        raw = c.file.getvalue()  # type: ignore[attr-defined]
+        vt.feed(raw[done:].replace("\n", "\r\n"))
+        done = len(raw)
+        if frames % check_every:
+            continue
+        got, want = visible(live, height - 2), one_shot(fed, width)
+        assert got == want[-len(got) :] if got else not want, f"frame {frames}: {fed[-60:]!r}"
+        checked += bool(got)
+    view.finish()
+    assert checked > 20
+    raw = c.file.getvalue()  # type: ignore[attr-defined]
+    whole = pyte.Screen(width, raw.count("\n") + height)
+    pyte.Stream(whole).feed(raw.replace("\n", "\r\n"))
+    got = rows_of(whole, whole.cursor.y)
+    while got and blank(got[-1]):
+        got.pop()
+    assert got == one_shot(text, width)
+
+
+def test_gen_doc_answer_looks_as_rich_draws_it_during_and_after_the_stream() -> None:
+    text = gen_doc.make_doc(2000, 1, gen_doc.token_counter())
+    stream_doc(text, 100, 40, check_every=1)
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_other_answers_in_a_small_terminal_look_as_rich_draws_them(seed: int) -> None:
+    text = gen_doc.make_doc(1200, seed, gen_doc.token_counter())
+    stream_doc(text, 80, 14, check_every=3)
