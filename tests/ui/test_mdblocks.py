@@ -1,0 +1,49 @@
+"""countbot_cli.ui.mdblocks: rich's Markdown on one shared parser, and its fallback.
+
+Every frame of a streamed answer renders through `mdblocks.markdown`; it must be rich's own
+`Markdown` in every field (the look is checked cell for cell in test_stream_look.py) while not
+building a markdown-it parser per frame.
+"""
+
+from __future__ import annotations
+
+import pytest
+import rich.markdown
+from rich.markdown import Markdown
+
+from countbot_cli.ui import mdblocks
+
+TEXT = "# Title\n\nSome *text* with `code` and ~~strike~~.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+
+
+def test_markdown_is_riches_own_field_for_field_on_one_shared_parser(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    md = mdblocks.markdown(TEXT, code_theme="monokai")
+    assert isinstance(md, Markdown)
+    assert vars(md) == vars(Markdown(TEXT, code_theme="monokai"))
+    built: list[object] = []
+    real = mdblocks.MarkdownIt
+    for module in (mdblocks, rich.markdown):
+        monkeypatch.setattr(module, "MarkdownIt", lambda *a: built.append(a) or real(*a))
+    for _ in range(3):
+        mdblocks.markdown(TEXT, code_theme="monokai")
+    assert built == []  # no parser built per render
+
+
+def test_a_rich_that_sets_other_fields_gets_its_own_class(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_init = Markdown.__init__
+
+    def init(self: Markdown, markup: str, **kw: object) -> None:
+        real_init(self, markup, **kw)  # type: ignore[arg-type]
+        self.new_field = 1  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(Markdown, "__init__", init)
+    mdblocks._shared_parser_fits.cache_clear()
+    try:
+        md = mdblocks.markdown(TEXT, code_theme="monokai")
+        assert type(md) is Markdown and md.new_field == 1  # type: ignore[attr-defined]
+    finally:
+        mdblocks._shared_parser_fits.cache_clear()
