@@ -3,7 +3,8 @@
 The official `mcp` SDK is async (anyio). `McpHub` owns a daemon thread running an asyncio
 loop; each server is one task there that opens the transport (stdio: the SDK starts the
 program in a new session, so its whole process group is stopped with it, and the descendants
-that left the group with `setsid` are ended after it (proctree.py); or streamable HTTP),
+that left the group with `setsid` are ended after it (proctree.py); what a server that exited
+(crashed) left in its group, which the SDK does not stop, is ended too; or streamable HTTP),
 initializes the `ClientSession`, lists its tools and then waits to be stopped. Calls are
 submitted to the loop from the tool runner's thread and waited for with a timeout; setting the
 `cancel` event (Ctrl-C) cancels the call's task, which the SDK reports to the server.
@@ -69,6 +70,7 @@ class ServerConn:
     stderr: IO[str] | None = None
     restarted: bool = False  # a crashed server is started again once, no more
     pid: int | None = None  # a stdio server's process (its descendants are ended with it)
+    leader: proctree.Proc | None = None  # that process as its group's leader, to end the group
     generation: int = 0  # which start this is: an old one unwinding leaves the new one be
 
     @property
@@ -216,6 +218,7 @@ class McpHub:
         """One server's whole life, inside its transport's and session's contexts."""
         conn.stop_event = stop = asyncio.Event()
         start, generation = conn.config.start_timeout, conn.generation
+        conn.pid = conn.leader = None  # this start's process, once spawned (_watch_spawns)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 try:
@@ -231,7 +234,7 @@ class McpHub:
                 await stop.wait()
                 # read before the SDK stops it: a child that left its group (setsid) is
                 # still linked to it now, and would be reparented to init after
-                left = proctree.descendants(conn.pid) if conn.pid else []
+                left: list[proctree.Proc] = proctree.descendants(conn.pid) if conn.pid else []
             await asyncio.to_thread(proctree.end, left)
         except BaseException as exc:  # noqa: BLE001 - every failure is the server's state
             current = conn.generation == generation
@@ -241,6 +244,10 @@ class McpHub:
                 raise
         finally:
             if conn.generation == generation:
+                # the SDK stops the group only when the server did not exit: what a crashed
+                # one left in its group (it leads one: started in a new session) ends here
+                if conn.leader is not None:
+                    proctree.end(proctree.group(conn.leader))
                 conn.session = None
                 if conn.state == STATE_RUNNING:
                     conn.state = STATE_STOPPED
@@ -371,9 +378,14 @@ async def _transport(conn: ServerConn) -> Any:
         cwd=cfg.cwd,
     )
     conn.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-    _SPAWNED.set(lambda pid: setattr(conn, "pid", pid))  # this task's spawn (_watch_spawns)
+    _SPAWNED.set(lambda pid: _spawned(conn, pid))  # this task's spawn (_watch_spawns)
     async with stdio_client(params, errlog=conn.stderr) as streams:
         yield streams
+
+
+def _spawned(conn: ServerConn, pid: int) -> None:
+    """The stdio server's process, as the SDK started it: the leader of its own group."""
+    conn.pid, conn.leader = pid, proctree.identity(pid)
 
 
 async def _open_session(

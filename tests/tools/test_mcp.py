@@ -368,3 +368,37 @@ def test_a_server_that_stopped_responding_but_still_runs_is_stopped_with_countbo
     finally:
         if pidfile.exists() and alive(pid_of(pidfile)):
             os.kill(pid_of(pidfile), signal.SIGKILL)
+
+
+def test_a_crashed_servers_process_group_does_not_outlive_countbot(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """The server dies mid-session and leaves a child in its process group: the SDK stops a
+    group only when the server itself does not exit, so countbot ends what is left of it."""
+    pidfile, childfile = tmp_path / "time.pid", tmp_path / "child.pid"
+    script = (
+        f'sleep 300 </dev/null >/dev/null 2>&1 & echo $! > "{childfile}"; echo $$ > "{pidfile}"; '
+        f'exec "{TIME_BIN}" --local-timezone UTC'
+    )
+    cb = mcp_cb(
+        tmp_path,
+        server,
+        time={"command": "sh", "args": ["-c", script], "allow": ["get_current_time"]},
+    )
+
+    def kill_then_call(body: dict[str, Any]) -> fs.Reply:
+        os.kill(pid_of(pidfile), signal.SIGKILL)  # the server crashes; its child stays
+        server.responder = None
+        return fs.tool_calls([CALL])
+
+    server.responder = kill_then_call
+    server.default = fs.text("The clock is gone.")
+    try:
+        proc = cb.run("ask", "what time is it in Tokyo?")
+        assert proc.returncode == 0, proc.stderr
+        (answer,) = tool_messages(server.chat_bodies()[1])
+        assert "the server stopped responding" in answer["content"], answer
+        wait_gone(int(file_text(childfile)))
+    finally:
+        if childfile.exists() and alive(int(file_text(childfile))):
+            os.kill(int(file_text(childfile)), signal.SIGKILL)

@@ -1,4 +1,5 @@
-"""tools/proctree.py: descendants across sessions, and a reused pid never signalled."""
+"""tools/proctree.py: descendants across sessions, a group without its leader, and a reused pid
+never signalled."""
 
 from __future__ import annotations
 
@@ -32,3 +33,24 @@ def test_descendants_include_a_child_in_its_own_session_and_end_checks_the_start
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_a_group_outlives_its_leader_and_a_reused_leader_pid_spares_it() -> None:
+    code = "import subprocess; p = subprocess.Popen(['sleep', '60']); print(p.pid, flush=True)"
+    leader = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert leader.stdout is not None
+    me = proctree.identity(leader.pid)
+    child = int(leader.stdout.readline())
+    try:
+        assert me is not None and [pid for pid, _ in proctree.group(me)] == [leader.pid, child]
+        leader.wait()  # the leader has exited: its child is still in its group
+        assert [pid for pid, _ in proctree.group(me)] == [child]
+        own = proctree.identity(os.getpid())  # a pid now another process: not its group
+        assert own is not None and proctree.group((os.getpid(), own[1] + 1)) == []
+        found = proctree.group(me)
+        assert proctree.end(found) == found and proctree.group(me) == []
+    finally:
+        if proctree.identity(child) is not None:
+            os.kill(child, 9)
