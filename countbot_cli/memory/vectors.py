@@ -14,17 +14,23 @@ float16 vectors of `dim` values. A file that does not parse exactly (wrong magic
 is damaged: it is rebuilt, and `notice` says so in one line; a missing one is built with a
 notice and progress when there are many lines to embed (a cold build of 2,000 lines takes
 about a minute on a small machine). Another process's write is picked up by the file's key.
+
+A folder that cannot be written (a read-only memory or sessions folder) keeps its vectors in
+the cache folder instead (`writable_place`: `$XDG_CACHE_HOME/countbot/vectors/`, the file named
+by a hash of where it would be), so its lines are embedded once, not at every run.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from countbot_cli import fileio
+from countbot_cli.config.home import cache_home
 from countbot_cli.config.own_files import VECTORS_SUFFIX, memory_sidecar
 from countbot_cli.memory.embed import DIM, MODEL_TAG, Embedder
 
@@ -41,6 +47,16 @@ PROGRESS_STEPS = 4  # a cold build reports progress this many times
 def vectors_path(memory_file: Path) -> Path:
     """MEMORY.md -> MEMORY.vectors.bin (same folder)."""
     return memory_sidecar(memory_file, VECTORS_SUFFIX)
+
+
+def writable_place(path: Path) -> Path:
+    """`path` when its folder can be written (or is missing: nothing to decide), else its
+    place in the cache folder, named by a hash of `path` resolved and its name."""
+    folder = path.parent
+    if not folder.is_dir() or os.access(folder, os.W_OK):
+        return path
+    key = hashlib.blake2b(os.fsencode(os.path.realpath(path)), digest_size=8).hexdigest()
+    return cache_home(os.environ) / "vectors" / f"{key}-{path.name}"
 
 
 def content_key(content: str) -> bytes:
@@ -61,7 +77,7 @@ class VectorCache:
         notice: Callable[[str], None],
         what: str = "memory lines",
     ) -> None:
-        self.path = Path(path)
+        self.path = writable_place(Path(path))  # beside, unless that folder is read-only
         self.what = what  # what the vectors are of, for the notices
         self.embedder = embedder
         self.notice = notice
@@ -155,6 +171,7 @@ class VectorCache:
         keys = b"".join(k for k, _ in keep)
         body = self._matrix[[r for _, r in keep]].astype("<f2").tobytes()
         try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the cache folder's
             self._file_key = fileio.atomic_write(
                 self.path, MAGIC + head + keys + body, durable=False
             )

