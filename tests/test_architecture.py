@@ -408,3 +408,51 @@ def test_ask_and_the_chat_open_their_conversation_in_one_place() -> None:
                 ):
                     callers.add(f"{module}.{fn.name}")
     assert callers == {"countbot_cli.app.open_conversation"}
+
+
+def test_the_prompt_facts_are_put_together_in_one_place() -> None:
+    """`PromptFacts` (what the system prompt says of the persona, the workspace, the day) is
+    built by `conversation.context.prompt_facts` alone: the engine's request and the memory
+    keeper's count of it cannot drift apart."""
+    builders = set()
+    for module, path in modules().items():
+        for fn in ast.walk(parsed(path)):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call) and ast.unparse(node.func) == "PromptFacts":
+                    builders.add(f"{module}.{fn.name}")
+    assert builders == {"countbot_cli.conversation.context.prompt_facts"}
+
+
+# names with "window" in them that are the history window (ARCHITECTURE.md, "Words"), or not
+# countbot's at all (prompt_toolkit's Window, rich's legacy_windows, a code fence's lines)
+HISTORY_WINDOW_NAMES = {
+    "window",
+    "history_window",
+    "window_step",
+    "DEFAULT_STEP_WINDOW",
+    "_token_window",
+    "_window_changes",
+    "_window_rows",
+    "fence_window",
+    "Window",
+    "legacy_windows",
+}
+
+
+def test_a_name_about_the_models_limit_says_context_window() -> None:
+    """One word, one meaning: "window" alone is the history window; the model's limit is
+    always the context window, in every name (`_say_context_window_assumed`, not
+    `_say_assumed_window`). A new name with "window" in it is one or the other."""
+    loose = set()
+    for module, path in modules().items():
+        for node in ast.walk(parsed(path)):
+            for attr in ("name", "id", "attr", "arg"):
+                name = getattr(node, attr, None)
+                if not isinstance(name, str) or "window" not in name.lower():
+                    continue
+                spelt = name.lower().replace("contextwindow", "context_window")  # a class too
+                if "context_window" not in spelt and name not in HISTORY_WINDOW_NAMES:
+                    loose.add(f"{module}: {name}")
+    assert loose == set()

@@ -59,7 +59,7 @@ TOP_KEYS = (
     "fallback",
     "chat",
 )
-WINDOW_VAR = "COUNTBOT_CONTEXT_WINDOW"
+CONTEXT_WINDOW_VAR = "COUNTBOT_CONTEXT_WINDOW"
 PERSONA_KEYS = ("ai_name", "user_name", "personality", "language", "max_history_messages")
 MEMORY_KEYS = (
     "file",
@@ -338,7 +338,7 @@ def _build(
         require_model=require_provider and require_model,
         find_local_model=find_local_model,
     )
-    chosen = _window_from_env(chosen, env)
+    chosen = _context_window_from_env(chosen, env)
     if chosen.is_bundled_model and root.section("memory").flag("auto_memory") is None:
         memory = replace(memory, auto_memory=False)  # the 135M model's summaries are junk
     return Settings(
@@ -364,15 +364,15 @@ def _build(
     )
 
 
-def _window_from_env(chosen: ProviderConfig, env: Mapping[str, str]) -> ProviderConfig:
+def _context_window_from_env(chosen: ProviderConfig, env: Mapping[str, str]) -> ProviderConfig:
     """`COUNTBOT_CONTEXT_WINDOW=N` over the chosen provider's `context_window`."""
-    raw = env.get(WINDOW_VAR, "").strip()
+    raw = env.get(CONTEXT_WINDOW_VAR, "").strip()
     if not raw:
         return chosen
     n = int(raw) if raw.isdigit() else 0
     if n < 1:
         raise ConfigError(
-            f"{WINDOW_VAR}: expected a whole number of tokens above 0, got {raw!r}",
+            f"{CONTEXT_WINDOW_VAR}: expected a whole number of tokens above 0, got {raw!r}",
             hint="e.g. COUNTBOT_CONTEXT_WINDOW=32768, or unset it",
         )
     return replace(chosen, context_window=n)

@@ -28,7 +28,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from datetime import date
+from typing import TYPE_CHECKING, Any
 
 from countbot_cli.messages import STATUS_FAILED, Message
 from countbot_cli.prompts import (
@@ -40,6 +41,9 @@ from countbot_cli.prompts import (
     with_session_context,
     with_skills,
 )
+
+if TYPE_CHECKING:
+    from countbot_cli.config.settings import Settings
 
 # (window, fixed_tokens_hint) -> trimmed window. `fixed` is everything that is not history:
 # the system prompt, the tools and the current message (as API dicts), for token accounting.
@@ -147,6 +151,25 @@ def history_window(messages: Sequence[Message], max_history: int) -> list[Messag
     over = len(usable) - max_history
     start = -(-over // step) * step  # the first step boundary that keeps at most max_history
     return usable[user_start(usable, start) :]
+
+
+def prompt_facts(
+    settings: Settings, today: date, *, tools_enabled: bool, extra_system: str | None = None
+) -> PromptFacts:
+    """The system prompt's facts: the persona and the workspace of `settings`, the day, whether
+    tools are offered, the user's own instructions. The one place they are put together (the
+    engine's request; the memory keeper counting the prompt the next request will carry)."""
+    p = settings.persona
+    return PromptFacts(
+        ai_name=p.ai_name,
+        user_name=p.user_name,
+        personality=p.personality,
+        language=p.language,
+        workspace=str(settings.tools.workspace),
+        today=today,
+        tools_enabled=tools_enabled,
+        extra_system=extra_system,
+    )
 
 
 def build_context(

@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from countbot_cli.conversation.budget import TokenBudget
 from countbot_cli.conversation.cache_report import KEEP_RECALL, probe
-from countbot_cli.conversation.context import TurnContext, build_context, history_window
+from countbot_cli.conversation.context import (
+    TurnContext,
+    build_context,
+    history_window,
+    prompt_facts,
+)
 from countbot_cli.conversation.tool_round import RepeatedCalls, ToolRunner
 from countbot_cli.conversation.turn_record import ModelCall, TurnRecord
 from countbot_cli.conversation.view import TurnView
@@ -109,14 +114,9 @@ class Engine:
     ) -> PromptFacts:
         """The system prompt's facts; a session's own instructions (/system) win over `system`
         (--system, as the conversation holds it)."""
-        p = self.settings.persona
-        return PromptFacts(
-            ai_name=p.ai_name,
-            user_name=p.user_name,
-            personality=p.personality,
-            language=p.language,
-            workspace=str(self.settings.tools.workspace),
-            today=self.today(),
+        return prompt_facts(
+            self.settings,
+            self.today(),
             tools_enabled=bool(self.tool_schemas()),
             extra_system=(session.system if session and session.system else system),
         )
@@ -153,7 +153,9 @@ class Engine:
             keep_recall=self.settings.provider.preset in KEEP_RECALL,
         )
 
-    def _say_assumed_window(self, ctx: TurnContext, session: Session, view: TurnView) -> None:
+    def _say_context_window_assumed(
+        self, ctx: TurnContext, session: Session, view: TurnView
+    ) -> None:
         """Once: the token budget left history out against a context window only assumed."""
         if self.context_window_notice is None or not ctx.omitted:
             return
@@ -183,7 +185,7 @@ class Engine:
         KeyboardInterrupt from it interrupts the turn)."""
         user = _user_message(user_text, attached)
         ctx = self.context_for(session, user, system=system)
-        self._say_assumed_window(ctx, session, view)
+        self._say_context_window_assumed(ctx, session, view)
         if ctx.keep_recall:  # the lines sent with the question stay with it (context.py)
             user.kept = recall_block(ctx.memory_entries, ctx.language) or None
         p = self.provider  # what changed since the session's previous request (cache_report)

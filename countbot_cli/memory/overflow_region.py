@@ -15,9 +15,9 @@ from datetime import date
 from typing import TYPE_CHECKING
 
 from countbot_cli.conversation.budget import make_budget
-from countbot_cli.conversation.context import history_window, sendable
+from countbot_cli.conversation.context import history_window, prompt_facts, sendable
 from countbot_cli.messages import Message
-from countbot_cli.prompts import PromptFacts, system_prompt, with_session_context
+from countbot_cli.prompts import system_prompt, with_session_context
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
@@ -65,16 +65,8 @@ class OverflowRegion:
             return window
         if self._budget is None:
             self._budget = make_budget(self.settings, self._counter())
-        p = self.settings.persona
-        facts = PromptFacts(
-            ai_name=p.ai_name,
-            user_name=p.user_name,
-            personality=p.personality,
-            language=p.language,
-            workspace=str(self.settings.tools.workspace),
-            today=self._today(),
-            tools_enabled=False,  # the shorter tool text; no --system/`/system` text either
-        )
+        # the shorter tool text; no --system/`/system` text either
+        facts = prompt_facts(self.settings, self._today(), tools_enabled=False)
         system = with_session_context(system_prompt(facts), session.context_summary())
         fixed = [{"role": "system", "content": system}, {"role": "user", "content": ""}]
         return self._budget(window, fixed)
