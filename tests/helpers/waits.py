@@ -3,8 +3,10 @@ several xdist workers) a fixed sleep is either too short and flaky or long and s
 
 `wait_until(check, what)` polls `check` until it returns something truthy and returns that; after
 `timeout` seconds (a hang bound, never a speed claim) it fails the test saying `what` it waited
-for. `returns_within(call, what)` runs a call that must not hang (a server's stop) in a thread
-and fails the test if it has not returned after `timeout` seconds.
+for. `returns_within(call, what)` runs a call that must not hang (a server's stop, a command
+run in process) in a thread, fails the test if it has not returned after `timeout` seconds,
+and returns what it returned. A subprocess gets its hang bound from `subprocess.run(…,
+timeout=)`, never from comparing `time.monotonic()` after it.
 """
 
 from __future__ import annotations
@@ -42,14 +44,15 @@ def file_text(path: Path, timeout: float = 10) -> str:
     return wait_until(read, f"{path.name} to be written", timeout)
 
 
-def returns_within(call: Callable[[], object], what: str, timeout: float = 10) -> None:
-    """Run `call` in a thread; AssertionError naming `what` if it is still running after
-    `timeout` s (a hang bound). An exception it raised is raised here."""
+def returns_within(call: Callable[[], T], what: str, timeout: float = 10) -> T:
+    """Run `call` in a thread and return what it returned; AssertionError naming `what` if it
+    is still running after `timeout` s (a hang bound). An exception it raised is raised here."""
     raised: list[BaseException] = []
+    returned: list[T] = []
 
     def run() -> None:
         try:
-            call()
+            returned.append(call())
         except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
             raised.append(exc)
 
@@ -60,3 +63,4 @@ def returns_within(call: Callable[[], object], what: str, timeout: float = 10) -
         raise AssertionError(f"{what} did not return within {timeout} s")
     if raised:
         raise raised[0]
+    return returned[0]

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -236,16 +235,13 @@ def test_a_hanging_server_times_out_into_an_error_result_and_is_stopped_at_exit(
 
     server.responder = freeze_then_call
     server.default = fs.text("No answer from the clock.")
-    started = time.monotonic()
-    proc = cb.invoke("ask", "what time is it in Tokyo?")
-    took = time.monotonic() - started
+    proc = cb.run("ask", "what time is it in Tokyo?", timeout=20)  # a hang fails it here
     assert proc.returncode == 0, proc.stderr
     (answer,) = tool_messages(server.chat_bodies()[1])
     assert answer["content"] == ("Error: MCP server 'time': no answer within 2 s (timed out)"), (
         answer
     )
     assert proc.stdout.endswith("No answer from the clock.\n")
-    assert took < 20, took
     assert not alive(pid_of(pidfile))  # even a frozen server's group is killed at exit
 
 
@@ -297,12 +293,10 @@ def test_ctrl_c_during_a_call_cancels_it(tmp_path: Path, server: fs.FakeServer) 
     child = spawn_ask(cb, "what time is it in Tokyo?", timeout=30)
     child.expect(CALL[0])  # the call has started
     wait_until(lambda: unread_input(pid_of(pidfile)), "the call to wait in the frozen server")
-    started = time.monotonic()
     child.sendintr()
-    child.expect(pexpect.EOF)
+    child.expect(pexpect.EOF, timeout=15)  # a hang bound: the frozen server never answers
     child.close()
     assert child.exitstatus == 130
-    assert time.monotonic() - started < 15
     record = cb.only_session()["tool_conversations"][0]
     assert record["outcome"] == "interrupted", record
     assert len(server.chat_bodies()) == 1  # the model was not asked again

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import os
 import stat
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waits import returns_within
 
 from countbot_cli.messages import ToolCall
 from countbot_cli.tools.diffs import unified_diff
@@ -301,9 +302,8 @@ def test_large_scattered_change_is_shown_fast_as_one_block() -> None:
     new = "".join(
         f"NEW {i}\n" if i % 3 == 0 else f"line {i} of the old text\n" for i in range(30000)
     )
-    started = time.monotonic()
-    diff = unified_diff(old, new, "big.txt")
-    assert time.monotonic() - started < 20  # a hang bound: difflib alone takes ~30 s on this
+    # a hang bound: difflib alone takes ~30 s on this
+    diff = returns_within(lambda: unified_diff(old, new, "big.txt"), "a 30,000-line diff", 20)
     lines = diff.split("\n")
     assert lines[:3] == ["--- a/big.txt", "+++ b/big.txt", "@@ -1,30000 +1,30000 @@"]
     assert "[29798 more removed lines not shown]" in lines
@@ -316,11 +316,10 @@ def test_large_scattered_change_is_shown_fast_as_one_block() -> None:
 
 def test_writing_to_a_fifo_is_refused_at_once(ws: Path) -> None:
     os.mkfifo(ws / "pipe")
-    started = time.monotonic()
-    for mode in ("append", "overwrite"):
-        res = call(ws, "write_file", path="pipe", content="x", mode=mode)
+    for mode in ("append", "overwrite"):  # a hang bound: no open() waiting for a reader
+        write = partial(call, ws, "write_file", path="pipe", content="x", mode=mode)
+        res = returns_within(write, f"a write ({mode}) to a FIFO nobody reads", 20)
         assert not res.ok and "not a regular file" in res.content
-    assert time.monotonic() - started < 20  # a hang bound: no open() waiting for a reader
     assert stat.S_ISFIFO(os.lstat(ws / "pipe").st_mode)
 
 

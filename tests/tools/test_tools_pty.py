@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import fakeserver as fs
@@ -311,11 +310,9 @@ def test_ctrl_c_while_a_tool_runs_stops_it(tmp_path: Path, server: fs.FakeServer
     child = spawn_ask(cb, "run the script")
     child.expect("→ exec")
     file_text(cb.work / "shell.pid")  # the script runs
-    started = time.monotonic()
     child.sendintr()
-    code, rest = finish(child)
+    code, rest = finish(child)  # a hang bound: the child's expect timeout (spawn_ask's 20 s)
     assert code == 130, rest
-    assert time.monotonic() - started < 20  # a hang bound
     assert "interrupted" in rest
     wait_gone(*(int((cb.work / name).read_text()) for name in ("shell.pid", "child.pid")))
     saved = cb.only_session()  # the file parses
