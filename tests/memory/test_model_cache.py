@@ -101,6 +101,16 @@ def test_one_cache_for_every_memory_named_by_version_old_versions_removed(
     assert not list(other.memory_file.parent.glob("MEMORY.recall-model*"))
 
 
+def test_without_an_absolute_xdg_cache_home_it_is_in_home_dot_cache(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = setup(tmp_path, server)
+    cb.env["XDG_CACHE_HOME"] = "relative/cache"  # the XDG spec: a relative value is ignored
+    ask(cb, server, "which instrument do I play?", "cello lessons")
+    assert model_cache.read(Path(cb.env["HOME"]) / ".cache" / "countbot" / CACHE_NAME)
+    assert not (cb.work / "relative").exists()
+
+
 def test_a_damaged_cache_is_rebuilt_with_a_notice(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = setup(tmp_path, server)
     ask(cb, server, "which instrument do I play?", "cello lessons")
