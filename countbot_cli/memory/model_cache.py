@@ -52,7 +52,9 @@ ALIGN = 64
 TABLE = "backend.table"  # the one segment the checksum leaves out (65 MB, read by row)
 SEP = "\0"  # between the sorted pieces (no piece holds it: checked when the file is built)
 _SKIPPED = frozenset({"sp", "_threadpool"})  # backend attributes not stored (set on load)
-STALE_TEMP = 3600.0  # seconds: a temporary file this old is a build cut short (a build: ~1 s)
+# seconds: a temporary file this old is a build cut short (one exists only while the 80 MB are
+# written, well under a second, after the package's load)
+STALE_TEMP = 600.0
 
 
 class Damaged(ValueError):
