@@ -4,7 +4,11 @@ A streamed answer is cut into top-level blocks with markdown-it-py, configured e
 `rich.markdown.Markdown` configures it. Everything before the start line of the *last* top-level
 block is settled: no later text can change how it renders (a list or table that continues across
 blank lines, an open code fence or a paragraph about to become a setext heading is always the last
-block). Two boundary rules (research/render_startup.md §1.3):
+block). The last block is settled too once it is closed: a heading or thematic break once its
+line is complete, a fence once its closing line is, a paragraph, table or block quote once a
+blank line follows it (a list or an indented code block continues across blank lines, an HTML
+block may: those wait for the next block). So the live tail holds the block being written, not
+also the one before it. Two boundary rules (research/render_startup.md §1.3):
 
 * Boundaries are decided on complete lines only: a partial line such as "2" may yet become "2. b",
   an item of the list above.
@@ -29,6 +33,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markdown import Markdown
 from rich.segment import Segment
@@ -126,6 +131,8 @@ class Splitter:
             for tok in parser().parse(tail[:end])
             if tok.level == 0 and tok.nesting >= 0 and tok.map is not None
         ]
+        if tokens and _closed(tokens[-1], tail[:end]):
+            return Split(tail[:end], tail[end:], tokens[-1].type == "hr")
         if len(tokens) >= 2:
             cut = _line_offset(tail, tokens[-1].map[0])  # type: ignore[index]
             return Split(tail[:cut], tail[cut:], tokens[-2].type == "hr")
@@ -135,6 +142,26 @@ class Splitter:
 
     def reset(self) -> None:
         self._closer = None
+
+
+_DONE_AT_LINE_END = frozenset({"heading_open", "hr"})  # one line (setext: the underline)
+_ENDED_BY_BLANK_LINE = frozenset({"paragraph_open", "table_open", "blockquote_open"})
+
+
+def _closed(block: Token, src: str) -> bool:
+    """Whether no later line can change the top-level `block`, the last one of `src` (complete
+    lines): it is done, and only blank lines follow it in `src`."""
+    start, stop = block.map  # type: ignore[misc]
+    after = src[_line_offset(src, stop) :] if stop < src.count("\n") else ""
+    if after.strip():  # a reference definition, say: what follows may still use it
+        return False
+    if block.type in _DONE_AT_LINE_END:
+        return True
+    if block.type in _ENDED_BY_BLANK_LINE:  # the last line is blank (in the block's map or not)
+        return not src[:-1].rsplit("\n", 1)[-1].strip()
+    if block.type == "fence":
+        return _open_fence_closer(src[_line_offset(src, start) :], block.markup) is None
+    return False
 
 
 def _open_fence_closer(src: str, markup: str) -> re.Pattern[str] | None:

@@ -1,9 +1,9 @@
 """Streaming markdown output on a rich Console (SPEC §2 "Streaming", §10).
 
 `StreamView` renders one answer as it streams. The answer is cut into top-level markdown blocks
-(`mdblocks.py`); a block is printed once, into the terminal's scrollback, as soon as a later block
-has started. Only the unsettled tail is redrawn, in countbot's own live region (`liveregion.py`:
-no refresh thread, only the lines that changed rewritten), bottom-cropped to the terminal and
+(`mdblocks.py`); a block is printed once, into the terminal's scrollback, as soon as it is closed
+(a blank line after a paragraph, a fence's closing line) or a later block has started. Only the
+unsettled tail is redrawn, in countbot's own live region (`liveregion.py`: no refresh thread, only the lines that changed rewritten), bottom-cropped to the terminal and
 throttled to `max_fps` (slower if frames are slow). `finish()` leaves on screen exactly what a one-shot `Markdown(whole_text)` render prints
 (less the invisible padding at line ends, which a narrowed terminal would turn into blank rows).
 Cost per token is bounded by the size of the last block, not of the answer. The renderer draws
