@@ -31,7 +31,6 @@ from countbot_cli.conversation.context import (
     history_window,
     prompt_facts,
 )
-from countbot_cli.conversation.tool_round import RepeatedCalls, ToolRunner
 from countbot_cli.conversation.turn_record import ModelCall, TurnRecord
 from countbot_cli.conversation.view import TurnView
 from countbot_cli.errors import (
@@ -62,6 +61,7 @@ if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
     from countbot_cli.conversation.input.attachments import Attached
     from countbot_cli.conversation.sessions.session import Session
+    from countbot_cli.conversation.tool_round import RepeatedCalls
     from countbot_cli.provider import Provider
     from countbot_cli.tools.registry import ToolRegistry
 
@@ -234,7 +234,7 @@ class Engine:
         convo = ctx.api_messages()
         max_rounds = max(1, self.settings.max_iterations)  # tool rounds allowed in one turn
         tools = self.tool_schemas() or None
-        repeats = RepeatedCalls()
+        repeats: RepeatedCalls | None = None
         for n in range(max_rounds + 1):
             self._current = rnd = _Round()
             fin = self._stream_round(convo, tools, view, rnd)
@@ -243,6 +243,11 @@ class Engine:
             self._note_call(fin, record, view)
             if not fin.tool_calls or self.tools is None:
                 return rnd
+            # a tool round: loaded by the first (a turn without tools never needs it)
+            from countbot_cli.conversation.tool_round import RepeatedCalls, ToolRunner
+
+            if repeats is None:
+                repeats = RepeatedCalls()
             if n == max_rounds:
                 view.notice(MAX_ITERATIONS_NOTICE.format(n=max_rounds))
                 record.finish_reason = "max_iterations"

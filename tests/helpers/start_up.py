@@ -12,8 +12,11 @@ from __future__ import annotations
 
 NOT_AT_START_UP = frozenset(
     {
-        # the tools: only when tools are enabled (app._tool_registry)
+        # the tools: only when tools are enabled (app._tool_registry), a tool round when the
+        # model calls one (conversation/engine.py)
         "countbot_cli.tools.registry",
+        "countbot_cli.tools.base",
+        "countbot_cli.conversation.tool_round",
         "countbot_cli.tools.files",
         "countbot_cli.tools.shell",
         "countbot_cli.memory.tool",
