@@ -8,7 +8,7 @@ the config, `ask --fallback NAME`), with one line saying so. A link replaces the
 in the session exactly as /retry does (`replaces=`), so the session holds one exchange whose
 answer records the model that gave it (`Message.model`). Authentication (401/403), a rejected
 request (400, 404, context length) and anything else never fall back: another provider would
-not fix them, or would hide a problem the user must see; when a link fails so, its error
+not fix them, or would hide a problem the user must see. A link's error that ends the turn
 names it (`fallback NAME: authentication failed (401) …`), not to be taken for the chosen
 provider's.
 
@@ -225,8 +225,7 @@ class Fallback:
             result.fallback = {"from": current.name, "to": name, "reason": first}
             if can_fall_back(result):
                 self._failed(name, result)
-            else:
-                _name_the_link(result, name)
+            _name_the_link(result, name)
             origin = name
         return result
 
@@ -267,8 +266,8 @@ def _no_link(name: str) -> Engine:
 
 
 def _name_the_link(result: TurnResult, name: str) -> None:
-    """A link's failure that does not fall back (its key refused, a bad request) names the
-    link: the user's chosen provider is not the one to fix."""
+    """A link's failure names the link (its key refused, a bad request, or down too, the last
+    of the chain): the user's chosen provider is not the one to fix."""
     err = result.error
     if result.status == "failed" and err is not None and not err.message.startswith("fallback "):
         err.message = f"fallback {name}: {err.message}"

@@ -140,8 +140,8 @@ def test_auth_and_bad_request_never_fall_back(
     assert cb.only_session()["messages"][0]["status"] == "failed"
 
 
-@pytest.mark.parametrize(("code", "exit_code"), [(401, 4), (400, 3)])
-def test_a_link_that_refuses_is_named_in_the_error(
+@pytest.mark.parametrize(("code", "exit_code"), [(401, 4), (400, 3), (503, 6)])
+def test_a_link_that_refuses_or_fails_too_is_named_in_the_error(
     tmp_path: Path, server: fs.FakeServer, second: fs.FakeServer, code: int, exit_code: int
 ) -> None:
     cb = two_providers(tmp_path, server.base_url, second.base_url)
