@@ -21,11 +21,9 @@ No third-party imports: the decoder is tested alone by cutting recorded streams 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
-_LINE_END = re.compile(rb"[\r\n]")
-_CR = 0x0D
-_LF = 0x0A
+_LINE_ENDS = re.compile("\r\n|\r|\n")
 _BOM = "\ufeff"
 MAX_LINE = 16 * 1024 * 1024  # bytes in one SSE line (one `data:` line holds one whole chunk)
 
@@ -38,8 +36,7 @@ class LineTooLong(ValueError):
         self.limit = limit
 
 
-@dataclass(frozen=True)
-class SSEEvent:
+class SSEEvent(NamedTuple):
     """One dispatched event. `event` and `id` are None when the event did not set them."""
 
     data: str
@@ -48,83 +45,98 @@ class SSEEvent:
     retry: int | None = None
 
 
+def _last_line_end(data: bytes | bytearray) -> int:
+    """Where the last CR or LF of `data` is, or -1 (each byte of a feed is searched once)."""
+    return max(data.rfind(b"\n"), data.rfind(b"\r"))
+
+
 class SSEDecoder:
-    """Feed bytes as they arrive; each call returns the events completed by those bytes."""
+    """Feed bytes as they arrive; each call returns the events completed by those bytes.
+
+    A feed's whole lines are decoded and split at once (one `decode`, one `split`): a chunk
+    server sends, usually one or a few whole events, costs a few C calls and one short loop
+    over its lines."""
 
     def __init__(self, max_line: int = MAX_LINE) -> None:
         self.max_line = max_line
-        self._buf = bytearray()
-        self._scanned = 0  # bytes of _buf already searched for a line end (none found)
+        self._pending = bytearray()  # the start of a line whose end has not arrived yet
         self._skip_lf = False  # the last feed ended with CR: a leading LF belongs to it
-        self._first_line = True
-        self._reset_event()
-
-    def _reset_event(self) -> None:
+        self._first = True
         self._data: list[str] = []
         self._event: str | None = None
         self._id: str | None = None
         self._retry: int | None = None
 
-    def feed(self, data: bytes) -> list[SSEEvent]:
+    def feed(self, data: bytes | bytearray) -> list[SSEEvent]:
+        if self._skip_lf and data:
+            self._skip_lf = False
+            if data[0] == 0x0A:
+                data = data[1:]
         if not data:
             return []
-        buf = self._buf
-        start = len(buf)
-        buf += data
-        pos = 0
-        if self._skip_lf:
-            self._skip_lf = False
-            if buf[start] == _LF:
-                del buf[start]
-        events: list[SSEEvent] = []
-        search_from = self._scanned
-        while (m := _LINE_END.search(buf, search_from)) is not None:
-            end = m.start()
-            if end - pos > self.max_line:
+        end = _last_line_end(data)
+        pending = self._pending
+        if end < 0:
+            pending += data
+            if len(pending) > self.max_line:
                 raise LineTooLong(self.max_line)
-            line = buf[pos:end]
-            pos = end + 1
-            if buf[end] == _CR:
-                if pos < len(buf):
-                    if buf[pos] == _LF:
-                        pos += 1
-                else:
-                    self._skip_lf = True
-            search_from = pos
-            event = self._line(line)
-            if event is not None:
-                events.append(event)
-        del buf[:pos]
-        self._scanned = len(buf)
-        if self._scanned > self.max_line:
+            return []
+        whole = data if end == len(data) - 1 else data[: end + 1]
+        if pending:
+            whole = pending + whole
+            self._pending = bytearray(data[end + 1 :])
+        elif end + 1 < len(data):
+            self._pending = bytearray(data[end + 1 :])
+        if len(whole) > self.max_line:
+            self._check_lines(whole)
+        if len(self._pending) > self.max_line:
             raise LineTooLong(self.max_line)
-        return events
+        text = whole.decode("utf-8", errors="replace")
+        if self._first:
+            self._first = False
+            text = text.removeprefix(_BOM)
+        if "\r" in text:
+            lines = _LINE_ENDS.split(text)
+            self._skip_lf = text[-1] == "\r" and end == len(data) - 1
+        else:
+            lines = text.split("\n")
+        lines.pop()  # the text ends with a line end: nothing after it
+        return self._lines(lines)
+
+    def _check_lines(self, whole: bytes | bytearray) -> None:
+        """Refuse a line longer than the cap (only looked at when the feed is that long)."""
+        for line in re.split(rb"\r\n|\r|\n", bytes(whole)):
+            if len(line) > self.max_line:
+                raise LineTooLong(self.max_line)
 
     def close(self) -> list[SSEEvent]:
         """End of stream: decode a last unterminated line and dispatch a pending event."""
-        events: list[SSEEvent] = []
-        if self._buf:
-            line = bytes(self._buf)
-            self._buf.clear()
-            self._scanned = 0
-            event = self._line(line)
-            if event is not None:
-                events.append(event)
-        event = self._dispatch()
-        if event is not None:
-            events.append(event)
+        lines = []
+        if self._pending:
+            text = self._pending.decode("utf-8", errors="replace")
+            self._pending = bytearray()
+            if self._first:
+                text = text.removeprefix(_BOM)
+            lines.append(text)
+        self._first = False
         self._skip_lf = False
+        return self._lines([*lines, ""])
+
+    def _lines(self, lines: list[str]) -> list[SSEEvent]:
+        events: list[SSEEvent] = []
+        for line in lines:
+            if not line:
+                event = self._dispatch()
+                if event is not None:
+                    events.append(event)
+            elif line.startswith("data:"):
+                value = line[5:]
+                self._data.append(value[1:] if value[:1] == " " else value)
+            elif line[0] != ":":  # a `:` line is a comment
+                self._field(line)
         return events
 
-    def _line(self, raw: bytes | bytearray) -> SSEEvent | None:
-        line = raw.decode("utf-8", errors="replace")
-        if self._first_line:
-            self._first_line = False
-            line = line.removeprefix(_BOM)
-        if not line:
-            return self._dispatch()
-        if line.startswith(":"):
-            return None
+    def _field(self, line: str) -> None:
         name, sep, value = line.partition(":")
         if sep and value.startswith(" "):
             value = value[1:]
@@ -137,13 +149,17 @@ class SSEDecoder:
                 self._id = value
         elif name == "retry" and value.isdigit():
             self._retry = int(value)
-        return None
 
     def _dispatch(self) -> SSEEvent | None:
-        data = "\n".join(self._data)
-        event = SSEEvent(data=data, event=self._event or None, id=self._id, retry=self._retry)
-        self._reset_event()
-        return event if data.strip() else None
+        parts = self._data
+        data = parts[0] if len(parts) == 1 else "\n".join(parts)
+        event = None
+        if data and not data.isspace():
+            event = SSEEvent(data, self._event or None, self._id, self._retry)
+        if parts:
+            self._data = []
+        self._event = self._id = self._retry = None
+        return event
 
 
 def decode_all(data: bytes) -> list[SSEEvent]:

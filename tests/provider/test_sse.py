@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import tracemalloc
+from collections.abc import Callable
 
 import pytest
 
@@ -205,20 +205,19 @@ def test_empty_feeds_are_harmless() -> None:
 
 
 class _CountedSearch:
-    """The decoder's line-end regex, recording the bytes each search may read."""
+    """The decoder's search for a feed's last line end, recording the bytes it reads."""
 
-    def __init__(self, pattern: re.Pattern[bytes]) -> None:
-        self.pattern, self.read = pattern, 0
+    def __init__(self, search: Callable[[bytes | bytearray], int]) -> None:
+        self.search, self.read = search, 0
 
-    def search(self, buf: bytearray, pos: int = 0) -> re.Match[bytes] | None:
-        found = self.pattern.search(buf, pos)
-        self.read += (found.end() if found else len(buf)) - pos
-        return found
+    def __call__(self, data: bytes | bytearray) -> int:
+        self.read += len(data)
+        return self.search(data)
 
 
 def test_a_long_line_in_small_pieces_costs_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    search = _CountedSearch(sse._LINE_END)
-    monkeypatch.setattr(sse, "_LINE_END", search)
+    search = _CountedSearch(sse._last_line_end)
+    monkeypatch.setattr(sse, "_last_line_end", search)
     size, piece = 4 << 20, 4096
     line = b"data: " + b"x" * size + b"\n\n"
     decoder = SSEDecoder(max_line=64 << 20)
@@ -261,3 +260,32 @@ def test_a_20_mb_line_is_refused_at_the_cap_with_bounded_memory() -> None:
         tracemalloc.stop()
     assert fed <= MAX_LINE + len(piece)  # refused by the feed that passed the cap, not later
     assert peak < MAX_LINE * 2.5  # the pending line and its growth, never the whole 20 MB twice
+
+
+# ---- a feed's whole lines are decoded and split at once ----
+
+
+def test_a_feed_longer_than_the_cap_made_of_short_lines_is_fine() -> None:
+    burst = b"data: 0123456789\n\n" * 20  # 360 bytes, one read of a fast stream
+    assert decode_all(burst) == [SSEEvent(data="0123456789")] * 20
+    decoder = SSEDecoder(max_line=100)
+    assert len(decoder.feed(burst)) == 20
+    # a long line among short ones is still refused
+    with pytest.raises(LineTooLong):
+        SSEDecoder(max_line=100).feed(burst + b"data: " + b"x" * 200 + b"\n\n" + burst)
+
+
+def test_only_cr_and_lf_end_lines_not_other_unicode_line_breaks() -> None:
+    # str.splitlines() would also split at these: U+2028, U+2029, NEL, VT, FF, FS/GS/RS
+    text = "a\u2028b\u2029c\x85d\x0be\x0cf\x1cg\x1dh\x1ei"
+    for stream in (f"data: {text}\n\n", f"data: {text}\r\n\r\n", f"data: {text}\r\r"):
+        assert decode_all(stream.encode()) == [SSEEvent(data=text)]
+
+
+def test_several_events_and_a_partial_line_in_each_feed() -> None:
+    stream = b"".join(_data(_chunk({"content": f"w{i} "})) for i in range(40))
+    for piece in (7, 50, 97, 200, 333):
+        events = _feed_parts([stream[i : i + piece] for i in range(0, len(stream), piece)])
+        assert [json.loads(e.data)["choices"][0]["delta"]["content"] for e in events] == [
+            f"w{i} " for i in range(40)
+        ]
