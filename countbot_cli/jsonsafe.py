@@ -30,6 +30,7 @@ tell the two apart. Stdlib only, cheap to import.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -58,13 +59,12 @@ def too_deep_message(max_depth: int = MAX_JSON_DEPTH) -> str:
 
 def loads_bounded(text: str | bytes | bytearray, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """json.loads with the limits above; raises JSONLimitError or another ValueError."""
-    counts = _Counts(text)
-    opens = counts("[") + counts("{")
-    walk = opens > max_depth and counts('"') // 2 + counts("\\") > opens
+    opens = _opens(text)
+    walk = opens > max_depth and _strings_and_escapes(text) > opens
     if opens > max_depth and not walk:
         _check_brackets(_utf8(text), max_depth)
     try:
-        value = json.loads(text, parse_int=_int_hook())
+        value = _loads(text)
     except (json.JSONDecodeError, JSONLimitError):
         raise
     except RecursionError:  # json's C parser stops at the interpreter's recursion limit
@@ -78,25 +78,47 @@ def loads_bounded(text: str | bytes | bytearray, *, max_depth: int = MAX_JSON_DE
     return value
 
 
+def _loads(text: str | bytes | bytearray) -> Any:
+    """json.loads, straight to its C scanner for a str that is one value with nothing around it
+    (a stream chunk: json.loads' Python layers cost more than the scan); anything else, and
+    every error, goes through json.loads itself, so results and messages are the same."""
+    hook = _int_hook()
+    if type(text) is str:
+        try:
+            value, end = _scanner(hook)(text, 0)
+        except StopIteration:  # leading whitespace, or not JSON: json.loads says which
+            pass
+        else:
+            if end == len(text):
+                return value
+    return json.loads(text, parse_int=hook)
+
+
+@functools.cache
+def _scanner(hook: Callable[[str], int] | None) -> Callable[[str, int], tuple[Any, int]]:
+    decoder: Any = json.JSONDecoder(parse_int=hook)  # its C scanner: not in the type stubs
+    return decoder.scan_once
+
+
 def check_depth(text: str | bytes | bytearray, *, max_depth: int = MAX_JSON_DEPTH) -> None:
     """Raise JSONLimitError if `text` nests arrays/objects deeper than `max_depth`, before any
     parsing. Linear, never recursive; brackets inside strings do not count. Text that is not
     valid JSON may pass (json.loads then says what is wrong with it)."""
-    counts = _Counts(text)
-    if counts("[") + counts("{") > max_depth:
+    if _opens(text) > max_depth:
         _check_brackets(_utf8(text), max_depth)
 
 
-class _Counts:
-    """How often an ASCII character occurs in str or bytes (C speed, no copy)."""
+def _opens(text: str | bytes | bytearray) -> int:
+    """How many arrays and objects `text` may open (C speed, no copy)."""
+    if type(text) is str:
+        return text.count("[") + text.count("{")
+    return text.count(b"[") + text.count(b"{")  # type: ignore[arg-type]
 
-    def __init__(self, text: str | bytes | bytearray) -> None:
-        self.text = text
 
-    def __call__(self, char: str) -> int:
-        if isinstance(self.text, str):
-            return self.text.count(char)
-        return self.text.count(char.encode("ascii"))
+def _strings_and_escapes(text: str | bytes | bytearray) -> int:
+    if type(text) is str:
+        return text.count('"') // 2 + text.count("\\")
+    return text.count(b'"') // 2 + text.count(b"\\")  # type: ignore[arg-type]
 
 
 def _check_brackets(data: bytes, max_depth: int) -> None:
@@ -141,10 +163,12 @@ def _utf8(text: str | bytes | bytearray) -> bytes:
     return data.decode(encoding, "replace").encode("utf-8")
 
 
+_GET_LIMIT: Callable[[], int] | None = getattr(sys, "get_int_max_str_digits", None)
+
+
 def _int_hook() -> Callable[[str], int] | None:
     """None (json's own int) when the interpreter's int-str limit is at least as strict."""
-    get_limit = getattr(sys, "get_int_max_str_digits", None)
-    limit = get_limit() if get_limit is not None else 0
+    limit = _GET_LIMIT() if _GET_LIMIT is not None else 0
     return None if 0 < limit <= MAX_INT_DIGITS else _bounded_int
 
 

@@ -99,6 +99,44 @@ def test_malformed_json_is_still_a_decode_error() -> None:
     assert not isinstance(info.value, JSONLimitError)
 
 
+# a stream chunk goes straight to json's scanner: the same value, or the same error, as json.loads
+AS_JSON_LOADS = [
+    '{"choices":[{"index":0,"delta":{"content":" the"}}]}',
+    ' {"a": 1}',
+    '{"a": 1} ',
+    '{"a": 1}\n',
+    "\t[1, 2]",
+    '{"a": 1} {"b": 2}',
+    '{"a": 1}x',
+    "[1, 2]]",
+    "",
+    "   ",
+    "nul",
+    '"text"',
+    "12",
+    "-0.5e3",
+    "NaN",
+    "[Infinity, -Infinity]",
+    '{"a": 1, "a": 2}',
+    '{"\\ud83c\\udf0d": "\\u00e9"}',
+    '{"a": [1, 2, {"b": null}], "c": true, "d": false}',
+]
+
+
+@pytest.mark.parametrize("text", AS_JSON_LOADS)
+def test_a_chunk_parses_as_json_loads_would(text: str) -> None:
+    try:
+        expected: Any = json.loads(text)
+    except json.JSONDecodeError as e:
+        with pytest.raises(json.JSONDecodeError) as info:
+            loads_bounded(text)
+        assert (info.value.msg, info.value.pos) == (e.msg, e.pos)
+    else:
+        got = loads_bounded(text)
+        assert json.dumps(got) == json.dumps(expected)  # NaN != NaN; their text is equal
+        assert json.dumps(loads_bounded(text.encode())) == json.dumps(expected)
+
+
 class _CountedPattern:
     """A compiled regex that records how many characters each `sub` call was given."""
 
