@@ -35,6 +35,8 @@ from countbot_cli.provider.sse import SSEDecoder
 CUT = "the stream ended before the answer finished"
 EMPTY = "the provider ended the stream without an answer"
 EMPTY_HINT = "if this happens when tools are offered, set stream_tools: false for this provider"
+_REASONING_KEYS = ("reasoning_content", "reasoning")
+_TEXT_KEYS = ("content", "refusal")
 
 
 @dataclass
@@ -85,18 +87,20 @@ class Assembler:
         return self.add_object(obj)
 
     def add_object(self, obj: dict[str, Any]) -> list[StreamEvent]:
-        err = _error_object(obj)
-        if err:
-            raise payload_error(err, self.partial, self.api_key)
-        if isinstance(obj.get("model"), str) and obj["model"]:
-            self.model = obj["model"]
-        self.usage = Usage.from_api(obj.get("usage")) or self.usage
-        self._cache_timings(obj.get("timings"))
+        if obj.get("error") or obj.get("object") == "error":
+            raise payload_error(_error_object(obj), self.partial, self.api_key)
+        model = obj.get("model")
+        if model and isinstance(model, str):
+            self.model = model
+        if (usage := obj.get("usage")) is not None:
+            self.usage = Usage.from_api(usage) or self.usage
+        if (timings := obj.get("timings")) is not None:
+            self._cache_timings(timings)
         choices = obj.get("choices")
         events: list[StreamEvent] = []
         for choice in choices if isinstance(choices, list) else []:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                events.extend(self._choice(choice))
+                events += self._choice(choice)
         return events
 
     def _cache_timings(self, timings: Any) -> None:
@@ -109,22 +113,24 @@ class Assembler:
             self.usage.cached_tokens = min(n, self.usage.prompt_tokens)
 
     def _choice(self, choice: dict[str, Any]) -> list[StreamEvent]:
-        self.usage = Usage.from_api(choice.get("usage")) or self.usage
-        if isinstance(choice.get("finish_reason"), str):
-            self.finish_reason = choice["finish_reason"]
+        if (usage := choice.get("usage")) is not None:
+            self.usage = Usage.from_api(usage) or self.usage
+        reason = choice.get("finish_reason")
+        if isinstance(reason, str):
+            self.finish_reason = reason
         delta = choice.get("delta")
         if not isinstance(delta, dict):
             message = choice.get("message")
             delta = message if isinstance(message, dict) else {}
         events: list[StreamEvent] = []
-        for key in ("reasoning_content", "reasoning"):
-            if isinstance(delta.get(key), str) and delta[key]:
-                self.reasoning.append(delta[key])
-                events.append(ReasoningDelta(delta[key]))
-        for key in ("content", "refusal"):
-            if isinstance(delta.get(key), str) and delta[key]:
-                self.text.append(delta[key])
-                events.append(TextDelta(delta[key]))
+        for key in _REASONING_KEYS:
+            if (piece := delta.get(key)) and isinstance(piece, str):
+                self.reasoning.append(piece)
+                events.append(ReasoningDelta(piece))
+        for key in _TEXT_KEYS:
+            if (piece := delta.get(key)) and isinstance(piece, str):
+                self.text.append(piece)
+                events.append(TextDelta(piece))
         calls = delta.get("tool_calls")
         for call in calls if isinstance(calls, list) else []:
             if isinstance(call, dict):

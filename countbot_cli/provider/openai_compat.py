@@ -260,7 +260,7 @@ class OpenAICompatProvider:
         done = False
         try:
             for data in sse_data(itertools.chain((first,), chunks)):
-                if data.strip().startswith("[DONE]"):
+                if data[0] != "{" and data.lstrip().startswith("[DONE]"):
                     done = True
                     break
                 yield from acc.add(data)
@@ -340,7 +340,7 @@ class OpenAICompatProvider:
                         api_key=self.cfg.api_key,
                     )
                 )
-            chunks = resp.iter_bytes()
+            chunks = _body(resp)
             first = next((c for c in chunks if c), b"")
             return resp, chunks, first
         except httpx.TransportError as exc:
@@ -368,6 +368,16 @@ class OpenAICompatProvider:
             if err.retry_after > 0:
                 return err.retry_after
         return min(0.5 * 2**attempt, 8.0) * (1.0 - 0.25 * self._rand())
+
+
+def _body(resp: httpx.Response) -> Iterator[bytes]:
+    """The body's bytes as they arrive, decoded (gzip, br, ...) only when the server encoded it:
+    an unencoded body is read with one layer less for every read (a streamed answer makes one
+    a token). A body already read (a mocked transport's) is iter_bytes' to give."""
+    encoding = resp.headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", "identity") and not resp.is_stream_consumed:
+        return resp.iter_raw()
+    return resp.iter_bytes()
 
 
 def _head_of(resp: httpx.Response, limit: int) -> bytes:

@@ -186,6 +186,26 @@ def test_openai_text_stream_with_usage_only_final_chunk() -> None:
     assert done.tool_calls == [] and done.reasoning == ""
 
 
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "identity"])
+def test_an_encoded_stream_is_decoded_and_an_unencoded_one_read_raw(encoding: str) -> None:
+    # an unencoded body skips httpx's decoding layer (iter_raw); an encoded one needs it
+    import zlib
+
+    packer = zlib.compressobj(wbits=31 if encoding == "gzip" else 15)
+    if encoding == "identity":
+        parts = [TEXT[i : i + 40] for i in range(0, len(TEXT), 40)]
+    else:
+        parts = [
+            packer.compress(TEXT[i : i + 40]) + packer.flush(zlib.Z_SYNC_FLUSH)
+            for i in range(0, len(TEXT), 40)
+        ] + [packer.flush()]
+    headers = {"content-type": "text/event-stream", "content-encoding": encoding}
+    r = rig([httpx.Response(200, headers=headers, stream=Chunks(list(parts)))])
+    events = r.events()
+    assert texts(events) == ["Hello", ", world"]
+    assert finished(events).content == "Hello, world"
+
+
 def test_stream_split_into_tiny_pieces_gives_the_same_answer() -> None:
     pieces: list[bytes | BaseException] = [TEXT[i : i + 7] for i in range(0, len(TEXT), 7)]
     assert finished(rig([ok_sse(pieces)]).events()).content == "Hello, world"
