@@ -8,14 +8,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 
 
-@dataclass(frozen=True)
-class Above:
+class Above(NamedTuple):
     """What the root's and a group's callback hand the commands below them, as typer's
     `ctx.obj` (a child context starts with its parent's): the `--config` given before the
     command (`countbot --config F sessions list`, `countbot sessions --config F list`)."""

@@ -13,9 +13,8 @@ digest covers; a longer file is cut, with a note.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from countbot_cli.config import trust
 from countbot_cli.fileio import read_capped
@@ -27,8 +26,7 @@ NAMES = ("COUNTBOT.md", "AGENTS.md")  # the first one present wins
 MAX_BYTES = 32_000
 
 
-@dataclass(frozen=True)
-class Instructions:
+class Instructions(NamedTuple):
     name: str  # the file's name, shown in the prompt's heading
     text: str  # "" when the file is left out
     notice: str = ""  # one line for stderr when the file was left out or cut

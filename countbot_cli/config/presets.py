@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 OPENAI_BASE = "https://api.openai.com/v1"
 LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -50,8 +49,9 @@ ProviderType = Literal["openai", "local"]  # an OpenAI-compatible server, or the
 PROVIDER_TYPES: tuple[ProviderType, ...] = get_args(ProviderType)
 
 
-@dataclass(frozen=True)
-class Preset:
+class Preset(NamedTuple):
+    """One row of the table (a NamedTuple: docs/DEVELOPING.md, value types at start-up)."""
+
     name: str
     title: str
     type: ProviderType = "openai"

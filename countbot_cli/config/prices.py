@@ -19,10 +19,10 @@ import contextlib
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from types import MappingProxyType
+from typing import NamedTuple
 
 from countbot_cli import fileio
 from countbot_cli.config.file import Section
@@ -36,8 +36,7 @@ LOCK_TIMEOUT = 2.0
 PER = 1_000_000
 
 
-@dataclass(frozen=True)
-class Price:
+class Price(NamedTuple):
     """Per million tokens: prompt tokens, prompt tokens read from the cache, answer tokens."""
 
     input: float

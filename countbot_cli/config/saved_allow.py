@@ -19,8 +19,8 @@ atomically, mode 0600 (`fileio.atomic_write`); strings are written JSON-quoted, 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from countbot_cli.config.file import load_yaml
 from countbot_cli.errors import ConfigError
@@ -36,8 +36,7 @@ HEADER = (
 )
 
 
-@dataclass(frozen=True)
-class SavedRules:
+class SavedRules(NamedTuple):
     commands: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()
 

@@ -16,10 +16,9 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from countbot_cli.errors import ConfigError
 from countbot_cli.fileio import NotRegularFile, atomic_write, locked, move_aside, read_capped
@@ -31,8 +30,7 @@ MAX_STORE_BYTES = 1 << 20  # thousands of records; more is not a list countbot w
 Status = Literal["trusted", "untrusted", "changed"]
 
 
-@dataclass(frozen=True)
-class TrustRecord:
+class TrustRecord(NamedTuple):
     path: str  # the file's real path
     sha256: str  # of the bytes that were trusted
     trusted_at: str  # UTC, ISO 8601

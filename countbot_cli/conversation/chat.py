@@ -24,10 +24,10 @@ into the engine, the store or the session. It owns:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import date
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from countbot_cli.config.prices import charge, day_cost, day_saved
 from countbot_cli.config.settings import APPROVAL_MODES
@@ -69,8 +69,7 @@ class MemoryKeeping(Protocol):
     def compact(self, session_id: str) -> list[str]: ...
 
 
-@dataclass(frozen=True)
-class ModelPair:
+class ModelPair(NamedTuple):
     """The engine and the memory keeper on one provider; `/model` makes a new pair."""
 
     engine: Engine

@@ -33,10 +33,9 @@ import os
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import date as Date
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from countbot_cli import fileio
 from countbot_cli.errors import StorageError, UsageError
@@ -61,8 +60,7 @@ DEFAULT_HEADER = (
 )
 
 
-@dataclass(frozen=True)
-class MemoryStats:
+class MemoryStats(NamedTuple):
     total: int
     sources: dict[str, int]
     first_date: str | None
