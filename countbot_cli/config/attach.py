@@ -13,15 +13,14 @@ Whether the model takes images at all is a provider setting (`vision: true|false
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from countbot_cli.config.file import Section
 
 ATTACH_KEYS = ("max_image_pixels", "max_pdf_pages", "max_url_bytes", "url_timeout", "max_redirects")
 
 
-@dataclass(frozen=True)
-class AttachSettings:
+class AttachSettings(NamedTuple):
     # ~2 MP: more than any provider's image tiling uses (OpenAI scales to 768 px on the short
     # side), small enough that a phone photo costs ~1 MB of base64 instead of ~10
     max_image_pixels: int = 2_000_000

@@ -24,8 +24,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from countbot_cli.config.home import cache_home
 
@@ -87,8 +87,7 @@ def _companion(path: Path, own: Path) -> bool:
     return _COMPANION.fullmatch(name, len(own.name)) is not None
 
 
-@dataclass(frozen=True)
-class OwnFiles:
+class OwnFiles(NamedTuple):
     """Which resolved paths are countbot's own (see the module docstring)."""
 
     paths: tuple[Path, ...] = ()

@@ -18,9 +18,9 @@ answer changes nothing (and is asked again next time).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from countbot_cli.config.own_files import SERVERS_FILE as CACHE_FILE
 from countbot_cli.config.presets import PRESETS
@@ -38,8 +38,7 @@ from countbot_cli.provider.context_window_probe import (
 Fetch = Callable[[str, str, Any], tuple[Any, str]]  # (method, url, body) -> (JSON, Server header)
 
 
-@dataclass(frozen=True)
-class ServerFacts:
+class ServerFacts(NamedTuple):
     models: tuple[str, ...]  # ids in the server's model list, sorted
     llamacpp: bool  # llama.cpp's server or llama-cpp-python's
 

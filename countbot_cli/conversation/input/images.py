@@ -18,8 +18,7 @@ import importlib
 import io
 import math
 import struct
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from countbot_cli.errors import UsageError
 
@@ -47,8 +46,7 @@ def sniff(data: bytes) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class PreparedImage:
+class PreparedImage(NamedTuple):
     data_url: str
     mime: str
     size: tuple[int, int]  # the original width x height
