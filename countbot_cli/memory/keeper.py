@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import date
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli.conversation.context import sendable, window_step
@@ -52,10 +53,7 @@ from countbot_cli.memory.digest import (
     overflow_batches,
     summary_line,
 )
-from countbot_cli.memory.overflow_region import OverflowRegion
-from countbot_cli.memory.quality import ReplyFilter
 from countbot_cli.memory.recall import Recall
-from countbot_cli.memory.rolling import Rolling
 from countbot_cli.memory.summariser import Postponed, Summariser, SummaryError
 from countbot_cli.messages import Message
 from countbot_cli.prompts import (
@@ -67,6 +65,8 @@ if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
     from countbot_cli.conversation.sessions.session import Session
     from countbot_cli.conversation.sessions.store import SessionStore
+    from countbot_cli.memory.overflow_region import OverflowRegion
+    from countbot_cli.memory.quality import ReplyFilter
     from countbot_cli.memory.store import MemoryStore
     from countbot_cli.provider import Provider
 
@@ -118,9 +118,23 @@ class MemoryKeeper:
         self._counter = counter
         self.today = today
         self.summariser = summariser or Summariser(settings, provider)
-        self.overflow_region = OverflowRegion(settings, lambda: self.counter, lambda: self.today())
-        self.reply_filter = ReplyFilter()  # junk replies are not stored (memory/quality.py)
         self.recaller = Recall(memory)  # memory.inject: relevant (memory/recall.py)
+
+    # the upkeep's parts are made (and their modules loaded) when an upkeep first needs them:
+    # a plain `ask` never does (tests/helpers/start_up.py)
+
+    @cached_property
+    def overflow_region(self) -> OverflowRegion:
+        from countbot_cli.memory.overflow_region import OverflowRegion
+
+        return OverflowRegion(self.settings, lambda: self.counter, lambda: self.today())
+
+    @cached_property
+    def reply_filter(self) -> ReplyFilter:
+        """Junk replies are not stored (memory/quality.py)."""
+        from countbot_cli.memory.quality import ReplyFilter
+
+        return ReplyFilter()
 
     @property
     def counter(self) -> TokenCounter:
@@ -155,6 +169,8 @@ class MemoryKeeper:
         region = self.overflow_region.messages(session, everything=force)
         if not region or (not force and len(region) < batch_threshold(self._max_history())):
             return written
+        from countbot_cli.memory.rolling import Rolling
+
         roll = Rolling.start(self.settings, session, self.summariser.context_window)  # same calls
         cost, max_tokens = self._input_budget(roll.prompt(Share()))
         everything = session.all_messages()

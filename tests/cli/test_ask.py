@@ -552,12 +552,14 @@ def test_a_plain_ask_loads_none_of_countbot_s_modules_it_does_not_use(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
     """Tools off, nothing attached, no memory lines: none of tests/helpers/start_up.py's list
-    (the tools, attachments, the transcript, ...), saved or not, and not for --help."""
+    (the tools, attachments, the transcript, the memory upkeep, ...), nor for --help; saved,
+    only what the memory upkeep after the turn uses (summaries are on by default)."""
     cb = make_cb(tmp_path, server.base_url)
     server.default = fs.text("ok")
     assert cb.loaded(NOT_AT_START_UP, "--help") == []
     assert cb.loaded(NOT_AT_START_UP, "ask", "--plain", "--no-save", "hi") == []
-    assert cb.loaded(NOT_AT_START_UP, "ask", "--plain", "hi") == []
+    upkeep = ["countbot_cli.memory.overflow_region", "countbot_cli.memory.quality"]
+    assert cb.loaded(NOT_AT_START_UP, "ask", "--plain", "hi") == upkeep
     # what the list holds is loaded when a run uses it: -f (attachments), tools on (registry)
     (cb.work / "notes.txt").write_text("notes", encoding="utf-8")
     attached = cb.loaded(NOT_AT_START_UP, "ask", "--plain", "--no-save", "-f", "notes.txt", "hi")

@@ -25,5 +25,9 @@ NOT_AT_START_UP = frozenset(
         "countbot_cli.conversation.input.fetch",
         # the transcript's lines: tool calls (ui/turnview.py), ask's usage line on a terminal
         "countbot_cli.ui.transcript",
+        # the memory upkeep's parts (memory/keeper.py): after a saved turn with summaries on
+        "countbot_cli.memory.overflow_region",
+        "countbot_cli.memory.quality",
+        "countbot_cli.memory.rolling",
     }
 )
