@@ -112,6 +112,7 @@ class Splitter:
 
     def __init__(self) -> None:
         self._closer: re.Pattern[str] | None = None  # closing line of the open fence, if any
+        self.in_table = False  # the tail's last block is a table still open (by the last split)
 
     def split(self, tail: str, new_from: int = 0) -> Split | None:
         """Cut `tail` before its last top-level block, or None if nothing is settled yet.
@@ -131,7 +132,9 @@ class Splitter:
             for tok in parser().parse(tail[:end])
             if tok.level == 0 and tok.nesting >= 0 and tok.map is not None
         ]
+        self.in_table = bool(tokens) and tokens[-1].type == "table_open"
         if tokens and _closed(tokens[-1], tail[:end]):
+            self.in_table = False
             return Split(tail[:end], tail[end:], tokens[-1].type == "hr")
         if len(tokens) >= 2:
             cut = _line_offset(tail, tokens[-1].map[0])  # type: ignore[index]
@@ -142,6 +145,7 @@ class Splitter:
 
     def reset(self) -> None:
         self._closer = None
+        self.in_table = False
 
 
 _DONE_AT_LINE_END = frozenset({"heading_open", "hr"})  # one line (setext: the underline)

@@ -325,6 +325,39 @@ def test_a_growing_paragraph_redraws_only_its_changing_lines() -> None:
     assert len(raw) < view.frames * 2 * WIDTH  # a row or two a frame, not the whole block
 
 
+def test_a_table_being_written_grows_a_whole_row_at_a_time() -> None:
+    c = console(terminal=True, height=30)
+    term = pyte.Screen(WIDTH, 30)
+    vt, done = pyte.Stream(term), 0
+
+    def shown() -> str:
+        nonlocal done
+        raw = c.file.getvalue()  # type: ignore[attr-defined]
+        vt.feed(raw[done:].replace("\n", "\r\n"))
+        done = len(raw)
+        return "\n".join(term.display)
+
+    view = StreamView(c, clock=Clock())
+    view.feed("Intro words\n\n| Name | Notes |\n|---|---|\n| `a` | first row |\n")
+    assert "first row" in shown()
+    frames = view.frames
+    for part in ["| `b", "` | sec", "ond r", "ow |"]:
+        view.feed(part)
+        assert view.frames == frames and view.due_in() is None  # no frame for a partial row
+    assert "sec" not in shown()
+    view.feed("\n")
+    assert view.frames == frames + 1 and "second row" in shown()
+    view.feed("| `c` | third")  # a partial row is held back, also by a waiter's refresh()
+    view.refresh()
+    assert "third" not in shown()
+    view.feed(" |\n\nWords ")  # the blank line closes the table: words are drawn as they come
+    assert "third" in shown() and "Words" in shown()
+    view.finish()
+    want = "| Name | Notes |\n|---|---|\n| `a` | first row |\n| `b` | second row |\n"
+    want = "Intro words\n\n" + want + "| `c` | third |\n\nWords"
+    assert screen(c.file.getvalue(), 30) == screen(one_shot(want, terminal=True), 30)  # type: ignore[attr-defined]
+
+
 def test_settled_lines_carry_no_invisible_padding() -> None:
     text = "Intro that is short.\n\n| a | centred |\n|---|:---:|\n| 1 | x |\n\nEnd.\n"
     for parts in (gen_doc.regex_chunks(text), [text]):

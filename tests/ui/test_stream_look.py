@@ -9,9 +9,11 @@ background, underline, strike or reverse) counts as empty, since the renderer dr
 padding at line ends.
 
 - After the answer, the whole output equals rich's one-shot render of the whole answer.
-- After every frame, what the user sees, the rows from the top of the screen down to the live
-  region's last row (at most the region's height, `height - 2`, when a block is taller than the
-  terminal), equals the last rows of rich's render of the text that has arrived.
+- After every frame (a feed's, or the stall waiter's before the next token), what the user
+  sees, the rows from the top of the screen down to the live region's last row (at most the
+  region's height, `height - 2`, when a block is taller than the terminal), equals the last rows
+  of rich's render of the text that has arrived; while a table is being written, of its
+  complete lines (a table grows a whole row at a time).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import pyte
 import pytest
+from markdown_it import MarkdownIt
 from rich.console import Console
 from rich.markdown import Markdown
 
@@ -109,6 +112,15 @@ def visible(screen: pyte.Screen, region: int) -> list[Row]:
     return rows[-max(0, region - (below - len(rows))) :]
 
 
+def in_table(text: str) -> bool:
+    """Whether the last top-level block of `text`'s complete lines is a table."""
+    parsed = (
+        MarkdownIt().enable("strikethrough").enable("table").parse(text[: text.rfind("\n") + 1])
+    )
+    blocks = [t.type for t in parsed if t.level == 0 and t.nesting >= 0]
+    return bool(blocks) and blocks[-1] == "table_open"
+
+
 def stream_doc(text: str, width: int, height: int, check_every: int) -> None:
     """Stream `text` token by token; check every `check_every`-th frame and the end."""
     c = terminal(width, height)
@@ -119,6 +131,8 @@ def stream_doc(text: str, width: int, height: int, check_every: int) -> None:
         clock.now = i / 100
         view.feed(token)
         fed += token
+        if view.due_in() == 0:  # the stall waiter's frame (ui/turnview.py), before the next token
+            view.refresh()
         if view.frames == frames:
             continue
         frames = view.frames
@@ -128,6 +142,8 @@ def stream_doc(text: str, width: int, height: int, check_every: int) -> None:
         if frames % check_every:
             continue
         got, want = visible(live, height - 2), one_shot(fed, width)
+        if got != want[-len(got) :] and in_table(fed):  # a table shows its complete rows
+            want = one_shot(fed[: fed.rfind("\n") + 1], width)
         assert got == want[-len(got) :] if got else not want, f"frame {frames}: {fed[-60:]!r}"
         checked += bool(got)
     view.finish()
