@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from countbot_cli.config.instructions import instructions_for
 from countbot_cli.config.options import apply_options
@@ -318,8 +318,7 @@ def _tool_registry(
     return registry
 
 
-@dataclass
-class Opening:
+class Opening(NamedTuple):
     """How `ask` and the chat open their conversation: which session, and with what."""
 
     session: str | None = None  # -s ID (a prefix, or 'latest'); `sessions resume ID`

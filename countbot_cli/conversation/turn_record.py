@@ -13,7 +13,7 @@ cost, the fallback that answered, ask's memory report).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from countbot_cli.conversation.cache_report import CacheReport
 from countbot_cli.messages import STATUS_FAILED, STATUS_INTERRUPTED, Message, Usage
@@ -64,8 +64,7 @@ class ToolRecord:
         return {"name": self.tool, "arguments": self.arguments, "outcome": self.outcome}
 
 
-@dataclass
-class ModelCall:
+class ModelCall(NamedTuple):
     """One request of the turn: the model that answered (as the provider named it) and its
     usage (None when the provider reported none)."""
 

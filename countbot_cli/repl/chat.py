@@ -10,7 +10,7 @@ approval prompt and the REPL share; the REPL itself (loop.py) is handed the conv
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TextIO, cast
 
 import prompt_toolkit  # noqa: F401  (first: the prompt is what the user waits for)
@@ -67,7 +67,7 @@ def run_chat(opts: ChatOptions, *, resume: str | None = None) -> int:
         if picked is None:
             sys.stdout.write("Nothing resumed.\n")
             return 0
-        opening = replace(opening, session=picked)
+        opening = opening._replace(session=picked)
     conversation = app.open_conversation(
         settings,
         opening,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import ApprovalMode
@@ -56,8 +56,7 @@ HOW_DENIED_USER: How = "denied-by-user"
 HOW_DENIED_POLICY: How = "denied"
 
 
-@dataclass
-class Decision:
+class Decision(NamedTuple):
     approved: bool
     how: How
     reason: str | None = None  # why it was denied; goes back to the model
