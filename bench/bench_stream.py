@@ -17,9 +17,9 @@ stage, each adding a layer to the one before:
   plain     the same with `ask --plain`'s PlainView writing to /dev/null
 
 A layer's cost is its stage's figure minus the one before. Lock step keeps the caches warm
-between events (a lower bound); `--pace 100` also waits for the schedule of a real 100 tok/s
-stream, so each event finds the caches cold as on a pty (`bench_render.py --pty`), at the cost
-of 10 ms a event of wall time and more noise. `--burst` sends everything at once instead
+between events (a lower bound); `--pace 100` sends on the schedule of a real 100 tok/s stream
+instead (no lock step), so each event finds the caches cold as on a pty (`bench_render.py
+--pty`), at the cost of 10 ms an event of wall time and more noise. `--burst` sends everything at once instead
 (parsing alone: the HTTP layers then see a few large reads). `--against DIR` runs the same
 stages on another checkout's package (e.g. /work/wt/base), interleaved with this one, in the
 same run; this interpreter's packages (httpx) serve both. Figures: the median of `--reps` runs
@@ -121,8 +121,8 @@ def _drain(ack: int) -> None:
 
 
 def _serve(lsock: socket.socket, ack: int, events: list[bytes], opts: argparse.Namespace) -> None:
-    """Answer each connection's request with that many events; lock step unless `burst`, and
-    at most `pace` events a second when given."""
+    """Answer each connection's request with that many events: in lock step, or all at once
+    (`burst`), or on the schedule of `pace` events a second."""
     chunked, burst, pace = not opts.close, opts.burst, opts.pace
     while True:
         conn, _ = lsock.accept()
@@ -139,12 +139,14 @@ def _serve(lsock: socket.socket, ack: int, events: list[bytes], opts: argparse.N
         else:
             start = time.monotonic()
             for i in range(n):  # the head goes with the first event: one read for both
-                if i:
+                if pace:  # on schedule only: a client that reads less often finds several
+                    if (delay := start + i / pace - time.monotonic()) > 0:
+                        time.sleep(delay)
+                elif i:
                     os.read(ack, 1)  # the client handled event i - 1
-                if pace and (delay := start + i / pace - time.monotonic()) > 0:
-                    time.sleep(delay)
                 conn.sendall((head if i == 0 else b"") + _frame(events[i], chunked))
-            os.read(ack, 1)
+            if not pace:
+                os.read(ack, 1)
         conn.sendall(_frame(_TAIL, chunked) + (b"0\r\n\r\n" if chunked else b""))
         conn.close()
 
@@ -395,8 +397,7 @@ def main() -> None:
             cmd += ["--pace", str(args.pace)] if args.pace else []
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
             runs[label].append(json.loads(out.splitlines()[-1]))
-    mode = "burst" if args.burst else "lock step"
-    mode += f", at most {args.pace:g}/s" if args.pace else ""
+    mode = "burst" if args.burst else f"{args.pace:g} a second" if args.pace else "lock step"
     body = "close-delimited" if args.close else "chunked"
     print(f"# {args.events} events, {mode}, {body} body, {args.reps} runs: CPU µs per event")
     print(f"{'stage':10}" + "".join(f"{label[-24:]:>30}" for label in trees))
