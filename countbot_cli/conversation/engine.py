@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
@@ -66,10 +65,29 @@ if TYPE_CHECKING:
     from countbot_cli.tools.registry import ToolRegistry
 
 
-@dataclass
 class _Round:
-    text: str = ""
-    reasoning: str = ""
+    """What one model call streamed so far. The pieces are joined when read: `+=` on an
+    attribute copies the whole text for every token (quadratic in a long answer or thinking)."""
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.thoughts: list[str] = []
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self.pieces = [value]
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(self.thoughts)
+
+    @reasoning.setter
+    def reasoning(self, value: str) -> None:
+        self.thoughts = [value]
 
 
 class Engine:
@@ -312,10 +330,10 @@ class Engine:
         finished: Finished | None = None
         for ev in events:
             if isinstance(ev, TextDelta):
-                rnd.text += ev.text
+                rnd.pieces.append(ev.text)
                 view.text(ev.text)
             elif isinstance(ev, ReasoningDelta):
-                rnd.reasoning += ev.text
+                rnd.thoughts.append(ev.text)
                 view.reasoning(ev.text)
             elif isinstance(ev, ToolCallDelta):
                 continue
