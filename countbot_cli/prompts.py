@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import platform
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import date
+from typing import NamedTuple
 
 # A memory summariser answers exactly this when nothing is worth keeping (CountBot's sentinel).
 NO_MEMORY_SENTINEL = "无需记录"
@@ -27,8 +27,7 @@ RECALL_HEADER_ZH = "[可能与下面这条消息相关的长期记忆；仅在�
 RECALL_END = "[end of memory]"
 
 
-@dataclass(frozen=True)
-class PromptFacts:
+class PromptFacts(NamedTuple):
     """What the system prompt says about the situation. Built once per call by the context."""
 
     ai_name: str

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from countbot_cli import keyguard
 from countbot_cli.config import own_files, parsed_cache, saved_allow, trust
@@ -87,8 +87,7 @@ INJECT_MODES: tuple[InjectMode, ...] = get_args(InjectMode)
 APPROVAL_MODES: tuple[ApprovalMode, ...] = get_args(ApprovalMode)
 
 
-@dataclass(frozen=True)
-class Persona:
+class Persona(NamedTuple):
     ai_name: str = "countbot"
     user_name: str = "user"
     personality: str = ""  # empty: the default personality of the system prompt

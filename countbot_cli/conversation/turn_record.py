@@ -26,8 +26,7 @@ TurnStatus = Literal["ok", "interrupted", "failed"]
 ToolOutcome = Literal["ok", "error", "denied", "interrupted", "timeout"]
 
 
-@dataclass(frozen=True)
-class ToolRecord:
+class ToolRecord(NamedTuple):
     """One tool call as the session keeps it (`stored` is its form in `tool_conversations`).
 
     `arguments`: the arguments that ran (the user's edit included) when they parsed, else the
