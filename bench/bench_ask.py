@@ -3,8 +3,9 @@ point 2: countbot <= 2.5x the floor; 3.3x when the issue was filed).
 
 Interleaved rounds (floor, then each countbot given) against one instant loopback server; for
 each command the median wall time and the CPU time (user+sys of the reaped process), and each
-countbot's ratio to the floor. `--importtime` also prints the largest cumulative imports of one
-`ask --plain` of each countbot (`python -X importtime`). `--instructions` also counts the
+countbot's ratio to the floor. `--importtime` also prints the self times of `ask --plain`'s
+imports by package, each countbot side by side (`python -X importtime`, medians of
+`--importtime-runs` runs; the standard library's under the package that imported it). `--instructions` also counts the
 instructions each command executes (valgrind's callgrind, one run each, ~30 s): a figure the
 load of a shared machine does not move, where CPU times do by 10-20 %. Under valgrind a run
 takes seconds, so countbot's collector comes back on during it (`__main__.START_UP_SECONDS`).
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,8 +69,11 @@ def instructions(cmd: list[str], env: dict[str, str], cwd: Path) -> int | None:
     return int(found.group(1))
 
 
-def importtime(countbot: str, env: dict[str, str], cwd: Path, top: int) -> list[str]:
-    """The `top` largest cumulative imports (µs) of one `ask --plain`, top-level packages only."""
+def importtime(countbot: str, env: dict[str, str], cwd: Path) -> Counter[str]:
+    """The self times (µs) of one `ask --plain`'s imports (`python -X importtime`) by package:
+    countbot's own by subpackage (`countbot_cli.config`), another library by its top-level
+    name, and a standard-library module under the package that first imported it
+    (`stdlib <- typer`; `stdlib <- start-up` for the interpreter's own and site's)."""
     python = str(Path(countbot).parent / "python")
     code = "import sys; from countbot_cli.__main__ import main; sys.exit(main())"
     res = subprocess.run(
@@ -78,18 +83,62 @@ def importtime(countbot: str, env: dict[str, str], cwd: Path, top: int) -> list[
         capture_output=True,
         text=True,
     )
-    rows: list[tuple[int, str]] = []
-    total = 0
-    for line in res.stderr.splitlines():
-        m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
-        if not m:
-            continue
-        total += int(m.group(1))
-        if len(m.group(3)) == 1:  # imported at top level (not by another import)
-            rows.append((int(m.group(2)), m.group(4)))
-    rows.sort(reverse=True)
-    out = [f"  all imports (self times summed): {total / 1000:.0f} ms"]
-    out += [f"  {us / 1000:7.1f} ms  {name}" for us, name in rows[:top]]
+    rows = re.findall(r"import time:\s+(\d+) \|\s+\d+ \|( *)(\S+)", res.stderr)
+    groups: Counter[str] = Counter()
+    above: list[tuple[int, str | None]] = []  # (depth, package) of the importers, innermost last
+    for self_us, indent, name in reversed(rows):  # a module's importer is printed after it
+        depth = len(indent)
+        while above and above[-1][0] >= depth:
+            above.pop()
+        package = _package(name)
+        if package is None:
+            importer = next((p for _, p in reversed(above) if p is not None), "start-up")
+            groups[f"stdlib <- {importer}"] += int(self_us)
+        else:
+            groups[package] += int(self_us)
+        above.append((depth, package))
+    return groups
+
+
+def _package(module: str) -> str | None:
+    """The group of `module` (see importtime); None for the standard library's."""
+    parts = module.split(".")
+    if parts[0] == "countbot_cli":
+        return ".".join(parts[:2])
+    if parts[0] in sys.stdlib_module_names or parts[0] in ("_frozen_importlib_external",):
+        return None
+    return parts[0]
+
+
+def importtime_table(
+    clients: list[tuple[str, str]], env: dict[str, str], cwd: Path, runs: int
+) -> list[str]:
+    """Each countbot's median self times by package (ms) side by side, largest first."""
+    medians: dict[str, dict[str, float]] = {}
+    for label, path in clients:
+        got = [importtime(path, env, cwd) for _ in range(runs)]
+        names = set().union(*got)
+        medians[label] = {n: statistics.median(g.get(n, 0) for g in got) / 1000 for n in names}
+    names = sorted(
+        set().union(*medians.values()), key=lambda n: -max(m.get(n, 0) for m in medians.values())
+    )
+    labels = [label for label, _ in clients]
+    out = [f"{'package (self times, ms)':44}" + "".join(f"{label:>10}" for label in labels)]
+    for title, keep in (
+        ("all imports", lambda n: True),
+        ("countbot_cli (own modules)", lambda n: n.startswith("countbot_cli")),
+    ):
+        out.append(
+            f"{title:44}"
+            + "".join(
+                f"{sum(v for n, v in medians[label].items() if keep(n)):10.1f}" for label in labels
+            )
+        )
+    for name in names:
+        if max(medians[label].get(name, 0) for label in labels) >= 0.3:
+            out.append(
+                f"  {name:42}" + "".join(f"{medians[label].get(name, 0):10.1f}" for label in labels)
+            )
     return out
 
 
@@ -98,7 +147,7 @@ def main() -> None:
     ap.add_argument("--countbot", action="append", default=[], help="LABEL=PATH")
     ap.add_argument("-n", type=int, default=15)
     ap.add_argument("--importtime", action="store_true")
-    ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--importtime-runs", type=int, default=7)
     ap.add_argument("--instructions", action="store_true")
     args = ap.parse_args()
     clients = [(c.split("=", 1)[0], os.path.abspath(c.split("=", 1)[1])) for c in args.countbot]
@@ -145,9 +194,10 @@ def main() -> None:
                 for label, n in counts.items():
                     print(f"{label:10} {(n or 0) / 1e6:8.0f} M {(n or 0) / counts['floor']:6.2f}x")
         if args.importtime:
-            for label, path in clients:
-                print(f"-X importtime of {label} (cumulative, top-level imports):")
-                print("\n".join(importtime(path, env, work, args.top)))
+            print(
+                f"-X importtime of ask --plain by package, medians of {args.importtime_runs} runs:"
+            )
+            print("\n".join(importtime_table(clients, env, work, args.importtime_runs)))
     finally:
         server.terminate()
         server.wait(5)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from countbot_cli.config.file import Section, did_you_mean
 from countbot_cli.config.presets import PRESETS, PROVIDER_TYPES, Preset, ProviderType
@@ -34,8 +35,7 @@ PROVIDER_KEYS = (
 )
 
 
-@dataclass
-class EntryValues:
+class EntryValues(NamedTuple):
     """What a provider entry of the file sets (None: not set)."""
 
     api_base: str | None = None

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal, TypeVar
+from typing import Literal, NamedTuple, TypeVar
 
 from countbot_cli.config.file import Section, did_you_mean
 from countbot_cli.config.presets import (
@@ -121,8 +121,7 @@ PLACEHOLDER = ProviderConfig(
 )
 
 
-@dataclass
-class _Context:
+class _Context(NamedTuple):
     env: Mapping[str, str]
     home: Path
     flag_model: str | None
