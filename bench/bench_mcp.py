@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 import fakeserver as fs  # noqa: E402
 from cbenv import COUNTBOT, make_cb  # noqa: E402
 
-from countbot_cli.config.mcp import McpServer  # noqa: E402
+from countbot_cli.config.mcp_server import McpServer  # noqa: E402
 from countbot_cli.tools.mcp import add_mcp_tools  # noqa: E402
 from countbot_cli.tools.registry import ToolContext, ToolRegistry, default_tools  # noqa: E402
 

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from countbot_cli.config.example import EXAMPLE_CONFIG
 from countbot_cli.config.home import default_config_path
-from countbot_cli.config.mcp import McpServer
+from countbot_cli.config.mcp_server import McpServer
 from countbot_cli.config.providers import NO_PROVIDER_HINT, ProviderConfig
 from countbot_cli.config.settings import Settings
 from countbot_cli.errors import EXIT_OK, UsageError

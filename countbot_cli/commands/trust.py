@@ -31,7 +31,7 @@ from countbot_cli.config.home import default_home
 from countbot_cli.config.instructions import MAX_BYTES as INSTRUCTIONS_MAX_BYTES
 from countbot_cli.config.instructions import NAMES as INSTRUCTION_FILES
 from countbot_cli.config.instructions import read_sent
-from countbot_cli.config.mcp import McpServer
+from countbot_cli.config.mcp_server import McpServer
 from countbot_cli.config.presets import PRESETS
 from countbot_cli.config.providers import ProviderConfig
 from countbot_cli.config.settings import Settings, check_file

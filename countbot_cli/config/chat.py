@@ -13,8 +13,7 @@ chat:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Literal, get_args
+from typing import Literal, NamedTuple, get_args
 
 from countbot_cli.config.file import Section, pick
 
@@ -33,8 +32,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
-@dataclass(frozen=True)
-class ChatSettings:
+class ChatSettings(NamedTuple):
     editing_mode: EditingMode = "emacs"
     enter: EnterKey = "send"
     notify: Notify = "off"
@@ -62,11 +60,11 @@ def with_value(chat: ChatSettings, key: str, text: str) -> ChatSettings:
             raise ValueError(f"notify_after takes a number of seconds, not {text!r}") from None
         if not 0 <= seconds <= 86_400:
             raise ValueError("notify_after takes 0 to 86400 seconds")
-        return replace(chat, notify_after=seconds)
+        return chat._replace(notify_after=seconds)
     if text not in CHOICES[key]:
         raise ValueError(f"{key} takes one of {', '.join(CHOICES[key])}, not {text!r}")
     if key == "editing_mode":
-        return replace(chat, editing_mode=pick(text, EDITING_MODES) or chat.editing_mode)
+        return chat._replace(editing_mode=pick(text, EDITING_MODES) or chat.editing_mode)
     if key == "enter":
-        return replace(chat, enter=pick(text, ENTER_KEYS) or chat.enter)
-    return replace(chat, notify=pick(text, NOTIFY) or chat.notify)
+        return chat._replace(enter=pick(text, ENTER_KEYS) or chat.enter)
+    return chat._replace(notify=pick(text, NOTIFY) or chat.notify)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from countbot_cli.config.mcp import McpServer
+from countbot_cli.config.mcp_server import McpServer
 from countbot_cli.tools.base import KIND_MCP, ToolContext, ToolResult, ToolSpec
 from countbot_cli.tools.mcp_client import STATE_RUNNING, McpHub, ServerConn
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from countbot_cli import __version__
-from countbot_cli.config.mcp import McpServer
+from countbot_cli.config.mcp_server import McpServer
 from countbot_cli.tools import proctree
 
 STATE_NEW = "not started"

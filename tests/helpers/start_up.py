@@ -20,6 +20,8 @@ NOT_AT_START_UP = frozenset(
         "countbot_cli.tools.files",
         "countbot_cli.tools.shell",
         "countbot_cli.memory.tool",
+        # MCP servers: only when the config names one (config/mcp.py)
+        "countbot_cli.config.mcp_server",
         # -f/-a: only with something attached (commands/ask.py)
         "countbot_cli.conversation.input.attachments",
         "countbot_cli.conversation.input.fetch",
