@@ -83,7 +83,7 @@ def make_keeper(memory_file: Path, home: Path) -> Any:
 
     env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / "xdg"), "PATH": ""}
     settings = load_settings(env=env, cwd=home, require_provider=False, require_model=False)
-    settings = replace(settings, memory=replace(settings.memory, inject="relevant"))
+    settings = replace(settings, memory=settings.memory._replace(inject="relevant"))
     return MemoryKeeper(settings, _Model(), None, MemoryStore(memory_file))  # type: ignore[arg-type]
 
 

@@ -81,7 +81,7 @@ def run_ask(
     if schema is not None:  # response_format, or an instruction
         settings = schema_settings(settings, schema)
     if not (opts.session or opts.cont):  # a one-off ask leaves no automatic-memory line
-        settings = replace(settings, memory=replace(settings.memory, auto_memory=False))
+        settings = replace(settings, memory=settings.memory._replace(auto_memory=False))
     settings, probe = Probe.start(settings, no_memory=opts.no_memory, remember=opts.remember)
     if refs:  # -f/-a: every attachment read and checked before anything is sent
         from countbot_cli.conversation.input.attachments import compose_message

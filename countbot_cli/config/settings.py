@@ -95,8 +95,7 @@ class Persona(NamedTuple):
     max_history_messages: int = 50  # 0 = unlimited
 
 
-@dataclass(frozen=True)
-class MemorySettings:
+class MemorySettings(NamedTuple):
     file: Path
     overflow_summary: bool = True
     session_summary: bool = True  # the rolling summary of what left the window (memory/rolling.py)
@@ -107,8 +106,7 @@ class MemorySettings:
     off: bool = False  # `ask --no-memory`: no pinned lines, no memory tool (not a config key)
 
 
-@dataclass(frozen=True)
-class ToolSettings:
+class ToolSettings(NamedTuple):
     workspace: Path
     enabled: bool = True
     approval: ApprovalMode = "ask"
@@ -339,7 +337,7 @@ def _build(
     )
     chosen = _context_window_from_env(chosen, env)
     if chosen.is_bundled_model and root.section("memory").flag("auto_memory") is None:
-        memory = replace(memory, auto_memory=False)  # the 135M model's summaries are junk
+        memory = memory._replace(auto_memory=False)  # the 135M model's summaries are junk
     return Settings(
         config_file=file,
         home=home,

@@ -47,8 +47,7 @@ if TYPE_CHECKING:
 
 def without_memory(settings: Settings) -> Settings:
     """`--no-memory`: nothing sent from MEMORY.md, nothing written, for this call."""
-    off = replace(
-        settings.memory,
+    off = settings.memory._replace(
         inject="off",
         overflow_summary=False,
         session_summary=False,

@@ -56,7 +56,7 @@ def test_recall_modes_and_budget(tmp_path: Path) -> None:
     memory.add("The user likes green tea", "user")
 
     def keeper(mode: str) -> MemoryKeeper:
-        s = replace(settings, memory=replace(settings.memory, inject=mode))
+        s = replace(settings, memory=settings.memory._replace(inject=mode))
         k = MemoryKeeper(s, _NoProvider(), None, memory)  # type: ignore[arg-type]
         k.recaller = Recall(memory, semantic=False)  # by words (without the recall extra)
         return k

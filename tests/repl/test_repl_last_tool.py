@@ -18,7 +18,7 @@ def test_last_tool_shows_the_elided_middle_from_a_private_file_removed_at_exit(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
     h = Harness(tmp_path, server, tools=True)
-    h.settings = replace(h.settings, tools=replace(h.settings.tools, max_output_chars=400))
+    h.settings = replace(h.settings, tools=h.settings.tools._replace(max_output_chars=400))
     (tmp_path / "work").mkdir(exist_ok=True)
     confirmer, _ = approval_answers("y\n")
     command = "for i in $(seq 1 300); do echo output line $i; done"
