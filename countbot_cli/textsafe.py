@@ -36,6 +36,23 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
+
+class LazyPattern:
+    """`re.compile(source, flags)`, done the first time `.re` is read rather than at import."""
+
+    __slots__ = ("_compiled", "_flags", "_source")
+
+    def __init__(self, source: str, flags: int = 0) -> None:
+        self._source, self._flags = source, flags
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def re(self) -> re.Pattern[str]:
+        if self._compiled is None:  # two threads may both compile it: the same pattern
+            self._compiled = re.compile(self._source, self._flags)
+        return self._compiled
+
+
 MAX_STRING = 4096  # body of an OSC/DCS/SOS/PM/APC string sequence
 MAX_PARAMS = 256  # CSI parameter bytes
 _MAX_INTER = 16  # intermediate bytes of a CSI or other ESC sequence
@@ -46,24 +63,24 @@ _STRING_BODY = rf"[^\x07\x1b\x9c]{{0,{MAX_STRING}}}"
 _CSI = rf"{_CSI_START}[0-?]{{0,{MAX_PARAMS}}}[ -/]{{0,{_MAX_INTER}}}[@-~]"
 _STRING = rf"{_STRING_START}{_STRING_BODY}(?:\x07|\x1b\\|\x9c)"
 _OTHER_ESC = rf"\x1b[ -/]{{0,{_MAX_INTER}}}[0-~]"
-_SEQUENCE = re.compile(f"{_CSI}|{_STRING}|{_OTHER_ESC}")
+_SEQUENCE = LazyPattern(f"{_CSI}|{_STRING}|{_OTHER_ESC}")  # only text with a control in it
 # C0/C1 controls (but \n and \t), and the bidi embedding/override/isolate controls, which can
 # make text display in another order than it is stored ("Trojan Source")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _NEWLINES = re.compile(r"\r\n?")
 
 # every proper prefix of a sequence above: the start of one that a later chunk may complete
-_PARTIAL = re.compile(
+_PARTIAL = LazyPattern(
     rf"(?:{_CSI_START}[0-?]{{0,{MAX_PARAMS}}}[ -/]{{0,{_MAX_INTER}}}"
     rf"|{_STRING_START}{_STRING_BODY}\x1b?"
     rf"|\x1b[ -/]{{0,{_MAX_INTER}}})\Z"
 )
 # the longest such prefix: an introducer of two, a full body, the ESC of a final ESC \
 _PARTIAL_MAX = 2 + MAX_STRING + 1
-_STRING_HEAD = re.compile(_STRING_START)
+_STRING_HEAD = LazyPattern(_STRING_START)
 _STRING_STOP = re.compile(r"[\x07\x1b\x9c\r]")  # ends or may end a held string's body
 # in JSON: what the terminal would act on, plus the line/paragraph separators
-_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_JSON_UNSAFE = LazyPattern(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def sanitize(text: str) -> str:
@@ -77,7 +94,7 @@ def _strip(text: str) -> str:
     """`sanitize` for text whose line ends are already \\n."""
     if not _CONTROL.search(text):
         return text
-    return _CONTROL.sub("", _SEQUENCE.sub("", text))
+    return _CONTROL.sub("", _SEQUENCE.re.sub("", text))
 
 
 def sanitize_line(text: str) -> str:
@@ -93,7 +110,7 @@ def json_text(obj: Any, *, indent: int | None = 2) -> str:
         dumped = json.dumps(obj, ensure_ascii=False, indent=indent, allow_nan=False)
     except ValueError:  # NaN or Infinity, which JSON has no word for: null instead
         dumped = json.dumps(_finite(obj), ensure_ascii=False, indent=indent, allow_nan=False)
-    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", dumped)
+    return _JSON_UNSAFE.re.sub(lambda m: f"\\u{ord(m.group()):04x}", dumped)
 
 
 def _finite(obj: Any) -> Any:
@@ -119,7 +136,7 @@ def _hold_from(text: str) -> int:
         text.rfind("\x1b", 0, end - 1),
         0,
     )
-    match = _PARTIAL.search(text, start)
+    match = _PARTIAL.re.search(text, start)
     return match.start() if match else end
 
 
@@ -154,7 +171,7 @@ class StreamSanitizer:
 
     def _hold(self, pending: str) -> None:
         self._pending = pending
-        head = _STRING_HEAD.match(pending)
+        head = _STRING_HEAD.re.match(pending)
         extendable = head is not None and not pending.endswith(("\x1b", "\r"))
         self._room = head.end() + MAX_STRING - len(pending) if head and extendable else -1
 
@@ -167,7 +184,7 @@ class StreamSanitizer:
 # ---- text a person must read exactly (the approval prompt) ----
 
 # candidates for escaping: everything but printable ASCII, newline and tab (see _hidden)
-_NON_PLAIN = re.compile(r"[^\x20-\x7e\n\t]")
+_NON_PLAIN = LazyPattern(r"[^\x20-\x7e\n\t]")
 # categories never shown raw: controls, format (bidi, zero-width, soft hyphen, tags), line and
 # paragraph separators, surrogates, private use, unassigned
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
@@ -179,7 +196,7 @@ _NAMED = {"\r": "\\r", "\x1b": "\\x1b", "\x00": "\\0"}
 BLANK_RUN = 48  # a run of blanks this many terminal columns wide (or wider) is shown as a count
 BLANK_LINES_KEPT = 2  # blank lines of a run shown before the rest is counted
 TAB_STOP = 8
-_BLANKS = re.compile(r"[ \t\u3000]+")  # what visible() leaves blank: space, tab, U+3000
+_BLANKS = LazyPattern(r"[ \t\u3000]+")  # what visible() leaves blank: space, tab, U+3000
 SGR = re.compile(r"\x1b\[[0-9;]*m")  # the prompt's own colours (never from untrusted text)
 
 
@@ -209,7 +226,7 @@ def visible(text: str, mark: Callable[[str], str] | None = None) -> str:
             return c
         return mark(_escape(c)) if mark else _escape(c)
 
-    return _NON_PLAIN.sub(esc, text)
+    return _NON_PLAIN.re.sub(esc, text)
 
 
 def _is_blank(raw: str) -> bool:
@@ -257,7 +274,7 @@ def layout(text: str, col: int = 0, count: Callable[[str], str] | None = None) -
     (`visible`); SGR colour codes in it take no columns."""
     out: list[str] = []
     pos = 0
-    for m in _BLANKS.finditer(text):
+    for m in _BLANKS.re.finditer(text):
         before = text[pos : m.start()]
         out.append(before)
         col += cells(SGR.sub("", before))
@@ -297,19 +314,3 @@ CJK_CHARS = (
     "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
     "\U00020000-\U0003134f"
 )
-
-
-class LazyPattern:
-    """`re.compile(source, flags)`, done the first time `.re` is read rather than at import."""
-
-    __slots__ = ("_compiled", "_flags", "_source")
-
-    def __init__(self, source: str, flags: int = 0) -> None:
-        self._source, self._flags = source, flags
-        self._compiled: re.Pattern[str] | None = None
-
-    @property
-    def re(self) -> re.Pattern[str]:
-        if self._compiled is None:  # two threads may both compile it: the same pattern
-            self._compiled = re.compile(self._source, self._flags)
-        return self._compiled
