@@ -28,21 +28,23 @@ from countbot_cli.errors import (
     TransientError,
 )
 from countbot_cli.jsonsafe import loads_bounded
+from countbot_cli.textsafe import LazyPattern
 
 MAX_MESSAGE = 300  # characters of the provider's own error message we show
-_CONTEXT_RE = re.compile(
+# both only for an error (compiled then: textsafe.LazyPattern)
+_CONTEXT_RE = LazyPattern(
     r"context_length_exceeded|maximum context length|context length|context window"
     r"|too many tokens|prompt is too long",
     re.IGNORECASE,
 )
-_KEYLIKE_RE = re.compile(r"\b(sk|pk|rk|key)-[A-Za-z0-9_\-*.]{6,}")
+_KEYLIKE_RE = LazyPattern(r"\b(sk|pk|rk|key)-[A-Za-z0-9_\-*.]{6,}")
 
 
 def clean(text: str, api_key: str | None = None, limit: int = MAX_MESSAGE) -> str:
     """One line of at most `limit` characters, with the key and anything key-like masked."""
     if api_key and len(api_key) >= 4:
         text = text.replace(api_key, "***")
-    text = _KEYLIKE_RE.sub(r"\1-***", " ".join(text.split()))
+    text = _KEYLIKE_RE.re.sub(r"\1-***", " ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -117,7 +119,7 @@ def error_from_response(
     if status in (401, 403):
         what = "authentication failed" if status == 401 else "permission denied"
         return AuthError(what + detail, status=status, hint="check the provider's API key")
-    if "context_length" in codes or _CONTEXT_RE.search(raw):
+    if "context_length" in codes or _CONTEXT_RE.re.search(raw):
         return ContextLengthError(
             "the conversation is too long for the model" + detail,
             status=status,
@@ -203,7 +205,7 @@ def payload_error(err: Any, partial_text: str, api_key: str | None) -> ProviderE
     code = err.get("code") if isinstance(err, dict) else None
     if isinstance(code, int) and 400 <= code < 600 and not partial_text:
         return error_from_response(code, body, {}, api_key=api_key)  # OpenRouter: code = status
-    if "context_length" in codes or _CONTEXT_RE.search(raw):
+    if "context_length" in codes or _CONTEXT_RE.re.search(raw):
         msg = clean(raw, api_key)
         return ContextLengthError(f"the conversation is too long for the model: {msg}")
     msg = clean(raw, api_key) or "no details given"
