@@ -568,6 +568,16 @@ def test_a_plain_ask_loads_none_of_countbot_s_modules_it_does_not_use(
     assert "countbot_cli.tools.registry" in cb.loaded(NOT_AT_START_UP, "ask", "--plain", "hi")
 
 
+def test_the_command_declarations_annotations_are_not_strings_typer_compiles_at_start() -> None:
+    """typer reads the running command's parameter annotations at every start: postponed
+    (`from __future__ import annotations` in cli/main.py) each would be compiled then."""
+    from countbot_cli.cli import main
+
+    for command in (main.main_options, main.ask, main.chat):
+        postponed = [k for k, v in command.__annotations__.items() if isinstance(v, str)]
+        assert postponed == [], f"{command.__name__}: {postponed}"
+
+
 @pytest.mark.parametrize("damage", ["delete", "corrupt"])
 def test_session_file_removed_during_a_turn_forks_instead_of_losing_it(
     tmp_path: Path, server: fs.FakeServer, damage: str
