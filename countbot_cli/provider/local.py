@@ -293,8 +293,8 @@ class LocalProvider:
     def _loaded(self, start_s: float, reply: dict[str, Any]) -> float:
         """This request's part of starting the process and loading the model."""
         load_s = start_s + float(reply.get("load_seconds") or 0.0)
-        if load_s or self.load_seconds is None:
-            self.load_seconds = load_s if load_s else self.load_seconds
+        if load_s or self.load_seconds is None:  # the first need, or a new load (a restart)
+            self.load_seconds = load_s
         return load_s
 
     def _generate(self, req: ChatRequest) -> Generator[StreamEvent, None, None]:
