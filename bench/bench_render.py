@@ -18,6 +18,13 @@ the stream and the time from the last token to its exit (issue 25 point 4: <= 3 
 Several `--countbot` (e.g. an older checkout's) run interleaved in the same run. `--breakdown`
 adds, in the same rounds, each one's `ask --plain` (start-up, HTTP and SSE, no markdown: the
 difference is the renderer's share) and the stdlib floor client (bench/floor_client.py, raw).
+
+       python bench/bench_render.py [TOKENS] --instructions [--tree LABEL=CHECKOUT ...]
+--instructions counts the renderer's instructions (valgrind's callgrind), which the load of a
+shared machine does not change: each checkout's StreamView streams the doc in a fresh interpreter
+(no preload(): the first fence of each language pays pygments' set-up, as in `ask`), minus the
+same interpreter that only imports it. The frame throttle's own timing is taken as zero there,
+so every checkout draws its frames on the 10 fps schedule alone (valgrind is ~50x slower).
 """
 
 from __future__ import annotations
@@ -230,6 +237,65 @@ def pty_main(chunks: list[str]) -> None:
     pty_stream.run(clients, chunks, RATE, reps)
 
 
+_COUNT_CHILD = """
+import io, sys, time, types
+tree, bench, tokens, stream = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+sys.path[:0] = [tree, bench]
+from gen_doc import make_doc, token_chunks, token_counter
+from rich.console import Console
+from countbot_cli.ui import stream as st
+from countbot_cli.ui.stream import StreamView
+st.time = types.SimpleNamespace(perf_counter=lambda: 0.0, monotonic=time.monotonic)
+chunks = token_chunks(make_doc(tokens, 1, token_counter()))  # in both runs: not counted
+chunks = chunks if stream else []
+class Tty(io.StringIO):
+    def isatty(self): return True
+now = [0.0]
+c = Console(file=Tty(), force_terminal=True, width=100, height=40, color_system="truecolor",
+            legacy_windows=False)
+view = StreamView(c, clock=lambda: now[0], max_fps=10.0)
+for i, tok in enumerate(chunks):
+    now[0] = i / 100
+    view.feed(tok)
+view.finish()
+print("frames", view.frames)
+"""
+
+
+def _callgrind(tree: str, tokens: int, stream: bool) -> tuple[int, str]:
+    """(instructions, the child's output) of _COUNT_CHILD under callgrind."""
+    res = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            "-c",
+            _COUNT_CHILD,
+            tree,
+            str(HERE),
+            str(tokens),
+            "1" if stream else "0",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    collected = [ln for ln in res.stderr.splitlines() if "Collected :" in ln]
+    return int(collected[-1].rsplit(":", 1)[1]), res.stdout.strip()
+
+
+def instructions_main(tokens: int) -> None:
+    argv = sys.argv[1:]
+    trees = [argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--tree"]
+    trees = trees or [["this", str(HERE.parent)]]
+    print(f"# renderer instructions for gen_doc's {tokens}-token answer at 100 tok/s (callgrind)")
+    for label, tree in trees:
+        base, _ = _callgrind(os.path.abspath(tree), tokens, False)
+        total, out = _callgrind(os.path.abspath(tree), tokens, True)
+        print(f"{label:10} {(total - base) / 1e9:6.3f} G instructions; {out}")
+
+
 def main() -> None:
     argv = sys.argv[1:]
     args = [a for i, a in enumerate(argv) if a.isdigit() and (i == 0 or argv[i - 1] != "--reps")]
@@ -238,6 +304,9 @@ def main() -> None:
     chunks = token_chunks(doc)
     if "--pty" in sys.argv:
         pty_main(chunks)
+        return
+    if "--instructions" in sys.argv:
+        instructions_main(target)
         return
     n, dur = len(chunks), len(chunks) * STEP
     print(
