@@ -1,0 +1,183 @@
+"""Reads of a streamed answer gathered a few events at a time (provider/pacing.py): on a fake
+clock, a stream slower than its reader is read at most every READ_GAP; a fast one never waits;
+through the provider and a real loopback server the answer is the same, read in fewer reads."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from cbenv import provider_settings
+
+from countbot_cli.messages import ChatRequest, Finished, TextDelta
+from countbot_cli.provider import pacing
+from countbot_cli.provider.openai_compat import OpenAICompatProvider
+from countbot_cli.provider.pacing import READ_GAP, paced, readable
+
+
+class Clock:
+    """A fake clock; `sleep` advances it and records the pause."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.pauses: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
+def arrivals(clock: Clock, times: list[float], reads: list[float]) -> Iterator[bytes]:
+    """A server whose event i arrives at times[i]: a read waits for the next event not there
+    yet, and takes every event arrived by then (one chunk). `reads` records when each read
+    returned."""
+    i = 0
+    while i < len(times):
+        clock.now = max(clock.now, times[i])  # waits for the next event
+        n = sum(1 for t in times[i:] if t <= clock.now)
+        reads.append(clock.now)
+        yield b"e" * n
+        i += n
+
+
+def test_a_stream_slower_than_its_reader_is_read_at_most_every_gap() -> None:
+    clock, reads = Clock(), []
+    times = [0.010 * k for k in range(1, 101)]  # 100 events, one every 10 ms
+    got = []
+    for chunk in paced(arrivals(clock, times, reads), clock=clock, sleep=clock.sleep):
+        got.append(len(chunk))
+        clock.now += 0.0005  # the reader's work on it
+    assert sum(got) == 100  # every event, in order of arrival
+    assert all(b - a >= READ_GAP - 1e-9 for a, b in zip(reads[1:], reads[2:], strict=False))
+    assert len(reads) <= 52  # 100 events in about 50 reads, not 100
+    assert max(got) <= 3
+
+
+def test_a_stream_faster_than_its_reader_is_never_paused() -> None:
+    clock = Clock()
+    chunks = [b"x"] * 50  # all there already: no read waits (a burst, a mocked transport)
+    assert list(paced(iter(chunks), clock=clock, sleep=clock.sleep)) == chunks
+    assert clock.pauses == []
+
+
+def test_the_first_read_is_never_delayed_and_the_pause_counts_the_readers_work() -> None:
+    clock, reads = Clock(), []
+    stream = paced(arrivals(clock, [0.5, 0.51, 0.52], reads), clock=clock, sleep=clock.sleep)
+    assert next(stream) == b"e" and clock.pauses == []  # waited for the first event: no pause
+    clock.now += 0.015  # the reader took 15 ms
+    assert next(stream) == b"ee"
+    assert clock.pauses == [pytest.approx(READ_GAP - 0.015)]
+    clock.now += 0.030  # longer than the gap: no pause
+    assert next(stream, None) is None and len(clock.pauses) == 1
+
+
+def test_no_pause_when_more_is_waiting_already() -> None:
+    # the end of an answer right behind its last token: read at once, not a gap later
+    clock, reads = Clock(), []
+    waiting = [True, False]
+    stream = paced(
+        arrivals(clock, [0.1, 0.1001, 0.2], reads),
+        clock=clock,
+        sleep=clock.sleep,
+        ready=lambda: waiting.pop(0) if waiting else False,
+    )
+    assert next(stream) == b"e"  # the read waited for the server: paced from now on
+    clock.now += 0.0002  # the reader's work; the tail arrived meanwhile
+    assert next(stream) == b"e" and clock.pauses == []  # waiting: read at once
+    assert next(stream) == b"e" and clock.pauses == [pytest.approx(READ_GAP)]
+    assert next(stream, None) is None and reads == pytest.approx([0.1, 0.1002, 0.2])
+
+
+def test_readable_tells_whether_bytes_wait_on_a_socket() -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        ready = readable(a)
+        assert not ready()
+        b.sendall(b"data: x\n\n")
+        assert ready()
+        a.recv(100)
+        assert not ready()
+    assert not ready()  # closed: not ready, no error
+
+
+def test_ctrl_c_during_a_pause_stops_the_stream() -> None:
+    clock, reads = Clock(), []
+
+    def interrupted(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    stream = paced(arrivals(clock, [0.1, 0.11, 0.12], reads), clock=clock, sleep=interrupted)
+    assert next(stream) == b"e"
+    with pytest.raises(KeyboardInterrupt):
+        next(stream)
+    assert reads == [0.1]  # nothing read after the Ctrl-C
+
+
+# ---- through the provider, against a real loopback server ----
+
+
+def _chunk(piece: str, finish: str | None = None) -> bytes:
+    delta = {"content": piece} if piece else {}
+    body = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return f"data: {json.dumps(body)}\n\n".encode()
+
+
+class _Paced(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    pieces = [f"w{i} " for i in range(20)]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for piece in self.pieces:  # one event every 10 ms, each in a segment of its own
+            self.wfile.write(_chunk(piece))
+            self.wfile.flush()
+            time.sleep(0.010)
+        self.wfile.write(_chunk("", "stop") + b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+def test_a_paced_server_gives_the_same_answer_in_fewer_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pauses: list[float] = []
+    real_paced = pacing.paced
+
+    def recording(chunks: Iterator[bytes], gap: float = READ_GAP, **kw: Any) -> Iterator[bytes]:
+        def sleep(seconds: float) -> None:
+            pauses.append(seconds)
+            time.sleep(seconds)
+
+        return real_paced(chunks, gap, sleep=sleep, **kw)
+
+    monkeypatch.setattr("countbot_cli.provider.openai_compat.paced", recording)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Paced)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    provider = OpenAICompatProvider(provider_settings(api_base=base, api_key="k", model="m"))
+    try:
+        events = list(provider.stream(ChatRequest(model="m", messages=[])))
+    finally:
+        provider.close()
+        server.shutdown()
+        server.server_close()
+    texts = [e.text for e in events if isinstance(e, TextDelta)]
+    assert "".join(texts) == "".join(_Paced.pieces) and texts == _Paced.pieces
+    assert isinstance(events[-1], Finished) and events[-1].content == "".join(_Paced.pieces)
+    assert pauses  # the reads were gathered (how many events each found depends on the load)
