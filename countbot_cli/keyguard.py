@@ -22,8 +22,9 @@ the user keeps it in (the config file, what `api_key_cmd` reads), which a comman
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
 from typing import Protocol
 
 PR_SET_DUMPABLE = 4
@@ -35,14 +36,33 @@ def undumpable() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        prctl = _libc_prctl()
+        if prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
             return False  # e.g. a seccomp filter refused it
-        return bool(libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0)
+        return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
     except (OSError, AttributeError):  # no libc, or no prctl in it
         return False
+
+
+def _libc_prctl() -> Callable[..., int]:
+    """libc's prctl, called with int arguments, returning its int.
+
+    Through `_ctypes` (ctypes' own C module) when it has its plain call (CPython on Linux):
+    importing `ctypes` itself builds its ~40 types and costs about 1 % of an `ask --plain`
+    (issue 25 point 2) for this one call at start-up. Else through `ctypes`, which passes the
+    same C ints and returns the same C int."""
+    import _ctypes
+
+    call = getattr(_ctypes, "call_function", None)
+    if call is not None and hasattr(_ctypes, "dlsym"):
+        # None: the program's own symbols, libc's among them (what `ctypes.CDLL(None)` opens)
+        handle = _ctypes.dlopen(None, os.RTLD_NOW)  # type: ignore[arg-type]  # typeshed: no None
+        address = _ctypes.dlsym(handle, "prctl")
+        return lambda *args: int(call(address, args))
+    import ctypes
+
+    function: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    return function
 
 
 class KeyHolder(Protocol):  # config.providers.ProviderConfig

@@ -519,6 +519,7 @@ HEAVY = {
     "tiktoken",
     "regex",  # the compact BPE's pre-tokenizer: only when a count matters
     "click",
+    "ctypes",  # keyguard's prctl goes through _ctypes (the ctypes package builds ~40 types)
     "llama_cpp",
     "httpx",
     "yaml",
