@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from countbot_cli.config.instructions import instructions_for
@@ -40,13 +41,18 @@ if TYPE_CHECKING:
     from countbot_cli.tools.registry import ToolRegistry
 
 
-@dataclass
-class CommonOptions:
+NO_OPTIONS: Mapping[str, Any] = MappingProxyType({})
+
+
+class CommonOptions(NamedTuple):
+    """What of a command's flags chooses its settings (`load_settings`). A NamedTuple, not a
+    dataclass: defined at every start (DEVELOPING.md)."""
+
     config: str | None = None
     provider: str | None = None
     model: str | None = None
     system: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)  # -o KEY VALUE (config/options.py)
+    options: Mapping[str, Any] = NO_OPTIONS  # -o KEY VALUE (config/options.py)
     context_window: int | None = None  # --context-window N (ask, chat)
 
 

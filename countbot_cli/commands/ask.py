@@ -11,12 +11,18 @@ the turn run under the view the output options choose, and what it left reported
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
-from countbot_cli.app import CommonOptions, Opening, load_settings, open_conversation
+from countbot_cli.app import (
+    NO_OPTIONS,
+    CommonOptions,
+    Opening,
+    load_settings,
+    open_conversation,
+)
 from countbot_cli.commands.ask_report import report, script_status
 from countbot_cli.config.fallback import check_names
 from countbot_cli.config.providers import ProviderConfig
@@ -39,14 +45,22 @@ if TYPE_CHECKING:
     from countbot_cli.conversation.input.attachments import Attached
 
 
-@dataclass
-class AskOptions(CommonOptions):
-    prompt: list[str] = field(default_factory=list)
+class AskOptions(NamedTuple):
+    """`ask`'s flags. A NamedTuple, not a dataclass: defined at every `ask` (DEVELOPING.md);
+    its first six fields are CommonOptions' (`common()` hands them on)."""
+
+    config: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    system: str | None = None
+    options: Mapping[str, Any] = NO_OPTIONS  # -o KEY VALUE (config/options.py)
+    context_window: int | None = None  # --context-window N
+    prompt: Sequence[str] = ()
     session: str | None = None
     cont: bool = False
     no_save: bool = False
-    files: list[Path] = field(default_factory=list)
-    attach: list[str] = field(default_factory=list)  # -a PATH|URL, after the -f files
+    files: Sequence[Path] = ()
+    attach: Sequence[str] = ()  # -a PATH|URL, after the -f files
     no_stream: bool = False
     json_out: bool = False
     plain: bool = False
@@ -54,10 +68,21 @@ class AskOptions(CommonOptions):
     no_tools: bool = False
     extract: str | None = None  # -x "first" / --extract-all "all": print only the code
     jsonl: bool = False  # --jsonl: one JSON object a line as the turn happens
-    fallback: list[str] = field(default_factory=list)  # --fallback NAME: the chain for this ask
+    fallback: Sequence[str] = ()  # --fallback NAME: the chain for this ask
     schema: str | None = None  # --schema FILE|JSON (conversation/structured.py)
     no_memory: bool = False  # --no-memory: nothing sent from or written to memory
     remember: bool = False  # --remember: this exchange distilled into memory now
+
+    def common(self) -> CommonOptions:
+        """The options that choose the settings."""
+        return CommonOptions(
+            config=self.config,
+            provider=self.provider,
+            model=self.model,
+            system=self.system,
+            options=self.options,
+            context_window=self.context_window,
+        )
 
 
 def run_ask(
@@ -77,7 +102,7 @@ def run_ask(
     # "nothing to ask" is said before the config is read
     text = compose_prompt(opts.prompt, stdin_text) if not refs else ""
     attached: Attached | None = None
-    settings = load_settings(opts, err=err)
+    settings = load_settings(opts.common(), err=err)
     if schema is not None:  # response_format, or an instruction
         settings = schema_settings(settings, schema)
     if not (opts.session or opts.cont):  # a one-off ask leaves no automatic-memory line

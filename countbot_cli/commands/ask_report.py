@@ -28,10 +28,14 @@ if TYPE_CHECKING:
 class AskOptions(Protocol):
     """What of `ask`'s options decides its output (commands.ask.AskOptions)."""
 
-    json_out: bool
-    jsonl: bool
-    extract: str | None
-    schema: str | None
+    @property
+    def json_out(self) -> bool: ...
+    @property
+    def jsonl(self) -> bool: ...
+    @property
+    def extract(self) -> str | None: ...
+    @property
+    def schema(self) -> str | None: ...
 
 
 def script_status(shaped: Structured, code: int) -> str:

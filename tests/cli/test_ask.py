@@ -569,6 +569,24 @@ def test_a_plain_ask_loads_none_of_countbot_s_modules_it_does_not_use(
     assert "countbot_cli.tools.registry" in cb.loaded(NOT_AT_START_UP, "ask", "--plain", "hi")
 
 
+def test_ask_options_hand_every_settings_choice_on() -> None:
+    """AskOptions is a NamedTuple (no dataclass defined at start-up): `common()` gives
+    load_settings each of CommonOptions' fields, none left at its default."""
+    from countbot_cli.app import CommonOptions
+    from countbot_cli.commands.ask import AskOptions
+
+    chosen = {
+        "config": "c.yaml",
+        "provider": "p",
+        "model": "m",
+        "system": "s",
+        "options": {"seed": 1},
+        "context_window": 9,
+    }
+    assert set(chosen) == set(CommonOptions._fields)
+    assert AskOptions(prompt=["hi"], **chosen).common() == CommonOptions(**chosen)
+
+
 def test_the_command_declarations_annotations_are_not_strings_typer_compiles_at_start() -> None:
     """typer reads the running command's parameter annotations at every start: postponed
     (`from __future__ import annotations` in cli/main.py) each would be compiled then."""

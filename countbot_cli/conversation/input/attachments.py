@@ -196,7 +196,7 @@ def describe(record: dict[str, Any]) -> str:
 
 
 def compose_message(
-    prompt: list[str],
+    prompt: Sequence[str],
     stdin_text: str | None,
     refs: Sequence[tuple[str, str]],
     settings: Settings,

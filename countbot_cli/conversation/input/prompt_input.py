@@ -30,7 +30,7 @@ _KINDS = (
 
 
 def compose_prompt(
-    prompt: list[str], stdin_text: str | None, blocks: Sequence[str] = (), *, images: int = 0
+    prompt: Sequence[str], stdin_text: str | None, blocks: Sequence[str] = (), *, images: int = 0
 ) -> str:
     """Prompt words, then piped stdin, then each attached text (a fenced block from
     `fenced`). Only an attached image may stand without any text."""
