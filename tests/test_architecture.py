@@ -350,7 +350,7 @@ def test_command_bodies_live_in_the_commands_layer() -> None:
 
 def typer_callbacks() -> Iterator[tuple[str, Any]]:
     """("countbot X Y", callback) for every command and group callback of the typer app."""
-    from countbot_cli.cli.main import app as root
+    from countbot_cli.cli.main import whole_app
 
     def walk(typer_app: Any, prefix: str) -> Iterator[tuple[str, Any]]:
         if typer_app.registered_callback is not None:
@@ -361,7 +361,7 @@ def typer_callbacks() -> Iterator[tuple[str, Any]]:
         for group in typer_app.registered_groups:
             yield from walk(group.typer_instance, f"{prefix} {group.name}")
 
-    yield from walk(root, "countbot")
+    yield from walk(whole_app(), "countbot")
 
 
 def called_imports(fn: Any, depth: int = 2) -> set[str]:

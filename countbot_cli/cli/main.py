@@ -17,9 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from countbot_cli.cli.config import config_app
-from countbot_cli.cli.mcp import mcp_app
-from countbot_cli.cli.memory import memory_app
+from countbot_cli.cli.groups import GROUPS, add_groups
 from countbot_cli.cli.options import (
     ConfigOpt,
     JsonOpt,
@@ -31,7 +29,6 @@ from countbot_cli.cli.options import (
     hand_down,
     load_for_command,
 )
-from countbot_cli.cli.sessions import sessions_app
 from countbot_cli.errors import EXIT_CODES_HELP
 
 HELP = f"""countbot: chat with OpenAI-compatible language models from the terminal.
@@ -58,10 +55,7 @@ app = typer.Typer(
     no_args_is_help=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.add_typer(sessions_app, name="sessions")
-app.add_typer(memory_app, name="memory")
-app.add_typer(config_app, name="config")
-app.add_typer(mcp_app, name="mcp")
+# the groups (sessions, memory, config, mcp) are put under it when needed: cli/groups.py
 
 SessionOpt = Annotated[
     str | None, typer.Option("--session", "-s", help="Continue session ID (prefix or 'latest').")
@@ -403,9 +397,7 @@ def models(
     )
 
 
-@sessions_app.command(
-    "resume", help="Open a saved session in the interactive chat (no ID: choose it in a picker)."
-)
+# `sessions resume`: put under the `sessions` group by cli/groups.py
 def sessions_resume(
     ctx: typer.Context,
     session_id: Annotated[str | None, typer.Argument(metavar="[ID]")] = None,
@@ -449,9 +441,14 @@ def completion(shell: Annotated[str, typer.Argument(metavar="bash|zsh|fish")]) -
 
 def command_names() -> list[str]:
     """The names typer gives the root's commands and groups (hidden ones included)."""
-    return [_name(c) for c in app.registered_commands] + [
-        g.name or "" for g in app.registered_groups
-    ]
+    return [_name(c) for c in app.registered_commands] + list(GROUPS)
+
+
+def whole_app() -> typer.Typer:
+    """The root with every command and group under it (the groups imported now, once)."""
+    if not app.registered_groups:
+        add_groups(app, GROUPS, sessions_resume)
+    return app
 
 
 def _name(command: typer.models.CommandInfo) -> str:
@@ -468,7 +465,7 @@ def run(argv: list[str]) -> None:
 
         from countbot_cli.commands.complete import run_complete
 
-        raise SystemExit(run_complete(typer.main.get_command(app), argv[1:]))
+        raise SystemExit(run_complete(typer.main.get_command(whole_app()), argv[1:]))
     stop_on_termination()  # done by __main__ already; again for a caller of run()
     names = command_names()
     argv = join_option_pairs(route(argv, names, stdin_tty=_stdin_is_tty()))
@@ -480,10 +477,11 @@ def _app_for(command: str | None) -> typer.Typer:
     at each start (about 25 ms for all of countbot's), and one command needs no other. The
     whole app when no command runs (the root's --help lists them all; the chat)."""
     if command is None:
-        return app
+        return whole_app()
     narrowed = copy.copy(app)
     narrowed.registered_commands = [c for c in app.registered_commands if _name(c) == command]
-    narrowed.registered_groups = [g for g in app.registered_groups if g.name == command]
+    narrowed.registered_groups = []
+    add_groups(narrowed, [command], sessions_resume)
     return narrowed
 
 

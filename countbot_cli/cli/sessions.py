@@ -1,6 +1,6 @@
 """The `sessions` command group: typer declarations only; each command calls its body in
 commands/sessions.py or commands/session_search.py (`sessions resume` is in main.py, beside
-the chat it starts)."""
+the chat it starts, and put under this group by cli/groups.py)."""
 
 from __future__ import annotations
 

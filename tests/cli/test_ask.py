@@ -12,7 +12,7 @@ import fakeserver as fs
 import pytest
 import yaml
 from cbenv import CB, TEST_KEY, make_cb
-from start_up import NOT_AT_START_UP
+from start_up import GROUP_MODULES, NOT_AT_START_UP
 from waits import wait_until
 
 # The three turns of seed 000 (greeting, a question, thanks); the tool round of turn 2 belongs
@@ -567,6 +567,19 @@ def test_a_plain_ask_loads_none_of_countbot_s_modules_it_does_not_use(
     assert "countbot_cli.conversation.input.attachments" in attached
     cb.write_config({**yaml.safe_load(cb.config_file.read_text()), "tools": {"enabled": True}})
     assert "countbot_cli.tools.registry" in cb.loaded(NOT_AT_START_UP, "ask", "--plain", "hi")
+
+
+def test_a_command_loads_only_its_own_group_s_declarations(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """`ask` imports none of the command groups' modules (cli/groups.py), `sessions list` only
+    its own; the root's --help lists them all."""
+    cb = make_cb(tmp_path, server.base_url)
+    server.default = fs.text("ok")
+    assert cb.loaded(GROUP_MODULES, "ask", "--plain", "--no-save", "hi") == []
+    assert cb.loaded(GROUP_MODULES, "sessions", "list") == ["countbot_cli.cli.sessions"]
+    assert cb.loaded(GROUP_MODULES, "mcp", "--help") == ["countbot_cli.cli.mcp"]
+    assert cb.loaded(GROUP_MODULES, "--help") == sorted(GROUP_MODULES)
 
 
 def test_ask_options_hand_every_settings_choice_on() -> None:

@@ -10,7 +10,7 @@ import fakeserver as fs
 import pytest
 from cbenv import make_cb
 
-from countbot_cli.cli.main import _app_for, app, command_names
+from countbot_cli.cli.main import _app_for, command_names, whole_app
 from countbot_cli.cli.routing import VALUE_OPTIONS, command_of, route
 
 
@@ -80,7 +80,7 @@ def test_a_command_name_is_the_command_and_anything_else_is_a_prompt(
 def test_every_command_in_help_is_routed_as_the_command() -> None:
     from typer.testing import CliRunner
 
-    shown = CliRunner().invoke(app, ["--help"]).output
+    shown = CliRunner().invoke(whole_app(), ["--help"]).output
     listed = re.findall(r"^  (\S+)\s", shown.split("Commands:")[1], re.M)
     assert {"ask", "chat", "sessions", "config"} <= set(listed)
     for name in listed:
@@ -110,7 +110,7 @@ def test_the_routing_rule(argv: list[str], tty: bool, routed: list[str]) -> None
 def test_routing_knows_every_root_option_that_takes_a_value() -> None:
     import typer.main
 
-    root = typer.main.get_command(app)
+    root = typer.main.get_command(whole_app())
     for param in root.params:
         takes = 0 if getattr(param, "is_flag", False) else param.nargs
         if "--option" in param.opts:  # -o KEY VALUE: two words, joined before typer
@@ -142,7 +142,7 @@ def test_each_command_is_built_alone_exactly_as_in_the_whole_app() -> None:
     import typer.core
     import typer.main
 
-    whole = typer.main.get_command(app)
+    whole = typer.main.get_command(whole_app())
     assert isinstance(whole, typer.core.TyperGroup)
     for name in command_names():
         alone = typer.main.get_command(_app_for(name))

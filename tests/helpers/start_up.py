@@ -33,3 +33,14 @@ NOT_AT_START_UP = frozenset(
         "countbot_cli.memory.rolling",
     }
 )
+
+# the command groups' declarations (cli/groups.py): only for a command of theirs, or the whole
+# app (the root's --help lists them, the chat, shell completion); never for `ask`
+GROUP_MODULES = frozenset(
+    {
+        "countbot_cli.cli.sessions",
+        "countbot_cli.cli.memory",
+        "countbot_cli.cli.config",
+        "countbot_cli.cli.mcp",
+    }
+)
