@@ -4,16 +4,16 @@ And the `countbot roles` listing."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 
-@dataclass
-class Chosen:
+class Chosen(NamedTuple):
+    """What `choose` resolved (a NamedTuple: defined at every `ask` and chat, DEVELOPING.md)."""
+
     system: str | None
     model: str | None
-    options: dict[str, Any] = field(default_factory=dict)
-    prompt: list[str] = field(default_factory=list)  # the question's words, after -r/-t took theirs
+    options: dict[str, Any]
+    prompt: list[str]  # the question's words, after -r/-t took theirs
 
 
 def choose(

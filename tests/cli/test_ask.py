@@ -4,6 +4,8 @@ process shows it: signals, concurrent processes, start-up imports) against the l
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -12,7 +14,7 @@ import fakeserver as fs
 import pytest
 import yaml
 from cbenv import CB, TEST_KEY, make_cb
-from start_up import GROUP_MODULES, NOT_AT_START_UP
+from start_up import DATACLASSES_AT_START_UP, GROUP_MODULES, NOT_AT_START_UP
 from waits import wait_until
 
 # The three turns of seed 000 (greeting, a question, thanks); the tool round of turn 2 belongs
@@ -580,6 +582,45 @@ def test_a_command_loads_only_its_own_group_s_declarations(
     assert cb.loaded(GROUP_MODULES, "sessions", "list") == ["countbot_cli.cli.sessions"]
     assert cb.loaded(GROUP_MODULES, "mcp", "--help") == ["countbot_cli.cli.mcp"]
     assert cb.loaded(GROUP_MODULES, "--help") == sorted(GROUP_MODULES)
+
+
+DATACLASS_PROBE = (
+    "import dataclasses, sys\n"
+    "made = []\n"
+    "original = dataclasses._process_class\n"
+    "def process(cls, *args, **kwargs):\n"
+    "    made.append(f'{cls.__module__}.{cls.__qualname__}')\n"
+    "    return original(cls, *args, **kwargs)\n"
+    "dataclasses._process_class = process\n"
+    "from countbot_cli.__main__ import main\n"
+    "sys.argv = ['countbot', *sys.argv[1:]]\n"
+    "try:\n    main()\nexcept SystemExit:\n    pass\n"
+    "print('MADE', *made, file=sys.stderr)\n"
+)
+
+
+def test_a_plain_ask_defines_no_dataclass_beyond_the_known_ones(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """A dataclass is the dearest class to define at start-up (DEVELOPING.md): none beyond
+    tests/helpers/start_up.py's list while `ask --plain --no-save` runs (the options, the
+    role's choice and the like are NamedTuples)."""
+    cb = make_cb(tmp_path, server.base_url)
+    server.default = fs.text("ok")
+    args = ["ask", "--plain", "--no-save", "hi"]
+    proc = subprocess.run(
+        [sys.executable, "-c", DATACLASS_PROBE, *args],
+        capture_output=True,
+        text=True,
+        cwd=cb.work,
+        env=cb.env,
+        timeout=60,
+    )
+    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("MADE")]
+    assert line and proc.stdout == "ok\n", proc.stderr
+    own = {name for name in line[0].split()[1:] if name.startswith("countbot_cli.")}
+    assert "countbot_cli.messages.Message" in own  # the probe sees them
+    assert sorted(own - DATACLASSES_AT_START_UP) == []
 
 
 def test_ask_options_hand_every_settings_choice_on() -> None:

@@ -44,3 +44,40 @@ GROUP_MODULES = frozenset(
         "countbot_cli.cli.mcp",
     }
 )
+
+# the dataclasses countbot defines while a plain `ask --no-save` starts and answers (tools off,
+# nothing attached): each costs 2-10 M instructions to define, a NamedTuple far less
+# (DEVELOPING.md). tests/cli/test_ask.py fails when one not listed here is defined on that path;
+# one that becomes a NamedTuple, a plain class or lazy leaves the list.
+DATACLASSES_AT_START_UP = frozenset(
+    {
+        "countbot_cli.config.fallback.Chain",
+        "countbot_cli.config.file.Node",
+        "countbot_cli.config.provider_entry.ProviderEntry",
+        "countbot_cli.config.providers.ProviderConfig",
+        "countbot_cli.config.settings.Settings",
+        "countbot_cli.conversation.cache_report.CacheReport",
+        "countbot_cli.conversation.context.TurnContext",
+        "countbot_cli.conversation.sessions.session.Session",
+        "countbot_cli.conversation.sessions.store._Snapshot",
+        "countbot_cli.conversation.structured.Structured",
+        "countbot_cli.conversation.tuning.Tuning",
+        "countbot_cli.conversation.turn_record.TurnRecord",
+        "countbot_cli.conversation.turn_record.TurnResult",
+        "countbot_cli.memory.coverage.Share",
+        "countbot_cli.memory.digest.Batch",
+        "countbot_cli.memory.marks.Marks",
+        "countbot_cli.memory.report.Probe",
+        "countbot_cli.messages.ChatRequest",
+        "countbot_cli.messages.Finished",
+        "countbot_cli.messages.Message",
+        "countbot_cli.messages.ReasoningDelta",
+        "countbot_cli.messages.TextDelta",
+        "countbot_cli.messages.ToolCall",
+        "countbot_cli.messages.ToolCallDelta",
+        "countbot_cli.messages.Usage",
+        "countbot_cli.provider.assemble.Assembler",
+        "countbot_cli.provider.assemble._Slot",
+        "countbot_cli.tools.approval.ApprovalPolicy",
+    }
+)
