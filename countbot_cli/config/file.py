@@ -13,9 +13,8 @@ import functools
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 from countbot_cli.errors import ConfigError
 from countbot_cli.fileio import read_capped
@@ -28,8 +27,10 @@ def pick(text: str, choices: Sequence[Choice]) -> Choice | None:
     return next((c for c in choices if c == text), None)
 
 
-@dataclass
-class Node:
+class Node(NamedTuple):
+    """One parsed value of the file and its line (a NamedTuple, not a dataclass: defined at
+    every start, DEVELOPING.md)."""
+
     value: Any  # a scalar, list[Node] or dict[str, Node]
     line: int  # 1-based; for a mapping entry, the line of its key
 

@@ -52,7 +52,6 @@ GROUP_MODULES = frozenset(
 DATACLASSES_AT_START_UP = frozenset(
     {
         "countbot_cli.config.fallback.Chain",
-        "countbot_cli.config.file.Node",
         "countbot_cli.config.provider_entry.ProviderEntry",
         "countbot_cli.config.providers.ProviderConfig",
         "countbot_cli.config.settings.Settings",
