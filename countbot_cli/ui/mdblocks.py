@@ -30,12 +30,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from rich.console import Console, ConsoleOptions, RenderResult
-from rich.markdown import Markdown
+from rich.markdown import CodeBlock, Markdown, MarkdownElement
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -57,9 +57,32 @@ def _rich_parser() -> MarkdownIt:
     return MarkdownIt().enable("strikethrough").enable("table")
 
 
+class _EmptyAsTextCodeBlock(CodeBlock):
+    """rich's code block, highlighted as "text" while it has no code yet.
+
+    A streamed fence's opening line is shown while its info string is still arriving ("```p",
+    "```py", ...): rich would look each prefix up as a pygments lexer, and a miss makes pygments
+    scan the installed packages' entry points for plugins (16 ms the first time), a hit on a
+    prefix loads a lexer the answer does not use ("java" on the way to "javascript"). A block
+    without code renders the same cells whatever its lexer (tests/ui/test_mdblocks.py checks).
+    """
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if not str(self.text).strip():
+            self.lexer_name = "text"
+        yield from super().__rich_console__(console, options)
+
+
 class _SharedParserMarkdown(Markdown):
     """rich's `Markdown`, parsed by `_rich_parser()` instead of a parser of its own; its fields
-    are those rich's `__init__` sets for `Markdown(markup, code_theme=...)`."""
+    are those rich's `__init__` sets for `Markdown(markup, code_theme=...)`. A fence without
+    code yet is drawn by `_EmptyAsTextCodeBlock`."""
+
+    elements: ClassVar[dict[str, type[MarkdownElement]]] = {
+        **Markdown.elements,
+        "fence": _EmptyAsTextCodeBlock,
+        "code_block": _EmptyAsTextCodeBlock,
+    }
 
     def __init__(self, markup: str, code_theme: str) -> None:  # rich's __init__ is not called
         self.markup = markup

@@ -47,3 +47,21 @@ def test_a_rich_that_sets_other_fields_gets_its_own_class(
         assert type(md) is Markdown and md.new_field == 1  # type: ignore[attr-defined]
     finally:
         mdblocks._shared_parser_fits.cache_clear()
+
+
+@pytest.mark.parametrize("info", ["p", "py", "python", "java", "nosuchlang", "sql  extra", ""])
+@pytest.mark.parametrize("before", ["x\n\n", "- a\n\n  ", "> "])
+def test_a_fence_without_code_yet_renders_the_cells_rich_draws(before: str, info: str) -> None:
+    """`mdblocks.markdown` highlights an empty fence as "text" (no lexer looked up for a name
+    still being typed): the same segments as rich's own Markdown, for any name."""
+    import io
+
+    from rich.console import Console
+
+    def lines(md: Markdown) -> list[list[object]]:
+        c = Console(file=io.StringIO(), force_terminal=True, width=60, color_system="truecolor")
+        return [list(line) for line in c.render_lines(md, c.options)]
+
+    for src in (f"{before}```{info}", f"{before}```{info}\n", f"{before}```{info}\nx = 1\n"):
+        ours = mdblocks.markdown(src, code_theme="monokai")
+        assert lines(ours) == lines(Markdown(src, code_theme="monokai")), src

@@ -603,3 +603,27 @@ def test_a_stalled_stream_gets_its_pending_frame_from_one_waiter(
     assert not started[0].is_alive()
     fed(" four")  # a closed view's pending frame waits for the next feed or finish()
     assert len(started) == 1
+
+
+def test_a_fence_whose_language_arrives_letter_by_letter_looks_up_only_the_whole_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While "```javascript" is being typed, a frame drawn at "```j", "```java", ... does not
+    ask pygments for a lexer of that prefix (a miss scans the installed packages for plugins; a
+    hit loads a lexer the answer never uses): an empty block is highlighted as "text"."""
+    import rich.syntax
+
+    asked: list[str] = []
+    real = rich.syntax.get_lexer_by_name
+
+    def spy(name: str, **options: object) -> object:
+        asked.append(name)
+        return real(name, **options)
+
+    monkeypatch.setattr(rich.syntax, "get_lexer_by_name", spy)
+    text = "Intro\n\n```javascript\nlet a = 1;\n```\n\n~~~python\nx = 1\n~~~\n"
+    c = console(terminal=True)
+    view = stream(list(text), c)
+    assert view.frames > len(text) // 2  # frames were drawn while the info string was partial
+    assert set(asked) == {"text", "javascript", "python"}
+    assert screen(c.file.getvalue(), 40) == screen(one_shot(text, terminal=True), 40)  # type: ignore[attr-defined]
