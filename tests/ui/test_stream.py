@@ -627,3 +627,70 @@ def test_a_fence_whose_language_arrives_letter_by_letter_looks_up_only_the_whole
     assert view.frames > len(text) // 2  # frames were drawn while the info string was partial
     assert set(asked) == {"text", "javascript", "python"}
     assert screen(c.file.getvalue(), 40) == screen(one_shot(text, terminal=True), 40)  # type: ignore[attr-defined]
+
+
+class _SimulatedWaits:
+    """The stall waiter's clock and condition, simulated in one thread: while the waiter waits,
+    the stream's tokens arrive on schedule (fed and scheduled as `MarkdownView.text` does); a
+    notify() ends the wait. Counts the waiter's wake-ups (each a thread switch in real life)."""
+
+    def __init__(self, parts: list[str], step: float) -> None:
+        self.now = 0.0
+        self.due = [(i * step, part) for i, part in enumerate(parts)]
+        self.wakes = 0
+        self.notified = False
+        self.frames: StallRedraw | None = None
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def notify(self) -> None:
+        self.notified = True
+
+    def feed_next(self) -> None:
+        assert self.frames is not None
+        self.now, part = self.due.pop(0)
+        self.frames.stream.feed(part)
+        self.frames.schedule()
+
+    def wait(self, timeout: float) -> bool:
+        end, self.notified = self.now + timeout, False
+        self.wakes += 1
+        while self.due and self.due[0][0] <= end:
+            self.feed_next()
+            if self.notified:
+                return True
+        self.now = end
+        return False
+
+
+def test_a_flowing_stream_wakes_the_stall_waiter_once_a_frame_period(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At 100 tokens/s and 10 frames/s each frame is drawn by a token; the waiter is there for a
+    stall. It wakes by itself when the next frame is due, instead of being notified of each new
+    pending frame and then waking at its deadline to find a token drew it (two a period)."""
+    import types
+
+    from countbot_cli.ui import stream as stream_module
+
+    words = [f" word{i}" for i in range(200)]
+    sim = _SimulatedWaits(words, step=0.01)
+    monkeypatch.setattr(
+        stream_module,
+        "time",
+        types.SimpleNamespace(monotonic=sim.monotonic, perf_counter=time.perf_counter),
+    )
+    waiters: list[threading.Thread] = []
+    monkeypatch.setattr(threading.Thread, "start", lambda thread: waiters.append(thread))
+    c = console(terminal=True, height=40)
+    view = StreamView(c, clock=sim.monotonic, max_fps=10.0)
+    frames = sim.frames = StallRedraw(view)
+    frames._wake = sim  # type: ignore[assignment]
+    while not waiters:
+        sim.feed_next()
+    waiters[0].run()  # the waiter, until it leaves idle after the stream ends
+    assert not sim.due
+    assert "word199" in c.file.getvalue()  # type: ignore[attr-defined]  # the stalled last frame
+    assert view.frames >= 15
+    assert sim.wakes <= view.frames + 3
