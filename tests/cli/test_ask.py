@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import fakeserver as fs
@@ -265,13 +264,11 @@ def test_429_with_retry_after_waits_then_succeeds(tmp_path: Path, server: fs.Fak
         )
     )
     server.add(fs.text("finally"))
-    t0 = time.monotonic()
     proc = cb.invoke("ask", "hi")
-    elapsed = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "finally\n"
-    assert elapsed >= 1.0
-    assert "retrying" in proc.stderr
+    # the server's wait, as the user is told it (that it is slept: test_provider's injected sleep)
+    assert "rate limited (429); retrying in 1.0 s (1/" in proc.stderr
     assert len(server.chat_bodies()) == 2
 
 
