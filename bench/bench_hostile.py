@@ -35,20 +35,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from timing import median_of  # noqa: E402
+
 from countbot_cli.jsonsafe import check_depth, loads_bounded  # noqa: E402
 from countbot_cli.provider.sse import MAX_LINE, LineTooLong, SSEDecoder  # noqa: E402
 
 MB = 1_000_000
 PIECE = 4096
-
-
-def _median_time(fn: Callable[[], Any], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def _peak(fn: Callable[[], Any]) -> int:
@@ -85,8 +78,8 @@ def bench_sse_line(runs: int) -> None:
         size = mb * MB
         handled = _decode_line(size, max_line=size + 64)
         refused = _decode_line(size, max_line=MAX_LINE)
-        t_ok = _median_time(handled, runs)
-        t_no = _median_time(refused, runs)
+        t_ok = median_of(runs, handled)
+        t_no = median_of(runs, refused)
         first = first or t_ok
         print(
             f"   {mb:>4} MB  {t_ok:>7.3f} s  {_peak(handled) / MB:>5.1f} MB  "
@@ -111,9 +104,9 @@ def bench_json_limits(runs: int) -> None:
     chunk = json.dumps({"choices": [{"index": 0, "delta": {"content": "[x] " * (4 * MB)}}]})
     cases = [("16 MB chat chunk", chunk), ("16 MB session-like file", _session_like(16 * MB))]
     for name, text in cases:
-        plain = _median_time(lambda t=text: json.loads(t), runs)
-        scan = _median_time(lambda t=text: check_depth(t), runs)
-        bounded = _median_time(lambda t=text: loads_bounded(t), runs)
+        plain = median_of(runs, lambda t=text: json.loads(t))
+        scan = median_of(runs, lambda t=text: check_depth(t))
+        bounded = median_of(runs, lambda t=text: loads_bounded(t))
         print(
             f"   {name:<24} json.loads {plain:.3f} s, depth scan {scan:.3f} s, "
             f"loads_bounded {bounded:.3f} s"

@@ -31,9 +31,10 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from timing import median_of
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache" / "store-5000x200"  # bench_store.py's corpus
@@ -64,15 +65,6 @@ def _module(*names: str) -> Any:
         except ModuleNotFoundError:
             continue
     raise SystemExit(f"none of {names} imports")
-
-
-def median_of(runs: int, fn: Callable[[], object]) -> float:
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def _timed_index_saves() -> list[float]:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import argparse
 import io
-import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from timing import median_of  # noqa: E402
 
 from countbot_cli.commands.sessions import sessions_list  # noqa: E402
 from countbot_cli.conversation.sessions.listing import INDEX_NAME
@@ -61,15 +61,6 @@ def build(store: SessionStore) -> None:
         s.messages = messages(N_MESSAGES, sid)
         store.create(s)
     marker.touch()
-
-
-def median_of(runs: int, fn: Callable[[], object]) -> float:
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def fresh_big(store: SessionStore) -> None:
