@@ -4,8 +4,6 @@ process shows it: signals, concurrent processes, start-up imports) against the l
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -605,14 +603,7 @@ def test_a_plain_ask_defines_no_dataclass_beyond_the_known_ones(
     cb = make_cb(tmp_path, server.base_url)
     server.default = fs.text("ok")
     args = ["ask", "--plain", "--no-save", "hi"]
-    proc = subprocess.run(
-        [sys.executable, "-c", DATACLASS_PROBE, *args],
-        capture_output=True,
-        text=True,
-        cwd=cb.work,
-        env=cb.env,
-        timeout=60,
-    )
+    proc = cb.python(DATACLASS_PROBE, *args)
     line = [ln for ln in proc.stderr.splitlines() if ln.startswith("MADE")]
     assert line and proc.stdout == "ok\n", proc.stderr
     own = {name for name in line[0].split()[1:] if name.startswith("countbot_cli.")}

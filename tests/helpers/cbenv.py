@@ -87,6 +87,18 @@ class CB:
             timeout=timeout,
         )
 
+    def python(self, code: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """`python -c CODE ARGS` in a fresh process, in work/ with this environment (a probe
+        that runs countbot's main under a watch of its own)."""
+        return subprocess.run(
+            [sys.executable, "-c", code, *args],
+            capture_output=True,
+            text=True,
+            cwd=self.work,
+            env=self.env,
+            timeout=60,
+        )
+
     def loaded(self, heavy: Iterable[str], *args: str) -> list[str]:
         """Which of the `heavy` modules `countbot ARGS` imports, in a fresh process (the
         start-up import guards: a command must not load what it does not use). A name is a
@@ -99,14 +111,7 @@ class CB:
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             "print('LOADED', json.dumps(sorted(heavy & set(sys.modules))), file=sys.stderr)\n"
         )
-        proc = subprocess.run(
-            [sys.executable, "-c", probe, json.dumps(sorted(heavy)), *args],
-            capture_output=True,
-            text=True,
-            cwd=self.work,
-            env=self.env,
-            timeout=60,
-        )
+        proc = self.python(probe, json.dumps(sorted(heavy)), *args)
         line = [ln for ln in proc.stderr.splitlines() if ln.startswith("LOADED")]
         assert line, proc.stderr
         loaded: list[str] = json.loads(line[0].split(" ", 1)[1])
