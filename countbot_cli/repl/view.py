@@ -20,8 +20,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 from countbot_cli.textsafe import sanitize, sanitize_line
 from countbot_cli.ui.livetail import LiveTail
+from countbot_cli.ui.stallredraw import StallRedraw
 from countbot_cli.ui.status import StatusLine, dim
-from countbot_cli.ui.stream import StallRedraw, StreamView
+from countbot_cli.ui.stream import StreamView
 from countbot_cli.ui.terminal import columns
 from countbot_cli.ui.transcript import interrupted_what, short_args, tool_preview, usage_line
 

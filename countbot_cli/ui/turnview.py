@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Literal, TextIO
 from countbot_cli.errors import OutputClosed
 from countbot_cli.textsafe import StreamSanitizer, json_text, sanitize
 from countbot_cli.ui.livetail import LiveTail
+from countbot_cli.ui.stallredraw import StallRedraw
 from countbot_cli.ui.status import StatusLine
-from countbot_cli.ui.stream import StallRedraw, StreamView, make_console
+from countbot_cli.ui.stream import StreamView, make_console
 from countbot_cli.ui.terminal import isatty
 
 if TYPE_CHECKING:
@@ -236,7 +237,7 @@ class JsonlView(PlainView):
 
 class MarkdownView(PlainView):
     """Rendered markdown on a TTY through the streaming renderer; a stalled stream's pending
-    frame is still drawn (render.StallRedraw)."""
+    frame is still drawn (stallredraw.StallRedraw)."""
 
     def __init__(self, out: TextIO, err: TextIO, *, waiting: str | None = None) -> None:
         super().__init__(out, err, waiting=waiting)

@@ -26,9 +26,9 @@ from rich.console import Console
 from waits import wait_until
 
 from countbot_cli.textsafe import sanitize
+from countbot_cli.ui.stallredraw import StallRedraw
 from countbot_cli.ui.status import CLEAR_BELOW, rows_up
 from countbot_cli.ui.stream import (
-    StallRedraw,
     StreamView,
     is_plain_console,
     make_console,
@@ -672,15 +672,11 @@ def test_a_flowing_stream_wakes_the_stall_waiter_once_a_frame_period(
     pending frame and then waking at its deadline to find a token drew it (two a period)."""
     import types
 
-    from countbot_cli.ui import stream as stream_module
+    from countbot_cli.ui import stallredraw
 
     words = [f" word{i}" for i in range(200)]
     sim = _SimulatedWaits(words, step=0.01)
-    monkeypatch.setattr(
-        stream_module,
-        "time",
-        types.SimpleNamespace(monotonic=sim.monotonic, perf_counter=time.perf_counter),
-    )
+    monkeypatch.setattr(stallredraw, "time", types.SimpleNamespace(monotonic=sim.monotonic))
     waiters: list[threading.Thread] = []
     monkeypatch.setattr(threading.Thread, "start", lambda thread: waiters.append(thread))
     c = console(terminal=True, height=40)
