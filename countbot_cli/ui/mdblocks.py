@@ -20,7 +20,9 @@ also the one before it. Two boundary rules (research/render_startup.md §1.3):
 
 Every render goes through `markdown`: rich's `Markdown` on one shared markdown-it parser. rich
 builds a new `MarkdownIt` for each instance (0.18 ms, a quarter of a streamed frame's cost, ten
-times a second); the parse and the render are rich's own.
+times a second); the parse and the render are rich's own. A stream's frames pass their
+`RenderMemo` (rendermemo.py): what the frame before parsed and rendered is reused where it cannot
+have changed.
 
 This module imports rich and markdown-it at import time; `stream.py` imports it lazily.
 """
@@ -40,6 +42,9 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
+from countbot_cli.ui import rendermemo
+from countbot_cli.ui.rendermemo import RenderMemo
+
 _PREFIX = "x\n\n"  # renders as exactly one line; sets rich's "blank line before next" state
 
 Line = list[Segment]
@@ -53,8 +58,9 @@ def parser() -> MarkdownIt:
 
 @lru_cache(maxsize=1)
 def _rich_parser() -> MarkdownIt:
-    """The parser `rich.markdown.Markdown` builds for itself (inline parsing included)."""
-    return MarkdownIt().enable("strikethrough").enable("table")
+    """The parser `rich.markdown.Markdown` builds for itself (inline parsing included); a
+    parse given a `RenderMemo` takes the inline parses the render before made from it."""
+    return rendermemo.install(MarkdownIt().enable("strikethrough").enable("table"))
 
 
 class _EmptyAsTextCodeBlock(CodeBlock):
@@ -84,15 +90,31 @@ class _SharedParserMarkdown(Markdown):
         "code_block": _EmptyAsTextCodeBlock,
     }
 
-    def __init__(self, markup: str, code_theme: str) -> None:  # rich's __init__ is not called
+    def __init__(  # rich's __init__ is not called
+        self, markup: str, code_theme: str, env: dict[str, object] | None = None
+    ) -> None:
         self.markup = markup
-        self.parsed = _rich_parser().parse(markup)
+        self.parsed = _rich_parser().parse(markup, env)
         self.code_theme = code_theme
         self.justify = None
         self.style = "none"
         self.hyperlinks = True
         self.inline_code_lexer = None
         self.inline_code_theme = code_theme
+
+
+class _MemoMarkdown(_SharedParserMarkdown):
+    """`_SharedParserMarkdown` parsed and rendered through `memo` (ui/rendermemo.py): inline
+    parses and the render of paragraphs and table cells that the render before also made."""
+
+    elements: ClassVar[dict[str, type[MarkdownElement]]] = {
+        **_SharedParserMarkdown.elements,
+        **rendermemo.ELEMENTS,
+    }
+
+    def __init__(self, markup: str, code_theme: str, memo: RenderMemo) -> None:
+        self.memo = memo
+        super().__init__(markup, code_theme, memo.parse_env())
 
 
 @lru_cache(maxsize=1)
@@ -105,9 +127,12 @@ def _shared_parser_fits() -> bool:
     )
 
 
-def markdown(markup: str, *, code_theme: str) -> Markdown:
-    """`Markdown(markup, code_theme=code_theme)`, on the shared parser where that is the same."""
+def markdown(markup: str, *, code_theme: str, memo: RenderMemo | None = None) -> Markdown:
+    """`Markdown(markup, code_theme=code_theme)`, on the shared parser where that is the same;
+    with `memo`, rendered through it (the same lines)."""
     if _shared_parser_fits():
+        if memo is not None:
+            return _MemoMarkdown(markup, code_theme, memo)
         return _SharedParserMarkdown(markup, code_theme)
     return Markdown(markup, code_theme=code_theme)
 
@@ -205,18 +230,23 @@ def render_lines(
     separated: bool,
     code_theme: str,
     options: ConsoleOptions | None = None,
+    memo: RenderMemo | None = None,
 ) -> list[Line]:
     """`src` rendered by rich as lines, as it renders within a whole document.
 
     separated: something rendered as markdown comes before `src` on screen, so rich's blank line
     between blocks applies (False at the start of the answer and after a thematic break).
+    memo: the stream's `RenderMemo` (one console), which keeps what this render made for the next.
     """
-    md = markdown(_PREFIX + src if separated else src, code_theme=code_theme)
+    md = markdown(_PREFIX + src if separated else src, code_theme=code_theme, memo=memo)
     opts = options or console.options
     try:
         lines = list(Segment.split_lines(console.render(md, opts)))
     except Exception:  # a renderer bug must not lose the answer: show it as plain text
         return list(Segment.split_lines(console.render(Text(src), opts)))
+    finally:
+        if memo is not None:
+            memo.rendered()
     if console.no_color:  # NO_COLOR: no backgrounds either, so padding at line ends can go
         lines = [list(Segment.remove_color(line)) for line in lines]
     return lines[1:] if separated else lines

@@ -8,9 +8,11 @@ only the lines that changed rewritten), bottom-cropped to the terminal and throt
 `max_fps` (slower if frames are slow); a table being written grows a whole row at a time.
 `finish()` leaves on screen exactly what a one-shot `Markdown(whole_text)` render prints
 (less the invisible padding at line ends, which a narrowed terminal would turn into blank rows).
-Cost per token is bounded by the size of the last block, not of the answer. The renderer draws
-only when fed: a caller whose stream may stall calls `refresh()` when `due_in()` elapses
-(`stallredraw.StallRedraw` does it in a waiter thread).
+Cost per token is bounded by the size of the last block, not of the answer; within it, what the
+frame before rendered and cannot have changed (the inline parse of an unchanged text, the render
+of a paragraph's or table cell's text at the same width) is reused (`rendermemo.py`). The
+renderer draws only when fed: a caller whose stream may stall calls `refresh()` when `due_in()`
+elapses (`stallredraw.StallRedraw` does it in a waiter thread).
 
 On a width change the live region is erased over the rows it occupies after the terminal
 re-wrapped it (`terminal_reflows`, passed to the region). A terminal made shorter than the region pushes its top rows
@@ -169,6 +171,7 @@ class StreamView:
         self._dirty = False
         self._next_at = float("-inf")
         self._blocks_mod: Any = None
+        self._memo: Any = None  # mdblocks.RenderMemo: what a frame rendered, for the next one
         self._live_capable: bool | None = None
         self._splitter: Any = None
         self.frames = 0  # redraws of the live region (for benchmarks and tests)
@@ -302,6 +305,7 @@ class StreamView:
             from countbot_cli.ui import mdblocks
 
             self._blocks_mod = mdblocks
+            self._memo = mdblocks.RenderMemo()
         return self._blocks_mod
 
     def _live_ok(self) -> bool:
@@ -329,7 +333,11 @@ class StreamView:
         lines when it gets narrower would turn that padding into blank rows)."""
         blocks = self._blocks
         lines = blocks.render_lines(
-            self._console, src, separated=self._separated, code_theme=self._code_theme
+            self._console,
+            src,
+            separated=self._separated,
+            code_theme=self._code_theme,
+            memo=self._memo,
         )
         return [blocks.rstrip_line(line) for line in lines]
 

@@ -121,13 +121,30 @@ def in_table(text: str) -> bool:
     return bool(blocks) and blocks[-1] == "table_open"
 
 
-def stream_doc(text: str, width: int, height: int, check_every: int) -> None:
-    """Stream `text` token by token; check every `check_every`-th frame and the end."""
+def stream_doc(
+    text: str,
+    width: int,
+    height: int,
+    check_every: int,
+    *,
+    tokens: list[str] | None = None,
+    least: int = 20,
+    resize: tuple[int, int] | None = None,
+) -> None:
+    """Stream `text` token by token (`tokens`, else cl100k's); check every `check_every`-th
+    frame (at least `least` are checked) and the end. resize: (i, w) makes the terminal `w`
+    columns wide before the i-th token; from then on what is written is replayed on a screen of
+    that width (on a real terminal the rows above stay as they were drawn)."""
     c = terminal(width, height)
     view = StreamView(c, clock=(clock := Clock()), max_fps=10.0, reflows=False)
     live = pyte.Screen(width, height)  # what the user sees, scrolled as a terminal scrolls
-    vt, done, fed, frames, checked = pyte.Stream(live), 0, "", 0, 0
-    for i, token in enumerate(gen_doc.token_chunks(text)):
+    vt, done, fed, frames, checked, since = pyte.Stream(live), 0, "", 0, 0, 0
+    for i, token in enumerate(gen_doc.token_chunks(text) if tokens is None else tokens):
+        if resize is not None and i == resize[0]:
+            c.width = width = resize[1]
+            live = pyte.Screen(width, height)
+            vt, done = pyte.Stream(live), len(c.file.getvalue())  # type: ignore[attr-defined]
+            since = done
         clock.now = i / 100
         view.feed(token)
         fed += token
@@ -147,14 +164,14 @@ def stream_doc(text: str, width: int, height: int, check_every: int) -> None:
         assert got == want[-len(got) :] if got else not want, f"frame {frames}: {fed[-60:]!r}"
         checked += bool(got)
     view.finish()
-    assert checked > 20
-    raw = c.file.getvalue()  # type: ignore[attr-defined]
+    assert checked >= least
+    raw = c.file.getvalue()[since:]  # type: ignore[attr-defined]
     whole = pyte.Screen(width, raw.count("\n") + height)
     pyte.Stream(whole).feed(raw.replace("\n", "\r\n"))
     got = rows_of(whole, whole.cursor.y)
     while got and blank(got[-1]):
         got.pop()
-    assert got == one_shot(text, width)
+    assert got == one_shot(text, width)[-len(got) :] if resize else got == one_shot(text, width)
 
 
 def test_gen_doc_answer_looks_as_rich_draws_it_during_and_after_the_stream() -> None:
@@ -166,3 +183,43 @@ def test_gen_doc_answer_looks_as_rich_draws_it_during_and_after_the_stream() -> 
 def test_other_answers_in_a_small_terminal_look_as_rich_draws_them(seed: int) -> None:
     text = gen_doc.make_doc(1200, seed, gen_doc.token_counter())
     stream_doc(text, 80, 14, check_every=3)
+
+
+# Frames render through a memo of what the frame before rendered (ui/rendermemo.py): inline
+# parses by their text, the render of a paragraph's or cell's Text by the Text and the options
+# (width) it is rendered with. Each answer below changes what such a piece renders to while its
+# text stays the same, so a memo keyed on less than it depends on shows a stale frame.
+
+FITS = "alpha beta gamma delta epsilon zetaxx"  # 37 cells: one row at 37 columns, two at 36
+
+
+def test_items_whose_width_changes_look_as_rich_draws_them() -> None:
+    """At 40 columns: the ninth item makes the numbers two digits wide (rich reserves the width
+    of the last number + 1), so the eight items above rewrap; a nested item has the text of the
+    item above but three columns less; an item's line continues after a partial line; the list
+    turns loose when a blank line comes between two items."""
+    numbered = "".join(f"{i}. {FITS}\n" for i in range(1, 12))
+    nested = f"- {FITS}\n  - {FITS}\n- short\n\n- loose now, {FITS}\n"
+    text = f"Intro.\n\n{numbered}\nBetween.\n\n{nested}\nAfter.\n"
+    stream_doc(text, 40, 30, check_every=1, tokens=list(text), least=40)
+
+
+def test_a_link_reference_defined_after_its_use_looks_as_rich_draws_it() -> None:
+    """The definition arrives after the item that uses it: the item's text parses again (a
+    memo of inline parses by their text would keep "[the docs]" as it first parsed)."""
+    text = "- see [the docs] for more\n- more\n\n[the docs]: https://example.com/docs\n\nAfter.\n"
+    stream_doc(text, 40, 20, check_every=1, tokens=list(text), least=5)
+
+
+def test_table_cells_that_rewrap_as_rows_arrive_look_as_rich_draws_them() -> None:
+    """The last row's long cell narrows the first column: the first rows' cells rewrap."""
+    rows = "".join(f"| {FITS} {i} | b |\n" for i in range(3))
+    text = f"| one | two |\n|---|---|\n{rows}| x | {FITS} {FITS} |\n\nAfter.\n"
+    stream_doc(text, 60, 30, check_every=1, tokens=list(text), least=4)
+
+
+def test_an_answer_whose_terminal_narrows_mid_stream_looks_as_rich_draws_it() -> None:
+    """From 100 to 70 columns halfway: every later frame (and the end) is rich's render at 70."""
+    text = gen_doc.make_doc(600, 5, gen_doc.token_counter())
+    half = len(gen_doc.token_chunks(text)) // 2
+    stream_doc(text, 100, 40, check_every=1, resize=(half, 70))
