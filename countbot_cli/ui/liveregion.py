@@ -60,12 +60,21 @@ class LiveRegion:
         """The lines on screen now."""
         return list(self._lines)
 
-    def show(self, lines: Sequence[Line], above: Sequence[Line] | None = None) -> None:
-        """Draw `lines` as the region; `above` is printed into the scrollback first."""
-        width = self._console.width
+    def show(
+        self,
+        lines: Sequence[Line],
+        above: Sequence[Line] | None = None,
+        *,
+        size: tuple[int, int] | None = None,
+    ) -> None:
+        """Draw `lines` as the region; `above` is printed into the scrollback first. size: the
+        terminal's (width, height) as the caller just asked it (each time a console is asked
+        its size, it asks the terminal), else the console's."""
+        width, height = self._console.size if size is None else size
         new = list(lines)
         if above or width != self._width:
-            out = self._back_to_start() + "".join(self._text(line) + "\n" for line in above or ())
+            out = self._back_to_start(width, height)
+            out += "".join(self._text(line) + "\n" for line in above or ())
             out += "\n".join(self._text(line) for line in new)
         else:
             out = self._changes(new)
@@ -80,7 +89,7 @@ class LiveRegion:
         """Erase the region; the cursor is at the start of its first row, shown again."""
         if not self._up:
             return
-        out = self._back_to_start() + SHOW_CURSOR
+        out = self._back_to_start(*self._console.size) + SHOW_CURSOR
         self._lines, self._lens, self._up = [], [], False
         self._emit(out)
 
@@ -100,15 +109,15 @@ class LiveRegion:
         up = max(len(old) - 1 - same, 0)
         return "\r" + rows_up(up) + CLEAR_BELOW + "\n".join(self._text(line) for line in new[same:])
 
-    def _back_to_start(self) -> str:
-        """Cursor to the start of the region's first row, everything below erased."""
+    def _back_to_start(self, width: int, height: int) -> str:
+        """Cursor to the start of the region's first row, everything below erased (the terminal
+        is `width` x `height` now)."""
         if not self._lines:
             return "\r" + CLEAR_BELOW if self._up else ""
-        width = self._console.width
         rows = len(self._lens)
         if self._reflows and width != self._width and width > 0:
             rows = sum(max(1, -(-n // width)) for n in self._lens)
-        rows = min(rows, max(self._console.height, 1))
+        rows = min(rows, max(height, 1))
         return "\r" + rows_up(rows - 1) + CLEAR_BELOW
 
     def _text(self, line: Line) -> str:

@@ -38,7 +38,7 @@ from countbot_cli.textsafe import StreamSanitizer, sanitize
 from countbot_cli.ui.terminal import isatty
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Console, ConsoleOptions
 
     from countbot_cli.ui import mdblocks
     from countbot_cli.ui.liveregion import LiveRegion
@@ -328,15 +328,17 @@ class StreamView:
         self._show(lines)
         return True
 
-    def _lines(self, src: str) -> list[Any]:
-        """`src` rendered, without invisible padding at line ends (a terminal that re-wraps its
-        lines when it gets narrower would turn that padding into blank rows)."""
+    def _lines(self, src: str, options: ConsoleOptions | None = None) -> list[Any]:
+        """`src` rendered (with `options`, else the console's), without invisible padding at line
+        ends (a terminal that re-wraps its lines when it gets narrower would turn that padding
+        into blank rows)."""
         blocks = self._blocks
         lines = blocks.render_lines(
             self._console,
             src,
             separated=self._separated,
             code_theme=self._code_theme,
+            options=options,
             memo=self._memo,
         )
         return [blocks.rstrip_line(line) for line in lines]
@@ -402,23 +404,24 @@ class StreamView:
             self._region = LiveRegion(
                 console, write=lambda text: _write_raw(console.file, text), reflows=self._reflows
             )
-        self._region.show(self._region_lines(), above)
+        options = self._console.options  # the terminal's size, asked once a frame (a syscall)
+        self._region.show(self._region_lines(options), above, size=options.size)
         self.frames += 1
         took = time.perf_counter() - started
         self._next_at = self._clock() + max(self._interval, 4 * took)
 
-    def _region_lines(self) -> list[Any]:
+    def _region_lines(self, options: ConsoleOptions) -> list[Any]:
         """The unsettled tail (or the current reasoning line), bottom-cropped to the terminal."""
-        keep = max(1, self._console.height - _KEEP_BELOW)
+        keep = max(1, options.size.height - _KEEP_BELOW)
         if self._in_reasoning:
             from rich.text import Text
 
             text = Text(self._reason, style="dim")
-            lines = self._console.render_lines(text, pad=False) if self._reason else []
+            lines = self._console.render_lines(text, options, pad=False) if self._reason else []
             return self._blocks.bottom(lines, keep) if lines else []
         if self._blocks.is_blank(self._tail):
             return []
         src = self._blocks.fence_window(self._tail, keep)
         if self._rows_only():
             src = src[: src.rfind("\n") + 1]
-        return self._blocks.bottom(self._lines(src), keep)
+        return self._blocks.bottom(self._lines(src, options), keep)

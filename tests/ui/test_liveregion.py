@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 
 import pyte
+import pytest
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
@@ -128,3 +129,36 @@ def test_a_narrowed_reflowing_terminal_is_erased_over_the_rows_the_lines_took() 
     cutting.region.show(lines("z"))
     assert cutting.frames[-1].startswith("\r\x1b[2F\x1b[J")
     assert cutting.rows() == ["z"]
+
+
+def test_a_streamed_frame_asks_the_terminal_its_size_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A console whose size is not fixed asks the terminal (an ioctl) each time its size is
+    read: a frame reads it once and draws with that (three times cost 7 % of the renderer's
+    CPU on a pty)."""
+    import os
+
+    from countbot_cli.ui.stream import StreamView
+
+    asked: list[int] = []
+
+    def terminal_size(fd: int = 1) -> os.terminal_size:
+        asked.append(fd)
+        return os.terminal_size((WIDTH, HEIGHT))
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(os, "get_terminal_size", terminal_size)
+    monkeypatch.setenv("TERM", "xterm-256color")  # a dumb terminal is 80x25 without asking
+    for fixed in ("COLUMNS", "LINES"):  # either would fix the console's size
+        monkeypatch.delenv(fixed, raising=False)
+    console = Console(file=Tty(), force_terminal=True, color_system="truecolor")
+    now = [0.0]
+    view = StreamView(console, clock=lambda: now[0], max_fps=10.0)
+    for i, char in enumerate("A paragraph that grows a letter at a time, " * 4):
+        now[0] = i / 100
+        view.feed(char)
+    assert view.frames > 10
+    assert len(asked) == view.frames
+    view.finish()
