@@ -56,7 +56,7 @@ def main() -> None:
     def timed_show(view: StreamView, above: list[object] | None = None) -> None:
         name = ("settle+" if above is not None else "") + kind(view._tail)
         started = time.process_time()
-        show(view, above)  # type: ignore[arg-type]
+        show(view, above)
         stats[name][0] += 1
         stats[name][1] += time.process_time() - started
 
@@ -68,7 +68,7 @@ def main() -> None:
             stats["settled blocks"][1] += time.process_time() - started
         return settled
 
-    StreamView._show = timed_show  # type: ignore[method-assign]
+    StreamView._show = timed_show  # type: ignore[method-assign, assignment]
     StreamView._settle = timed_settle  # type: ignore[method-assign, assignment]
     bench_render.run_streamview(chunks)  # warm-up
     stats.clear()
