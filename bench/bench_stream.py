@@ -9,7 +9,7 @@ stage, each adding a layer to the one before:
 
   socket    recv of each event on a plain socket (the syscalls' floor; no HTTP parsing)
   httpx     httpx's Response.iter_bytes (httpx -> httpcore -> h11)
-  sse       + the SSE decoder (provider/assemble.sse_data)
+  sse       + the SSE decoder (provider/assemble.sse_reads)
   json      + jsonsafe.loads_bounded of each payload
   assemble  + provider/assemble.Assembler.add (deltas -> events)
   provider  OpenAICompatProvider.stream: the same and its own loop ([DONE], errors, Finished)
@@ -237,9 +237,18 @@ def stage_httpx(rig: Rig, n: int) -> Run:
     return run
 
 
-def stage_sse(rig: Rig, n: int) -> Run:
-    from countbot_cli.provider.assemble import sse_data
+def sse_data(chunks: Iterator[bytes]) -> Iterator[str]:
+    """Each SSE payload of a body, by the checkout's decoder (`assemble.sse_reads`, one list a
+    read; `sse_data` in checkouts before it)."""
+    from countbot_cli.provider import assemble
 
+    reads = getattr(assemble, "sse_reads", None)
+    if reads is None:  # a checkout from before sse_reads
+        return iter(assemble.sse_data(chunks))  # type: ignore[attr-defined]
+    return (data for payloads in reads(chunks) for data in payloads)
+
+
+def stage_sse(rig: Rig, n: int) -> Run:
     body = _Body(rig, n)
 
     def run() -> None:
@@ -251,7 +260,6 @@ def stage_sse(rig: Rig, n: int) -> Run:
 
 def stage_json(rig: Rig, n: int) -> Run:
     from countbot_cli.jsonsafe import loads_bounded
-    from countbot_cli.provider.assemble import sse_data
 
     body = _Body(rig, n)
 
@@ -265,7 +273,7 @@ def stage_json(rig: Rig, n: int) -> Run:
 
 
 def stage_assemble(rig: Rig, n: int) -> Run:
-    from countbot_cli.provider.assemble import Assembler, sse_data
+    from countbot_cli.provider.assemble import Assembler
 
     body = _Body(rig, n)
 

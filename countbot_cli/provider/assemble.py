@@ -236,11 +236,31 @@ def completion_events(body: bytes, api_key: str | None = None) -> list[StreamEve
     return [*events, finished]
 
 
-def sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
-    """The data payloads of the SSE events in a byte stream (flushing at EOF)."""
+def sse_reads(chunks: Iterable[bytes]) -> Iterator[list[str]]:
+    """The data payloads of the SSE events in a byte stream, one list for each chunk that
+    completed any (the events one read brought), and one for a last event at EOF."""
     decoder = SSEDecoder()
     for chunk in chunks:
-        for event in decoder.feed(chunk):
-            yield event.data
-    for event in decoder.close():
-        yield event.data
+        if events := decoder.feed(chunk):
+            yield [event.data for event in events]
+    if events := decoder.close():
+        yield [event.data for event in events]
+
+
+def merged(events: list[StreamEvent]) -> list[StreamEvent]:
+    """`events` with each run of text deltas (or of reasoning deltas) joined into one.
+
+    The events of one read go on as one delta per run: the engine and the view then handle a
+    read's text once, not once per token (a read gathers several at 100 tok/s, `pacing.py`)."""
+    if len(events) < 2:
+        return events
+    out: list[StreamEvent] = []
+    for ev in events:
+        last = out[-1] if out else None
+        if isinstance(ev, TextDelta) and isinstance(last, TextDelta):
+            out[-1] = TextDelta(last.text + ev.text)
+        elif isinstance(ev, ReasoningDelta) and isinstance(last, ReasoningDelta):
+            out[-1] = ReasoningDelta(last.text + ev.text)
+        else:
+            out.append(ev)
+    return out

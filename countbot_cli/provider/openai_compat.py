@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any
 from countbot_cli.errors import AuthError, ModelNotFoundError, ProviderError, StreamError
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.messages import ChatRequest, Finished, StreamEvent
-from countbot_cli.provider.assemble import EMPTY, Assembler, completion_events, sse_data
+from countbot_cli.provider.assemble import (
+    EMPTY,
+    Assembler,
+    completion_events,
+    merged,
+    sse_reads,
+)
 from countbot_cli.provider.http_errors import (
     error_from_exception,
     error_from_response,
@@ -260,11 +266,16 @@ class OpenAICompatProvider:
         acc = Assembler(api_key=self.cfg.api_key)
         done = False
         try:
-            for data in sse_data(itertools.chain((first,), chunks)):
-                if data[0] != "{" and data.lstrip().startswith("[DONE]"):
-                    done = True
+            for payloads in sse_reads(itertools.chain((first,), chunks)):
+                events: list[StreamEvent] = []
+                try:
+                    done = _read_events(acc, payloads, events)
+                except ProviderError:  # what came before the error is shown and kept
+                    yield from merged(events)
+                    raise
+                yield from merged(events)
+                if done:
                     break
-                yield from acc.add(data)
         except httpx.TransportError as exc:
             err = self._exc_error(exc, started=True)
             if isinstance(err, StreamError):
@@ -379,6 +390,16 @@ def _body(resp: httpx.Response) -> Iterator[bytes]:
     if encoding in ("", "identity") and not resp.is_stream_consumed:
         return resp.iter_raw()
     return resp.iter_bytes()
+
+
+def _read_events(acc: Assembler, payloads: list[str], events: list[StreamEvent]) -> bool:
+    """Add to `events` those of one read's payloads; True if [DONE] was among them (what
+    follows it is not read). A payload that is an error raises, `events` holding those before."""
+    for data in payloads:
+        if data[0] != "{" and data.lstrip().startswith("[DONE]"):
+            return True
+        events += acc.add(data)
+    return False
 
 
 def _waiting(resp: httpx.Response) -> Callable[[], bool]:

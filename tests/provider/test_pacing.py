@@ -4,6 +4,7 @@ through the provider and a real loopback server the answer is the same, read in 
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
@@ -181,6 +182,8 @@ def test_a_paced_server_gives_the_same_answer_in_fewer_reads(
         server.shutdown()
         server.server_close()
     texts = [e.text for e in events if isinstance(e, TextDelta)]
-    assert "".join(texts) == "".join(_Paced.pieces) and texts == _Paced.pieces
+    assert "".join(texts) == "".join(_Paced.pieces)
+    ends = set(itertools.accumulate(len(piece) for piece in _Paced.pieces))
+    assert set(itertools.accumulate(len(text) for text in texts)) <= ends  # whole events
     assert isinstance(events[-1], Finished) and events[-1].content == "".join(_Paced.pieces)
     assert pauses  # the reads were gathered (how many events each found depends on the load)

@@ -175,7 +175,7 @@ TEXT = sse(
 def test_openai_text_stream_with_usage_only_final_chunk() -> None:
     r = rig([ok_sse(TEXT)])
     events = r.events()
-    assert texts(events) == ["Hello", ", world"]
+    assert texts(events) == ["Hello, world"]  # one read: its text goes on as one delta
     done = finished(events)
     assert (done.content, done.finish_reason, done.model) == (
         "Hello, world",
@@ -218,9 +218,32 @@ def test_reasoning_deltas_are_collected_separately() -> None:
         chunk({"content": "42"}, "stop"),
     )
     events = rig([ok_sse(body)]).events()
-    assert [e.text for e in events if isinstance(e, ReasoningDelta)] == ["Think ", "harder."]
+    assert [e.text for e in events if isinstance(e, ReasoningDelta)] == ["Think harder."]
     done = finished(events)
     assert (done.content, done.reasoning) == ("42", "Think harder.")
+
+
+def test_each_read_hands_on_one_delta_for_each_run_of_text_or_reasoning() -> None:
+    first = sse(
+        chunk({"reasoning_content": "Think "}),
+        chunk({"reasoning_content": "hard. "}),
+        chunk({"content": "The "}),
+        chunk({"content": "answer "}),
+        _tools(_call(0, "c1", "calc", "{}")),
+        chunk({"content": "is "}),
+        done=False,
+    )
+    second = sse(chunk({"content": "4"}), chunk({"content": "2."}), chunk({}, "stop"))
+    events = rig([ok_sse([first, second])]).events()
+    kinds = [(type(e).__name__, getattr(e, "text", None)) for e in events[:-1]]
+    assert kinds == [
+        ("ReasoningDelta", "Think hard. "),
+        ("TextDelta", "The answer "),
+        ("ToolCallDelta", None),
+        ("TextDelta", "is "),  # a run ends at another kind of event, and at the end of a read
+        ("TextDelta", "42."),
+    ]
+    assert finished(events).content == "The answer is 42."
 
 
 def test_azure_empty_choices_comments_and_crlf() -> None:
@@ -371,10 +394,12 @@ def test_error_object_mid_stream_keeps_the_partial_text() -> None:
         {"error": {"message": "Upstream overloaded", "type": "server_error", "code": None}},
         done=False,
     )
+    seen: list[StreamEvent] = []
     with pytest.raises(StreamError) as info:
-        rig([ok_sse(body)]).events()
+        seen.extend(rig([ok_sse(body)]).provider.stream(chat()))
     assert "Upstream overloaded" in str(info.value)
     assert info.value.partial_text == "Part"
+    assert texts(seen) == ["Part"]  # shown before the error that came in the same read
 
 
 def test_vllm_error_object_shape() -> None:
