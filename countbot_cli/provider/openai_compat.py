@@ -37,7 +37,7 @@ from countbot_cli.provider.http_errors import (
     short_reason,
     stream_error,
 )
-from countbot_cli.provider.pacing import paced, readable
+from countbot_cli.provider.pacing import paced_response
 from countbot_cli.provider.sse import MAX_LINE, LineTooLong
 
 if TYPE_CHECKING:
@@ -256,7 +256,8 @@ class OpenAICompatProvider:
             if _is_json(resp.headers.get("content-type", ""), first):
                 yield from completion_events(self._read_rest(first, chunks), self.cfg.api_key)
             else:
-                yield from self._decode_stream(first, paced(chunks, ready=_waiting(resp)))
+                with paced_response(resp):
+                    yield from self._decode_stream(first, chunks)
         finally:
             resp.close()
 
@@ -400,14 +401,6 @@ def _read_events(acc: Assembler, payloads: list[str], events: list[StreamEvent])
             return True
         events += acc.add(data)
     return False
-
-
-def _waiting(resp: httpx.Response) -> Callable[[], bool]:
-    """Whether more of the body is waiting on the response's socket (httpcore's documented
-    `network_stream` extension); never, when there is none (a mocked transport, HTTP/2)."""
-    stream = resp.extensions.get("network_stream")
-    sock = stream.get_extra_info("socket") if stream is not None else None
-    return readable(sock) if sock is not None else lambda: False
 
 
 def _head_of(resp: httpx.Response, limit: int) -> bytes:

@@ -1,53 +1,90 @@
-"""Reads of a streamed answer gathered a few events at a time, once the server is the slower one.
+"""Socket reads of a streamed answer gathered a few events at a time, once the server is the slower one.
 
 A server streaming 100 tokens a second sends an event every 10 ms, each in a TCP segment of its
-own: read as they come, every token wakes countbot and costs a trip through httpx, httpcore and
-h11, which on a real terminal (caches cold after 10 ms of sleep) is most of a plain answer's CPU
-beyond start-up. `paced` keeps the reads of a stream at least `gap` seconds apart (READ_GAP,
-15 ms) once one read had to wait for the server, so a read finds the events that arrived
-meanwhile and the trip is paid for one and a half to several. Text reaches the screen at most
-`gap` later than it arrived (the rendered view draws 10 frames a second anyway), and so does
-the end of the answer: 20 ms would gather two tokens of a 100 tok/s stream but put the time
-from the last token to exit (6 ms) at about 20 ms, issue 25's bound; a stream
-that comes faster than it is read (a burst, a mocked transport) is never paused. Nothing is
-paused before the first chunk; a pause is a plain `time.sleep`, which Ctrl-C
-(KeyboardInterrupt) and SIGTERM (Terminated) interrupt as they do a read; the read timeout
-still applies to each read.
+own: read as they come, every token wakes countbot and costs a read through httpcore and h11,
+which on a real terminal (caches cold after 10 ms of sleep; the sleep itself costs ~45 µs of
+kernel time on a VM) is most of a plain answer's CPU beyond start-up. `paced` keeps the socket
+reads of a response at least `gap` seconds apart (READ_GAP, 15 ms) once one read had to wait for
+the server, so a read finds the events that arrived meanwhile.
+
+It is the socket that is paced, not the body's chunks: `paced_response` wraps the read of the
+response's network stream (httpcore's documented `network_stream` extension), so what one read
+brought (several HTTP chunks of a chunked body: h11 hands on one at a time) goes on without a
+pause. Pausing between chunks instead held the end of a chunked answer (last token, finish,
+usage, [DONE]: one write, four chunks) for three gaps.
+
+Text reaches the screen at most `gap` later than it arrived (the rendered view draws 10 frames
+a second anyway), and so does the end of the answer: the time from the last token to exit is
+about half the gap plus the final render. A stream that comes faster than it is read (a burst,
+a mocked transport) is never paused, nor is a read when bytes are already waiting (the end of an
+answer right behind its last token). Nothing is paused before the first chunk; a pause is a
+plain `time.sleep`, which Ctrl-C (KeyboardInterrupt) and SIGTERM (Terminated) interrupt as they
+do a read; the read timeout still applies to each read.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 READ_GAP = 0.015  # seconds between two reads, at the least, of a stream slower than its reader
 WAITED = 0.001  # a read that took this long waited for the server
 
+Read = Callable[..., bytes]  # a network stream's read(max_bytes, timeout=None)
+
 
 def paced(
-    chunks: Iterator[bytes],
+    read: Read,
     gap: float = READ_GAP,
     *,
     ready: Callable[[], bool] = lambda: False,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> Iterator[bytes]:
-    """`chunks` as they are read, each read at least `gap` after the one before once a read
-    waited for the server (it is the slower one from then on), unless `ready()` says more is
-    waiting already: a server writes the end of an answer (finish, usage, [DONE]) right behind
-    its last token, which a pause would hold back by up to `gap`."""
+) -> Read:
+    """`read` with each call at least `gap` after the end of the one before once a call waited
+    for the server (it is the slower one from then on), unless `ready()` says more is waiting
+    already: a server writes the end of an answer (finish, usage, [DONE]) right behind its last
+    token, which a pause would hold back by up to `gap`."""
+    last_end: float | None = None
     waited = False
-    while True:
+
+    def paced_read(*args: Any, **kwargs: Any) -> bytes:
+        nonlocal last_end, waited
+        if waited and last_end is not None:
+            pause = last_end + gap - clock()
+            if pause > 0 and not ready():
+                sleep(pause)
         start = clock()
-        chunk = next(chunks, None)
-        if chunk is None:
-            return
-        end = clock()
-        waited = waited or end - start >= WAITED
-        yield chunk
-        if waited and (pause := end + gap - clock()) > 0 and not ready():
-            sleep(pause)
+        data = read(*args, **kwargs)
+        last_end = clock()
+        waited = waited or last_end - start >= WAITED
+        return data
+
+    return paced_read
+
+
+@contextmanager
+def paced_response(resp: Any, gap: float = READ_GAP) -> Iterator[None]:
+    """While in the block, the socket reads of `resp` (an httpx response being streamed) are
+    `paced`; its network stream is left as it was after (the connection may serve another
+    request). Nothing is paced without a network stream and its socket (a mocked transport,
+    HTTP/2)."""
+    stream = resp.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is None:
+        yield
+        return
+    try:
+        stream.read = paced(stream.read, gap, ready=readable(sock))
+    except AttributeError:  # a stream that cannot take the wrapper: read unpaced
+        yield
+        return
+    try:
+        yield
+    finally:
+        del stream.read  # the class's own read again
 
 
 def readable(sock: Any) -> Callable[[], bool]:

@@ -1,6 +1,7 @@
-"""Reads of a streamed answer gathered a few events at a time (provider/pacing.py): on a fake
-clock, a stream slower than its reader is read at most every READ_GAP; a fast one never waits;
-through the provider and a real loopback server the answer is the same, read in fewer reads."""
+"""Socket reads of a streamed answer gathered a few events at a time (provider/pacing.py): on a
+fake clock, a stream slower than its reader is read at most every READ_GAP; a fast one never
+waits; through the provider and real loopback servers the answer is the same, read in fewer
+reads, and what one socket read brought of a chunked body goes on without a pause."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from cbenv import provider_settings
 
-from countbot_cli.messages import ChatRequest, Finished, TextDelta
+from countbot_cli.messages import ChatRequest, Finished, StreamEvent, TextDelta
 from countbot_cli.provider import pacing
 from countbot_cli.provider.openai_compat import OpenAICompatProvider
 from countbot_cli.provider.pacing import READ_GAP, paced, readable
@@ -37,27 +38,40 @@ class Clock:
         self.now += seconds
 
 
-def arrivals(clock: Clock, times: list[float], reads: list[float]) -> Iterator[bytes]:
-    """A server whose event i arrives at times[i]: a read waits for the next event not there
-    yet, and takes every event arrived by then (one chunk). `reads` records when each read
-    returned."""
-    i = 0
-    while i < len(times):
-        clock.now = max(clock.now, times[i])  # waits for the next event
-        n = sum(1 for t in times[i:] if t <= clock.now)
+def arrivals(clock: Clock, times: list[float], reads: list[float]) -> Callable[..., bytes]:
+    """The read of a socket whose event i arrives at times[i]: a read waits for the next event
+    not there yet and takes every event arrived by then (b"" once all are read). `reads`
+    records when each read returned."""
+    left = list(times)
+
+    def read(max_bytes: int = 65536, timeout: float | None = None) -> bytes:
+        if not left:
+            return b""
+        clock.now = max(clock.now, left[0])  # waits for the next event
+        n = sum(1 for t in left if t <= clock.now)
+        del left[:n]
         reads.append(clock.now)
-        yield b"e" * n
-        i += n
+        return b"e" * n
+
+    return read
+
+
+def drain(read: Callable[..., bytes], work: float, clock: Clock) -> list[int]:
+    """Read until the end, `work` seconds of the reader's work after each read: events a read."""
+    got = []
+    while data := read(65536):
+        got.append(len(data))
+        clock.now += work
+    return got
 
 
 def test_a_stream_slower_than_its_reader_is_read_at_most_every_gap() -> None:
     clock, reads = Clock(), []
     times = [0.010 * k for k in range(1, 101)]  # 100 events, one every 10 ms
-    got = []
     gap = 0.020
-    for chunk in paced(arrivals(clock, times, reads), gap, clock=clock, sleep=clock.sleep):
-        got.append(len(chunk))
-        clock.now += 0.0005  # the reader's work on it
+    got = drain(
+        paced(arrivals(clock, times, reads), gap, clock=clock, sleep=clock.sleep), 5e-4, clock
+    )
     assert sum(got) == 100  # every event, in order of arrival
     assert all(b - a >= gap - 1e-9 for a, b in zip(reads, reads[1:], strict=False))
     assert len(reads) <= 52  # 100 events in about 50 reads, not 100
@@ -66,8 +80,9 @@ def test_a_stream_slower_than_its_reader_is_read_at_most_every_gap() -> None:
 
 def test_a_stream_faster_than_its_reader_is_never_paused() -> None:
     clock = Clock()
-    chunks = [b"x"] * 50  # all there already: no read waits (a burst, a mocked transport)
-    assert list(paced(iter(chunks), clock=clock, sleep=clock.sleep)) == chunks
+    blocks = [b"x"] * 50  # all there already: no read waits (a burst, a mocked transport)
+    read = paced(lambda *a, **k: blocks.pop(0) if blocks else b"", clock=clock, sleep=clock.sleep)
+    assert drain(read, 0.0, clock) == [1] * 50
     assert clock.pauses == []
 
 
@@ -75,30 +90,30 @@ def test_the_first_read_is_never_delayed_and_the_pause_counts_the_readers_work()
     clock, reads = Clock(), []
     third = READ_GAP / 3
     times = [0.5, 0.5 + third, 0.5 + 2 * third]
-    stream = paced(arrivals(clock, times, reads), clock=clock, sleep=clock.sleep)
-    assert next(stream) == b"e" and clock.pauses == []  # waited for the first event: no pause
+    read = paced(arrivals(clock, times, reads), clock=clock, sleep=clock.sleep)
+    assert read(100) == b"e" and clock.pauses == []  # waited for the first event: no pause
     clock.now += third  # the reader's work: the pause is what is left of the gap
-    assert next(stream) == b"ee"
+    assert read(100) == b"ee"
     assert clock.pauses == [pytest.approx(READ_GAP - third)]
     clock.now += 2 * READ_GAP  # longer than the gap: no pause
-    assert next(stream, None) is None and len(clock.pauses) == 1
+    assert read(100) == b"" and len(clock.pauses) == 1
 
 
 def test_no_pause_when_more_is_waiting_already() -> None:
     # the end of an answer right behind its last token: read at once, not a gap later
     clock, reads = Clock(), []
     waiting = [True, False]
-    stream = paced(
+    read = paced(
         arrivals(clock, [0.1, 0.1001, 0.2], reads),
         clock=clock,
         sleep=clock.sleep,
         ready=lambda: waiting.pop(0) if waiting else False,
     )
-    assert next(stream) == b"e"  # the read waited for the server: paced from now on
+    assert read(100) == b"e"  # the read waited for the server: paced from now on
     clock.now += 0.0002  # the reader's work; the tail arrived meanwhile
-    assert next(stream) == b"e" and clock.pauses == []  # waiting: read at once
-    assert next(stream) == b"e" and clock.pauses == [pytest.approx(READ_GAP)]
-    assert next(stream, None) is None and reads == pytest.approx([0.1, 0.1002, 0.2])
+    assert read(100) == b"e" and clock.pauses == []  # waiting: read at once
+    assert read(100) == b"e" and clock.pauses == [pytest.approx(READ_GAP)]
+    assert read(100) == b"" and reads == pytest.approx([0.1, 0.1002, 0.2])
 
 
 def test_readable_tells_whether_bytes_wait_on_a_socket() -> None:
@@ -119,10 +134,10 @@ def test_ctrl_c_during_a_pause_stops_the_stream() -> None:
     def interrupted(seconds: float) -> None:
         raise KeyboardInterrupt
 
-    stream = paced(arrivals(clock, [0.1, 0.11, 0.12], reads), clock=clock, sleep=interrupted)
-    assert next(stream) == b"e"
+    read = paced(arrivals(clock, [0.1, 0.11, 0.12], reads), clock=clock, sleep=interrupted)
+    assert read(100) == b"e"
     with pytest.raises(KeyboardInterrupt):
-        next(stream)
+        read(100)
     assert reads == [0.1]  # nothing read after the Ctrl-C
 
 
@@ -157,23 +172,67 @@ class _Paced(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-def test_a_paced_server_gives_the_same_answer_in_fewer_reads(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+class _ChunkedPaced(BaseHTTPRequestHandler):
+    """A chunked body (as OpenAI's, llama.cpp's and Ollama's servers send): one event an HTTP
+    chunk, every 10 ms; the last token, the finish, the usage and [DONE] in one write, four
+    chunks that one socket read brings. Two requests on one connection."""
+
+    protocol_version = "HTTP/1.1"
+    pieces = [f"w{i} " for i in range(12)]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    @staticmethod
+    def _http_chunk(data: bytes) -> bytes:
+        return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        *first, last = self.pieces
+        for piece in first:
+            self.wfile.write(self._http_chunk(_chunk(piece)))
+            self.wfile.flush()
+            time.sleep(0.010)
+        usage = {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 12}}
+        end = [_chunk(last), _chunk("", "stop"), f"data: {json.dumps(usage)}\n\n".encode()]
+        end.append(b"data: [DONE]\n\n")
+        self.wfile.write(b"".join(self._http_chunk(c) for c in end) + b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+def _serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+def _recording_pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The pauses paced reads make (really slept), in order."""
     pauses: list[float] = []
     real_paced = pacing.paced
 
-    def recording(chunks: Iterator[bytes], gap: float = READ_GAP, **kw: Any) -> Iterator[bytes]:
+    def recording(read: Callable[..., bytes], gap: float = READ_GAP, **kw: Any) -> Any:
         def sleep(seconds: float) -> None:
             pauses.append(seconds)
             time.sleep(seconds)
 
-        return real_paced(chunks, gap, sleep=sleep, **kw)
+        return real_paced(read, gap, sleep=sleep, **kw)
 
-    monkeypatch.setattr("countbot_cli.provider.openai_compat.paced", recording)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Paced)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    monkeypatch.setattr(pacing, "paced", recording)
+    return pauses
+
+
+def test_a_paced_server_gives_the_same_answer_in_fewer_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pauses = _recording_pauses(monkeypatch)
+    server, base = _serve(_Paced)
     provider = OpenAICompatProvider(provider_settings(api_base=base, api_key="k", model="m"))
     try:
         events = list(provider.stream(ChatRequest(model="m", messages=[])))
@@ -187,3 +246,30 @@ def test_a_paced_server_gives_the_same_answer_in_fewer_reads(
     assert set(itertools.accumulate(len(text) for text in texts)) <= ends  # whole events
     assert isinstance(events[-1], Finished) and events[-1].content == "".join(_Paced.pieces)
     assert pauses  # the reads were gathered (how many events each found depends on the load)
+
+
+def test_the_chunks_one_read_brought_go_on_without_a_pause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pauses = _recording_pauses(monkeypatch)
+    server, base = _serve(_ChunkedPaced)
+    provider = OpenAICompatProvider(provider_settings(api_base=base, api_key="k", model="m"))
+    answers, paused_at = [], []
+    try:
+        for _ in range(2):  # the second request reuses the connection: paced afresh, not twice
+            seen: list[tuple[StreamEvent, int]] = []
+            for event in provider.stream(ChatRequest(model="m", messages=[])):
+                seen.append((event, len(pauses)))
+            assert isinstance(seen[-1][0], Finished)
+            answers.append(seen[-1][0].content)
+            last_text = max(i for i, (e, _) in enumerate(seen) if isinstance(e, TextDelta))
+            paused_at.append((seen[last_text][1], seen[-1][1]))
+    finally:
+        provider.close()
+        server.shutdown()
+        server.server_close()
+    assert answers == ["".join(_ChunkedPaced.pieces)] * 2
+    assert pauses  # the tokens 10 ms apart were gathered
+    # the last token and the end came in one read: no pause between them (there were three:
+    # one after each HTTP chunk when the chunks were paced rather than the socket reads)
+    assert [before == after for before, after in paused_at] == [True, True]
