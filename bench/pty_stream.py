@@ -5,7 +5,9 @@ A loopback server streams gen_doc's markdown one SSE event per token on an absol
 a 100x40 pseudo-terminal whose cursor position requests are answered, and everything it writes
 is read. Per run: CPU % of the stream (user+sys of the reaped client over the stream's length),
 the time from the last token written by the server to the client's exit, and the bytes written
-to the terminal. Clients are run interleaved; medians.
+to the terminal. Clients are run interleaved; medians. The body is close-delimited, or with
+`chunked` a chunked body on a kept-alive connection (the end, finish and [DONE] and the last
+chunk, in one write).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class _Server(ThreadingHTTPServer):
     chunks: list[str]
     rate: float
     last_token_at: float
+    chunked: bool  # a chunked body on a kept-alive connection (else close-delimited)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -54,30 +57,40 @@ class _Handler(BaseHTTPRequestHandler):
             self._head(404, "application/json", 2)
             self.wfile.write(b"{}")
             return
-        self._head(200, "text/event-stream", None)
+        chunked = self.server.chunked
+        self._head(200, "text/event-stream", None, chunked=chunked)
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        frame = _http_chunk if chunked else bytes
         start, step = time.monotonic(), 1.0 / self.server.rate
         for i, piece in enumerate(self.server.chunks):
             delay = start + i * step - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
             event = {"choices": [{"index": 0, "delta": {"content": piece}}]}
-            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+            self.wfile.write(frame(f"data: {json.dumps(event)}\n\n".encode()))
             self.wfile.flush()
         self.server.last_token_at = time.monotonic()
         done = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-        self.wfile.write(f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n".encode())
+        end = [f"data: {json.dumps(done)}\n\n".encode(), b"data: [DONE]\n\n"]
+        last = b"0\r\n\r\n" if chunked else b""  # the chunked body's end, in the same write
+        self.wfile.write(b"".join(frame(part) for part in end) + last)
         self.wfile.flush()
-        self.close_connection = True
+        self.close_connection = not chunked
 
-    def _head(self, code: int, ctype: str, length: int | None) -> None:
+    def _head(self, code: int, ctype: str, length: int | None, *, chunked: bool = False) -> None:
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         if length is not None:
             self.send_header("Content-Length", str(length))
+        elif chunked:
+            self.send_header("Transfer-Encoding", "chunked")
         else:
             self.send_header("Connection", "close")
         self.end_headers()
+
+
+def _http_chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
 
 def _on_pty(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, int]:
@@ -116,9 +129,16 @@ def _on_pty(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, floa
     return usage.ru_utime + usage.ru_stime, ended, written
 
 
-def run(clients: list[tuple[str, list[str]]], chunks: list[str], rate: float, reps: int) -> None:
+def run(
+    clients: list[tuple[str, list[str]]],
+    chunks: list[str],
+    rate: float,
+    reps: int,
+    *,
+    chunked: bool = False,
+) -> None:
     srv = _Server(("127.0.0.1", 0), _Handler)
-    srv.chunks, srv.rate, srv.last_token_at = chunks, rate, 0.0
+    srv.chunks, srv.rate, srv.last_token_at, srv.chunked = chunks, rate, 0.0, chunked
     threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
     base = f"http://127.0.0.1:{srv.server_address[1]}/v1"
     tmp = Path(tempfile.mkdtemp(prefix="cb-pty-"))
@@ -135,8 +155,10 @@ def run(clients: list[tuple[str, list[str]]], chunks: list[str], rate: float, re
     finally:
         srv.shutdown()
         srv.server_close()
+    body = "chunked, kept alive" if chunked else "close-delimited"
     print(
-        f"# pty: {len(chunks)} tokens at {rate:g} tok/s ({stream:.1f} s), {reps} interleaved runs"
+        f"# pty: {len(chunks)} tokens at {rate:g} tok/s ({stream:.1f} s), {body} body,"
+        f" {reps} interleaved runs"
     )
     print(f"{'client':18} {'CPU % of stream':>22} {'last token -> exit ms':>26} {'tty kB':>8}")
     for label, runs in got.items():
