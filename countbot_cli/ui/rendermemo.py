@@ -27,10 +27,10 @@ This module imports rich and markdown-it at import time; `mdblocks.py` imports i
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, MutableMapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from markdown_it.rules_core import inline as parse_inlines
-from rich.markdown import Paragraph, TableElement
+from rich.markdown import MarkdownElement, Paragraph, TableElement
 from rich.text import Text
 
 if TYPE_CHECKING:
@@ -168,32 +168,32 @@ def _memo(markdown: Markdown) -> RenderMemo:
     return memo
 
 
-class MemoParagraph(Paragraph):
-    """rich's paragraph, its Text rendered through the memo."""
+_E = TypeVar("_E", bound="_WithMemo")
+
+
+class _WithMemo(MarkdownElement):
+    """An element that keeps the memo of the Markdown it is made for (put before rich's own
+    element class among the bases: its `create` makes the element, this one adds the memo)."""
 
     memo: RenderMemo
 
     @classmethod
-    def create(cls, markdown: Markdown, token: Token) -> MemoParagraph:
-        element = cast(MemoParagraph, super().create(markdown, token))
+    def create(cls: type[_E], markdown: Markdown, token: Token) -> _E:
+        element = cast(_E, super().create(markdown, token))
         element.memo = _memo(markdown)
         return element
+
+
+class MemoParagraph(_WithMemo, Paragraph):
+    """rich's paragraph, its Text rendered through the memo."""
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         for part in super().__rich_console__(console, options):
             yield Remembered(part, self.memo) if isinstance(part, Text) else part
 
 
-class MemoTable(TableElement):
+class MemoTable(_WithMemo, TableElement):
     """rich's table, the Text of each body cell rendered and measured through the memo."""
-
-    memo: RenderMemo
-
-    @classmethod
-    def create(cls, markdown: Markdown, token: Token) -> MemoTable:
-        element = cast(MemoTable, super().create(markdown, token))
-        element.memo = _memo(markdown)
-        return element
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         for row in self.body.rows if self.body is not None else ():

@@ -10,7 +10,8 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -151,65 +152,63 @@ def _chunk(piece: str, finish: str | None = None) -> bytes:
 
 
 class _Paced(BaseHTTPRequestHandler):
+    """One event every 10 ms, each in a segment of its own; the last token, the finish, the
+    usage and [DONE] in one write. A close-delimited body."""
+
     protocol_version = "HTTP/1.1"
     pieces = [f"w{i} " for i in range(20)]
+    chunked = False
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+    def _frame(self, data: bytes) -> bytes:
+        return f"{len(data):x}\r\n".encode() + data + b"\r\n" if self.chunked else data
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for piece in self.pieces:  # one event every 10 ms, each in a segment of its own
-            self.wfile.write(_chunk(piece))
-            self.wfile.flush()
-            time.sleep(0.010)
-        self.wfile.write(_chunk("", "stop") + b"data: [DONE]\n\n")
-        self.wfile.flush()
-
-
-class _ChunkedPaced(BaseHTTPRequestHandler):
-    """A chunked body (as OpenAI's, llama.cpp's and Ollama's servers send): one event an HTTP
-    chunk, every 10 ms; the last token, the finish, the usage and [DONE] in one write, four
-    chunks that one socket read brings. Two requests on one connection."""
-
-    protocol_version = "HTTP/1.1"
-    pieces = [f"w{i} " for i in range(12)]
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    @staticmethod
-    def _http_chunk(data: bytes) -> bytes:
-        return f"{len(data):x}\r\n".encode() + data + b"\r\n"
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Transfer-Encoding", "chunked")
+        if self.chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         *first, last = self.pieces
         for piece in first:
-            self.wfile.write(self._http_chunk(_chunk(piece)))
+            self.wfile.write(self._frame(_chunk(piece)))
             self.wfile.flush()
             time.sleep(0.010)
         usage = {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 12}}
         end = [_chunk(last), _chunk("", "stop"), f"data: {json.dumps(usage)}\n\n".encode()]
         end.append(b"data: [DONE]\n\n")
-        self.wfile.write(b"".join(self._http_chunk(c) for c in end) + b"0\r\n\r\n")
+        body_end = b"0\r\n\r\n" if self.chunked else b""
+        self.wfile.write(b"".join(self._frame(part) for part in end) + body_end)
         self.wfile.flush()
 
 
-def _serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
+class _ChunkedPaced(_Paced):
+    """A chunked body (as OpenAI's, llama.cpp's and Ollama's servers send): one event an HTTP
+    chunk; the end is four chunks that one socket read brings. Two requests on one connection."""
+
+    pieces = [f"w{i} " for i in range(12)]
+    chunked = True
+
+
+@contextmanager
+def _provider_on(handler: type[BaseHTTPRequestHandler]) -> Iterator[OpenAICompatProvider]:
+    """A provider streaming from a loopback server with `handler`."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    provider = OpenAICompatProvider(provider_settings(api_base=base, api_key="k", model="m"))
+    try:
+        yield provider
+    finally:
+        provider.close()
+        server.shutdown()
+        server.server_close()
 
 
 def _recording_pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
@@ -232,14 +231,8 @@ def test_a_paced_server_gives_the_same_answer_in_fewer_reads(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pauses = _recording_pauses(monkeypatch)
-    server, base = _serve(_Paced)
-    provider = OpenAICompatProvider(provider_settings(api_base=base, api_key="k", model="m"))
-    try:
+    with _provider_on(_Paced) as provider:
         events = list(provider.stream(ChatRequest(model="m", messages=[])))
-    finally:
-        provider.close()
-        server.shutdown()
-        server.server_close()
     texts = [e.text for e in events if isinstance(e, TextDelta)]
     assert "".join(texts) == "".join(_Paced.pieces)
     ends = set(itertools.accumulate(len(piece) for piece in _Paced.pieces))
@@ -252,10 +245,8 @@ def test_the_chunks_one_read_brought_go_on_without_a_pause(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pauses = _recording_pauses(monkeypatch)
-    server, base = _serve(_ChunkedPaced)
-    provider = OpenAICompatProvider(provider_settings(api_base=base, api_key="k", model="m"))
     answers, paused_at = [], []
-    try:
+    with _provider_on(_ChunkedPaced) as provider:
         for _ in range(2):  # the second request reuses the connection: paced afresh, not twice
             seen: list[tuple[StreamEvent, int]] = []
             for event in provider.stream(ChatRequest(model="m", messages=[])):
@@ -264,10 +255,6 @@ def test_the_chunks_one_read_brought_go_on_without_a_pause(
             answers.append(seen[-1][0].content)
             last_text = max(i for i, (e, _) in enumerate(seen) if isinstance(e, TextDelta))
             paused_at.append((seen[last_text][1], seen[-1][1]))
-    finally:
-        provider.close()
-        server.shutdown()
-        server.server_close()
     assert answers == ["".join(_ChunkedPaced.pieces)] * 2
     assert pauses  # the tokens 10 ms apart were gathered
     # the last token and the end came in one read: no pause between them (there were three:
