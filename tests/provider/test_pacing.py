@@ -190,7 +190,7 @@ class _Paced(BaseHTTPRequestHandler):
 
 class _ChunkedPaced(_Paced):
     """A chunked body (as OpenAI's, llama.cpp's and Ollama's servers send): one event an HTTP
-    chunk; the end is four chunks that one socket read brings. Two requests on one connection."""
+    chunk; the end is four chunks that one socket read brings. Served twice."""
 
     pieces = [f"w{i} " for i in range(12)]
     chunked = True
@@ -247,7 +247,7 @@ def test_the_chunks_one_read_brought_go_on_without_a_pause(
     pauses = _recording_pauses(monkeypatch)
     answers, paused_at = [], []
     with _provider_on(_ChunkedPaced) as provider:
-        for _ in range(2):  # the second request reuses the connection: paced afresh, not twice
+        for _ in range(2):  # a second request: its own stream is paced, from its first read
             seen: list[tuple[StreamEvent, int]] = []
             for event in provider.stream(ChatRequest(model="m", messages=[])):
                 seen.append((event, len(pauses)))
