@@ -256,12 +256,19 @@ class OpenAICompatProvider:
             if _is_json(resp.headers.get("content-type", ""), first):
                 yield from completion_events(self._read_rest(first, chunks), self.cfg.api_key)
             else:
-                with paced_response(resp):
-                    yield from self._decode_stream(first, chunks)
+                with paced_response(resp) as rest:
+                    yield from self._decode_stream(first, chunks, rest)
         finally:
             resp.close()
 
-    def _decode_stream(self, first: bytes, chunks: Iterator[bytes]) -> Iterator[StreamEvent]:
+    def _decode_stream(
+        self,
+        first: bytes,
+        chunks: Iterator[bytes],
+        rest: Callable[[Iterator[bytes]], None],
+    ) -> Iterator[StreamEvent]:
+        """The events of a streamed body; after [DONE], `rest(chunks)` reads what has arrived of
+        the body's end (`paced_response`: its connection can then serve the next request)."""
         import httpx
 
         acc = Assembler(api_key=self.cfg.api_key)
@@ -284,6 +291,8 @@ class OpenAICompatProvider:
             raise err from exc
         except LineTooLong as exc:
             raise stream_error(f"the provider sent {exc}; stopped reading", acc.partial) from None
+        if done:
+            rest(chunks)
         yield acc.finish(done)
 
     def _read_rest(self, first: bytes, chunks: Iterator[bytes]) -> bytes:

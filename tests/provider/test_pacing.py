@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from cbenv import provider_settings
+from waits import returns_within
 
 from countbot_cli.messages import ChatRequest, Finished, StreamEvent, TextDelta
 from countbot_cli.provider import pacing
@@ -158,6 +159,9 @@ class _Paced(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     pieces = [f"w{i} " for i in range(20)]
     chunked = False
+    held = False  # the chunked body's end is held back after [DONE] until `release` is set
+    release = threading.Event()
+    peers: set[tuple[str, int]] = set()  # the client's connections
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -166,6 +170,7 @@ class _Paced(BaseHTTPRequestHandler):
         return f"{len(data):x}\r\n".encode() + data + b"\r\n" if self.chunked else data
 
     def do_POST(self) -> None:
+        self.peers.add(self.client_address)
         self.rfile.read(int(self.headers.get("content-length") or 0))
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -184,8 +189,13 @@ class _Paced(BaseHTTPRequestHandler):
         end = [_chunk(last), _chunk("", "stop"), f"data: {json.dumps(usage)}\n\n".encode()]
         end.append(b"data: [DONE]\n\n")
         body_end = b"0\r\n\r\n" if self.chunked else b""
-        self.wfile.write(b"".join(self._frame(part) for part in end) + body_end)
+        held_back = b"" if self.held else body_end
+        self.wfile.write(b"".join(self._frame(part) for part in end) + held_back)
         self.wfile.flush()
+        if self.held:
+            self.release.wait(60)  # a hang bound
+            self.wfile.write(body_end)
+            self.wfile.flush()
 
 
 class _ChunkedPaced(_Paced):
@@ -260,3 +270,57 @@ def test_the_chunks_one_read_brought_go_on_without_a_pause(
     # the last token and the end came in one read: no pause between them (there were three:
     # one after each HTTP chunk when the chunks were paced rather than the socket reads)
     assert [before == after for before, after in paused_at] == [True, True]
+
+
+class _KeptAlive(_ChunkedPaced):
+    pieces = ["a ", "b ", "c "]
+    peers: set[tuple[str, int]] = set()
+
+
+class _HeldOpen(_KeptAlive):
+    held = True
+    release = threading.Event()
+    peers: set[tuple[str, int]] = set()
+
+
+def test_a_streamed_answer_read_to_its_end_leaves_its_connection_for_the_next_request() -> None:
+    with _provider_on(_KeptAlive) as provider:
+        for _ in range(3):  # a REPL's turns, a tool round's calls: one connection, one handshake
+            events = list(provider.stream(ChatRequest(model="m", messages=[])))
+            assert isinstance(events[-1], Finished) and events[-1].content == "a b c "
+    assert len(_KeptAlive.peers) == 1  # 3 before: the body was left at [DONE], unread
+
+
+def test_the_end_of_a_body_is_not_waited_for_after_done() -> None:
+    # a server that holds its body's end back: the answer is complete at [DONE], not later
+    try:
+        with _provider_on(_HeldOpen) as provider:
+            for _ in range(2):
+                events = returns_within(
+                    lambda: list(provider.stream(ChatRequest(model="m", messages=[]))),
+                    "an answer whose body's end is held back",
+                )
+                assert isinstance(events[-1], Finished) and events[-1].content == "a b c "
+    finally:
+        _HeldOpen.release.set()
+    assert len(_HeldOpen.peers) == 2  # that connection could not be kept
+
+
+def test_a_read_that_would_wait_is_refused_while_asked_to() -> None:
+    clock, reads = Clock(), []
+    refusing = [False]
+    waiting = [False]
+    read = paced(
+        arrivals(clock, [0.1, 0.2, 0.3], reads),
+        clock=clock,
+        sleep=clock.sleep,
+        ready=lambda: waiting[0],
+        refuse=lambda: refusing[0],
+    )
+    assert read(100) == b"e"
+    refusing[0] = True
+    with pytest.raises(pacing.NotThereYet):
+        read(100)  # nothing waiting: refused, not waited for
+    assert reads == [pytest.approx(0.1)] and clock.pauses == []
+    waiting[0] = True
+    assert read(100) == b"e"  # bytes waiting: read
