@@ -423,6 +423,7 @@ class RecordedRequest:
     json: Any  # parsed body, None when empty or not JSON
     time: float = field(default_factory=time.monotonic)
     disconnected: bool = False  # the client went away before the answer was complete
+    peer: tuple[str, int] | None = None  # the client's end of the connection it came on
 
 
 class FakeServer:
@@ -623,7 +624,9 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             parsed = None
         headers = {k.lower(): v for k, v in self.headers.items()}
-        self.rec = RecordedRequest(self.command, self.path, headers, raw, parsed)
+        self.rec = RecordedRequest(
+            self.command, self.path, headers, raw, parsed, peer=self.client_address[:2]
+        )
         fake.record(self.rec)
         route = (self.command, self.path.split("?")[0])
         if route == ("POST", "/v1/chat/completions"):

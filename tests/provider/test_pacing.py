@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from cbenv import provider_settings
+from fakeserver import FakeServer, text
 from waits import returns_within
 
 from countbot_cli.messages import ChatRequest, Finished, StreamEvent, TextDelta
@@ -272,23 +273,31 @@ def test_the_chunks_one_read_brought_go_on_without_a_pause(
     assert [before == after for before, after in paused_at] == [True, True]
 
 
-class _KeptAlive(_ChunkedPaced):
+class _HeldOpen(_ChunkedPaced):
+    """The chunked body's end held back after [DONE]."""
+
     pieces = ["a ", "b ", "c "]
-    peers: set[tuple[str, int]] = set()
-
-
-class _HeldOpen(_KeptAlive):
     held = True
     release = threading.Event()
     peers: set[tuple[str, int]] = set()
 
 
 def test_a_streamed_answer_read_to_its_end_leaves_its_connection_for_the_next_request() -> None:
-    with _provider_on(_KeptAlive) as provider:
-        for _ in range(3):  # a REPL's turns, a tool round's calls: one connection, one handshake
-            events = list(provider.stream(ChatRequest(model="m", messages=[])))
-            assert isinstance(events[-1], Finished) and events[-1].content == "a b c "
-    assert len(_KeptAlive.peers) == 1  # 3 before: the body was left at [DONE], unread
+    with FakeServer() as server:
+        provider = OpenAICompatProvider(
+            provider_settings(api_base=server.base_url, api_key="k", model="m")
+        )
+        try:
+            for n in range(
+                3
+            ):  # a REPL's turns, a tool round's calls: one connection, one handshake
+                server.add(text(f"answer {n}", chunk_size=3))
+                events = list(provider.stream(ChatRequest(model="m", messages=[])))
+                assert isinstance(events[-1], Finished) and events[-1].content == f"answer {n}"
+        finally:
+            provider.close()
+        peers = {req.peer for req in server.requests}
+    assert len(peers) == 1  # 3 before: the body was left at [DONE], unread, and closed
 
 
 def test_the_end_of_a_body_is_not_waited_for_after_done() -> None:

@@ -134,6 +134,13 @@ def test_the_variable_holding_the_key_is_not_passed_on(tmp_path: Path) -> None:
     assert KEY not in seen and f"{KEY_VAR}=" not in seen
 
 
+def _probe(code: str) -> str:
+    """What `python -c CODE` prints, in a fresh process (the undumpable probes)."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def test_undumpable_leaves_this_process_its_own_proc_files() -> None:
     """What the tools rely on: the process still opens /proc/self/fd/N (a working folder
     for exec) after it made itself non-dumpable; a child it starts reads its own /proc."""
@@ -149,8 +156,7 @@ def test_undumpable_leaves_this_process_its_own_proc_files() -> None:
         "assert own.returncode == 0 and b'PATH=' in own.stdout, own\n"
         "print('ok')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip() == "ok", done.stderr
+    assert _probe(code) == "ok"
 
 
 def test_undumpable_through_ctypes_when_its_c_module_lacks_the_plain_call() -> None:
@@ -164,8 +170,7 @@ def test_undumpable_through_ctypes_when_its_c_module_lacks_the_plain_call() -> N
         "assert 'ctypes' in sys.modules\n"
         "print('ok')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip() == "ok", done.stderr
+    assert _probe(code) == "ok"
 
 
 def test_undumpable_leaves_the_process_non_dumpable_without_importing_ctypes() -> None:
@@ -177,5 +182,4 @@ def test_undumpable_leaves_the_process_non_dumpable_without_importing_ctypes() -
         "import ctypes\n"
         "print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip() == "0", done.stderr
+    assert _probe(code) == "0"
