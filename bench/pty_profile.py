@@ -87,6 +87,8 @@ def install(out: str) -> None:
         def paced(read: Any, *args: Any, **kwargs: Any) -> Any:
             marks.setdefault("CPU before the first paced read", time.process_time())
             kwargs["sleep"] = probe("inside pacing sleeps (kernel)", time.sleep)
+            if kwargs.get("wait") is not None:
+                kwargs["wait"] = probe("inside waits for bytes (kernel)", kwargs["wait"])
             return real_paced(probe("socket reads (httpcore)", read), *args, **kwargs)
 
         pacing.paced = paced

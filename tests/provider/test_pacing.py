@@ -144,6 +144,124 @@ def test_ctrl_c_during_a_pause_stops_the_stream() -> None:
     assert reads == [0.1]  # nothing read after the Ctrl-C
 
 
+class Wire:
+    """A socket on the fake clock whose writes (bytes) arrive at given times: `read` waits for
+    the next write not there yet and takes all that has arrived; `wait(n, seconds)` sleeps until
+    n bytes are waiting or the seconds have passed, as poll() with SO_RCVLOWAT does."""
+
+    def __init__(self, clock: Clock, writes: list[tuple[float, bytes]]) -> None:
+        self.clock, self.left = clock, list(writes)
+        self.reads: list[tuple[float, bytes]] = []  # (when, what) of each read
+        self.waits: list[tuple[int, float]] = []
+
+    def _waiting(self) -> int:
+        return sum(len(data) for at, data in self.left if at <= self.clock.now)
+
+    def read(self, max_bytes: int = 65536, timeout: float | None = None) -> bytes:
+        if not self.left:
+            return b""
+        self.clock.now = max(self.clock.now, self.left[0][0])
+        got = b"".join(data for at, data in self.left if at <= self.clock.now)
+        self.left = [(at, data) for at, data in self.left if at > self.clock.now]
+        self.reads.append((self.clock.now, got))
+        return got
+
+    def wait(self, n: int, seconds: float) -> None:
+        self.waits.append((n, seconds))
+        until = self.clock.now + seconds
+        for at, _ in self.left:  # the first arrival that brings the bytes waited for
+            if at > until:
+                break
+            self.clock.now = max(self.clock.now, at)
+            if self._waiting() >= n:
+                return
+        self.clock.now = max(self.clock.now, until)
+
+
+EVENT = b'data: {"choices": [{"delta": {"content": "word"}}]}\n\n'
+END = b'data: {"choices": [{"delta": {}, "finish_reason": "stop"}]}\n\n' + b"data: [DONE]\n\n"
+
+
+def _tokens(n: int, every: float, start: float = 0.1) -> list[tuple[float, bytes]]:
+    return [(start + every * k, EVENT) for k in range(n)]
+
+
+def _paced_on(wire: Wire, clock: Clock) -> Callable[..., bytes]:
+    return paced(wire.read, clock=clock, sleep=clock.sleep, wait=wire.wait)
+
+
+def test_at_100_events_a_second_a_read_waits_for_several_events_bytes() -> None:
+    clock = Clock()
+    wire = Wire(clock, _tokens(200, 0.010))
+    got = drain(_paced_on(wire, clock), 2e-4, clock)
+    assert sum(got) == 200 * len(EVENT)  # every byte, in order
+    assert len(wire.reads) <= 85  # about one read in 2.5 events; a gap's pause made 134
+    assert wire.waits and clock.pauses[:3] == clock.pauses  # after a few reads, waits only
+    ends = [at for at, _ in wire.reads]
+    assert all(b - a >= READ_GAP for a, b in zip(ends[5:], ends[6:], strict=False))
+    assert max(seconds for _, seconds in wire.waits) <= 3 * 0.010 + pacing.SLACK
+
+
+def test_without_a_wait_for_bytes_the_reads_are_a_gap_apart_as_before() -> None:
+    clock = Clock()
+    wire = Wire(clock, _tokens(200, 0.010))
+    drain(paced(wire.read, clock=clock, sleep=clock.sleep), 2e-4, clock)
+    assert len(wire.reads) >= 120  # a read every 15 ms
+
+
+def test_the_end_of_an_answer_ends_the_wait_when_it_brings_the_bytes_waited_for() -> None:
+    for last in range(60, 63):  # wherever the last token falls among the events a read gathers
+        clock = Clock()
+        tokens = _tokens(last, 0.010)
+        end_at = tokens[-1][0] + 0.0005  # the finish, the usage and [DONE], right behind
+        usage = b'data: {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 60}}\n\n'
+        wire = Wire(clock, [*tokens, (end_at, END + usage)])
+        drain(_paced_on(wire, clock), 2e-4, clock)
+        assert wire.reads[-1][0] == pytest.approx(end_at)  # read as it arrived, not later
+
+
+def test_an_end_smaller_than_the_bytes_waited_for_is_read_when_the_wait_times_out() -> None:
+    lags = []
+    for last in range(60, 63):
+        clock = Clock()
+        tokens = _tokens(last, 0.010)
+        end_at = tokens[-1][0] + 0.0005
+        wire = Wire(clock, [*tokens, (end_at, b"data: [DONE]\n\n")])
+        drain(_paced_on(wire, clock), 2e-4, clock)
+        assert wire.reads[-1][1].endswith(b"[DONE]\n\n")
+        lags.append(wire.reads[-1][0] - end_at)
+    # [DONE] alone never brings the bytes waited for: the wait's timeout reads it, within the
+    # time the events waited for take to come and the slack
+    assert min(lags) > 0 and max(lags) <= pacing.GATHER * 0.010 + pacing.SLACK + 1e-6
+
+
+def test_a_stream_slower_than_the_wait_allows_is_read_as_each_event_comes() -> None:
+    clock = Clock()
+    wire = Wire(clock, _tokens(50, 0.030))  # 33 events a second
+    drain(_paced_on(wire, clock), 2e-4, clock)
+    assert len(wire.reads) == 50 and wire.waits == []
+
+
+def test_a_wait_for_bytes_on_a_socket_leaves_its_low_water_mark_as_it_was() -> None:
+    srv = socket.create_server(("127.0.0.1", 0))
+    with srv:
+        client = socket.create_connection(srv.getsockname())
+        conn, _ = srv.accept()
+        with client, conn:
+            wait = pacing.bytes_or_time(client)
+            if wait is None:
+                pytest.skip("no SO_RCVLOWAT wait on this platform")
+            mark = client.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT)
+            conn.sendall(b"x" * 50)
+            returns_within(lambda: wait(1000, 0.05), "a wait for bytes that never come")
+            assert client.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == mark
+            client.settimeout(10)  # a hang bound: a mark left at 1000 bytes would wait it out
+            assert client.recv(100) == b"x" * 50  # read at once: the mark is back at 1 byte
+            threading.Timer(0.05, conn.sendall, (b"y" * 2000,)).start()
+            returns_within(lambda: wait(1000, 60.0), "a wait whose bytes come")
+            assert len(client.recv(4096)) >= 1000
+
+
 # ---- through the provider, against a real loopback server ----
 
 
