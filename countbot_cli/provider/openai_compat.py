@@ -37,7 +37,7 @@ from countbot_cli.provider.http_errors import (
     short_reason,
     stream_error,
 )
-from countbot_cli.provider.pacing import paced_response
+from countbot_cli.provider.pacing import Body, paced_response
 from countbot_cli.provider.sse import MAX_LINE, LineTooLong
 
 if TYPE_CHECKING:
@@ -256,44 +256,55 @@ class OpenAICompatProvider:
             if _is_json(resp.headers.get("content-type", ""), first):
                 yield from completion_events(self._read_rest(first, chunks), self.cfg.api_key)
             else:
-                with paced_response(resp) as rest:
-                    yield from self._decode_stream(first, chunks, rest)
+                with paced_response(resp) as reads:
+                    yield from self._decode_stream(first, chunks, reads)
         finally:
             resp.close()
 
     def _decode_stream(
-        self,
-        first: bytes,
-        chunks: Iterator[bytes],
-        rest: Callable[[Iterator[bytes]], None],
+        self, first: bytes, chunks: Iterator[bytes], reads: Body
     ) -> Iterator[StreamEvent]:
-        """The events of a streamed body; after [DONE], `rest(chunks)` reads what has arrived of
-        the body's end (`paced_response`: its connection can then serve the next request)."""
-        import httpx
-
+        """The events of a streamed body, those of one socket read together (`reads.held`);
+        after [DONE], `reads.rest(chunks)` reads what has arrived of the body's end
+        (`paced_response`: its connection can then serve the next request)."""
         acc = Assembler(api_key=self.cfg.api_key)
         done = False
+        events: list[StreamEvent] = []  # decoded, not handed on yet
         try:
             for payloads in sse_reads(itertools.chain((first,), chunks)):
-                events: list[StreamEvent] = []
-                try:
-                    done = _read_events(acc, payloads, events)
-                except ProviderError:  # what came before the error is shown and kept
-                    yield from merged(events)
-                    raise
-                yield from merged(events)
+                done = _read_events(acc, payloads, events)
+                if done or not reads.held(len(payloads)):
+                    out, events = events, []
+                    yield from merged(out)
                 if done:
                     break
-        except httpx.TransportError as exc:
+        except GeneratorExit:
+            raise
+        except BaseException as exc:  # what was decoded before it is shown and kept
+            out, events = events, []
+            yield from merged(out)
+            failure = self._stream_failure(exc, acc)
+            if failure is exc:
+                raise
+            raise failure from (None if isinstance(exc, LineTooLong) else exc)
+        if done:
+            reads.rest(chunks)
+        yield acc.finish(done)
+
+    def _stream_failure(self, exc: BaseException, acc: Assembler) -> BaseException:
+        """What a streamed body's read or decoding raised, as the caller sees it: a transport
+        failure or an overlong line as a ProviderError keeping the text that came; an error
+        payload, Ctrl-C or SIGTERM as it is."""
+        import httpx
+
+        if isinstance(exc, httpx.TransportError):
             err = self._exc_error(exc, started=True)
             if isinstance(err, StreamError):
                 err.partial_text = acc.partial
-            raise err from exc
-        except LineTooLong as exc:
-            raise stream_error(f"the provider sent {exc}; stopped reading", acc.partial) from None
-        if done:
-            rest(chunks)
-        yield acc.finish(done)
+            return err
+        if isinstance(exc, LineTooLong):
+            return stream_error(f"the provider sent {exc}; stopped reading", acc.partial)
+        return exc
 
     def _read_rest(self, first: bytes, chunks: Iterator[bytes]) -> bytes:
         import httpx

@@ -10,7 +10,7 @@ the server, so a read finds the events that arrived meanwhile.
 It is the socket that is paced, not the body's chunks: `paced_response` wraps the read of the
 response's network stream (httpcore's documented `network_stream` extension), so what one read
 brought (several HTTP chunks of a chunked body: h11 hands on one at a time) goes on without a
-pause. Pausing between chunks instead held the end of a chunked answer (last token, finish,
+pause, and together (`Reads`: the decoder hands a read's events on as one delta). Pausing between chunks instead held the end of a chunked answer (last token, finish,
 usage, [DONE]: one write, four chunks) for three gaps. After [DONE], `rest` reads what has
 arrived of the body's end and never waits (a read that would is refused): a body read to its end
 leaves its connection in the pool, where one stopped at [DONE] closed it, and every request,
@@ -41,7 +41,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 READ_GAP = 0.015  # seconds between two reads, at the least, of a stream slower than its reader
 WAITED = 0.001  # a read that took this long waited for the server
@@ -57,10 +57,16 @@ class NotThereYet(Exception):
     """A read that would have waited for the server, refused (`paced_response`'s rest)."""
 
 
+def events_in(data: bytes) -> int:
+    """The SSE events whose start `data` holds: its lines that begin with `data:` (a JSON
+    payload cannot hold a line break, so text about `data:` is not one)."""
+    return data.count(b"\ndata:") + data.startswith(b"data:")
+
+
 class Cadence:
     """How fast a stream's events come, and how big they are, from its recent reads (a moving
     average, so a pause in the stream is soon forgotten). Events are counted by their `data:`
-    fields (SSE); a read that found none still counts its time and bytes."""
+    lines (`events_in`); a read that found none still counts its time and bytes."""
 
     DECAY = 0.8  # weight left to the reads before, at each read
     KNOWN = 3  # reads before the figures are trusted
@@ -75,7 +81,7 @@ class Cadence:
         if self._at is not None:
             d = self.DECAY
             self._seconds = d * self._seconds + (at - self._at)
-            self._events = d * self._events + data.count(b"data:")
+            self._events = d * self._events + events_in(data)
             self._bytes = d * self._bytes + len(data)
             self._reads += 1
         self._at = at
@@ -140,25 +146,63 @@ def paced(
     return paced_read
 
 
+class Reads:
+    """The socket reads of a streamed body, for its decoder. The HTTP parser hands on what one
+    read brought a chunk at a time (h11: each HTTP chunk of a chunked body, and OpenAI's,
+    llama.cpp's and Ollama's servers send an event a chunk); `held` tells the decoder whether
+    more events of the last read are still to come from the parser, without a read, so that a
+    read's events go on together: one delta to the engine and the view, not one a token."""
+
+    def __init__(self) -> None:
+        self.count = 0  # socket reads so far
+        self.events = 0  # whole events the last one brought
+        self._seen = 0  # the read whose events are being decoded
+        self._owed = 0  # its events not decoded yet
+
+    def add(self, data: bytes) -> None:
+        """A socket read that brought `data`: the events it ends and began (one cut by the
+        read's end is not counted, nor a comment's blank line)."""
+        self.count += 1
+        self.events = min(data.count(b"\n\n"), events_in(data))
+
+    def held(self, decoded: int) -> bool:
+        """After `decoded` more events were decoded: whether the last read brought more, still in
+        the parser. A read whose events are overcounted (a comment among them) has its events
+        go on with the next read's, a read later."""
+        if self._seen != self.count:
+            self._seen, self._owed = self.count, self.events
+        self._owed -= decoded
+        return self._owed > 0
+
+
+class Body(NamedTuple):
+    """What `paced_response` gives its block: `rest(chunks)` and `held(decoded)` (Reads)."""
+
+    rest: Callable[[Iterator[bytes]], None]
+    held: Callable[[int], bool]
+
+
 REST_BYTES = 64 * 1024  # what is read of a body after its [DONE], at the most
 
 
 @contextmanager
-def paced_response(resp: Any, gap: float = READ_GAP) -> Iterator[Callable[[Iterator[bytes]], None]]:
+def paced_response(resp: Any, gap: float = READ_GAP) -> Iterator[Body]:
     """While in the block, the socket reads of `resp` (an httpx response being streamed) are
     `paced`; its network stream is left as it was after (the connection may serve another
     request). Nothing is paced without a network stream and its socket (a mocked transport,
     HTTP/2).
 
-    The block gets `rest(chunks)`: read what is left of the body (`chunks`, its iterator) as
-    far as it has arrived, never waiting. A body read to its end gives its connection back to
-    the pool for the next request; one left unread at [DONE] is closed with its connection."""
+    The block gets a Body: `rest(chunks)` reads what is left of the body (`chunks`, its
+    iterator) as far as it has arrived, never waiting. A body read to its end gives its
+    connection back to the pool for the next request; one left unread at [DONE] is closed with
+    its connection. `held(decoded)` is Reads.held."""
     stream = resp.extensions.get("network_stream")
     sock = stream.get_extra_info("socket") if stream is not None else None
     if sock is None:
-        yield _no_rest
+        yield UNPACED
         return
     draining = False
+    reads = Reads()
 
     def rest(chunks: Iterator[bytes]) -> None:
         nonlocal draining
@@ -173,25 +217,40 @@ def paced_response(resp: Any, gap: float = READ_GAP) -> Iterator[Callable[[Itera
         finally:
             draining = False
 
+    paced_read = paced(
+        stream.read,
+        gap,
+        ready=readable(sock),
+        refuse=lambda: draining,
+        wait=bytes_or_time(sock),
+    )
+
+    def read(*args: Any, **kwargs: Any) -> bytes:
+        data = paced_read(*args, **kwargs)
+        reads.add(data)
+        return data
+
     try:
-        stream.read = paced(
-            stream.read,
-            gap,
-            ready=readable(sock),
-            refuse=lambda: draining,
-            wait=bytes_or_time(sock),
-        )
+        stream.read = read
     except AttributeError:  # a stream that cannot take the wrapper: read unpaced
-        yield _no_rest
+        yield UNPACED
         return
     try:
-        yield rest
+        yield Body(rest, reads.held)
     finally:
         del stream.read  # the class's own read again
 
 
 def _no_rest(chunks: Iterator[bytes]) -> None:
     """No socket to ask whether the rest has arrived: the body is left as it is."""
+
+
+def _never_held(decoded: int) -> bool:
+    """No socket reads seen: each chunk's events go on as they are decoded."""
+    return False
+
+
+UNPACED = Body(_no_rest, _never_held)
 
 
 def readable(sock: Any) -> Callable[[], bool]:

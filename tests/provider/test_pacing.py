@@ -278,6 +278,7 @@ class _Paced(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     pieces = [f"w{i} " for i in range(20)]
     chunked = False
+    per_write = 1  # events a write
     held = False  # the chunked body's end is held back after [DONE] until `release` is set
     release = threading.Event()
     peers: set[tuple[str, int]] = set()  # the client's connections
@@ -300,10 +301,11 @@ class _Paced(BaseHTTPRequestHandler):
         self.end_headers()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         *first, last = self.pieces
-        for piece in first:
-            self.wfile.write(self._frame(_chunk(piece)))
+        for at in range(0, len(first), self.per_write):
+            group = first[at : at + self.per_write]
+            self.wfile.write(b"".join(self._frame(_chunk(piece)) for piece in group))
             self.wfile.flush()
-            time.sleep(0.010)
+            time.sleep(0.010 * self.per_write)
         usage = {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 12}}
         end = [_chunk(last), _chunk("", "stop"), f"data: {json.dumps(usage)}\n\n".encode()]
         end.append(b"data: [DONE]\n\n")
@@ -389,6 +391,59 @@ def test_the_chunks_one_read_brought_go_on_without_a_pause(
     # the last token and the end came in one read: no pause between them (there were three:
     # one after each HTTP chunk when the chunks were paced rather than the socket reads)
     assert [before == after for before, after in paused_at] == [True, True]
+
+
+class _ThreeAWrite(_ChunkedPaced):
+    """Three events (three HTTP chunks) a write, 30 ms apart."""
+
+    pieces = [f"w{i} " for i in range(31)]
+    per_write = 3
+
+
+def test_the_events_one_socket_read_brought_go_on_as_one_delta() -> None:
+    with _provider_on(_ThreeAWrite) as provider:
+        events = list(provider.stream(ChatRequest(model="m", messages=[])))
+    texts = [e.text for e in events if isinstance(e, TextDelta)]
+    assert "".join(texts) == "".join(_ThreeAWrite.pieces)
+    writes = [_ThreeAWrite.pieces[i : i + 3] for i in range(0, 30, 3)]
+    ends = set(itertools.accumulate(len("".join(group)) for group in writes))
+    ends.add(len("".join(_ThreeAWrite.pieces)))  # the last token, with the end
+    ends |= {3, 6}  # the first read is the request's, before the pacing: an event a delta
+    # whole writes a delta (a read may take two), not a delta an HTTP chunk as h11 gives them
+    assert set(itertools.accumulate(len(text) for text in texts)) <= ends
+    assert len(texts) <= len(writes) + 3
+
+
+def test_reads_tell_the_decoder_which_events_are_still_in_the_parser() -> None:
+    reads = pacing.Reads()
+    reads.add(b"data: a\n\ndata: b\n\ndata: c\n\n")
+    assert [reads.held(1), reads.held(1), reads.held(1)] == [True, True, False]
+    reads.add(b"data: d\n\ndata: e")  # the second cut by the read's end: not waited for
+    assert not reads.held(1)
+    reads.add(b"data: f\n\n: keep-alive\n\ndata: g\n\n")  # a comment is not an event
+    assert reads.held(1) and not reads.held(1)
+
+
+class _Interrupted:
+    """Chunks, then Ctrl-C in the read for the next one."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.chunks
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_in_a_read_still_shows_the_events_held_for_it() -> None:
+    provider = OpenAICompatProvider(provider_settings(api_base="http://x/v1", api_key="k"))
+    held = pacing.Body(rest=lambda chunks: None, held=lambda decoded: True)  # as if owed more
+    stream = provider._decode_stream(_chunk("kept "), iter(_Interrupted([_chunk("too")])), held)
+    got = []
+    with pytest.raises(KeyboardInterrupt):
+        for event in stream:
+            got.append(event)
+    assert [e.text for e in got if isinstance(e, TextDelta)] == ["kept too"]
 
 
 class _HeldOpen(_ChunkedPaced):
