@@ -94,6 +94,18 @@ def install(out: str) -> None:
         pacing.paced = paced
     except (ImportError, AttributeError):
         pass
+    try:
+        from countbot_cli.provider.openai_compat import OpenAICompatProvider
+
+        real_decode = OpenAICompatProvider._decode_stream
+
+        def decode(self: Any, *args: Any, **kwargs: Any) -> Any:
+            yield from real_decode(self, *args, **kwargs)
+            marks["CPU at the answer's end"] = time.process_time()
+
+        OpenAICompatProvider._decode_stream = decode  # type: ignore[method-assign]
+    except (ImportError, AttributeError):
+        pass
     patch("countbot_cli.provider.openai_compat", None, "_read_events", "decode a read's events")
     patch("countbot_cli.ui.turnview", "MarkdownView", "text", "MarkdownView.text (frames too)")
     patch("countbot_cli.ui.turnview", "PlainView", "text", "PlainView.text")

@@ -7,7 +7,9 @@ is read. Per run: CPU % of the stream (user+sys of the reaped client over the st
 the time from the last token written by the server to the client's exit, and the bytes written
 to the terminal. Clients are run interleaved; medians. The body is close-delimited, or with
 `chunked` a chunked body on a kept-alive connection (the end, finish and [DONE] and the last
-chunk, in one write).
+chunk, in one write). A request that asks for usage (`stream_options.include_usage`, which
+countbot sends) gets a usage event before [DONE], as OpenAI's, vLLM's, llama.cpp's and
+Ollama's servers send it.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length") or 0))
+        request = self.rfile.read(int(self.headers.get("content-length") or 0))
         if self.path != "/v1/chat/completions":
             self._head(404, "application/json", 2)
             self.wfile.write(b"{}")
@@ -71,7 +73,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         self.server.last_token_at = time.monotonic()
         done = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-        end = [f"data: {json.dumps(done)}\n\n".encode(), b"data: [DONE]\n\n"]
+        end = [f"data: {json.dumps(done)}\n\n".encode()]
+        if (json.loads(request or b"{}").get("stream_options") or {}).get("include_usage"):
+            n = len(self.server.chunks)  # as OpenAI, vLLM, llama.cpp and Ollama send it
+            usage = {"prompt_tokens": 9, "completion_tokens": n, "total_tokens": n + 9}
+            end.append(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
+        end.append(b"data: [DONE]\n\n")
         last = b"0\r\n\r\n" if chunked else b""  # the chunked body's end, in the same write
         self.wfile.write(b"".join(frame(part) for part in end) + last)
         self.wfile.flush()
