@@ -278,6 +278,8 @@ class OpenAICompatProvider:
                     yield from merged(out)
                 if done:
                     break
+            out, events = events, []
+            yield from merged(out)  # the body ended (no [DONE]) with events held
         except GeneratorExit:
             raise
         except BaseException as exc:  # what was decoded before it is shown and kept

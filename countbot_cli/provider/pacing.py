@@ -10,11 +10,12 @@ the server, so a read finds the events that arrived meanwhile.
 It is the socket that is paced, not the body's chunks: `paced_response` wraps the read of the
 response's network stream (httpcore's documented `network_stream` extension), so what one read
 brought (several HTTP chunks of a chunked body: h11 hands on one at a time) goes on without a
-pause, and together (`Reads`: the decoder hands a read's events on as one delta). Pausing between chunks instead held the end of a chunked answer (last token, finish,
-usage, [DONE]: one write, four chunks) for three gaps. After [DONE], `rest` reads what has
-arrived of the body's end and never waits (a read that would is refused): a body read to its end
-leaves its connection in the pool, where one stopped at [DONE] closed it, and every request,
-each turn of the REPL and each call of a tool round, paid a new TCP and TLS handshake.
+pause, and together (`Reads`: the decoder hands a read's events on as one delta). Pausing
+between chunks instead held the end of a chunked answer (last token, finish, usage, [DONE]: one
+write, four chunks) for three gaps. After [DONE], `rest` reads the body's end if it arrives
+within REST_WAIT (10 ms: servers write it right behind), else a read is refused: a body read to
+its end leaves its connection in the pool, where one stopped at [DONE] closed it, and every
+request, each turn of the REPL and each call of a tool round, paid a new TCP and TLS handshake.
 
 Text reaches the screen at most `gap` later than it arrived (the rendered view draws 10 frames
 a second anyway), and so does the end of the answer: the time from the last token to exit is
@@ -45,7 +46,7 @@ from typing import Any, NamedTuple
 
 READ_GAP = 0.015  # seconds between two reads, at the least, of a stream slower than its reader
 WAITED = 0.001  # a read that took this long waited for the server
-GATHER = 2.5  # events a wait for bytes lets gather (on a stream slower than READ_GAP an event)
+GATHER = 2.5  # events a wait for bytes lets gather (when they take longer than READ_GAP)
 SLACK = 0.005  # seconds a wait for bytes allows beyond the time they take to come
 WAIT_MAX = 0.040  # a stream slower than this for GATHER events is read as each one comes
 
@@ -111,9 +112,9 @@ def paced(
     for the server (it is the slower one from then on), unless `ready()` says more is waiting
     already: a server writes the end of an answer (finish, usage, [DONE]) right behind its last
     token, which a pause would hold back by up to `gap`. With `wait` (bytes_or_time), a stream
-    slower than an event a gap is waited for by its bytes instead: GATHER events' worth, or as
-    long as they take to come and SLACK. While `refuse()`, a read that would wait raises
-    NotThereYet instead."""
+    whose GATHER events take longer than `gap` (and at most WAIT_MAX) is waited for by their
+    bytes instead, or as long as they take to come and SLACK. While `refuse()`, a read that would
+    wait raises NotThereYet instead."""
     last_end: float | None = None
     waited = False
     cadence = Cadence()
@@ -149,15 +150,21 @@ def paced(
 class Reads:
     """The socket reads of a streamed body, for its decoder. The HTTP parser hands on what one
     read brought a chunk at a time (h11: each HTTP chunk of a chunked body, and OpenAI's,
-    llama.cpp's and Ollama's servers send an event a chunk); `held` tells the decoder whether
-    more events of the last read are still to come from the parser, without a read, so that a
-    read's events go on together: one delta to the engine and the view, not one a token."""
+    llama.cpp's and Ollama's servers send an event a chunk), and a TLS socket gives a read one
+    record (an event); `held` tells the decoder whether more events are to come without a wait:
+    the rest of the last read's, still in the parser, or a next read's that is `ready()`
+    (up to JOIN reads). The events of a wake then go on together: one delta to the engine and
+    the view, not one a token."""
 
-    def __init__(self) -> None:
+    JOIN = 8  # reads whose events go on together, at the most (a burst is shown as it comes)
+
+    def __init__(self, ready: Callable[[], bool] = lambda: False) -> None:
         self.count = 0  # socket reads so far
         self.events = 0  # whole events the last one brought
+        self._ready = ready
         self._seen = 0  # the read whose events are being decoded
         self._owed = 0  # its events not decoded yet
+        self._since = 0  # the read before those whose events are held
 
     def add(self, data: bytes) -> None:
         """A socket read that brought `data`: the events it ends and began (one cut by the
@@ -166,13 +173,17 @@ class Reads:
         self.events = min(data.count(b"\n\n"), events_in(data))
 
     def held(self, decoded: int) -> bool:
-        """After `decoded` more events were decoded: whether the last read brought more, still in
-        the parser. A read whose events are overcounted (a comment among them) has its events
-        go on with the next read's, a read later."""
+        """After `decoded` more events were decoded: whether more come without a wait (the
+        last read brought more, still in the parser, or the next read's bytes are there). A
+        read whose events are overcounted (a comment among them) has its events go on with the
+        next read's, a read later."""
         if self._seen != self.count:
             self._seen, self._owed = self.count, self.events
         self._owed -= decoded
-        return self._owed > 0
+        if self._owed > 0 or (self.count - self._since < self.JOIN and self._ready()):
+            return True
+        self._since = self.count
+        return False
 
 
 class Body(NamedTuple):
@@ -183,6 +194,7 @@ class Body(NamedTuple):
 
 
 REST_BYTES = 64 * 1024  # what is read of a body after its [DONE], at the most
+REST_WAIT = 0.010  # seconds the body's end may take to come after [DONE] (a write of its own)
 
 
 @contextmanager
@@ -193,7 +205,7 @@ def paced_response(resp: Any, gap: float = READ_GAP) -> Iterator[Body]:
     HTTP/2).
 
     The block gets a Body: `rest(chunks)` reads what is left of the body (`chunks`, its
-    iterator) as far as it has arrived, never waiting. A body read to its end gives its
+    iterator) as far as it arrives within REST_WAIT. A body read to its end gives its
     connection back to the pool for the next request; one left unread at [DONE] is closed with
     its connection. `held(decoded)` is Reads.held."""
     stream = resp.extensions.get("network_stream")
@@ -202,7 +214,8 @@ def paced_response(resp: Any, gap: float = READ_GAP) -> Iterator[Body]:
         yield UNPACED
         return
     draining = False
-    reads = Reads()
+    ready = readable(sock)
+    reads = Reads(ready)
 
     def rest(chunks: Iterator[bytes]) -> None:
         nonlocal draining
@@ -220,8 +233,8 @@ def paced_response(resp: Any, gap: float = READ_GAP) -> Iterator[Body]:
     paced_read = paced(
         stream.read,
         gap,
-        ready=readable(sock),
-        refuse=lambda: draining,
+        ready=ready,
+        refuse=lambda: draining and not ready(REST_WAIT),
         wait=bytes_or_time(sock),
     )
 
@@ -253,9 +266,10 @@ def _never_held(decoded: int) -> bool:
 UNPACED = Body(_no_rest, _never_held)
 
 
-def readable(sock: Any) -> Callable[[], bool]:
-    """Whether bytes are waiting on `sock` (or in its TLS buffer), asked without waiting; never
-    raises (a closed socket is not ready)."""
+def readable(sock: Any) -> Callable[..., bool]:
+    """`ready(timeout=0)`: whether bytes are waiting on `sock` (or in its TLS buffer), waiting
+    up to `timeout` seconds for them (with poll()); never raises (a closed socket is not
+    ready)."""
     import select
 
     pending = getattr(sock, "pending", None)  # an SSLSocket's decrypted bytes not yet read
@@ -263,12 +277,13 @@ def readable(sock: Any) -> Callable[[], bool]:
     if poller is not None:
         poller.register(sock, select.POLLIN)
 
-    def ready() -> bool:
+    def ready(timeout: float = 0.0) -> bool:
         try:
             if pending is not None and pending() > 0:
                 return True
             if poller is not None:  # bytes, or the end (HUP); not a closed socket (NVAL)
-                return any(ev & (select.POLLIN | select.POLLHUP) for _, ev in poller.poll(0))
+                got = poller.poll(math.ceil(timeout * 1000))
+                return any(ev & (select.POLLIN | select.POLLHUP) for _, ev in got)
             return bool(select.select([sock], [], [], 0)[0])
         except (OSError, ValueError):
             return False

@@ -242,6 +242,15 @@ def test_a_stream_slower_than_the_wait_allows_is_read_as_each_event_comes() -> N
     assert len(wire.reads) == 50 and wire.waits == []
 
 
+def test_where_the_wait_for_bytes_is_not_known_to_work_there_is_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pacing.sys, "platform", "darwin")  # poll() may ignore the mark there
+    a, b = socket.socketpair()
+    with a, b:
+        assert pacing.bytes_or_time(a) is None  # paced() then sleeps a gap (the test above)
+
+
 def test_a_wait_for_bytes_on_a_socket_leaves_its_low_water_mark_as_it_was() -> None:
     srv = socket.create_server(("127.0.0.1", 0))
     with srv:
@@ -414,6 +423,24 @@ def test_the_events_one_socket_read_brought_go_on_as_one_delta() -> None:
     assert len(texts) <= len(writes) + 3
 
 
+def test_the_events_of_one_wake_go_on_together_when_a_read_takes_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # as a TLS socket's read gives one record: here, reads of about an event's bytes
+    import httpcore._sync.http11 as http11
+
+    monkeypatch.setattr(http11.HTTP11Connection, "READ_NUM_BYTES", 64)
+    with _provider_on(_ThreeAWrite) as provider:
+        events = list(provider.stream(ChatRequest(model="m", messages=[])))
+    texts = [e.text for e in events if isinstance(e, TextDelta)]
+    assert "".join(texts) == "".join(_ThreeAWrite.pieces)
+    writes = [_ThreeAWrite.pieces[i : i + 3] for i in range(0, 30, 3)]
+    ends = set(itertools.accumulate(len("".join(group)) for group in writes))
+    ends |= {len("".join(_ThreeAWrite.pieces)), 3, 6}  # the end; the request's read
+    assert set(itertools.accumulate(len(text) for text in texts)) <= ends
+    assert len(texts) <= len(writes) + 3
+
+
 def test_reads_tell_the_decoder_which_events_are_still_in_the_parser() -> None:
     reads = pacing.Reads()
     reads.add(b"data: a\n\ndata: b\n\ndata: c\n\n")
@@ -422,6 +449,19 @@ def test_reads_tell_the_decoder_which_events_are_still_in_the_parser() -> None:
     assert not reads.held(1)
     reads.add(b"data: f\n\n: keep-alive\n\ndata: g\n\n")  # a comment is not an event
     assert reads.held(1) and not reads.held(1)
+
+
+def test_reads_hold_events_while_the_next_read_is_there_up_to_join_reads() -> None:
+    waiting = [True]
+    reads = pacing.Reads(ready=lambda: waiting[0])
+    held = []
+    for _ in range(pacing.Reads.JOIN + 2):  # a burst: a read an event, the next always there
+        reads.add(b"data: x\n\n")
+        held.append(reads.held(1))
+    assert held == [True] * (pacing.Reads.JOIN - 1) + [False, True, True]
+    waiting[0] = False
+    reads.add(b"data: y\n\n")
+    assert not reads.held(1)  # nothing there: the events go on
 
 
 class _Interrupted:
@@ -433,6 +473,15 @@ class _Interrupted:
     def __iter__(self) -> Iterator[bytes]:
         yield from self.chunks
         raise KeyboardInterrupt
+
+
+def test_events_held_when_a_body_ends_without_done_still_go_on() -> None:
+    provider = OpenAICompatProvider(provider_settings(api_base="http://x/v1", api_key="k"))
+    held = pacing.Body(rest=lambda chunks: None, held=lambda decoded: True)  # as if owed more
+    body = iter([_chunk("too"), _chunk("", "stop")])  # a finish, then the end: no [DONE]
+    events = list(provider._decode_stream(_chunk("kept "), body, held))
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["kept too"]
+    assert isinstance(events[-1], Finished) and events[-1].content == "kept too"
 
 
 def test_ctrl_c_in_a_read_still_shows_the_events_held_for_it() -> None:
