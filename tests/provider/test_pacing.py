@@ -409,7 +409,18 @@ class _ThreeAWrite(_ChunkedPaced):
     per_write = 3
 
 
-def test_the_events_one_socket_read_brought_go_on_as_one_delta() -> None:
+@pytest.mark.parametrize(
+    "read_bytes",
+    [None, 64],
+    ids=["a read takes a write", "a read takes an event, as a TLS read takes a record"],
+)
+def test_the_events_one_wake_brought_go_on_as_one_delta(
+    monkeypatch: pytest.MonkeyPatch, read_bytes: int | None
+) -> None:
+    if read_bytes is not None:
+        import httpcore._sync.http11 as http11
+
+        monkeypatch.setattr(http11.HTTP11Connection, "READ_NUM_BYTES", read_bytes)
     with _provider_on(_ThreeAWrite) as provider:
         events = list(provider.stream(ChatRequest(model="m", messages=[])))
     texts = [e.text for e in events if isinstance(e, TextDelta)]
@@ -418,25 +429,7 @@ def test_the_events_one_socket_read_brought_go_on_as_one_delta() -> None:
     ends = set(itertools.accumulate(len("".join(group)) for group in writes))
     ends.add(len("".join(_ThreeAWrite.pieces)))  # the last token, with the end
     ends |= {3, 6}  # the first read is the request's, before the pacing: an event a delta
-    # whole writes a delta (a read may take two), not a delta an HTTP chunk as h11 gives them
-    assert set(itertools.accumulate(len(text) for text in texts)) <= ends
-    assert len(texts) <= len(writes) + 3
-
-
-def test_the_events_of_one_wake_go_on_together_when_a_read_takes_one(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # as a TLS socket's read gives one record: here, reads of about an event's bytes
-    import httpcore._sync.http11 as http11
-
-    monkeypatch.setattr(http11.HTTP11Connection, "READ_NUM_BYTES", 64)
-    with _provider_on(_ThreeAWrite) as provider:
-        events = list(provider.stream(ChatRequest(model="m", messages=[])))
-    texts = [e.text for e in events if isinstance(e, TextDelta)]
-    assert "".join(texts) == "".join(_ThreeAWrite.pieces)
-    writes = [_ThreeAWrite.pieces[i : i + 3] for i in range(0, 30, 3)]
-    ends = set(itertools.accumulate(len("".join(group)) for group in writes))
-    ends |= {len("".join(_ThreeAWrite.pieces)), 3, 6}  # the end; the request's read
+    # whole writes a delta (a wake may take two), not a delta an HTTP chunk or a read
     assert set(itertools.accumulate(len(text) for text in texts)) <= ends
     assert len(texts) <= len(writes) + 3
 
