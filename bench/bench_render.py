@@ -12,7 +12,7 @@ The naive approaches are estimated from timed samples (the full runs take minute
 
 usage: python bench/bench_render.py [TOKENS] [--full]   (--full also runs full10 for real)
        python bench/bench_render.py [TOKENS] --pty [--reps N] [--countbot LABEL=PATH ...] [--breakdown]
-           [--chunked]
+           [--chunked] [--tls]
 --pty measures the real terminal path instead (bench/pty_stream.py): `countbot ask --no-save hi`
 on a pseudo-terminal against a loopback server streaming the doc at 100 tokens/s, its CPU % of
 the stream and the time from the last token to its exit (issue 25 point 4: <= 3 %, <= 20 ms).
@@ -21,7 +21,8 @@ adds, in the same rounds, each one's `ask --plain` (start-up, HTTP and SSE, no m
 difference is the renderer's share) and the stdlib floor client (bench/floor_client.py, raw).
 `--chunked` has the server send a chunked body on a kept-alive connection, one HTTP chunk an
 event, as OpenAI's, llama.cpp's and Ollama's servers do (default: close-delimited, one read a
-segment; h11 then hands on a chunked body one chunk at a time).
+segment; h11 then hands on a chunked body one chunk at a time). `--tls` serves it over TLS, as
+remote providers do (a read then takes one TLS record, an event).
 
        python bench/bench_render.py [TOKENS] --instructions [--tree LABEL=CHECKOUT ...]
 --instructions counts the renderer's instructions (valgrind's callgrind), which the load of a
@@ -238,7 +239,7 @@ def pty_main(chunks: list[str]) -> None:
     if "--breakdown" in argv:
         floor = [sys.executable, str(HERE / "floor_client.py"), pty_stream.BASE_URL, "hi"]
         clients.append(("floor (raw)", floor))
-    pty_stream.run(clients, chunks, RATE, reps, chunked="--chunked" in argv)
+    pty_stream.run(clients, chunks, RATE, reps, chunked="--chunked" in argv, tls="--tls" in argv)
 
 
 _COUNT_CHILD = """

@@ -12,7 +12,15 @@ import urllib.parse
 
 base, prompt = sys.argv[1], sys.argv[2]
 url = urllib.parse.urlsplit(base)
-conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=60)
+if url.scheme == "https":  # trusting SSL_CERT_FILE, as OpenSSL's default paths do
+    import ssl
+
+    ctx = ssl.create_default_context()
+    conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+        url.hostname or "127.0.0.1", url.port or 443, timeout=60, context=ctx
+    )
+else:
+    conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=60)
 body = {"model": "test-model", "stream": True, "messages": [{"role": "user", "content": prompt}]}
 headers = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench"}
 conn.request("POST", url.path.rstrip("/") + "/chat/completions", json.dumps(body), headers)

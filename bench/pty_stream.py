@@ -9,7 +9,8 @@ to the terminal. Clients are run interleaved; medians. The body is close-delimit
 `chunked` a chunked body on a kept-alive connection (the end, finish and [DONE] and the last
 chunk, in one write). A request that asks for usage (`stream_options.include_usage`, which
 countbot sends) gets a usage event before [DONE], as OpenAI's, vLLM's, llama.cpp's and
-Ollama's servers send it.
+Ollama's servers send it. With `tls`, the server speaks TLS (a self-signed certificate the
+clients trust through SSL_CERT_FILE), as every remote provider does.
 """
 
 from __future__ import annotations
@@ -96,6 +97,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
 
+def _serve_tls(srv: _Server, tmp: Path) -> str:
+    """Serve TLS with a self-signed certificate for 127.0.0.1 (made with openssl); the path
+    of the certificate, for the clients' SSL_CERT_FILE."""
+    import ssl
+
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    return str(cert)
+
+
 def _http_chunk(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
@@ -143,14 +163,17 @@ def run(
     reps: int,
     *,
     chunked: bool = False,
+    tls: bool = False,
 ) -> None:
     srv = _Server(("127.0.0.1", 0), _Handler)
     srv.chunks, srv.rate, srv.last_token_at, srv.chunked = chunks, rate, 0.0, chunked
-    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
-    base = f"http://127.0.0.1:{srv.server_address[1]}/v1"
     tmp = Path(tempfile.mkdtemp(prefix="cb-pty-"))
+    trust = {"SSL_CERT_FILE": _serve_tls(srv, tmp)} if tls else {}
+    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
+    scheme = "https" if tls else "http"
+    base = f"{scheme}://127.0.0.1:{srv.server_address[1]}/v1"
     write_config(tmp, base, context_window=128000)
-    env = bench_env(tmp, TERM="xterm-256color", COLUMNS="100", LINES="40")
+    env = bench_env(tmp, TERM="xterm-256color", COLUMNS="100", LINES="40", **trust)
     stream = len(chunks) / rate
     got: dict[str, list[tuple[float, float, int]]] = {label: [] for label, _ in clients}
     try:
@@ -162,7 +185,7 @@ def run(
     finally:
         srv.shutdown()
         srv.server_close()
-    body = "chunked, kept alive" if chunked else "close-delimited"
+    body = ("chunked, kept alive" if chunked else "close-delimited") + (", TLS" if tls else "")
     print(
         f"# pty: {len(chunks)} tokens at {rate:g} tok/s ({stream:.1f} s), {body} body,"
         f" {reps} interleaved runs"
