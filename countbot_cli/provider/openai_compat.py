@@ -264,27 +264,30 @@ class OpenAICompatProvider:
     def _decode_stream(
         self, first: bytes, chunks: Iterator[bytes], reads: Body
     ) -> Iterator[StreamEvent]:
-        """The events of a streamed body, those of one socket read together (`reads.held`);
-        after [DONE], `reads.rest(chunks)` reads what has arrived of the body's end
+        """The events of a streamed body, those of one wake together (`reads.held`); after
+        [DONE], `reads.rest(chunks)` reads what has arrived of the body's end
         (`paced_response`: its connection can then serve the next request)."""
         acc = Assembler(api_key=self.cfg.api_key)
         done = False
         events: list[StreamEvent] = []  # decoded, not handed on yet
+
+        def handed_on() -> list[StreamEvent]:
+            nonlocal events
+            out, events = events, []
+            return merged(out)
+
         try:
             for payloads in sse_reads(itertools.chain((first,), chunks)):
                 done = _read_events(acc, payloads, events)
                 if done or not reads.held(len(payloads)):
-                    out, events = events, []
-                    yield from merged(out)
+                    yield from handed_on()
                 if done:
                     break
-            out, events = events, []
-            yield from merged(out)  # the body ended (no [DONE]) with events held
+            yield from handed_on()  # the body ended (no [DONE]) with events held
         except GeneratorExit:
             raise
         except BaseException as exc:  # what was decoded before it is shown and kept
-            out, events = events, []
-            yield from merged(out)
+            yield from handed_on()
             failure = self._stream_failure(exc, acc)
             if failure is exc:
                 raise

@@ -59,15 +59,16 @@ class NotThereYet(Exception):
 
 
 def events_in(data: bytes) -> int:
-    """The SSE events whose start `data` holds: its lines that begin with `data:` (a JSON
-    payload cannot hold a line break, so text about `data:` is not one)."""
-    return data.count(b"\ndata:") + data.startswith(b"data:")
+    """The whole SSE events `data` holds: its `data:` lines or its blank lines, whichever are
+    fewer (a JSON payload cannot hold a line break, so text about `data:` is not one; an
+    event cut by the read's end is not counted, nor a comment's blank line)."""
+    return min(data.count(b"\n\n"), data.count(b"\ndata:") + data.startswith(b"data:"))
 
 
 class Cadence:
     """How fast a stream's events come, and how big they are, from its recent reads (a moving
-    average, so a pause in the stream is soon forgotten). Events are counted by their `data:`
-    lines (`events_in`); a read that found none still counts its time and bytes."""
+    average, so a pause in the stream is soon forgotten). Events are counted by `events_in`; a
+    read that found none still counts its time and bytes."""
 
     DECAY = 0.8  # weight left to the reads before, at each read
     KNOWN = 3  # reads before the figures are trusted
@@ -167,10 +168,9 @@ class Reads:
         self._since = 0  # the read before those whose events are held
 
     def add(self, data: bytes) -> None:
-        """A socket read that brought `data`: the events it ends and began (one cut by the
-        read's end is not counted, nor a comment's blank line)."""
+        """A socket read that brought `data`."""
         self.count += 1
-        self.events = min(data.count(b"\n\n"), events_in(data))
+        self.events = events_in(data)
 
     def held(self, decoded: int) -> bool:
         """After `decoded` more events were decoded: whether more come without a wait (the
@@ -284,7 +284,7 @@ def readable(sock: Any) -> Callable[..., bool]:
             if poller is not None:  # bytes, or the end (HUP); not a closed socket (NVAL)
                 got = poller.poll(math.ceil(timeout * 1000))
                 return any(ev & (select.POLLIN | select.POLLHUP) for _, ev in got)
-            return bool(select.select([sock], [], [], 0)[0])
+            return bool(select.select([sock], [], [], timeout)[0])
         except (OSError, ValueError):
             return False
 
