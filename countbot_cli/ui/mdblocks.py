@@ -8,7 +8,10 @@ block). The last block is settled too once it is closed: a heading or thematic b
 line is complete, a fence once its closing line is, a paragraph, table or block quote once a
 blank line follows it (a list or an indented code block continues across blank lines, an HTML
 block may: those wait for the next block). So the live tail holds the block being written, not
-also the one before it. Two boundary rules (research/render_startup.md §1.3):
+also the one before it. A bullet list's items before its last settle too (`_done_items`): rich
+draws each item of a bullet list by itself (not an ordered list's: the ninth item widens every
+number), so a long list's frames draw its last item, not the whole list. Two boundary rules
+(research/render_startup.md §1.3):
 
 * Boundaries are decided on complete lines only: a partial line such as "2" may yet become "2. b",
   an item of the list above.
@@ -16,7 +19,8 @@ also the one before it. Two boundary rules (research/render_startup.md §1.3):
   thematic break) and on the block itself (a list, quote or table emits its own). Rather than
   mirroring that logic, a chunk that follows other output is rendered after a one-line dummy
   paragraph whose line is then dropped: rich itself decides the separator, exactly as in a one-shot
-  render of the whole answer.
+  render of the whole answer. A chunk that goes on a bullet list is rendered after a dummy item
+  of that list, dropped with the blank line rich puts before a list.
 
 Every render goes through `markdown`: rich's `Markdown` on one shared markdown-it parser. rich
 builds a new `MarkdownIt` for each instance (0.18 ms, a quarter of a streamed frame's cost, ten
@@ -141,6 +145,7 @@ class Split(NamedTuple):
     settled: str  # source of the blocks that can no longer change
     rest: str  # the last block and any partial line
     ends_with_hr: bool  # the last settled block is a thematic break (no blank line follows it)
+    goes_on: str = ""  # the rest's first item goes on a bullet list: an item of it (render_lines)
 
 
 def _line_offset(text: str, line: int) -> int:
@@ -175,15 +180,17 @@ class Splitter:
             if not self._closer.search(tail, start, end):
                 return None
         self._closer = None
-        tokens = [
-            tok
-            for tok in parser().parse(tail[:end])
-            if tok.level == 0 and tok.nesting >= 0 and tok.map is not None
-        ]
+        parsed = parser().parse(tail[:end])
+        tokens = [tok for tok in parsed if tok.level == 0 and tok.nesting >= 0 and tok.map]
         self.in_table = bool(tokens) and tokens[-1].type == "table_open"
         if tokens and _closed(tokens[-1], tail[:end]):
             self.in_table = False
             return Split(tail[:end], tail[end:], tokens[-1].type == "hr")
+        if tokens and tokens[-1].type == "bullet_list_open":
+            opened = next(i for i, tok in enumerate(parsed) if tok is tokens[-1])
+            split = _done_items(tail, parsed[opened:])
+            if split is not None:
+                return split
         if len(tokens) >= 2:
             cut = _line_offset(tail, tokens[-1].map[0])  # type: ignore[index]
             return Split(tail[:cut], tail[cut:], tokens[-2].type == "hr")
@@ -194,6 +201,23 @@ class Splitter:
     def reset(self) -> None:
         self._closer = None
         self.in_table = False
+
+
+def _done_items(tail: str, bullet_list: list[Token]) -> Split | None:
+    """The split before the last item of the bullet list that ends `tail` (its tokens from its
+    opening on), if it has items before it: those are done, and rich draws each item of a
+    bullet list by itself, so they settle (not when one may use a link reference that a later
+    line can still define: a "]" in them)."""
+    items = [tok for tok in bullet_list if tok.type == "list_item_open" and tok.level == 1]
+    if len(items) < 2:
+        return None
+    start = _line_offset(tail, bullet_list[0].map[0])  # type: ignore[index]
+    cut = _line_offset(tail, items[-1].map[0])  # type: ignore[index]
+    if "]" in tail[start:cut]:
+        return None
+    line = tail[cut : tail.find("\n", cut)]
+    indent = line[: len(line) - len(line.lstrip(" \t"))]
+    return Split(tail[:cut], tail[cut:], False, f"{indent}{items[-1].markup} x\n")
 
 
 _DONE_AT_LINE_END = frozenset({"heading_open", "hr"})  # one line (setext: the underline)
@@ -231,15 +255,20 @@ def render_lines(
     code_theme: str,
     options: ConsoleOptions | None = None,
     memo: RenderMemo | None = None,
+    goes_on: str = "",
 ) -> list[Line]:
     """`src` rendered by rich as lines, as it renders within a whole document.
 
     separated: something rendered as markdown comes before `src` on screen, so rich's blank line
     between blocks applies (False at the start of the answer and after a thematic break).
+    goes_on: instead, `src` begins with the next items of a bullet list on screen: the source of
+    an item of that list (`Split.goes_on`), rendered before `src` and dropped with the blank line
+    rich puts before a list, so that the items are drawn as in the whole list.
     memo: the stream's `RenderMemo` (one console), which keeps what this render made for the next.
     """
-    md = markdown(_PREFIX + src if separated else src, code_theme=code_theme, memo=memo)
     opts = options or console.options
+    before = goes_on or (_PREFIX if separated else "")
+    md = markdown(before + src, code_theme=code_theme, memo=memo)
     try:
         lines = list(Segment.split_lines(console.render(md, opts)))
     except Exception:  # a renderer bug must not lose the answer: show it as plain text
@@ -249,7 +278,20 @@ def render_lines(
             memo.rendered()
     if console.no_color:  # NO_COLOR: no backgrounds either, so padding at line ends can go
         lines = [list(Segment.remove_color(line)) for line in lines]
-    return lines[1:] if separated else lines
+    return lines[_rows(console, before, opts, code_theme) :] if before else lines
+
+
+_ROWS: dict[tuple[str, int], int] = {}
+
+
+def _rows(console: Console, src: str, options: ConsoleOptions, code_theme: str) -> int:
+    """The lines `src` renders to alone at this width (a dummy block put before a chunk)."""
+    key = (src, options.max_width)
+    if key not in _ROWS:
+        _ROWS[key] = len(
+            list(Segment.split_lines(console.render(markdown(src, code_theme=code_theme), options)))
+        )
+    return _ROWS[key]
 
 
 def is_blank(src: str) -> bool:

@@ -8,10 +8,10 @@ only the lines that changed rewritten), bottom-cropped to the terminal and throt
 `max_fps` (slower if frames are slow); a table being written grows a whole row at a time.
 `finish()` leaves on screen exactly what a one-shot `Markdown(whole_text)` render prints
 (less the invisible padding at line ends, which a narrowed terminal would turn into blank rows).
-Cost per token is bounded by the size of the last block, not of the answer; within it, what the
-frame before rendered and cannot have changed (the inline parse of an unchanged text, the render
-of a paragraph's or table cell's text at the same width) is reused (`rendermemo.py`). The
-renderer draws only when fed: a caller whose stream may stall calls `refresh()` when `due_in()`
+Cost per token is bounded by the size of the last block (a bullet list's last item), not of the
+answer; within it, what the frame before rendered and cannot have changed (the inline parse of an
+unchanged text, the render of a paragraph's or table cell's text at the same width) is reused
+(`rendermemo.py`). The renderer draws only when fed: a caller whose stream may stall calls `refresh()` when `due_in()`
 elapses (`stallredraw.StallRedraw` does it in a waiter thread).
 
 On a width change the live region is erased over the rows it occupies after the terminal
@@ -163,6 +163,7 @@ class StreamView:
         self._reason = ""  # sanitised reasoning text of the current, unfinished line
         self._in_reasoning = False
         self._separated = False  # rich's blank line applies before the next printed block
+        self._goes_on = ""  # or the next printed block goes on a bullet list (Split.goes_on)
         self._last: str | None = None  # "answer" | "reasoning" | "notice": what was printed last
         self._plain_nl = True  # plain mode: the main stream is at the start of a line
         self._side_nl = True  # plain mode: the side stream is at the start of a line
@@ -246,7 +247,7 @@ class StreamView:
             self._console.print()
         self._print_dim(line, one_line=True)
         self._last = "notice"
-        self._separated = True
+        self._separated, self._goes_on = True, ""
 
     def finish(self) -> None:
         """The stream ended: the screen now equals a one-shot render of the answer."""
@@ -324,6 +325,7 @@ class StreamView:
         lines = self._lines(split.settled)
         self._tail = split.rest
         self._separated = not split.ends_with_hr
+        self._goes_on = split.goes_on
         self._last = "answer"
         self._show(lines)
         return True
@@ -337,6 +339,7 @@ class StreamView:
             self._console,
             src,
             separated=self._separated,
+            goes_on=self._goes_on,
             code_theme=self._code_theme,
             options=options,
             memo=self._memo,
@@ -361,7 +364,7 @@ class StreamView:
         if rest:
             self._print_dim(rest)
         self._last = "reasoning"
-        self._separated = True
+        self._separated, self._goes_on = True, ""
 
     def _close_segment(self) -> None:
         """Print the whole unsettled tail (and any reasoning) as final; no live region is left."""
@@ -375,7 +378,7 @@ class StreamView:
         if not self._blocks.is_blank(tail):
             self._console.print(self._blocks.Lines(self._lines(tail)))
             self._last = "answer"
-            self._separated = True
+            self._separated, self._goes_on = True, ""
 
     def _live_up(self) -> bool:
         return self._region is not None and self._region.active

@@ -86,6 +86,15 @@ CASES: dict[str, str] = {
     "emphasis_across_lines": "Some **bold\ntext** here and `code\nspan`.\n\nNext\n",
     "no_trailing_newline": "# Title\n\nLast words without newline",
     "hard_break_and_reference_before_use": "[1]: https://example.com\n\nLine one  \nline two [x][1]\n",
+    # a bullet list's items settle one by one (each drawn by itself): markers, nesting, loose
+    # items, lazy lines, an indented marker, a tab, blocks inside items, what ends the list
+    "bullet_items_settle": (
+        "Tips:\n\n- one\n- two *x*\nlazy\n\n- three\n  - nested a\n  - nested b\n"
+        "* star list\n+ plus\n  + nested plus\n   - indented marker\n-\ttab item\n-\n  late\n-\n"
+        "- code:\n\n  ```py\n  x = 1\n  ```\n  > quoted\n- last\n\nEnd.\n"
+    ),
+    "bullet_items_then_hr_and_underline": "- a\n- b\n---\n- c\n- d\n===\n- e\n- f\n\n    code\n",
+    "bullet_item_reference_defined_later": "- see [docs]\n- more\n- and more\n\n[docs]: https://e.com\n",
 }
 
 
@@ -185,13 +194,15 @@ def _top_blocks(text: str) -> list[list[tuple[object, ...]]]:
     for t in md.parse(text):
         if t.level == 0 and t.nesting >= 0:
             blocks.append([])
-        blocks[-1].append((t.type, t.map, t.content, t.markup, t.info))
+        blocks[-1].append((t.type, t.map, t.content, t.markup, t.info, t.level))
     return blocks
 
 
 def _settled_prefix(text: str) -> str:
     """`text` (complete lines) up to the start of its last top-level block, or all of it when
-    that block is one the streamer closes and no line that may follow changes it."""
+    that block is one the streamer closes and no line that may follow changes it; when that
+    block is a bullet list of two items or more, up to the start of its last item (rich draws
+    each item of a bullet list by itself)."""
     blocks = _top_blocks(text)
     if not blocks:
         return ""
@@ -200,6 +211,12 @@ def _settled_prefix(text: str) -> str:
         _top_blocks(text + probe)[len(blocks) - 1] == last for probe in PROBES
     ):
         return text
+    items = [t[1] for t in last if t[0] == "list_item_open" and t[5] == 1]
+    if last[0][0] == "bullet_list_open" and len(items) >= 2:
+        lines = text.splitlines(keepends=True)
+        done = lines[: items[-1][0]]  # type: ignore[index]
+        if "]" not in "".join(done[last[0][1][0] :]):  # type: ignore[index]
+            return "".join(done)
     if len(blocks) < 2:
         return ""
     return "".join(text.splitlines(keepends=True)[: last[0][1][0]])  # type: ignore[index]
@@ -305,7 +322,7 @@ def test_width_change_mid_stream_loses_and_duplicates_nothing() -> None:
 def test_narrowing_a_reflowing_terminal_erases_the_rows_the_region_spread_over() -> None:
     c = console(terminal=True, height=30, width=100)
     view = StreamView(c, clock=Clock(), reflows=True)
-    view.feed("- " + "word " * 19 + "\n- " + "more " * 19 + "\n- short")  # lines: 0, 97, 97, 8
+    view.feed("1. " + "word " * 19 + "\n2. " + "more " * 19 + "\n3. short")  # lines: 0, 97, 97, 8
     c.width = 60  # the terminal now shows them on 1 + 2 + 2 + 1 rows
     c.file = io.StringIO()
     view.feed(" and more")

@@ -211,6 +211,19 @@ def test_a_link_reference_defined_after_its_use_looks_as_rich_draws_it() -> None
     stream_doc(text, 40, 20, check_every=1, tokens=list(text), least=5)
 
 
+def test_a_bullet_list_taller_than_the_terminal_looks_as_rich_draws_it() -> None:
+    """A bullet list's items settle one by one as the next one starts (ui/mdblocks.py): each
+    frame draws the last item only, below the items printed, which are what rich draws."""
+    items = [
+        f"- item {i}: {FITS} {FITS}\n"
+        + ("\n" if i % 3 == 0 else "")
+        + (f"  - sub {i}\n\n    ```py\n    x = {i}\n    ```\n" if i % 4 == 0 else "")
+        for i in range(14)
+    ]
+    text = "Steps:\n\n" + "".join(items) + "* a new list\n\nDone.\n"
+    stream_doc(text, 40, 12, check_every=1, tokens=list(text), least=60)
+
+
 def test_table_cells_that_rewrap_as_rows_arrive_look_as_rich_draws_them() -> None:
     """The last row's long cell narrows the first column: the first rows' cells rewrap."""
     rows = "".join(f"| {FITS} {i} | b |\n" for i in range(3))
