@@ -9,18 +9,25 @@ paragraph, and "settle+KIND" for the frame drawn when blocks settle; "settled bl
 of the settles themselves (the settled blocks' render, their split and that frame).
 
 usage: python bench/bench_frames.py [TOKENS] [SEED]     (default 2000 1: the pty bench's answer)
+       python bench/bench_frames.py --long-list N [--tree CHECKOUT]
+--long-list streams an answer that is one bullet list of N items (two lines each, a bold label)
+instead, the shape of a "10 tips" answer grown long; --tree measures another checkout's package
+(e.g. /work/wt/base) with this script.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
+TREE = sys.argv[sys.argv.index("--tree") + 1] if "--tree" in sys.argv else str(HERE.parent)
+sys.path[:0] = [str(HERE), TREE]
 
+importlib.import_module("countbot_cli")  # from TREE: bench_render puts its own checkout first
 import bench_render  # noqa: E402
 from gen_doc import make_doc, token_chunks, token_counter  # noqa: E402
 
@@ -45,10 +52,24 @@ def kind(tail: str) -> str:
     return "list" if head[:-1].isdigit() and head[-1:] in ".)" else "paragraph"
 
 
+def long_list(items: int) -> str:
+    """An answer that is one bullet list of `items` items, each two lines at 100 columns."""
+    tip = "keep the change small, test it the way a user runs it, measure before and after, "
+    body = "".join(f"- **Tip {i}**: {tip * 2}then ship it.\n" for i in range(1, items + 1))
+    return f"Here is what works:\n\n{body}\nThat is all.\n"
+
+
 def main() -> None:
-    args = [int(a) for a in sys.argv[1:] if a.isdigit()]
-    tokens, seed = (args + [2000, 1][len(args) :])[:2]
-    chunks = token_chunks(make_doc(tokens, seed, token_counter()))
+    argv = sys.argv[1:]
+    if "--tree" in argv:
+        del argv[argv.index("--tree") : argv.index("--tree") + 2]
+    if "--long-list" in argv:
+        doc = long_list(int(argv[argv.index("--long-list") + 1]))
+    else:
+        args = [int(a) for a in argv if a.isdigit()]
+        tokens, seed = (args + [2000, 1][len(args) :])[:2]
+        doc = make_doc(tokens, seed, token_counter())
+    chunks = token_chunks(doc)
     preload()
     stats: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
     show, settle = StreamView._show, StreamView._settle
@@ -74,7 +95,7 @@ def main() -> None:
     stats.clear()
     result = bench_render.run_streamview(chunks)
     print(
-        f"# {len(chunks)} tokens: {result['frames']:.0f} frames, "
+        f"# {TREE}: {len(chunks)} tokens: {result['frames']:.0f} frames, "
         f"renderer CPU {1e3 * result['cpu']:.1f} ms (warm)"
     )
     for name, (n, cpu) in sorted(stats.items(), key=lambda item: -item[1][1]):
