@@ -30,6 +30,7 @@ from typing import IO, Any
 
 from countbot_cli import __version__
 from countbot_cli.config.mcp_server import McpServer
+from countbot_cli.errors import Terminated
 from countbot_cli.tools import proctree
 
 STATE_NEW = "not started"
@@ -339,7 +340,8 @@ def _timed_out(timeout: float) -> CallOutcome:
 def _wait(
     fut: concurrent.futures.Future[None], timeout: float, cancel: threading.Event | None
 ) -> str | None:
-    """None once `fut` succeeded, else why not (its error, a timeout, Ctrl-C)."""
+    """None once `fut` succeeded, else why not (its error, a timeout, Ctrl-C). SIGTERM and
+    SIGHUP (errors.Terminated) go on up: countbot stops, it does not go on without the server."""
     deadline = time.monotonic() + timeout
     try:
         while True:
@@ -351,6 +353,8 @@ def _wait(
                     return "interrupted by the user"
                 if time.monotonic() > deadline:
                     return f"no answer within {timeout - 1.0:g} s (timed out)"
+    except Terminated:
+        raise
     except KeyboardInterrupt:
         return "interrupted by the user"
     except Exception as exc:
