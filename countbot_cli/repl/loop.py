@@ -202,6 +202,8 @@ class Repl:
         None when the user cancels with Ctrl-C or Ctrl-D."""
         try:
             return self._prompt_session().prompt(default=default)
+        except Terminated:
+            raise  # SIGTERM/SIGHUP end the chat, they do not cancel the edit
         except (KeyboardInterrupt, EOFError):
             return None
 
@@ -349,6 +351,8 @@ class Repl:
         asker: PromptSession[str] = PromptSession(input=self._input, output=self._output)
         try:
             return asker.prompt(sanitize(question))
+        except Terminated:
+            raise  # SIGTERM/SIGHUP end the chat, they are not "no"
         except (KeyboardInterrupt, EOFError):
             return None
 

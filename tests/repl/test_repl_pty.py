@@ -27,7 +27,7 @@ import pexpect
 import pytest
 from cbenv import COUNTBOT, TEST_KEY, make_cb
 from rich.console import Console
-from terminal import TOOLBAR_END, expect, spawn
+from terminal import TOOLBAR_END, expect, plain, spawn
 from waits import wait_until
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")
@@ -368,6 +368,39 @@ def test_sigterm_at_the_prompt_quits_and_mid_answer_saves_first(tmp_path: Path) 
         assert [m["role"] for m in saved["messages"]] == ["user", "assistant"]
         assert saved["messages"][1]["status"] == "interrupted"
         assert saved["messages"][1]["content"].startswith("word word")
+
+
+@pytest.mark.parametrize("how", ["/delete", "/edit"])
+def test_sigterm_at_a_question_or_while_editing_quits_instead_of_cancelling(
+    tmp_path: Path, how: str
+) -> None:
+    """SIGTERM (errors.Terminated) ends the chat wherever it waits for the user: not taken for
+    Ctrl-C at a yes/no question (that answered "no" and the chat went on) nor while `/edit`
+    holds the last question to change (that cancelled the edit)."""
+    import signal
+
+    with fs.FakeServer() as server:
+        cb = make_cb(tmp_path, server.base_url)
+        server.add(fs.text("Hello there."))
+        child = spawn(cb)
+        try:
+            expect(child, TOOLBAR_END)
+            child.send("hi\r")
+            expect(child, "Hello there.")
+            expect(child, TOOLBAR_END)
+            if how == "/delete":
+                child.send("/delete\r")
+                expect(child, "[y/N]")
+            else:
+                child.send("/edit\r")
+                expect(child, "Edit the question")
+            child.kill(signal.SIGTERM)
+            child.expect(pexpect.EOF, timeout=10)
+        finally:
+            child.close(force=True)
+        assert child.exitstatus == 130
+        assert "Nothing deleted" not in plain(child.before or "")
+        assert len(cb.session_files()) == 1 and len(server.chat_bodies()) == 1
 
 
 def test_ctrl_c_at_the_approval_prompt_starts_a_new_line(tmp_path: Path) -> None:
