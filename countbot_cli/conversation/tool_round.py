@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli.conversation.turn_record import ToolOutcome, ToolRecord
-from countbot_cli.errors import OutputClosed, stop_cause
+from countbot_cli.errors import OutputClosed, Terminated, stop_cause
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.messages import Message, ToolCall, utc_now
 from countbot_cli.tools.approval import ApprovalPolicy, Decision
@@ -247,7 +247,7 @@ class ToolRunner:
         except KeyboardInterrupt as exc:
             interrupt = exc
             cancel.set()
-            _wait_through_interrupts(done, TOOL_STOP_WAIT)
+            interrupt = _wait_through_interrupts(done, TOOL_STOP_WAIT) or interrupt
         ms = int((time.monotonic() - t0) * 1000)
         return _settled(got[0] if got else None, interrupt), ms, interrupt
 
@@ -271,15 +271,21 @@ def _settled(got: ToolResult | BaseException | None, stop: Stop | None) -> ToolR
     return ToolResult(content=f"Error: the tool failed ({detail})", ok=False, error=detail)
 
 
-def _wait_through_interrupts(done: threading.Event, seconds: float) -> None:
+def _wait_through_interrupts(done: threading.Event, seconds: float) -> Terminated | None:
     """Give a cancelled tool time to stop its processes; more Ctrl-C presses do not cut it short
-    (a daemon thread killed at exit could leave a command running)."""
+    (a daemon thread killed at exit could leave a command running). A SIGTERM or SIGHUP that
+    comes meanwhile does not either, but is kept (returned): it ends countbot once the tool
+    stopped, where the Ctrl-C before it would have left the chat running."""
     deadline = time.monotonic() + seconds
+    term: Terminated | None = None
     while not done.is_set() and time.monotonic() < deadline:
         try:
             done.wait(max(0.0, min(0.05, deadline - time.monotonic())))
+        except Terminated as exc:
+            term = exc
         except KeyboardInterrupt:
             continue
+    return term
 
 
 def _outcome(res: ToolResult) -> ToolOutcome:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
 
 import fakeserver as fs
@@ -44,4 +45,31 @@ def test_sigterm_while_a_tool_runs_saves_the_turn_then_ends_the_chat(
     [record] = saved["tool_conversations"]
     assert (record["tool"], record["outcome"]) == ("exec", "interrupted")
     assert record["message_id"] == saved["messages"][1]["id"]
+    assert len(server.chat_bodies()) == 1  # no request after the stopped round
+
+
+def test_sigterm_while_a_stopped_tool_is_given_its_time_still_ends_the_chat(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """Ctrl-C stops the command, which ignores SIGTERM: the turn gives it the shell tool's grace
+    to go. A SIGTERM meanwhile was swallowed with the Ctrl-C presses that cannot cut that wait
+    short, and the chat went on at its prompt; now it ends the chat once the command is gone."""
+    stubborn = "trap '' TERM INT; echo started-1; sleep 60; echo never-shown"
+    cb = tools_cb(tmp_path, server)
+    server.add(fs.tool_calls([("exec", {"command": stubborn})], content="Running it."))
+    child = spawn(cb)
+    try:
+        expect(child, "tools ask")
+        child.send("run the stubborn one\r")
+        expect(child, "(default: no) ")
+        child.send("y\r")
+        expect(child, "│ started-1")
+        child.sendintr()  # Ctrl-C: the group gets SIGTERM (ignored), SIGKILL 0.5 s later
+        time.sleep(0.15)
+        child.kill(signal.SIGTERM)
+        code, shown = finish(child)
+    finally:
+        child.close(force=True)
+    assert code == 130, shown[-400:]
+    assert "never-shown" not in shown
     assert len(server.chat_bodies()) == 1  # no request after the stopped round
