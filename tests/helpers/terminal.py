@@ -10,6 +10,7 @@ byte stream is not a screen: expect unique strings (or feed it to a `pyte.Screen
 from __future__ import annotations
 
 import re
+import signal
 
 import pexpect
 from cbenv import CB, COUNTBOT
@@ -68,6 +69,18 @@ def finish(child: pexpect.spawn) -> tuple[int, str]:
     child.close()
     assert child.exitstatus is not None, child.signalstatus
     return child.exitstatus, rest
+
+
+def terminated(child: pexpect.spawn) -> str:
+    """SIGTERM the process and wait for it to end, which must be with 130 (interrupted); what it
+    wrote since the last expect, plain. The child is closed in any case."""
+    try:
+        child.kill(signal.SIGTERM)
+        code, shown = finish(child)
+    finally:
+        child.close(force=True)
+    assert code == 130, shown[-400:]
+    return shown
 
 
 def spawn_ask(

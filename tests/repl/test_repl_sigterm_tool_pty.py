@@ -6,35 +6,41 @@ then countbot ends with 130, as it does mid-answer. The tool round keeps the sig
 from __future__ import annotations
 
 import json
-import signal
 import time
 from pathlib import Path
 
 import fakeserver as fs
-from terminal import expect, finish, spawn
+import pexpect
+from cbenv import CB
+from terminal import expect, spawn, terminated
 from tools_env import tools_cb
 
 LONG = "echo started-1; sleep 60; echo never-shown"
 
 
-def test_sigterm_while_a_tool_runs_saves_the_turn_then_ends_the_chat(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
+def running(tmp_path: Path, server: fs.FakeServer, command: str) -> tuple[CB, pexpect.spawn]:
+    """The chat with the model's call of `command` approved and running (its first line shown
+    in the live tail)."""
     cb = tools_cb(tmp_path, server)
-    server.add(fs.tool_calls([("exec", {"command": LONG})], content="Running it."))
+    server.add(fs.tool_calls([("exec", {"command": command})], content="Running it."))
     child = spawn(cb)
     try:
         expect(child, "tools ask")  # the bottom toolbar: the prompt is ready
         child.send("run the long one\r")
         expect(child, "(default: no) ")
         child.send("y\r")
-        expect(child, "│ started-1")  # the command runs (its live tail)
-        child.kill(signal.SIGTERM)
-        code, shown = finish(child)
-    finally:
+        expect(child, "│ started-1")
+    except BaseException:
         child.close(force=True)
-    assert code == 130, shown[-400:]
-    assert "never-shown" not in shown
+        raise
+    return cb, child
+
+
+def test_sigterm_while_a_tool_runs_saves_the_turn_then_ends_the_chat(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb, child = running(tmp_path, server, LONG)
+    assert "never-shown" not in terminated(child)
     [path] = cb.session_files()
     saved = json.loads(path.read_text(encoding="utf-8"))
     turn = [(m["role"], m["content"], m.get("status")) for m in saved["messages"]]
@@ -54,22 +60,8 @@ def test_sigterm_while_a_stopped_tool_is_given_its_time_still_ends_the_chat(
     """Ctrl-C stops the command, which ignores SIGTERM: the turn gives it the shell tool's grace
     to go. A SIGTERM meanwhile was swallowed with the Ctrl-C presses that cannot cut that wait
     short, and the chat went on at its prompt; now it ends the chat once the command is gone."""
-    stubborn = "trap '' TERM INT; echo started-1; sleep 60; echo never-shown"
-    cb = tools_cb(tmp_path, server)
-    server.add(fs.tool_calls([("exec", {"command": stubborn})], content="Running it."))
-    child = spawn(cb)
-    try:
-        expect(child, "tools ask")
-        child.send("run the stubborn one\r")
-        expect(child, "(default: no) ")
-        child.send("y\r")
-        expect(child, "│ started-1")
-        child.sendintr()  # Ctrl-C: the group gets SIGTERM (ignored), SIGKILL 0.5 s later
-        time.sleep(0.15)
-        child.kill(signal.SIGTERM)
-        code, shown = finish(child)
-    finally:
-        child.close(force=True)
-    assert code == 130, shown[-400:]
-    assert "never-shown" not in shown
+    _, child = running(tmp_path, server, f"trap '' TERM INT; {LONG}")
+    child.sendintr()  # Ctrl-C: the group gets SIGTERM (ignored), SIGKILL 0.5 s later
+    time.sleep(0.15)
+    assert "never-shown" not in terminated(child)
     assert len(server.chat_bodies()) == 1  # no request after the stopped round
