@@ -452,13 +452,18 @@ class Repl:
         redraw_soon(self._prompt)
 
     def _close(self) -> None:
+        stopped: Terminated | None = None
         if self.conversation.upkeep_running:  # its summary and cursors are saved before leaving
             self.info("finishing the memory upkeep… (Ctrl-C skips it; it runs again next time)")
             try:
                 self.conversation.wait_upkeep()
+            except Terminated as exc:  # SIGTERM/SIGHUP skip it too, and countbot ends with 130
+                stopped = exc
             except KeyboardInterrupt:
                 pass
         self._upkeep_notes()
         self.conversation.close()
         self.tool_outputs.close()
         trim_history(self._history_path)
+        if stopped is not None:
+            raise stopped

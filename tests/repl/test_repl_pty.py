@@ -395,6 +395,43 @@ def test_sigterm_at_a_question_or_while_editing_quits_instead_of_cancelling(
         assert len(cb.session_files()) == 1 and len(server.chat_bodies()) == 1
 
 
+def test_sigterm_while_quitting_waits_for_the_memory_upkeep_ends_with_130(tmp_path: Path) -> None:
+    """Ctrl-D with the memory upkeep still running waits for it ("Ctrl-C skips it"); a SIGTERM
+    then skips it too but countbot ends as interrupted (130), not as a chat that ended well."""
+    import threading
+
+    release = threading.Event()
+
+    def respond(body: dict[str, object]) -> fs.Reply:
+        msgs = body["messages"]
+        assert isinstance(msgs, list)
+        if msgs[0]["role"] == "system":
+            return fs.text("Hello there.")
+        release.wait(30)  # the upkeep's summary request: held (a hang bound, not a timing)
+        return fs.text("User says hi.")
+
+    with fs.FakeServer() as server:
+        server.responder = respond
+        cb = make_cb(tmp_path, server.base_url, memory={"auto_messages": 2})
+        child = spawn(cb)
+        try:
+            try:
+                expect(child, TOOLBAR_END)
+                child.send("hi\r")
+                expect(child, "Hello there.")
+                expect(child, TOOLBAR_END)
+                child.sendeof()
+                expect(child, "finishing the memory upkeep")
+            except BaseException:
+                child.close(force=True)
+                raise
+            shown = terminated(child)
+        finally:
+            release.set()
+        assert "saved · resume it with" not in shown
+        assert len(cb.session_files()) == 1
+
+
 def test_ctrl_c_at_the_approval_prompt_starts_a_new_line(tmp_path: Path) -> None:
     """The terminal echoes ^C after the question; "interrupted" must not follow it on that line,
     and the turn is said to have stopped in a tool call (not "nothing arrived")."""
