@@ -9,10 +9,11 @@ paragraph, and "settle+KIND" for the frame drawn when blocks settle; "settled bl
 of the settles themselves (the settled blocks' render, their split and that frame).
 
 usage: python bench/bench_frames.py [TOKENS] [SEED]     (default 2000 1: the pty bench's answer)
-       python bench/bench_frames.py --long-list N [--tree CHECKOUT]
+       python bench/bench_frames.py --long-list N | --long-table N [--tree CHECKOUT]
 --long-list streams an answer that is one bullet list of N items (two lines each, a bold label)
-instead, the shape of a "10 tips" answer grown long; --tree measures another checkout's package
-(e.g. /work/wt/base) with this script.
+instead, the shape of a "10 tips" answer grown long; --long-table one table of N rows (three
+columns, a cell of up to six words); --tree measures another checkout's package (e.g.
+/work/wt/base) with this script.
 """
 
 from __future__ import annotations
@@ -59,12 +60,22 @@ def long_list(items: int) -> str:
     return f"Here is what works:\n\n{body}\nThat is all.\n"
 
 
+def long_table(rows: int) -> str:
+    """An answer that is one table of `rows` rows."""
+    body = "".join(f"| item {i} | {i * 37} | {'note ' * (i % 7)}|\n" for i in range(rows))
+    return (
+        f"Here is the data:\n\n| Name | Value | Notes |\n|:---|---:|:---|\n{body}\nThat is all.\n"
+    )
+
+
 def main() -> None:
     argv = sys.argv[1:]
     if "--tree" in argv:
         del argv[argv.index("--tree") : argv.index("--tree") + 2]
     if "--long-list" in argv:
         doc = long_list(int(argv[argv.index("--long-list") + 1]))
+    elif "--long-table" in argv:
+        doc = long_table(int(argv[argv.index("--long-table") + 1]))
     else:
         args = [int(a) for a in argv if a.isdigit()]
         tokens, seed = (args + [2000, 1][len(args) :])[:2]

@@ -16,7 +16,9 @@ kinds of result from one render to the next, each under a key that holds everyth
 
 The rest is rich's own: `MemoParagraph` and `MemoTable` are rich's `Paragraph` and
 `TableElement` whose `Text`s are rendered through the memo, and the parse and render of every
-block and item around them are done again each frame, so the lines are rich's lines.
+block and item around them are done again each frame, so the lines are rich's lines. One
+exception, for a frame (`RenderMemo.shown`): a table taller than the frame shows is drawn from
+its last rows, at the whole table's column widths, which are the lines the whole table ends with.
 
 An entry lives while consecutive renders use it: a render keeps what it used or made, the one
 after it drops the rest (the memory of one render).
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from markdown_it.rules_core import inline as parse_inlines
 from rich.markdown import MarkdownElement, Paragraph, TableElement
+from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
@@ -56,6 +59,8 @@ class RenderMemo:
     def __init__(self) -> None:
         self._used: dict[Hashable, Any] = {}  # used or made by the render under way
         self._last: dict[Hashable, Any] = {}  # those of the render before
+        # the render is a frame that shows only its bottom `shown` lines (MemoTable), or None
+        self.shown: int | None = None
 
     def get(self, key: Hashable) -> Any:
         """The value kept under `key`, or `MISSING`."""
@@ -193,14 +198,57 @@ class MemoParagraph(_WithMemo, Paragraph):
 
 
 class MemoTable(_WithMemo, TableElement):
-    """rich's table, the Text of each body cell rendered and measured through the memo."""
+    """rich's table, the Text of each body cell rendered and measured through the memo.
+
+    In a frame that shows only its bottom lines (`RenderMemo.shown`), a table that ends the
+    render and has more rows than that is drawn from its last rows only, at the column widths
+    of the whole table (computed from the memo's measures, not drawn): its rows and bottom
+    edge are the lines the whole table ends with, and a long table's frame costs what a
+    screenful of it does, not what the table does."""
+
+    last = False  # the table ends the document (create)
+
+    @classmethod
+    def create(cls, markdown: Markdown, token: Token) -> MemoTable:
+        element = super().create(markdown, token)
+        element.last = token.level == 0 and _ends(markdown.parsed, token)
+        return element
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        for row in self.body.rows if self.body is not None else ():
+        rows = self.body.rows if self.body is not None else []
+        for row in rows:
             for cell in row.cells:
                 if isinstance(cell.content, Text):  # rich's TableElement adds it to the Table
                     cell.content = cast(Text, Remembered(cell.content, self.memo))
-        yield from super().__rich_console__(console, options)
+        shown = self.memo.shown if self.last and _WIDTHS else None
+        if self.body is None or shown is None or len(rows) <= shown:
+            yield from super().__rich_console__(console, options)
+            return
+        whole = self._table(console, options)  # not drawn: it gives the widths
+        self.body.rows = rows[-shown:]
+        try:
+            table = self._table(console, options)
+        finally:
+            self.body.rows = rows
+        table._calculate_column_widths = whole._calculate_column_widths  # type: ignore[method-assign]
+        yield table
+
+    def _table(self, console: Console, options: ConsoleOptions) -> Table:
+        """The rich Table that rich's TableElement makes of the rows (it yields one)."""
+        (table,) = super().__rich_console__(console, options)
+        assert isinstance(table, Table)
+        return table
+
+
+# rich's Table lays its columns out in this method (private, in rich since 2020): the table of
+# the last rows takes the whole table's widths from it; without it, tables are drawn whole.
+_WIDTHS = hasattr(Table, "_calculate_column_widths")
+
+
+def _ends(tokens: list[Token], table_open: Token) -> bool:
+    """Whether no top-level block follows the table `table_open` opens among `tokens`."""
+    at = next(i for i, tok in enumerate(tokens) if tok is table_open)
+    return not any(tok.level == 0 and tok.nesting >= 0 for tok in tokens[at + 1 :])
 
 
 ELEMENTS = {"paragraph_open": MemoParagraph, "table_open": MemoTable}

@@ -224,6 +224,18 @@ def test_a_bullet_list_taller_than_the_terminal_looks_as_rich_draws_it() -> None
     stream_doc(text, 40, 12, check_every=1, tokens=list(text), least=60)
 
 
+def test_a_table_taller_than_the_terminal_looks_as_rich_draws_it() -> None:
+    """A frame draws such a table from its last rows, at the whole table's column widths
+    (ui/rendermemo.py MemoTable): an early row, long out of sight, keeps two columns wide; a late
+    wide cell narrows them again; cells wrap over several lines; a row arrives a character at
+    a time."""
+    rows = [f"| item {i} | {i * 37} | {'word ' * (i % 7)}|\n" for i in range(30)]
+    rows.insert(3, f"| {'a long name ' * 2}| 1234567 | x |\n")  # wide columns, long scrolled away
+    rows.insert(25, f"| y | 2 | {'wide ' * 9}|\n")  # a late wide cell that narrows the others
+    text = "Data:\n\n| Name | Value | Notes |\n|:---|---:|:---|\n" + "".join(rows) + "\nDone.\n"
+    stream_doc(text, 50, 12, check_every=1, tokens=list(text), least=30)
+
+
 def test_table_cells_that_rewrap_as_rows_arrive_look_as_rich_draws_them() -> None:
     """The last row's long cell narrows the first column: the first rows' cells rewrap."""
     rows = "".join(f"| {FITS} {i} | b |\n" for i in range(3))
