@@ -11,8 +11,8 @@ only the lines that changed rewritten), bottom-cropped to the terminal and throt
 Cost per token is bounded by the size of the last block (a bullet list's last item), not of the
 answer; within it, what the frame before rendered and cannot have changed (the inline parse of an
 unchanged text, the render of a paragraph's or table cell's text at the same width) is reused
-(`rendermemo.py`). The renderer draws only when fed: a caller whose stream may stall calls `refresh()` when `due_in()`
-elapses (`stallredraw.StallRedraw` does it in a waiter thread).
+(`rendermemo.py`). The renderer draws only when fed: a caller whose stream may stall calls
+`refresh()` when `due_in()` elapses (`stallredraw.StallRedraw` does it in a waiter thread).
 
 On a width change the live region is erased over the rows it occupies after the terminal
 re-wrapped it (`terminal_reflows`, passed to the region). A terminal made shorter than the region pushes its top rows

@@ -202,7 +202,8 @@ def _settled_prefix(text: str) -> str:
     """`text` (complete lines) up to the start of its last top-level block, or all of it when
     that block is one the streamer closes and no line that may follow changes it; when that
     block is a bullet list of two items or more, up to the start of its last item (rich draws
-    each item of a bullet list by itself)."""
+    each item of a bullet list by itself), unless those items hold a "]" (a link reference
+    defined later may change them)."""
     blocks = _top_blocks(text)
     if not blocks:
         return ""

@@ -121,6 +121,21 @@ def in_table(text: str) -> bool:
     return bool(blocks) and blocks[-1] == "table_open"
 
 
+@pytest.fixture(autouse=True)
+def frames_on_the_fake_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """StreamView spaces frames by 4 x a frame's real cost when that is above the frame rate's
+    gap (ui/stream.py); here frames follow the test's clock only, so a loaded machine (the whole
+    suite at once) checks as many frames as a quiet one: under `make check` a test once checked
+    32 frames where it needs 40, and checks 60-70 alone."""
+    import time
+    import types
+
+    from countbot_cli.ui import stream
+
+    fixed = types.SimpleNamespace(perf_counter=lambda: 0.0, monotonic=time.monotonic)
+    monkeypatch.setattr(stream, "time", fixed)
+
+
 def stream_doc(
     text: str,
     width: int,
