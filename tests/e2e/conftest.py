@@ -32,7 +32,12 @@ from typing import Any
 import pytest
 
 MODEL_ALIAS = "smollm2"
-N_CTX = 4096  # the tool test sends ~1500 tokens of tool schemas per round
+# the server's window: twice the one countbot is told (test_llama_server.N_CTX). The server
+# counts with the model's own tokenizer and renders the tool schemas (~1500 tokens) in its chat
+# template, and countbot fits a turn's history once, before its tool rounds: a CI run once had
+# the small model send two long, broken write_file calls in one turn, past 4096 by the
+# server's count (a 400, exit 3), where countbot's count had the turn fit.
+N_CTX = 8192
 START_TIMEOUT = 90.0  # seconds; it takes about 1 s on an idle machine
 SERVER_LAUNCHER = "countbot_cli.provider.llama_load"  # llama_cpp.server, loaded safely
 LOG_TAIL = 6000  # characters of the server log put into a failing test's report

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # tests/e2e/conftest.py: fixtures, not an importable module
     from conftest import Exchange, Recorder
 
 MODEL_ALIAS = "smollm2"  # the --model_alias the server fixture gives the bundled model
-N_CTX = 4096  # the server fixture's --n_ctx: countbot trims history to fit it
+N_CTX = 4096  # the window countbot is told, and trims history to fit (the server's is 8192)
 
 TURN_TIMEOUT = 240.0  # seconds for one `countbot ask` (2 busy cores, a slow CI machine)
 TOOL_NAMES = {"read_file", "write_file", "edit_file", "list_dir", "exec", "memory"}
