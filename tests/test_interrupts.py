@@ -8,8 +8,10 @@ of a timer hoping to land there."""
 
 from __future__ import annotations
 
+import ast
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import fakeserver as fs
@@ -128,3 +130,48 @@ def test_signals_held_around_a_save_are_delivered_after_it() -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     assert threading.current_thread() is threading.main_thread()
+
+
+# ---- no handler takes SIGTERM for Ctrl-C ----
+
+PACKAGE = Path(__file__).resolve().parents[1] / "countbot_cli"
+# handlers that end countbot themselves, whichever signal it was (exit 130 either way), or skip
+# only work that SIGTERM would skip too (`ask`'s memory upkeep after the saved answer)
+ENDS_ANYWAY = {"__main__.py", "cli/options.py", "conversation/upkeep.py"}
+
+
+def _names(node: ast.expr | None) -> set[str]:
+    elts = node.elts if isinstance(node, ast.Tuple) else [node] if node is not None else []
+    return {e.id if isinstance(e, ast.Name) else getattr(e, "attr", "") for e in elts}
+
+
+def _swallowing_handlers(tree: ast.AST) -> Iterator[int]:
+    """Lines of `except KeyboardInterrupt` handlers (alone or in a tuple) that neither keep the
+    exception (`as exc`) nor raise, with no `except Terminated` before them in their `try`."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try):
+            continue
+        terminated = False
+        for handler in node.handlers:
+            names = _names(handler.type)
+            terminated = terminated or "Terminated" in names
+            if "KeyboardInterrupt" not in names or terminated or handler.name:
+                continue
+            if not any(isinstance(n, ast.Raise) for n in ast.walk(handler)):
+                yield handler.lineno
+
+
+def test_no_handler_takes_sigterm_for_ctrl_c() -> None:
+    """errors.Terminated (SIGTERM, SIGHUP) is a KeyboardInterrupt, so a handler meant for Ctrl-C
+    catches it too: one that answers "no", cancels, skips or carries on then leaves countbot
+    running where it must stop with 130. Seven did (an MCP server's start, a REPL question,
+    /edit, a stopped tool's grace, the wait for the upkeep at exit, a line asked on stdin, the
+    session picker). Each such handler is preceded by `except Terminated: raise` (or keeps and
+    re-raises it)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel in ENDS_ANYWAY:
+            continue
+        found += [f"{rel}:{n}" for n in _swallowing_handlers(ast.parse(path.read_text("utf-8")))]
+    assert found == []

@@ -4,6 +4,8 @@ caller's to decide (`ui.terminal.isatty`): without one a command does not ask.""
 
 from __future__ import annotations
 
+from countbot_cli.errors import Terminated
+
 
 def yes_no(question: str) -> bool:
     """`question [y/N]`: only y or yes is a yes (end of input: no)."""
@@ -18,5 +20,7 @@ def line(question: str) -> str | None:
     """The line typed after `question`; None at end of input or Ctrl-C (the user gave up)."""
     try:
         return input(question)
+    except Terminated:
+        raise  # SIGTERM/SIGHUP stop countbot, they do not give the question up
     except (EOFError, KeyboardInterrupt):
         return None

@@ -26,7 +26,7 @@ from prompt_toolkit.layout.controls import BufferControl, FormattedTextControl
 from countbot_cli.conversation.sessions.search import SessionSearch
 from countbot_cli.conversation.sessions.search_text import snippet
 from countbot_cli.conversation.sessions.session import short_ids
-from countbot_cli.errors import CountbotError
+from countbot_cli.errors import CountbotError, Terminated
 from countbot_cli.textsafe import sanitize_line
 from countbot_cli.ui.listing import relative_time
 from countbot_cli.ui.transcript import UNTITLED
@@ -175,5 +175,7 @@ def pick_session(
     )
     try:
         return app.run()
+    except Terminated:
+        raise  # SIGTERM/SIGHUP stop countbot, they do not close the picker
     except (EOFError, KeyboardInterrupt):  # the input closed, or Ctrl-C as a signal
         return None
