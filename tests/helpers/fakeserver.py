@@ -49,6 +49,12 @@ same answer as one ``chat.completion`` JSON object, with usage and tool_calls wh
 ``cached_usage(prompt_tokens, completion_tokens, cached_tokens)`` is an OpenAI-shaped ``usage``
 object (``prompt_tokens_details.cached_tokens``) for the ``usage=`` of a reply.
 
+A small model's window: with ``server.context_window = N`` a chat request whose prompt is over N
+tokens is answered with OpenAI's 400 ``context_length_exceeded`` (before any scripted reply is
+taken) and its count kept in ``server.refused``. The prompt is counted by
+``prompt_tokens_at_least``, a lower bound under every byte-level BPE tokenizer (so a refused
+request is too long for any of them; its docstring says why).
+
 Streams use ``Transfer-Encoding: chunked`` and one write per event, so clients see them
 incrementally. A client that goes away mid-answer is counted in ``server.disconnects`` and marks
 its ``RecordedRequest.disconnected``; ``server.wait_disconnects(n, timeout)`` waits for that.
@@ -71,13 +77,14 @@ import collections
 import hashlib
 import itertools
 import json
+import re
 import select
 import signal
 import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -266,6 +273,49 @@ def openai_error(
     return {"error": {"message": message, "type": type, "param": None, "code": code}}
 
 
+_RUN = re.compile(r"[^\W\d_]+|\d+")  # a run of letters, or of digits
+
+
+def _named_texts(obj: Any) -> Iterator[str]:
+    """The names and descriptions in a tool definition (what every template renders)."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if key in ("name", "description") and isinstance(value, str):
+                yield value
+            else:
+                yield from _named_texts(value)
+    elif isinstance(obj, list):
+        for item in obj:
+            yield from _named_texts(item)
+
+
+def _message_texts(m: Any) -> Iterator[str]:
+    if not isinstance(m, dict):
+        return
+    content = m.get("content")
+    parts = content if isinstance(content, list) else [{"text": content}]
+    yield from (p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+    if isinstance(m.get("name"), str):
+        yield m["name"]
+    for call in m.get("tool_calls") or []:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            yield from (str(fn.get(k) or "") for k in ("name", "arguments"))
+
+
+def prompt_tokens_at_least(body: dict[str, Any]) -> int:
+    """A lower bound of a chat request's prompt tokens: one a message (its role's marker in any
+    chat template), and one for every run of letters and every run of digits in the messages'
+    text, names and tool calls and in the tools' names and descriptions. Byte-level BPE
+    tokenizers (GPT-2's, cl100k and o200k, Llama 3's, SmolLM2's) cut text into pieces before
+    merging, and no piece holds two such runs (a piece is at most one letter run with one
+    leading non-letter, a digit run, or neither), so each run is at least one token."""
+    messages = body.get("messages") or []
+    texts = [t for m in messages for t in _message_texts(m)]
+    texts += list(_named_texts(body.get("tools") or []))
+    return len(messages) + sum(len(_RUN.findall(t)) for t in texts)
+
+
 _BUILDERS: dict[str, Callable[..., Reply]] = {
     "text": text,
     "tool_calls": tool_calls,
@@ -443,6 +493,8 @@ class FakeServer:
         self.models_reply: Reply | None = None
         self.on_request: Callable[[RecordedRequest], None] | None = None
         self.errors: list[BaseException] = []  # exceptions raised by the responder
+        self.context_window: int | None = None  # refuse a prompt over this many tokens
+        self.refused: list[int] = []  # the prompt tokens (at least) of each request refused
         self._port = port
         self._queue: collections.deque[Reply] = collections.deque(replies)
         self._requests: list[RecordedRequest] = []
@@ -509,6 +561,21 @@ class FakeServer:
     def pending(self) -> int:
         with self._cond:
             return len(self._queue)
+
+    def over_window(self, body: dict[str, Any]) -> Reply | None:
+        """OpenAI's 400 for a prompt over `context_window` tokens (counted at least), or None."""
+        if self.context_window is None:
+            return None
+        n = prompt_tokens_at_least(body)
+        if n <= self.context_window:
+            return None
+        with self._cond:
+            self.refused.append(n)
+        msg = (
+            f"This model's maximum context length is {self.context_window} tokens. However, "
+            f"your messages resulted in {n} tokens. Please reduce the length of the messages."
+        )
+        return status(400, openai_error(msg, code="context_length_exceeded"))
 
     def next_reply(self, body: dict[str, Any]) -> Reply | None:
         with self._cond:
@@ -642,7 +709,7 @@ class _Handler(BaseHTTPRequestHandler):
             err = openai_error("fakeserver: the request body is not a JSON object")
             self._serve(status(400, err), False)
             return
-        reply = self.server.fake.next_reply(body)
+        reply = self.server.fake.over_window(body) or self.server.fake.next_reply(body)
         if reply is None:
             err = openai_error(EMPTY_QUEUE_MESSAGE, "server_error", "fakeserver_empty")
             reply = status(500, err)

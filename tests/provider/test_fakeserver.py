@@ -23,12 +23,15 @@ from fakeserver import (
     hang,
     json_to_stream,
     openai_error,
+    prompt_tokens_at_least,
     reply_from_spec,
     status,
     text,
     tool_calls,
 )
 from waits import returns_within
+
+from countbot_cli.conversation.tokens import DEFAULT_LOADER
 
 STREAM = {"model": "test-model", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 PLAIN = {"model": "test-model", "messages": [{"role": "user", "content": "hi"}]}
@@ -381,6 +384,43 @@ def test_default_and_responder(client: httpx.Client, server: FakeServer) -> None
     r = client.post("/chat/completions", json={"messages": [{"role": "user", "content": "boom"}]})
     assert r.status_code == 500 and "scripted failure" in r.json()["error"]["message"]
     assert isinstance(server.errors[0], RuntimeError)
+
+
+def test_a_prompt_over_the_context_window_is_refused(
+    client: httpx.Client, server: FakeServer
+) -> None:
+    server.context_window = 40
+    server.add(text("fits"))
+    over = {"messages": [{"role": "user", "content": "alpha " * 40}]}  # 40 words + its role
+    r = client.post("/chat/completions", json=over)
+    assert r.status_code == 400
+    error = r.json()["error"]
+    assert error["code"] == "context_length_exceeded"
+    assert error["message"].startswith("This model's maximum context length is 40 tokens.")
+    assert server.refused == [41] and server.pending == 1  # no scripted reply was taken
+    fits = {"messages": [{"role": "user", "content": "alpha " * 39}]}
+    assert client.post("/chat/completions", json=fits).status_code == 200
+    assert server.refused == [41]
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "The quick brown fox, 12345 times: don't stop!",
+        '{"path":"src/main.py","start_line":120,"content":"def f(x):\\n    return x**2"}',
+        "数据库端口是 5432，用户名 admin；Ünïcödé wörds and emoji 🎉 too",
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa 1234567890123 ........",
+        "camelCaseIdentifier snake_case_name HTTPServer2Client v1.2.3-rc4",
+    ],
+)
+def test_the_prompt_count_is_a_lower_bound_of_real_tokenizers(encoding: str, content: str) -> None:
+    """Each run of letters or digits is at least one token: the bound never exceeds a real
+    count (the message's own one token, its role, aside)."""
+    enc = DEFAULT_LOADER.load(encoding)
+    assert enc is not None
+    body = {"messages": [{"role": "tool", "content": content, "name": "read_file"}]}
+    assert prompt_tokens_at_least(body) - 1 <= enc.count(content) + enc.count("read_file")
 
 
 def test_records_every_request(client: httpx.Client, server: FakeServer) -> None:
