@@ -8,7 +8,8 @@ chosen by `max_history_messages` is trimmed further in the window's own blocks
 start whose remainder fits, so between two steps the request keeps its prefix. Only when even
 the newest block does not fit is it trimmed newest-kept with LangChain's rules
 (`trim.trim_messages`: strategy last, start on a user message, an assistant `tool_calls`
-message never separated from its `tool` results).
+message never separated from its `tool` results). A tool loop's later requests are fitted by the
+same budget again, this turn's calls and results counted as fixed (conversation/round_fit.py).
 
 Calibration: for models whose tokenizer tiktoken does not have (DeepSeek, Qwen, Llama, the
 bundled SmolLM2 ...) counts are approximations. `TokenBudget.observe` learns the ratio between
@@ -82,6 +83,20 @@ def _message_bound(m: Message) -> int:
     for call in m.tool_calls or ():
         n += 3 + _bytes_bound(call.name) + _bytes_bound(call.arguments)
     return n + (1 if m.name else 0)
+
+
+def _fixed_bound(d: dict[str, Any]) -> int:
+    """An upper bound of one fixed part: a message as sent (its `tool_calls` with their
+    arguments: a tool loop's calls are fixed too), or a tool definition."""
+    if "role" not in d:
+        return 32 + _bytes_bound(json.dumps(d, ensure_ascii=False))
+    n = TOKENS_PER_MESSAGE + 2 + _bytes_bound(d.get("content") or "")
+    n += sum(_bytes_bound(d.get(key) or "") + 1 for key in ("name", "tool_call_id") if d.get(key))
+    for call in d.get("tool_calls") or ():
+        fn = call.get("function") if isinstance(call, dict) else None
+        fn = fn if isinstance(fn, dict) else {}
+        n += 3 + _bytes_bound(fn.get("name") or "") + _bytes_bound(fn.get("arguments") or "")
+    return n
 
 
 class RatioFile:
@@ -179,7 +194,8 @@ class TokenBudget:
         return sum(self.cost(m) for m in messages)
 
     def fixed_tokens(self, fixed: Sequence[dict[str, Any]]) -> int:
-        """System prompt + current message (+ reply priming) + tool definitions."""
+        """System prompt + current message (+ reply priming) + tool definitions; in a tool
+        loop also this turn's calls and their results (conversation/round_fit.py)."""
         msgs = [d for d in fixed if "role" in d]
         tools = [d for d in fixed if "role" not in d]
         return self.counter.count_messages(msgs) + self.counter.count_tools(tools)
@@ -192,12 +208,15 @@ class TokenBudget:
     ) -> bool:
         scale = max(1.0, self.counter.ratio)
         bound = REPLY_PRIMING + sum(_message_bound(m) for m in window)
-        for d in fixed:
-            if "role" in d:
-                bound += TOKENS_PER_MESSAGE + 2 + _bytes_bound(d.get("content") or "")
-            else:
-                bound += 32 + _bytes_bound(json.dumps(d, ensure_ascii=False))
+        bound += sum(_fixed_bound(d) for d in fixed)
         return bound * scale <= self.limit
+
+    def overflow(self, fixed: Sequence[dict[str, Any]]) -> int:
+        """Tokens by which the fixed part alone (no history) is over the limit; 0 when it fits,
+        proved without counting when the cheap bound can."""
+        if self._fits_without_counting((), fixed):
+            return 0
+        return max(0, self.fixed_tokens(fixed) - self.limit)
 
     # ---- calibration ----
 

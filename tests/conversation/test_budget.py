@@ -155,6 +155,24 @@ def test_an_obvious_fit_loads_no_encoding(tmp_path: Path) -> None:
     assert kept[0].role == "user"
 
 
+def test_the_cheap_bound_counts_a_tool_loops_calls_in_the_fixed_part(tmp_path: Path) -> None:
+    """A tool loop's later requests carry this turn's calls as fixed (conversation/round_fit.py):
+    their arguments count in the bound that spares the count."""
+    loader = EncodingLoader(data_dir=tmp_path / "none", cache_dir=tmp_path / "none")
+    budget = TokenBudget(TokenCounter("gpt-4o", loader=loader), context_window=8000, reserve=200)
+    window = chat(6)
+
+    def calling(arguments: str) -> list[dict[str, Any]]:
+        call = Message(role="assistant", content="", tool_calls=[ToolCall("c1", "t", arguments)])
+        return [*fixed_for("system", "hi"), call.to_api()]
+
+    small = calling('{"path": "a.txt"}')
+    assert budget(window, small) == window and budget.overflow(small) == 0
+    assert not loader.is_loaded("o200k_base")  # proved without counting
+    big = calling('{"content": "' + "x " * 20_000 + '"}')  # write_file with 20,000 words
+    assert budget(window, big) == [] and budget.overflow(big) > 0
+
+
 def test_calibration_invalidates_memoised_counts() -> None:
     counter = TokenCounter("deepseek-chat")  # not OpenAI: counts scale with the learned ratio
     budget = TokenBudget(counter, context_window=4000, reserve=100)
