@@ -451,6 +451,13 @@ REPEATED_CALL_NOTICE = (
     "stopped: the model asked for the same {name} call {n} times in this turn (a loop); "
     "the answer may be incomplete. Ask again, or more precisely."
 )
+# a tool loop's request fitted to the context window again (conversation/round_fit.py): what
+# the model reads instead of an older result of this turn, and the user's one notice a turn
+TOOL_OUTPUT_LEFT_OUT = (
+    "[This tool output ({chars:,} characters) was left out to fit the context window. "
+    "Call the tool again if you need it.]"
+)
+LEFT_OUT_NOTICE = "{what} left out to fit the {window:,}-token context window during tool calls"
 
 # `ask --schema` (conversation/structured.py)
 SCHEMA_INSTRUCTION = (

@@ -59,6 +59,7 @@ from countbot_cli.tools.approval import ApprovalPolicy
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
     from countbot_cli.conversation.input.attachments import Attached
+    from countbot_cli.conversation.round_fit import RoundFit
     from countbot_cli.conversation.sessions.session import Session
     from countbot_cli.conversation.tool_round import RepeatedCalls
     from countbot_cli.provider import Provider
@@ -248,24 +249,29 @@ class Engine:
 
     def _run_rounds(self, ctx: TurnContext, view: TurnView, record: TurnRecord) -> _Round:
         """Ask the model, run the tools it calls, ask again: until it answers without calls,
-        or `max_iterations` rounds, or it repeats a call (RepeatedCalls)."""
-        convo = ctx.api_messages()
+        or `max_iterations` rounds, or it repeats a call (RepeatedCalls). Each request after
+        the first is fitted to the token budget again (RoundFit)."""
+        sent = ctx.api_messages()
         max_rounds = max(1, self.settings.max_iterations)  # tool rounds allowed in one turn
         tools = self.tool_schemas() or None
         repeats: RepeatedCalls | None = None
+        fit: RoundFit | None = None  # each later request fitted to the budget again
         for n in range(max_rounds + 1):
             self._current = rnd = _Round()
-            fin = self._stream_round(convo, tools, view, rnd)
+            fin = self._stream_round(sent, tools, view, rnd)
             if self.budget is not None and fin.usage is not None:  # calibrate the token budget
-                self.budget.observe(convo, tools, fin.usage.prompt_tokens)
+                self.budget.observe(sent, tools, fin.usage.prompt_tokens)
             self._note_call(fin, record, view)
             if not fin.tool_calls or self.tools is None:
                 return rnd
             # a tool round: loaded by the first (a turn without tools never needs it)
+            from countbot_cli.conversation.round_fit import RoundFit
             from countbot_cli.conversation.tool_round import RepeatedCalls, ToolRunner
 
             if repeats is None:
                 repeats = RepeatedCalls()
+            if fit is None:
+                fit = RoundFit(self.budget, ctx.window, sent, tools or ())
             if n == max_rounds:
                 view.notice(MAX_ITERATIONS_NOTICE.format(n=max_rounds))
                 record.finish_reason = "max_iterations"
@@ -274,16 +280,15 @@ class Engine:
                 view.notice(REPEATED_CALL_NOTICE.format(name=looping.name, n=repeats.limit))
                 record.finish_reason = "repeated_tool_call"
                 return rnd
-            convo.append(
-                Message(role="assistant", content=rnd.text, tool_calls=fin.tool_calls).to_api()
-            )
             done = ToolRunner(self.tools, self.policy, self.settings.tools).run_calls(
                 fin.tool_calls, view
             )
-            convo += done.messages
+            call = Message(role="assistant", content=rnd.text, tool_calls=fin.tool_calls)
+            fit.add_round(call.to_api(), done.messages)
             record.tools += done.records
             if done.interrupt is not None:  # every call answered; the turn ends interrupted
                 raise done.interrupt
+            sent = fit.next_request(view)
         return self._current
 
     def _note_call(self, fin: Finished, record: TurnRecord, view: TurnView) -> None:

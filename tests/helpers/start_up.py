@@ -17,6 +17,7 @@ NOT_AT_START_UP = frozenset(
         "countbot_cli.tools.registry",
         "countbot_cli.tools.base",
         "countbot_cli.conversation.tool_round",
+        "countbot_cli.conversation.round_fit",
         "countbot_cli.tools.files",
         "countbot_cli.tools.shell",
         "countbot_cli.memory.tool",
