@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cbenv import make_cb
+from tools_env import words
 
 from countbot_cli.config.settings import load_settings
 from countbot_cli.conversation.budget import TokenBudget
@@ -24,24 +25,6 @@ from countbot_cli.tools.registry import ToolContext, ToolRegistry, default_tools
 MARKER = "was left out to fit the context window. Call the tool again if you need it."
 SYSTEM = {"role": "system", "content": "You are a test assistant."}
 QUESTION = {"role": "user", "content": "read them all"}
-WORDS = [
-    "alpha",
-    "beta",
-    "gamma",
-    "delta",
-    "river",
-    "stone",
-    "cloud",
-    "green",
-    "house",
-    "paper",
-    "table",
-    "light",
-]
-
-
-def words(n: int) -> str:
-    return " ".join(WORDS[i % len(WORDS)] for i in range(n))
 
 
 def history(n: int) -> list[Message]:

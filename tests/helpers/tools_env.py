@@ -1,6 +1,6 @@
 """An installation with tools on, and what the tool tests read back: the tool results and the
 calls on the wire, and a workspace with every way out of it (a `..` path, an absolute path, a
-link out, a look-alike sibling folder) for the escape tests.
+link out, a look-alike sibling folder) for the escape tests; text of a known token count.
 """
 
 from __future__ import annotations
@@ -15,6 +15,15 @@ from cbenv import CB, make_cb
 # a shell that starts a background child and records both pids, then waits: what a timeout or
 # a Ctrl-C must end, the child included
 SPAWN_SCRIPT = "sleep 300 &\necho $! > child.pid\necho $$ > shell.pid\nsleep 300\n"
+
+# words of one token each (cl100k), for tool results and history of a known size
+ONE_TOKEN_WORDS = ("alpha", "beta", "gamma", "delta", "river", "stone", "cloud", "green",
+                   "house", "paper", "table", "light", "water", "north")  # fmt: skip
+
+
+def words(n: int, seed: int = 0) -> str:
+    """`n` words of one token each (cl100k), on one line: so many tokens, at least."""
+    return " ".join(ONE_TOKEN_WORDS[(seed + i * 5) % len(ONE_TOKEN_WORDS)] for i in range(n))
 
 
 def tools_cb(tmp_path: Path, server: fs.FakeServer, **tools: Any) -> CB:

@@ -14,7 +14,7 @@ from typing import Any
 import fakeserver as fs
 import prefix
 from cbenv import CB, QUIET_MEMORY
-from tools_env import tool_messages, tools_cb
+from tools_env import tool_messages, tools_cb, words
 
 from countbot_cli.conversation.sessions.session import new_session
 from countbot_cli.conversation.sessions.store import SessionStore
@@ -26,27 +26,6 @@ MAX_TOKENS = 256  # the reply reserve
 ANSWER = "All four files are about rivers."
 NOTICE = f"left out to fit the {WINDOW:,}-token context window during tool calls"
 MARKER = "was left out to fit the context window. Call the tool again if you need it."
-WORDS = [
-    "alpha",
-    "beta",
-    "gamma",
-    "delta",
-    "river",
-    "stone",
-    "cloud",
-    "green",
-    "house",
-    "paper",
-    "table",
-    "light",
-    "water",
-    "north",
-]
-
-
-def words(n: int, seed: int = 0) -> str:
-    """`n` words of one token each (cl100k), on one line: so many tokens, at least."""
-    return " ".join(WORDS[(seed + i * 5) % len(WORDS)] for i in range(n))
 
 
 def small_window_cb(tmp_path: Path, server: fs.FakeServer, history: int) -> tuple[CB, str]:
