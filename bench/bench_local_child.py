@@ -16,7 +16,8 @@ be shared: prompt evaluation uses every core and slows down sharply when others 
 - `bufts`: prompt evaluation speed (tokens/s, one 512-token batch after a reset) with the
   AMX crash fix (`use_extra_bufts` off, what a CPU reporting AMX gets) and without it (the
   repack on), for the bundled Q4_1 file and a Q4_0 copy of it (Q4_0 is what llama.cpp's CPU
-  repack takes on AVX2/AVX-512 CPUs), alternating; and whether this CPU reports AMX.
+  repack takes on AVX2/AVX-512 CPUs), alternating; and whether this CPU reports AMX (then
+  nothing is compared: the repack there is the crash, segfault on the first answer).
 
 Run: .venv/bin/python bench/bench_local_child.py [--part process|upkeep|bufts] [--runs N]
 """
@@ -218,6 +219,9 @@ def prompt_rate(path: str, cpuinfo: Path, runs: int) -> list[float]:
 def part_bufts(gguf: str, runs: int) -> None:
     amx = llama_load.cpu_reports_amx()
     print(f"prompt speed, 512-token batch, {runs}x3 runs each; this CPU reports AMX: {amx}")
+    if amx:  # the default would be the fix too: the repack's AMX path is the crash itself
+        print("  (no comparison here: on this CPU the repack is the crash the fix avoids)")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         fake = Path(tmp) / "cpuinfo"
         fake.write_text(AMX_CPUINFO)
