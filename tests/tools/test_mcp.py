@@ -17,32 +17,14 @@ from typing import Any
 
 import fakeserver as fs
 import pexpect
-from cbenv import CB, make_cb
+from cbenv import make_cb
+from mcp_env import TIME_BIN, TIME_TOOL, mcp_cb, pid_of, silent_server, time_server, tool_names
 from processes import alive, unread_input, wait_gone
 from terminal import plain, spawn_ask
 from tools_env import tool_messages
 from waits import file_text, wait_until
 
-TIME_BIN = str(Path(sys.executable).parent / "mcp-server-time")
-CALL = ("mcp__time__get_current_time", {"timezone": "Asia/Tokyo"})
-
-
-def time_server(pidfile: Path, **extra: Any) -> dict[str, Any]:
-    script = f'echo $$ > "{pidfile}"; exec "{TIME_BIN}" --local-timezone UTC'
-    return {"command": "sh", "args": ["-c", script], **extra}
-
-
-def mcp_cb(tmp_path: Path, server: fs.FakeServer, **servers: dict[str, Any]) -> CB:
-    return make_cb(tmp_path, server.base_url, tools={"enabled": True}, mcp={"servers": servers})
-
-
-def pid_of(pidfile: Path) -> int:
-    """The MCP server's pid, once it has started and written it."""
-    return int(file_text(pidfile))
-
-
-def tool_names(body: dict[str, Any]) -> list[str]:
-    return [t["function"]["name"] for t in body.get("tools") or []]
+CALL = (TIME_TOOL, {"timezone": "Asia/Tokyo"})
 
 
 def test_mcp_list_starts_lists_and_stops_the_server(tmp_path: Path, server: fs.FakeServer) -> None:
@@ -405,8 +387,7 @@ def test_sigterm_while_a_server_starts_stops_countbot_before_the_model_is_asked(
     an MCP server to start once took it for Ctrl-C, marked the server failed ("interrupted by
     the user") and went on to ask the model."""
     pidfile = tmp_path / "slow.pid"
-    slow = {"command": "sh", "args": ["-c", f'echo $$ > "{pidfile}"; exec sleep 60']}
-    cb = mcp_cb(tmp_path, server, slow={**slow, "start_timeout": 60})
+    cb = mcp_cb(tmp_path, server, slow=silent_server(pidfile))
     server.add(fs.text("Hello."))
     proc = cb.popen("ask", "hi")
     pid = pid_of(pidfile)  # the server was started and countbot waits for its answer

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
 import yaml
 from cbenv import make_cb
+from mcp_env import TIME_BIN
 
 from countbot_cli.commands import config as cmd_config
 from countbot_cli.commands import trust as cmd_trust
@@ -22,7 +22,6 @@ from countbot_cli.config.settings import load_settings
 
 ENV_SECRET = "mcp-env-secret-4242-abcdef"
 HEADER_TOKEN = "tok-http-header-7777-zyxw"
-TIME_BIN = str(Path(sys.executable).parent / "mcp-server-time")
 
 SERVERS: dict[str, Any] = {
     "time": {
