@@ -129,36 +129,49 @@ class Engine:
     # ---- building the request ----
 
     def prompt_facts(
-        self, session: Session | None = None, *, system: str | None = None
+        self,
+        session: Session | None = None,
+        *,
+        system: str | None = None,
+        start_tools: bool = True,
     ) -> PromptFacts:
         """The system prompt's facts; a session's own instructions (/system) win over `system`
-        (--system, as the conversation holds it)."""
+        (--system, as the conversation holds it). `start_tools`: see `tool_schemas`."""
         return prompt_facts(
             self.settings,
             self.today(),
-            tools_enabled=bool(self.tool_schemas()),
+            tools_enabled=bool(self.tool_schemas(start=start_tools)),
             extra_system=(session.system if session and session.system else system),
         )
 
-    def tool_schemas(self) -> list[dict[str, Any]]:
+    def tool_schemas(self, *, start: bool = True) -> list[dict[str, Any]]:
         """The tools offered to the model, sorted by name (a stable prefix whatever order MCP
         servers answered in): none when the provider's model cannot take them (the embedded
-        SmolLM2's template has no tools; offering them only costs context)."""
+        SmolLM2's template has no tools; offering them only costs context). `start=False`:
+        those known now, MCP servers not started for them (a count, the toolbar)."""
         if self.tools is None:
             return []
         if self._provider_tools is None:
             self._provider_tools = self.provider.supports_tools
         if not self._provider_tools:
             return []
-        return sorted(self.tools.schemas(), key=_tool_name)
+        return sorted(self.tools.schemas(start=start), key=_tool_name)
 
     def context_for(
-        self, session: Session, user: Message, *, system: str | None = None
+        self,
+        session: Session,
+        user: Message,
+        *,
+        system: str | None = None,
+        start_tools: bool = True,
     ) -> TurnContext:
+        """The request for `user` in `session`: recalled and pinned memory, the tools (MCP
+        servers started for them unless `start_tools` is False: a count), the history window
+        the budget leaves."""
         memory = _nicety(self.recall, user.content) if self.recall is not None else []
         pinned = _nicety(self.pinned) if self.pinned is not None else []
         return build_context(
-            facts=self.prompt_facts(session, system=system),
+            facts=self.prompt_facts(session, system=system, start_tools=start_tools),
             summary=session.context_summary(),
             history=session.messages,
             user=user,
@@ -167,7 +180,7 @@ class Engine:
             pinned=pinned,
             instructions=self.instructions,
             skills=self.skills,
-            tools=self.tool_schemas(),
+            tools=self.tool_schemas(start=start_tools),
             budget=self.budget,
             keep_recall=self.settings.provider.preset in KEEP_RECALL,
         )

@@ -10,6 +10,9 @@ loaded only when a count matters (issue 25 point 1): `/tokens` or `/context`, th
 request that may not fit, or the toolbar's estimate reaching `EXACT_FROM` of the context window
 (then in the background, and the toolbar corrects itself when it is in).
 
+The count never starts MCP servers (the toolbar is drawn at the prompt, where nothing may wait
+for them): their tools count once a turn has started them.
+
 When the provider reports a prompt size that matches the messages alone far better than messages
 plus tool definitions (a local model whose chat template has no tools drops them), the tools are
 left out of the total and `/tokens` says so.
@@ -173,7 +176,7 @@ class ContextMeter:
             return
         self._calibrated[id(counter)] = last
         messages = counter.count_messages(last.context.api_messages())
-        tools = counter.count_tools(engine.tool_schemas())
+        tools = counter.count_tools(engine.tool_schemas(start=False))
         sent = not tools or abs(math.log(reported / (messages + tools))) <= abs(
             math.log(reported / max(1, messages))
         )
@@ -200,7 +203,7 @@ def _fingerprint(conversation: Conversation, counter: TokenCounter) -> tuple[Any
         id(engine),
         engine.provider.model,
         conversation.system,
-        bool(engine.tool_schemas()),
+        len(engine.tool_schemas(start=False)),  # MCP servers that started add theirs
         session.id,
         session.context_summary(),
         len(msgs),
@@ -223,14 +226,15 @@ def _count(
         conversation.session,
         conversation.tuning.system(conversation.system_override),  # with the role's text
     )
-    ctx = engine.context_for(session, Message(role="user", content=""), system=system)
-    base = system_prompt(engine.prompt_facts(session, system=system))
+    empty = Message(role="user", content="")  # MCP servers are not started for a count
+    ctx = engine.context_for(session, empty, system=system, start_tools=False)
+    base = system_prompt(engine.prompt_facts(session, system=system, start_tools=False))
     base_n = counter.count_text(base)
     with_summary = counter.count_text(with_session_context(base, session.context_summary()))
     summary = max(0, with_summary - base_n)
     memory = max(0, counter.count_text(ctx.system) - with_summary)
     system_msg = counter.count_message({"role": "system", "content": ctx.system})
-    schemas = engine.tool_schemas()
+    schemas = engine.tool_schemas(start=False)
     if counter.encoding_name == ESTIMATE_ENCODING:
         how = "estimate: about 4 characters a token (the tokenizer is loading)"
     elif counter.exact:
@@ -343,7 +347,7 @@ def toolbar_text(
     if len(title) > 40:
         title = title[:39] + "…"
     tools = "no tools"
-    if c.engine.tool_schemas():
+    if c.engine.tool_schemas(start=False):  # drawn at the prompt: no MCP server started
         granted = sorted(c.policy.session_allowed)
         yes = " --yes" if c.policy.yes_writes else ""
         tools = f"tools {c.policy.mode}{yes}" + (f" +{','.join(granted)}" if granted else "")

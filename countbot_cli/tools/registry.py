@@ -145,7 +145,10 @@ class ToolRegistry:
 
     def add_source(self, source: Callable[[], Iterable[ToolSpec]]) -> None:
         """Tools known only once asked for (MCP servers start then): `source()` runs the first
-        time the tools are needed; until it returns it is asked again (e.g. after Ctrl-C)."""
+        time the tools are needed (`schemas`, `names`, `get`: a turn's request), not for a
+        count (`schemas(start=False)`). Until it returns it is asked again: a KeyboardInterrupt
+        from it (Ctrl-C while MCP servers start) goes on up to what asked, and the next turn
+        asks again."""
         self._sources.append(source)
 
     def _load_sources(self) -> None:
@@ -155,8 +158,11 @@ class ToolRegistry:
             merged = {**{s.name: s for s in added}, **self._specs}  # built-ins keep their names
             self._specs = dict(sorted(merged.items()))
 
-    def schemas(self) -> list[dict[str, Any]]:
-        self._load_sources()
+    def schemas(self, *, start: bool = True) -> list[dict[str, Any]]:
+        """Every tool's schema. `start=False`: the tools known now, no source asked (the
+        toolbar's count does not start MCP servers)."""
+        if start:
+            self._load_sources()
         return [s.schema() for s in self._specs.values()]
 
     def names(self) -> list[str]:

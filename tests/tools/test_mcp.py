@@ -20,7 +20,7 @@ import pexpect
 from cbenv import make_cb
 from mcp_env import TIME_BIN, TIME_TOOL, mcp_cb, pid_of, silent_server, time_server, tool_names
 from processes import alive, unread_input, wait_gone
-from terminal import plain, spawn_ask
+from terminal import expect, plain, spawn, spawn_ask
 from tools_env import tool_messages
 from waits import file_text, wait_until
 
@@ -53,6 +53,31 @@ def test_mcp_list_starts_lists_and_stops_the_server(tmp_path: Path, server: fs.F
         "target_timezone",
     ]
     assert [t["allowed"] for t in entry["tools"]] == [True, False]
+
+
+def test_the_chat_starts_its_servers_on_its_first_turn_not_at_its_prompt(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """The prompt's toolbar counts the tools known so far: it once started the servers to count
+    theirs, and the prompt waited for them (up to their start_timeout; Ctrl-C, a key there,
+    could not stop that)."""
+    pidfile = tmp_path / "time.pid"
+    cb = mcp_cb(tmp_path, server, time=time_server(pidfile))
+    server.add(fs.text("Hello."))
+    child = spawn(cb)
+    try:
+        expect(child, "tools ask")  # the prompt is up, its toolbar drawn
+        assert not pidfile.exists()
+        child.send("hi\r")
+        expect(child, "Hello.")
+        expect(child, "tools ask")
+        assert TIME_TOOL in tool_names(server.chat_bodies()[0])
+        pid = pid_of(pidfile)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    wait_gone(pid)
 
 
 def test_a_call_allowed_by_config_reaches_the_server_and_its_answer_the_model(
