@@ -7,7 +7,8 @@ memory upkeep after it. The one moment the conversation needs from inside the tu
 question is built and the model has not started" (it saves the question there, so a SIGKILL or
 a native crash at any later moment leaves it in the session), is the `started` callback.
 
-`run_turn` never raises for a provider error, a bug or Ctrl-C: a failed turn is status
+`run_turn` never raises for a provider error, a bug or Ctrl-C, from the turn's set-up (recall,
+MCP servers starting, the request built) to its last round: a failed turn is status
 "failed" with the error (a bug becomes an UnexpectedError, exit 1) and whatever partial text
 arrived; an interrupted one (Ctrl-C, SIGTERM, `ask`'s reader closing the pipe) is
 "interrupted" with what arrived, and `stopped_by` holds a termination or a closed output for
@@ -214,22 +215,17 @@ class Engine:
         `system`: extra instructions when the session has none of its own (--system);
         `attached`: what -a attached (images sent, records kept with the message);
         `started(question)`: called once the request is built, before the model starts (a
-        KeyboardInterrupt from it interrupts the turn)."""
+        KeyboardInterrupt from it interrupts the turn).
+
+        The set-up (recall, MCP servers started, the request built) is part of the turn: Ctrl-C
+        or an error there ends it as one before the first token does, with the question in the
+        record (saved by the conversation, marked interrupted or failed; /retry asks it)."""
         user = _user_message(user_text, attached)
-        ctx = self.context_for(session, user, system=system)
-        self._say_context_window_assumed(ctx, session, view)
-        if ctx.keep_recall:  # the lines sent with the question stay with it (context.py)
-            user.kept = recall_block(ctx.memory_entries, ctx.language) or None
-        p = self.provider  # what changed since the session's previous request (cache_report)
-        record = TurnRecord(
-            user=user,
-            model=p.model,
-            context=ctx,
-            cache=probe(session, ctx, p.name, p.model, self.settings.provider.preset),
-        )
+        record = TurnRecord(user=user, model=self.provider.model)
         self._cache_key = session.id
         self._current = rnd = _Round()
         try:
+            ctx = self._set_up(session, record, view, system)
             if started is not None:
                 started(user)
             rnd = self._run_rounds(ctx, view, record)
@@ -241,6 +237,21 @@ class Engine:
         if record.status == "ok":
             record.cache.observe(record.usage)
         return record
+
+    def _set_up(
+        self, session: Session, record: TurnRecord, view: TurnView, system: str | None
+    ) -> TurnContext:
+        """The turn's request, built into `record` (its context, and what changed since the
+        session's previous request: cache_report)."""
+        user = record.user
+        ctx = self.context_for(session, user, system=system)
+        self._say_context_window_assumed(ctx, session, view)
+        if ctx.keep_recall:  # the lines sent with the question stay with it (context.py)
+            user.kept = recall_block(ctx.memory_entries, ctx.language) or None
+        p = self.provider
+        record.context = ctx
+        record.cache = probe(session, ctx, p.name, p.model, self.settings.provider.preset)
+        return ctx
 
     def _interrupted(self, exc: BaseException, record: TurnRecord) -> _Round:
         """Settle a turn stopped by Ctrl-C (or SIGTERM, or its output closed)."""

@@ -6,6 +6,7 @@ conversation has saved the turn (SIGTERM during a tool, a closed output)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cbenv import make_cb
@@ -181,6 +182,34 @@ def test_ctrl_c_while_the_question_is_saved_interrupts_before_the_model(tmp_path
     record = rig.engine.run_turn(rig.session, QUESTION, NullView(), started=held_ctrl_c)
     assert record.status == "interrupted" and record.answer == ""
     assert rig.provider.requests == [] and rig.provider.pending == 1
+
+
+@pytest.mark.parametrize(
+    ("stop", "status"),
+    [
+        (KeyboardInterrupt(), "interrupted"),
+        (Terminated("SIGTERM"), "interrupted"),
+        (OSError("x"), "failed"),
+    ],
+)
+def test_what_stops_the_set_up_ends_the_turn_with_the_question(
+    tmp_path: Path, stop: BaseException, status: str
+) -> None:
+    """Ctrl-C (or a termination, or an error) while the request is built, here while a tool
+    source loads (MCP servers start then): the turn ends as one before the first token, its
+    question in the record; nothing is asked, and the question was not "started" (saved)."""
+    rig = Rig(tmp_path)
+
+    def source() -> list[Any]:
+        raise stop
+
+    assert rig.engine.tools is not None
+    rig.engine.tools.add_source(source)
+    record = rig.turn("never asked")
+    assert (record.status, record.answer, record.context) == (status, "", None)
+    assert rig.provider.requests == [] and rig.started == []
+    assert [(m.content, m.status) for m in record.messages()] == [(QUESTION, status)]
+    assert record.stopped_by is (stop if isinstance(stop, Terminated) else None)
 
 
 def test_sigterm_during_a_tool_stops_the_turn_and_is_kept_for_after_the_save(
