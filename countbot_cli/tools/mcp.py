@@ -3,7 +3,8 @@
 `McpTools` is a lazy source for the registry (`ToolRegistry.add_source`): the first time the
 tools are needed (the first turn that offers tools) it starts every configured server
 (`mcp_client.McpHub`), says in one line which failed, and turns each listed tool into a
-`ToolSpec` of kind "mcp" whose parameters are the server's own JSON schema. Arguments are
+`ToolSpec` of kind "mcp" whose parameters are the server's own JSON schema. Ctrl-C while they
+start interrupts the turn, not the servers: they are stopped and start again next time. Arguments are
 checked with `tools.schema`, which knows a subset of JSON schema (types, required, enum, bounds,
 items, additionalProperties): what it does not know (`anyOf`, `pattern`, `$ref`, …) is left to
 the server, whose refusal comes back to the model as an error result.
@@ -73,7 +74,9 @@ class McpTools:
         self.max_output_chars = max_output_chars
 
     def specs(self) -> list[ToolSpec]:
-        """Start the servers (once) and return the running ones' tools."""
+        """Start the servers (once) and return the running ones' tools; a server that failed
+        to start is one notice. Ctrl-C while they start goes on up (the turn is interrupted)
+        with the servers stopped, to be started by the next call (`McpHub.start`)."""
         for conn in self.hub.start():
             self.on_notice(f"MCP server '{conn.name}' failed to start: {conn.error}")
         out: list[ToolSpec] = []
@@ -83,7 +86,8 @@ class McpTools:
         return out
 
     def status(self) -> list[ServerStatus]:
-        """Every server's state and tools (starting them when not started yet)."""
+        """Every server's state and tools (starting them when not started yet; Ctrl-C then
+        goes on up, the servers stopped)."""
         self.hub.start()
         return [
             ServerStatus(

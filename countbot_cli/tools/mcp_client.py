@@ -10,7 +10,8 @@ submitted to the loop from the tool runner's thread and waited for with a timeou
 `cancel` event (Ctrl-C) cancels the call's task, which the SDK reports to the server.
 
 Nothing here raises for a server's failure: `start` records `state` and `error`; `call`
-returns a `CallOutcome` with `error` set. `mcp` is imported only inside the loop's tasks and
+returns a `CallOutcome` with `error` set. Ctrl-C (or a termination) while `start` waits is no
+server's failure: it goes on up, the servers of that start stopped and left to start again. `mcp` is imported only inside the loop's tasks and
 `start`, so importing this module costs nothing.
 """
 
@@ -30,7 +31,7 @@ from typing import IO, Any
 
 from countbot_cli import __version__
 from countbot_cli.config.mcp_server import McpServer
-from countbot_cli.errors import Terminated
+from countbot_cli.interrupts import sigint_deferred
 from countbot_cli.tools import proctree
 
 STATE_NEW = "not started"
@@ -104,6 +105,7 @@ class LoopTask:
         self.loop = loop
         self.ended = threading.Event()
         self._task: asyncio.Task[None] | None = None
+        self._cancelled = False
         loop.call_soon_threadsafe(self._create, coro)
 
     def _create(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -111,8 +113,11 @@ class LoopTask:
         self._task.add_done_callback(lambda _task: self.ended.set())
 
     def cancel(self) -> None:
-        """Cancel the task (from any thread); `ended` says when it has unwound."""
-        self.loop.call_soon_threadsafe(self._cancel)
+        """Cancel the task (from any thread), once: a second cancel would cut its transport's
+        stop sequence short (the server left running). `ended` says when it has unwound."""
+        if not self._cancelled:
+            self._cancelled = True
+            self.loop.call_soon_threadsafe(self._cancel)
 
     def _cancel(self) -> None:  # in the loop, after `_create` (callbacks run in order)
         if self._task is not None:
@@ -132,16 +137,35 @@ class McpHub:
     # ---- life cycle ----
 
     def start(self, cancel: threading.Event | None = None) -> list[ServerConn]:
-        """Start every server not started yet, in parallel; each waits at most its timeout.
-        Returns the servers that failed now. KeyboardInterrupt leaves them failed."""
+        """Start every server, in parallel, once; each waits at most its `start_timeout`.
+        Returns the servers that failed to start (an error, a timeout): they stay failed.
+
+        Ctrl-C (KeyboardInterrupt) or a termination while they start goes on up, to interrupt
+        what waited for them (a turn, `mcp list`), and first stops every server of this start,
+        which the next call starts again (`_abandon`)."""
         with self._lock:
             if self.started:
                 return []
             self.started = True
             loop = self._ensure_loop()
-        _import_sdk()  # here, so its import time does not count against a server's start
-        pending = [(conn, self._launch(conn, loop)) for conn in self.conns.values()]
-        return [conn for conn, ready in pending if not self._started(conn, ready, cancel)]
+        try:
+            _import_sdk()  # here, so its import time does not count against a server's start
+            with sigint_deferred():  # every task launched is known, to be stopped
+                pending = [(conn, self._launch(conn, loop)) for conn in self.conns.values()]
+            return [conn for conn, ready in pending if not self._started(conn, ready, cancel)]
+        except KeyboardInterrupt:
+            self._abandon()
+            raise
+
+    def _abandon(self) -> None:
+        """A start that was interrupted: its servers stopped (their transports stop the
+        processes, in the loop's thread; `_launch` waits for that before a new start) and
+        not started, as if never asked for."""
+        with sigint_deferred(), self._lock:
+            for conn in self.conns.values():
+                self._stop_one(conn)
+                conn.state, conn.error, conn.tools = STATE_NEW, "", []
+            self.started = False
 
     def restart(self, server: str, cancel: threading.Event | None = None) -> bool | None:
         """Start a server that stopped responding again, once in its life: True when it runs
@@ -153,13 +177,16 @@ class McpHub:
         conn.restarted = True
         if conn.task is not None:  # what is left of the old one (a call saw it die first)
             conn.task.cancel()
-            conn.task.ended.wait(STOP_WAIT)  # its process stopped and reaped
-        conn.state, conn.error, conn.tools = STATE_NEW, "", []
         return self._started(conn, self._launch(conn, loop), cancel)
 
     def _launch(
         self, conn: ServerConn, loop: asyncio.AbstractEventLoop
     ) -> concurrent.futures.Future[None]:
+        """Start `conn` once what is left of its previous start (crashed, or an interrupted
+        start) has unwound: that process stopped and reaped, its state no longer written."""
+        if conn.task is not None:
+            conn.task.ended.wait(STOP_WAIT)
+        conn.state, conn.error, conn.tools = STATE_NEW, "", []
         conn.stop_event = None
         conn.generation += 1
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -340,8 +367,9 @@ def _timed_out(timeout: float) -> CallOutcome:
 def _wait(
     fut: concurrent.futures.Future[None], timeout: float, cancel: threading.Event | None
 ) -> str | None:
-    """None once `fut` succeeded, else why not (its error, a timeout, Ctrl-C). SIGTERM and
-    SIGHUP (errors.Terminated) go on up: countbot stops, it does not go on without the server."""
+    """None once `fut` succeeded, else why not (its error, a timeout, `cancel` set). Ctrl-C,
+    SIGTERM and SIGHUP (KeyboardInterrupt, errors.Terminated) go on up: they are not the
+    server's failure (`McpHub.start`)."""
     deadline = time.monotonic() + timeout
     try:
         while True:
@@ -353,10 +381,6 @@ def _wait(
                     return "interrupted by the user"
                 if time.monotonic() > deadline:
                     return f"no answer within {timeout - 1.0:g} s (timed out)"
-    except Terminated:
-        raise
-    except KeyboardInterrupt:
-        return "interrupted by the user"
     except Exception as exc:
         return str(exc) or type(exc).__name__
 

@@ -18,7 +18,7 @@ from typing import Any
 import fakeserver as fs
 import pexpect
 from cbenv import make_cb
-from mcp_env import TIME_BIN, TIME_TOOL, mcp_cb, pid_of, silent_server, time_server, tool_names
+from mcp_env import TIME_BIN, TIME_TOOL, mcp_cb, pid_of, time_server, tool_names
 from processes import alive, unread_input, wait_gone
 from terminal import expect, plain, spawn, spawn_ask
 from tools_env import tool_messages
@@ -403,22 +403,3 @@ def test_a_crashed_servers_process_group_does_not_outlive_countbot(
     finally:
         if childfile.exists() and alive(int(file_text(childfile))):
             os.kill(int(file_text(childfile)), signal.SIGKILL)
-
-
-def test_sigterm_while_a_server_starts_stops_countbot_before_the_model_is_asked(
-    tmp_path: Path, server: fs.FakeServer
-) -> None:
-    """SIGTERM (or SIGHUP) stops countbot whatever it waits for (errors.Terminated); waiting for
-    an MCP server to start once took it for Ctrl-C, marked the server failed ("interrupted by
-    the user") and went on to ask the model."""
-    pidfile = tmp_path / "slow.pid"
-    cb = mcp_cb(tmp_path, server, slow=silent_server(pidfile))
-    server.add(fs.text("Hello."))
-    proc = cb.popen("ask", "hi")
-    pid = pid_of(pidfile)  # the server was started and countbot waits for its answer
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(20) == 130
-    assert server.chat_bodies() == []
-    stderr = proc.stderr.read() if proc.stderr else ""
-    assert "countbot: interrupted" in stderr and "by the user" not in stderr, stderr
-    wait_gone(pid)
