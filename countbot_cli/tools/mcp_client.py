@@ -25,7 +25,7 @@ import contextvars
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -33,6 +33,7 @@ from countbot_cli import __version__
 from countbot_cli.config.mcp_server import McpServer
 from countbot_cli.interrupts import sigint_deferred
 from countbot_cli.tools import proctree
+from countbot_cli.tools.mcp_task import LoopTask
 
 STATE_NEW = "not started"
 STATE_RUNNING = "running"
@@ -89,39 +90,6 @@ class ServerConn:
             lines = [line.strip() for line in text.splitlines() if line.strip()]
             return lines[-1][-STDERR_TAIL:] if lines else ""
         return ""
-
-
-class LoopTask:
-    """One server's task on the hub's loop, cancelled and waited for from other threads.
-
-    `ended` is set once the task is done: its transport has stopped the server (the SDK's
-    stop sequence) and reaped it. Cancelling the future `run_coroutine_threadsafe` returns
-    would mark it done at once while the task still unwinds, so a restart or countbot's end
-    could go on while the old process is still exiting, or stop the loop in the middle of
-    its stop sequence (a crashed server that is still running then outlives countbot).
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, None]) -> None:
-        self.loop = loop
-        self.ended = threading.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._cancelled = False
-        loop.call_soon_threadsafe(self._create, coro)
-
-    def _create(self, coro: Coroutine[Any, Any, None]) -> None:
-        self._task = self.loop.create_task(coro)
-        self._task.add_done_callback(lambda _task: self.ended.set())
-
-    def cancel(self) -> None:
-        """Cancel the task (from any thread), once: a second cancel would cut its transport's
-        stop sequence short (the server left running). `ended` says when it has unwound."""
-        if not self._cancelled:
-            self._cancelled = True
-            self.loop.call_soon_threadsafe(self._cancel)
-
-    def _cancel(self) -> None:  # in the loop, after `_create` (callbacks run in order)
-        if self._task is not None:
-            self._task.cancel()
 
 
 class McpHub:
@@ -190,7 +158,7 @@ class McpHub:
         conn.stop_event = None
         conn.generation += 1
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
-        conn.task = LoopTask(loop, self._serve(conn, ready))
+        conn.task = LoopTask(loop, lambda task: self._serve(conn, ready, task))
         return ready
 
     def _started(
@@ -242,7 +210,9 @@ class McpHub:
         elif conn.task is not None:
             conn.task.cancel()  # starting or crashed: its transport stops the process
 
-    async def _serve(self, conn: ServerConn, ready: concurrent.futures.Future[None]) -> None:
+    async def _serve(
+        self, conn: ServerConn, ready: concurrent.futures.Future[None], task: LoopTask
+    ) -> None:
         """One server's whole life, inside its transport's and session's contexts."""
         conn.stop_event = stop = asyncio.Event()
         start, generation = conn.config.start_timeout, conn.generation
@@ -254,12 +224,14 @@ class McpHub:
                     conn.session = await _open_session(stack, read, write, start)
                     conn.tools = await _list_tools(conn.session, start)
                 except BaseException as exc:  # said at once; the transport stops after
+                    task.stopping = True
                     conn.error = conn.error or _with_stderr(conn, _start_failure(exc))
                     ready.set_exception(RuntimeError(conn.error))
                     raise
                 conn.state = STATE_RUNNING
                 ready.set_result(None)
                 await stop.wait()
+                task.stopping = True
                 # read before the SDK stops it: a child that left its group (setsid) is
                 # still linked to it now, and would be reparented to init after
                 left: list[proctree.Proc] = proctree.descendants(conn.pid) if conn.pid else []

@@ -18,7 +18,7 @@ from typing import Any
 import fakeserver as fs
 import pexpect
 from cbenv import make_cb
-from mcp_env import TIME_BIN, TIME_TOOL, mcp_cb, pid_of, time_server, tool_names
+from mcp_env import TIME_BIN, TIME_TOOL, mcp_cb, pid_of, silent_server, time_server, tool_names
 from processes import alive, unread_input, wait_gone
 from terminal import expect, plain, spawn, spawn_ask
 from tools_env import tool_messages
@@ -162,6 +162,23 @@ def test_a_server_exiting_at_start_costs_one_line_and_the_turn_goes_on(
     ]
     names = tool_names(server.chat_bodies()[0])
     assert "read_file" in names and not [n for n in names if n.startswith("mcp__")]
+
+
+def test_a_server_not_started_in_time_costs_one_line_and_is_stopped(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """Its task stops it on its own once its start timed out; cancelling that task as well (a
+    native cancel, which the SDK's shielded stop sequence does not survive) left it running
+    after countbot had exited."""
+    pidfile = tmp_path / "slow.pid"
+    cb = mcp_cb(tmp_path, server, slow={**silent_server(pidfile), "start_timeout": 1})
+    server.add(fs.text("Hello."))
+    proc = cb.run("ask", "hi")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Hello.\n"
+    lines = [line for line in proc.stderr.splitlines() if "slow" in line]
+    assert lines == ["countbot: MCP server 'slow' failed to start: no answer in time (timed out)"]
+    wait_gone(pid_of(pidfile))
 
 
 def test_a_server_killed_mid_session_gives_the_model_an_error_and_the_turn_goes_on(
