@@ -7,9 +7,10 @@ into the engine, the store or the session. It owns:
   turn (`is_new` until then; `/rename`, `/system` and `/summary` change the value meanwhile);
 - the session store (`resume`, `rename`, `undo`, `fork`, ...);
 - a turn around the engine, which only returns its record (conversation/turn_record.py):
-  saving it (`TurnSaver`: the question before the model starts, then the turn; a failed
-  attempt replaced), charging its calls to the day's cost tally when prices are set, then
-  the memory upkeep; a fallback link answering a turn the provider could not;
+  saving it (`TurnSaver`: the question before its request is built and the model starts,
+  then the turn; a failed attempt replaced), charging its calls to the day's cost tally when
+  prices are set, then the memory upkeep; a fallback link answering a turn the provider
+  could not;
 - the approval policy: the tool mode and the tools allowed for the session (`[a]lways`), which
   `new` and `resume` revoke;
 - the --system text as this conversation holds it (`/system clear` drops it until `new`);

@@ -4,8 +4,9 @@ The engine never prints: everything the user sees goes through the narrow `TurnV
 never saves and never charges either: `run_turn` returns a record of the turn
 (conversation/turn_record.py) and `Conversation` (chat.py) saves it, charges it and runs the
 memory upkeep after it. The one moment the conversation needs from inside the turn, "the
-question is built and the model has not started" (it saves the question there, so a SIGKILL or
-a native crash at any later moment leaves it in the session), is the `started` callback.
+question is asked and nothing has run for it yet" (it saves the question there, before the
+request is built and the model starts, so a SIGKILL or a native crash at any later moment,
+say while MCP servers start, leaves it in the session), is the `started` callback.
 
 `run_turn` never raises for a provider error, a bug or Ctrl-C, from the turn's set-up (recall,
 MCP servers starting, the request built) to its last round: a failed turn is status
@@ -214,8 +215,8 @@ class Engine:
         """Run one turn asked in `session` (the history it is sent with) and return its record.
         `system`: extra instructions when the session has none of its own (--system);
         `attached`: what -a attached (images sent, records kept with the message);
-        `started(question)`: called once the request is built, before the model starts (a
-        KeyboardInterrupt from it interrupts the turn).
+        `started(question)`: called first, before the request is built and the model starts
+        (a KeyboardInterrupt from it interrupts the turn).
 
         The set-up (recall, MCP servers started, the request built) is part of the turn: Ctrl-C
         or an error there ends it as one before the first token does, with the question in the
@@ -225,9 +226,9 @@ class Engine:
         self._cache_key = session.id
         self._current = rnd = _Round()
         try:
-            ctx = self._set_up(session, record, view, system)
             if started is not None:
                 started(user)
+            ctx = self._set_up(session, record, view, system)
             rnd = self._run_rounds(ctx, view, record)
         except (KeyboardInterrupt, OutputClosed) as exc:
             rnd = self._interrupted(exc, record)

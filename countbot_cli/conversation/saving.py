@@ -1,4 +1,4 @@
-"""A turn into its session file: the question before the model starts, then the turn's record.
+"""A turn into its session file: the question before anything runs for it, then the turn's record.
 
 `Conversation` saves each attempt at a turn with a `TurnSaver` (the engine saves nothing):
 

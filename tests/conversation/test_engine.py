@@ -197,7 +197,7 @@ def test_what_stops_the_set_up_ends_the_turn_with_the_question(
 ) -> None:
     """Ctrl-C (or a termination, or an error) while the request is built, here while a tool
     source loads (MCP servers start then): the turn ends as one before the first token, its
-    question in the record; nothing is asked, and the question was not "started" (saved)."""
+    question in the record; nothing is asked. The question was "started" (saved) before."""
     rig = Rig(tmp_path)
 
     def source() -> list[Any]:
@@ -207,7 +207,7 @@ def test_what_stops_the_set_up_ends_the_turn_with_the_question(
     rig.engine.tools.add_source(source)
     record = rig.turn("never asked")
     assert (record.status, record.answer, record.context) == (status, "", None)
-    assert rig.provider.requests == [] and rig.started == []
+    assert rig.provider.requests == [] and rig.started == [(record.user, 0)]
     assert [(m.content, m.status) for m in record.messages()] == [(QUESTION, status)]
     assert record.stopped_by is (stop if isinstance(stop, Terminated) else None)
 

@@ -8,6 +8,7 @@ failure: the server was marked failed for good and the model was asked anyway (e
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -48,6 +49,24 @@ def test_a_signal_while_a_server_starts_ends_ask_with_130_before_the_model_is_as
         assert "countbot: interrupted" in stderr and "by the user" not in stderr, stderr
     wait_gone(pid)
     assert saved_turns(cb) == [("user", "what time is it?", "interrupted")]
+
+
+def test_countbot_killed_while_a_server_starts_leaves_the_question_saved(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """The question is saved before the turn's set-up (recall, MCP servers starting), not only
+    before the model starts: `kill -9` while a server starts keeps it, marked interrupted."""
+    pidfile = tmp_path / "slow.pid"
+    cb = mcp_cb(tmp_path, server, slow=silent_server(pidfile))
+    proc = cb.popen("ask", "what time is it?")
+    pid = pid_of(pidfile)  # the server was started and countbot waits for its answer
+    try:
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(HANG_BOUND) == -signal.SIGKILL
+        assert saved_turns(cb) == [("user", "what time is it?", "interrupted")]
+    finally:
+        if alive(pid):  # nothing was left to stop it
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_ctrl_c_while_mcp_list_starts_the_servers_exits_130_and_stops_them(
