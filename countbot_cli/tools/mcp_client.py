@@ -11,8 +11,9 @@ submitted to the loop from the tool runner's thread and waited for with a timeou
 
 Nothing here raises for a server's failure: `start` records `state` and `error`; `call`
 returns a `CallOutcome` with `error` set. Ctrl-C (or a termination) while `start` waits is no
-server's failure: it goes on up, the servers of that start stopped and left to start again. `mcp` is imported only inside the loop's tasks and
-`start`, so importing this module costs nothing.
+server's failure: it goes on up, the servers of that start stopped and left to start again.
+`mcp` is imported only inside the loop's tasks and `start`, so importing this module costs
+nothing.
 """
 
 from __future__ import annotations
