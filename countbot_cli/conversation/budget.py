@@ -92,10 +92,9 @@ def _fixed_bound(d: dict[str, Any]) -> int:
         return 32 + _bytes_bound(json.dumps(d, ensure_ascii=False))
     n = TOKENS_PER_MESSAGE + 2 + _bytes_bound(d.get("content") or "")
     n += sum(_bytes_bound(d.get(key) or "") + 1 for key in ("name", "tool_call_id") if d.get(key))
-    for call in d.get("tool_calls") or ():
-        fn = call.get("function") if isinstance(call, dict) else None
-        fn = fn if isinstance(fn, dict) else {}
-        n += 3 + _bytes_bound(fn.get("name") or "") + _bytes_bound(fn.get("arguments") or "")
+    for call in d.get("tool_calls") or ():  # as `ToolCall.to_api` makes them
+        fn = call["function"]
+        n += 3 + _bytes_bound(fn["name"]) + _bytes_bound(fn["arguments"])
     return n
 
 

@@ -135,7 +135,7 @@ class Engine:
         session: Session | None = None,
         *,
         system: str | None = None,
-        start_tools: bool = True,
+        start_tools: bool = False,
     ) -> PromptFacts:
         """The system prompt's facts; a session's own instructions (/system) win over `system`
         (--system, as the conversation holds it). `start_tools`: see `tool_schemas`."""
@@ -146,11 +146,12 @@ class Engine:
             extra_system=(session.system if session and session.system else system),
         )
 
-    def tool_schemas(self, *, start: bool = True) -> list[dict[str, Any]]:
+    def tool_schemas(self, *, start: bool = False) -> list[dict[str, Any]]:
         """The tools offered to the model, sorted by name (a stable prefix whatever order MCP
         servers answered in): none when the provider's model cannot take them (the embedded
-        SmolLM2's template has no tools; offering them only costs context). `start=False`:
-        those known now, MCP servers not started for them (a count, the toolbar)."""
+        SmolLM2's template has no tools; offering them only costs context). Those known now:
+        only a turn (`start=True`) starts MCP servers for theirs, never a count, the toolbar
+        or /tools."""
         if self.tools is None:
             return []
         if self._provider_tools is None:
@@ -165,11 +166,11 @@ class Engine:
         user: Message,
         *,
         system: str | None = None,
-        start_tools: bool = True,
+        start_tools: bool = False,
     ) -> TurnContext:
         """The request for `user` in `session`: recalled and pinned memory, the tools (MCP
-        servers started for them unless `start_tools` is False: a count), the history window
-        the budget leaves."""
+        servers started for them with `start_tools`: a turn's request, not a count), the
+        history window the budget leaves."""
         memory = _nicety(self.recall, user.content) if self.recall is not None else []
         pinned = _nicety(self.pinned) if self.pinned is not None else []
         return build_context(
@@ -245,7 +246,7 @@ class Engine:
         """The turn's request, built into `record` (its context, and what changed since the
         session's previous request: cache_report)."""
         user = record.user
-        ctx = self.context_for(session, user, system=system)
+        ctx = self.context_for(session, user, system=system, start_tools=True)
         self._say_context_window_assumed(ctx, session, view)
         if ctx.keep_recall:  # the lines sent with the question stay with it (context.py)
             user.kept = recall_block(ctx.memory_entries, ctx.language) or None
@@ -278,7 +279,7 @@ class Engine:
         the first is fitted to the token budget again (RoundFit)."""
         sent = ctx.api_messages()
         max_rounds = max(1, self.settings.max_iterations)  # tool rounds allowed in one turn
-        tools = self.tool_schemas() or None
+        tools = self.tool_schemas(start=True) or None
         repeats: RepeatedCalls | None = None
         fit: RoundFit | None = None  # each later request fitted to the budget again
         for n in range(max_rounds + 1):

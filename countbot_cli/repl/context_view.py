@@ -53,7 +53,7 @@ def context_report(meter: ContextMeter, conversation: Conversation) -> str:
     lines.append(f"  recall: {describe_recall(conversation.engine.settings.memory.inject)}")
     lines += _recalled_rows(ctx.memory_entries, memory_file)
     lines += _window_rows(ctx, counter)
-    schemas = conversation.engine.tool_schemas(start=False)
+    schemas = conversation.engine.tool_schemas()
     tools = [_tool_name(t) for t in schemas]
     tool_tokens = counter.count_tools(schemas) if schemas else 0
     shown = f"{', '.join(tools)} ({tool_tokens:,} tokens)" if tools else "none offered"

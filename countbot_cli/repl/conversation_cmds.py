@@ -157,7 +157,7 @@ def cmd_tools(repl: ReplHost, arg: str) -> None:
     c = repl.conversation
     policy = c.policy
     if not arg:
-        if c.engine.tool_schemas(start=False):
+        if c.engine.tool_schemas():
             offered = "offered to the model"
         elif c.engine.tools is not None:
             offered = "not offered: this model cannot take tools"

@@ -176,7 +176,7 @@ class ContextMeter:
             return
         self._calibrated[id(counter)] = last
         messages = counter.count_messages(last.context.api_messages())
-        tools = counter.count_tools(engine.tool_schemas(start=False))
+        tools = counter.count_tools(engine.tool_schemas())
         sent = not tools or abs(math.log(reported / (messages + tools))) <= abs(
             math.log(reported / max(1, messages))
         )
@@ -203,7 +203,7 @@ def _fingerprint(conversation: Conversation, counter: TokenCounter) -> tuple[Any
         id(engine),
         engine.provider.model,
         conversation.system,
-        len(engine.tool_schemas(start=False)),  # MCP servers that started add theirs
+        len(engine.tool_schemas()),  # MCP servers that started add theirs
         session.id,
         session.context_summary(),
         len(msgs),
@@ -227,14 +227,14 @@ def _count(
         conversation.tuning.system(conversation.system_override),  # with the role's text
     )
     empty = Message(role="user", content="")  # MCP servers are not started for a count
-    ctx = engine.context_for(session, empty, system=system, start_tools=False)
-    base = system_prompt(engine.prompt_facts(session, system=system, start_tools=False))
+    ctx = engine.context_for(session, empty, system=system)
+    base = system_prompt(engine.prompt_facts(session, system=system))
     base_n = counter.count_text(base)
     with_summary = counter.count_text(with_session_context(base, session.context_summary()))
     summary = max(0, with_summary - base_n)
     memory = max(0, counter.count_text(ctx.system) - with_summary)
     system_msg = counter.count_message({"role": "system", "content": ctx.system})
-    schemas = engine.tool_schemas(start=False)
+    schemas = engine.tool_schemas()
     if counter.encoding_name == ESTIMATE_ENCODING:
         how = "estimate: about 4 characters a token (the tokenizer is loading)"
     elif counter.exact:
@@ -347,7 +347,7 @@ def toolbar_text(
     if len(title) > 40:
         title = title[:39] + "…"
     tools = "no tools"
-    if c.engine.tool_schemas(start=False):  # drawn at the prompt: no MCP server started
+    if c.engine.tool_schemas():  # drawn at the prompt: no MCP server started
         granted = sorted(c.policy.session_allowed)
         yes = " --yes" if c.policy.yes_writes else ""
         tools = f"tools {c.policy.mode}{yes}" + (f" +{','.join(granted)}" if granted else "")
