@@ -36,7 +36,7 @@ def test_install_line_roles_completion_and_bare_prompt_are_documented() -> None:
 
 
 def test_no_link_leaves_the_repository() -> None:
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         text = path.read_text(encoding="utf-8")
         for target in re.findall(r"\]\(([^)]+)\)", text) + re.findall(r"`(\.\./[^`]*)`", text):
             if re.match(r"[a-z]+://", target):
