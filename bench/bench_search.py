@@ -105,7 +105,7 @@ def worker(runs: int) -> dict[str, float]:
 
     notes: list[str] = []
     store = store_mod.SessionStore(CACHE, on_notice=notes.append)
-    index = CACHE / search_mod.INDEX_FILE
+    index = search_mod.SessionSearch(store).path  # wherever this version keeps it
     for suffix in ("", "-wal", "-shm"):
         Path(f"{index}{suffix}").unlink(missing_ok=True)
     t0 = time.perf_counter()

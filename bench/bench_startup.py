@@ -228,6 +228,15 @@ def build_store(root: Path, count: int) -> None:
         store.create(s)
 
 
+def listing_cache(store: Path, tmp: Path) -> Path:
+    """The sessions listing cache (index.json) the trees use: beside the sessions (an older
+    countbot) or in their cache folder (HOME=tmp, as `bench_env` sets it)."""
+    from countbot_cli.config.home import derived_dir
+
+    old = store / "index.json"
+    return old if old.exists() else derived_dir(store, {"HOME": str(tmp)}) / "index.json"
+
+
 @dataclass
 class Tree:
     """One checkout of countbot to time: its countbot executable and the environment it runs in."""
@@ -422,13 +431,13 @@ def main() -> None:
         for tree in trees:
             check_tree(tree, work)
         check_same_store(trees, work, args.sessions)
-        index = (store / "index.json").read_bytes()
+        index = listing_cache(store, tmp).read_bytes()
         llm = shutil.which("llm", path=str(BIN)) or shutil.which("llm")
         results = run_cases(trees, llm, work, args.n, args.sessions)
         print_llm_table(results, args.n)
         if len(trees) > 1:
             print_against_table(results, trees, args.n)
-        same = (store / "index.json").read_bytes() == index
+        same = listing_cache(store, tmp).read_bytes() == index
         print(f"\nsessions index.json {'unchanged' if same else 'REWRITTEN'} while timed")
     finally:
         server.terminate()

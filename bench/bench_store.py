@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from timing import median_of  # noqa: E402
 
 from countbot_cli.commands.sessions import sessions_list  # noqa: E402
-from countbot_cli.conversation.sessions.listing import INDEX_NAME
+from countbot_cli.conversation.sessions.listing import index_file  # noqa: E402
 from countbot_cli.conversation.sessions.session import Session, new_session  # noqa: E402
 from countbot_cli.conversation.sessions.store import SessionStore  # noqa: E402
 from countbot_cli.messages import Message  # noqa: E402
@@ -80,7 +80,7 @@ def main() -> None:
     build(store)
     fresh_big(store)
 
-    (CACHE / INDEX_NAME).unlink(missing_ok=True)
+    index_file(CACHE).unlink(missing_ok=True)
     t0 = time.perf_counter()
     count = len(store.list())
     cold = time.perf_counter() - t0

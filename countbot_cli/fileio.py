@@ -2,7 +2,7 @@
 
 The recipe (research/protocol_safety.md §5): temporary file in the same folder, write, fsync,
 `os.replace`, fsync the folder; files 0600. Locks are `flock` on a separate `*.lock` file, because
-`os.replace` swaps the data file's inode. A damaged file is moved aside, never overwritten.
+`os.replace` swaps the data file's inode; the holder writes its host and pid into it. A damaged file is moved aside, never overwritten.
 `read_capped` reads a file that may be hostile (a project's, or one a FIFO replaced): without
 blocking, stat'ed on the open descriptor, at most a given number of bytes.
 """
@@ -172,8 +172,10 @@ def remove_if_older(path: Path, max_age: float, now: float | None = None) -> Non
 def locked(path: Path, timeout: float, what: str) -> Iterator[None]:
     """Hold an exclusive lock on the sidecar file `path`, waiting up to `timeout` seconds.
 
-    Raises SessionLockedError ("<what> is busy in another countbot process") on timeout. The
-    lock is per open file: the same process locking twice waits for itself, so don't nest.
+    The holder writes its host and pid into the file (`HOST PID`), so a process that gives up
+    says whose the lock is. Raises SessionLockedError ("<what> is busy in another countbot
+    process (pid N on this machine)") on timeout. The lock is per open file: the same process
+    locking twice waits for itself, so don't nest.
     """
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
@@ -185,14 +187,59 @@ def locked(path: Path, timeout: float, what: str) -> Iterator[None]:
         while not _try_lock(fd, path):
             if time.monotonic() >= deadline:
                 raise SessionLockedError(
-                    f"{what} is busy in another countbot process",
+                    f"{what} is busy in another countbot process{_holder(fd)}",
                     hint=f"waited {timeout:g} s for {path.name}",
                 )
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
+        with contextlib.suppress(OSError):  # only ever said when someone waits too long
+            os.ftruncate(fd, 0)
+            _write_at_start(fd, f"{host_name()} {os.getpid()}\n".encode())
         yield
     finally:
         os.close(fd)  # closing releases the lock (so does the death of the process)
+
+
+def host_name() -> str:
+    """This machine's name, as lock files record it (no spaces)."""
+    name = os.uname().nodename if hasattr(os, "uname") else os.environ.get("COMPUTERNAME", "")
+    return "".join(name.split()) or "localhost"
+
+
+def lock_holder(data: bytes) -> tuple[str, int] | None:
+    """(host, pid) recorded in a lock file's bytes; None when it records none."""
+    parts = data.decode("utf-8", "replace").split()
+    if len(parts) != 2 or not parts[1].isdigit():
+        return None
+    return parts[0], int(parts[1])
+
+
+def _write_at_start(fd: int, data: bytes) -> None:
+    if hasattr(os, "pwrite"):
+        os.pwrite(fd, data, 0)
+    else:  # pragma: no cover - Windows
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, data)
+
+
+def _read_start(fd: int, n: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, n, 0)
+    os.lseek(fd, 0, os.SEEK_SET)  # pragma: no cover - Windows
+    return os.read(fd, n)  # pragma: no cover
+
+
+def _holder(fd: int) -> str:
+    """` (pid N on this machine)` / ` (pid N on HOST)`: who holds the lock on `fd`, if said."""
+    try:
+        found = lock_holder(_read_start(fd, 300))
+    except OSError:
+        return ""
+    if found is None:
+        return ""
+    host, pid = found
+    where = "this machine" if host == host_name() else host
+    return f" (pid {pid} on {where})"
 
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only

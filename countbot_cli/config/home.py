@@ -1,6 +1,7 @@
 """Where countbot's files are (SPEC §3): its own folder (`$XDG_CONFIG_HOME/countbot`, else
 `~/.config/countbot`), its cache folder (`$XDG_CACHE_HOME/countbot`, else
-`~/.cache/countbot`), where `config init` writes, and which config file a run uses:
+`~/.cache/countbot`) and in it the folder of what is derived from each data folder
+(`derived_dir`), where `config init` writes, and which config file a run uses:
 `--config PATH`, `$COUNTBOT_CONFIG`, `./config.yaml`, then the user's own. Whether a
 `./config.yaml` found so is applied (trusted) is settings.py's decision; nothing here reads a
 file's content.
@@ -8,7 +9,9 @@ file's content.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -37,6 +40,22 @@ def cache_home(env: Mapping[str, str]) -> Path:
     if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore relative values
         return Path(xdg) / "countbot"
     return user_home(env) / ".cache" / "countbot"
+
+
+DERIVED = "folders"  # cache_home/DERIVED/<name>-<key>: what is derived from one data folder
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def derived_dir(source: Path, env: Mapping[str, str] | None = None) -> Path:
+    """Where countbot keeps what it derives from the folder `source` (a sessions folder, the
+    folder of MEMORY.md, the data folder): `<cache folder>/folders/<name>-<key>`, the key a
+    hash of the folder's real path. Machine-local, so nothing rebuildable is ever written
+    into a folder a file-sync tool may share, and every process of this user on this machine
+    agrees on it (config/derived.py puts files and locks there)."""
+    real = os.path.realpath(source)
+    key = hashlib.blake2b(os.fsencode(real), digest_size=8).hexdigest()
+    name = _SAFE.sub("_", os.path.basename(real))[:40] or "root"
+    return cache_home(os.environ if env is None else env) / DERIVED / f"{name}-{key}"
 
 
 def default_home(env: Mapping[str, str]) -> Path:

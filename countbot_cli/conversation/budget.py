@@ -14,7 +14,7 @@ same budget again, this turn's calls and results counted as fixed (conversation/
 Calibration: for models whose tokenizer tiktoken does not have (DeepSeek, Qwen, Llama, the
 bundled SmolLM2 ...) counts are approximations. `TokenBudget.observe` learns the ratio between
 the provider's reported `prompt_tokens` and our count of the same request, and keeps it per model
-in `<data_dir>/.countbot_tokens.json`, so the next `ask` process starts calibrated. Without it a
+in `.countbot_tokens.json` (the data folder's, in the cache folder: config/derived.py), so the next `ask` process starts calibrated. Without it a
 Chinese conversation on SmolLM2 (1.6 times our count) overflows its 8192-token window.
 
 Speed: most turns fit with room to spare, and a cheap upper bound (tokens never exceed UTF-8
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli import fileio
+from countbot_cli.config.derived import derived_file
 from countbot_cli.config.own_files import RATIOS_FILE
 from countbot_cli.conversation.context import block_start, window_step
 from countbot_cli.conversation.input.images import TOKENS_PER_IMAGE_MAX
@@ -285,9 +286,14 @@ class TokenBudget:
         )
 
 
+def ratio_path(data_dir: Path) -> Path:
+    """Where the token ratios learned for `data_dir` are kept (the cache folder)."""
+    return derived_file(data_dir, RATIOS_FILE)
+
+
 def make_budget(settings: Settings, counter: TokenCounter) -> TokenBudget:
     """The budget for `settings`' provider and model (`context_window` in the config wins); it
-    keeps learned ratios in `settings.data_dir`."""
+    keeps learned ratios for `settings.data_dir` (`ratio_path`)."""
     context_window = context_window_for(counter.model, settings.provider.context_window)
     configured = settings.provider.context_window is not None
     late = None if configured else late_context_window(settings.provider)
@@ -295,7 +301,7 @@ def make_budget(settings: Settings, counter: TokenCounter) -> TokenBudget:
         counter,
         context_window=context_window,
         reserve=reply_reserve(settings.max_tokens, context_window),
-        ratios=RatioFile(settings.data_dir / RATIOS_FILE),
+        ratios=RatioFile(ratio_path(settings.data_dir)),
         step=window_step(settings.persona.max_history_messages),
         late=late.value if late is not None else None,
         max_tokens=settings.max_tokens,

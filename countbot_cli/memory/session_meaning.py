@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 
+from countbot_cli.config.derived import derived_file
 from countbot_cli.config.own_files import SEARCH_VECTORS_FILE
 from countbot_cli.conversation.sessions.search import Results, SessionSearch
 from countbot_cli.conversation.sessions.store import SessionStore
@@ -104,7 +105,7 @@ class MeaningSearch:
         try:
             said = self.words.said(workspace, exclude)
             if self._cache is None:
-                path = self.words.store.root / SEARCH_VECTORS_FILE
+                path = derived_file(self.words.store.root, SEARCH_VECTORS_FILE)
                 self._cache = VectorCache(path, embedder, self.notice, "session messages")
             vectors = self._cache.matrix([t for _, t in said])
             scores = vectors @ (embedder.query(text) - embedder.small_talk())

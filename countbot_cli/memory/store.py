@@ -17,7 +17,7 @@ Format (SPEC §5; CountBot's `{date}|{source}|{content}`)::
   `Entry.line_no` stays the 1-based line of the file (for rewriting it).
 
 Improvements on CountBot (digest §4, §9.4): an identical entry is not added twice; every write
-holds an exclusive lock (`MEMORY.md.lock`, `fcntl.flock`), re-reads the file under it and replaces
+holds an exclusive lock (`MEMORY.md.lock` in the cache folder, `fcntl.flock`), re-reads the file under it and replaces
 the file atomically (temp file in the same folder, fsync, `os.replace`, fsync of the folder), so
 concurrent writers lose nothing and a crash leaves the old or the new file, never half of one;
 search ranks its results and understands Chinese and Japanese text without spaces.
@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from countbot_cli import fileio
+from countbot_cli.config.derived import lock_file
 from countbot_cli.errors import StorageError, UsageError
 from countbot_cli.memory import search as _mi
 from countbot_cli.memory.search import Entry
@@ -380,7 +381,7 @@ class MemoryStore:
             target.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StorageError(f"cannot lock {self.path}: {exc.strerror}") from exc
-        lock = target.with_name(target.name + ".lock")
+        lock = lock_file(target)
         with fileio.locked(lock, self.lock_timeout, str(self.path)):
             _remove_stale_temps(target)
             yield

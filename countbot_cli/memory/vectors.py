@@ -1,5 +1,5 @@
-"""The vectors of MEMORY.md's lines: `MEMORY.vectors.bin`, a cache beside it (and, the same
-way, of what was said in past sessions: `sessions/search-vectors.bin`).
+"""The vectors of MEMORY.md's lines: `MEMORY.vectors.bin`, a cache in the cache folder
+(config/derived.py; and, the same way, of what was said in past sessions: `search-vectors.bin`).
 
 MEMORY.md stays the source of truth; this file only saves embedding every line again. Each
 vector is keyed by a hash of the line's content (not its number, date or source), so an edited
@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from countbot_cli import fileio
+from countbot_cli.config.derived import derived_file
 from countbot_cli.config.home import cache_home
-from countbot_cli.config.own_files import VECTORS_SUFFIX, memory_sidecar
+from countbot_cli.config.own_files import VECTORS_SUFFIX
 from countbot_cli.memory.embed import DIM, MODEL_TAG, Embedder
 
 if TYPE_CHECKING:
@@ -45,8 +46,8 @@ PROGRESS_STEPS = 4  # a cold build reports progress this many times
 
 
 def vectors_path(memory_file: Path) -> Path:
-    """MEMORY.md -> MEMORY.vectors.bin (same folder)."""
-    return memory_sidecar(memory_file, VECTORS_SUFFIX)
+    """MEMORY.md -> MEMORY.vectors.bin, in the cache folder of the memory's folder."""
+    return derived_file(memory_file.parent, memory_file.stem + VECTORS_SUFFIX)
 
 
 def writable_place(path: Path) -> Path:

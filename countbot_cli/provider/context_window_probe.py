@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from countbot_cli import fileio
+from countbot_cli.config.derived import derived_file
 from countbot_cli.config.own_files import CONTEXT_WINDOWS_FILE as CACHE_FILE
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.provider.openai_compat import load_httpx
@@ -216,6 +217,11 @@ class ContextWindowCache(ProbeCache):
         self.write_row(f"{api_base} {model}", {"n": n})
 
 
+def cache_path(data_dir: Path) -> Path:
+    """Where the context windows learned for `data_dir` are kept (the cache folder)."""
+    return derived_file(data_dir, CACHE_FILE)
+
+
 def discover_context_window(
     api_base: str,
     model: str,
@@ -226,7 +232,7 @@ def discover_context_window(
     kind: str | None = None,
 ) -> int | None:
     """The server's context window for `model`, from the cache or asked once."""
-    cache = ContextWindowCache(data_dir / CACHE_FILE)
+    cache = ContextWindowCache(cache_path(data_dir))
     found, n = cache.get(api_base, model)
     if found:
         return n
@@ -237,4 +243,4 @@ def discover_context_window(
 
 def cached_context_window(api_base: str, model: str, data_dir: Path) -> tuple[bool, int | None]:
     """(found, context window) from the cache alone: no request."""
-    return ContextWindowCache(data_dir / CACHE_FILE).get(api_base, model)
+    return ContextWindowCache(cache_path(data_dir)).get(api_base, model)

@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from countbot_cli.config.derived import derived_file
 from countbot_cli.config.own_files import SERVERS_FILE as CACHE_FILE
 from countbot_cli.config.presets import PRESETS
 from countbot_cli.config.providers import ProviderConfig
@@ -67,6 +68,11 @@ def probe_facts(api_base: str, headers: Mapping[str, str]) -> ServerFacts | None
         return facts_from(api_base, fetch)
 
 
+def cache_path(data_dir: Path) -> Path:
+    """Where what servers said they are is kept for `data_dir` (the cache folder)."""
+    return derived_file(data_dir, CACHE_FILE)
+
+
 def fit_to_server(
     p: ProviderConfig,
     data_dir: Path,
@@ -80,7 +86,7 @@ def fit_to_server(
     need_kind = p.preset is None and p.stream_tools
     if not (need_model or need_kind):
         return p
-    cache = ProbeCache(data_dir / CACHE_FILE)
+    cache = ProbeCache(cache_path(data_dir))
     row = cache.read_row(p.api_base)
     fresh = row is not None and cache.now() - row["at"] <= UNKNOWN_TTL
     facts: ServerFacts | None = None
@@ -118,5 +124,5 @@ def known_kind(p: ProviderConfig, data_dir: Path) -> str | None:
     itself earlier (`servers.json`); None for any other server."""
     if p.preset in (LLAMACPP, OLLAMA):
         return p.preset
-    row = ProbeCache(data_dir / CACHE_FILE).read_row(p.api_base)
+    row = ProbeCache(cache_path(data_dir)).read_row(p.api_base)
     return LLAMACPP if row is not None and row.get("llamacpp") else None

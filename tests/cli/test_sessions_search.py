@@ -7,8 +7,8 @@ from pathlib import Path
 
 from cbenv import CB, make_cb
 
+from countbot_cli.config.own_files import SEARCH_INDEX_FILE
 from countbot_cli.conversation.sessions import search_saves
-from countbot_cli.conversation.sessions.search import INDEX_FILE
 from countbot_cli.conversation.sessions.session import new_session
 from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.messages import Message
@@ -69,7 +69,7 @@ def test_text_output_is_sanitised_and_notices_are_one_line(tmp_path: Path) -> No
     proc = cb.invoke("sessions", "search", "redis")
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
     assert proc.stderr == ""  # warm: nothing to say
-    (cb.sessions_dir / INDEX_FILE).write_bytes(b"\0garbage" * 512)
+    cb.derived(cb.sessions_dir, SEARCH_INDEX_FILE).write_bytes(b"\0garbage" * 512)
     proc = cb.invoke("sessions", "search", "appendonly")
     assert proc.returncode == 0
     (line,) = proc.stderr.splitlines()
@@ -103,7 +103,7 @@ def test_damaged_data_the_user_can_act_on_exits_2_not_1(tmp_path: Path) -> None:
     """Exit 1 is a bug's; damaged or misplaced data is the user's to fix: exit 2, one line
     saying what and where, nothing lost (a damaged session file is moved aside)."""
     cb, made = setup(tmp_path)
-    index = cb.sessions_dir / INDEX_FILE
+    index = cb.derived(cb.sessions_dir, SEARCH_INDEX_FILE)
     index.unlink(missing_ok=True)
     index.mkdir()  # a folder where the search index belongs
     proc = cb.invoke("sessions", "search", "redis")

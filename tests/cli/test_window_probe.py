@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cbenv import make_cb
+from cbenv import CB, make_cb
 
 from countbot_cli.config.own_files import CONTEXT_WINDOWS_FILE
 from countbot_cli.provider import context_window_probe
@@ -102,10 +102,10 @@ def _base(srv: SlowPosts) -> str:
 QUIET = {"auto_memory": False, "overflow_summary": False}
 
 
-def _cached(tmp_path: Path) -> dict[str, Any]:
-    files = list(tmp_path.rglob(CONTEXT_WINDOWS_FILE))
-    assert len(files) == 1, files
-    return dict(json.loads(files[0].read_text(encoding="utf-8")))
+def _cached(cb: CB) -> dict[str, Any]:
+    """The windows learned, kept in the cache folder (nothing derived in the data folder)."""
+    assert not (cb.work / CONTEXT_WINDOWS_FILE).exists()
+    return dict(json.loads(cb.derived(cb.work, CONTEXT_WINDOWS_FILE).read_text(encoding="utf-8")))
 
 
 def test_a_server_not_known_to_be_ollama_is_never_sent_its_post(
@@ -117,7 +117,7 @@ def test_a_server_not_known_to_be_ollama_is_never_sent_its_post(
     assert proc.stdout.strip() == "Hello there"
     assert not [e for e in slow_posts.events if e.startswith("POST /api/show")]
     assert [e for e in slow_posts.events if e.startswith("POST")] == ["POST /v1/chat/completions"]
-    assert _cached(tmp_path)[f"{_base(slow_posts)} test-model"]["n"] is None  # it cannot tell
+    assert _cached(cb)[f"{_base(slow_posts)} test-model"]["n"] is None  # it cannot tell
 
 
 def test_ollamas_question_runs_beside_the_request_and_its_answer_is_kept(
@@ -135,4 +135,4 @@ def test_ollamas_question_runs_beside_the_request_and_its_answer_is_kept(
     # ... and the answer did not wait for it: complete before the question was answered
     assert ev.index("answered POST /v1/chat/completions") < ev.index("answered POST /api/show")
     # the answer, when it came, was kept for the next turn (not given up on)
-    assert _cached(tmp_path)[f"{_base(slow_posts)} test-model"]["n"] == 32768
+    assert _cached(cb)[f"{_base(slow_posts)} test-model"]["n"] == 32768

@@ -56,10 +56,11 @@ def test_memory_edit_opens_the_editor_with_the_lock_held(tmp_path: Path) -> None
     cb = make_cb(tmp_path, "http://127.0.0.1:9")
     assert cb.invoke("memory", "add", "likes tea").returncode == 0
     editor = tmp_path / "editor.py"
+    lock = cb.derived(cb.work, "MEMORY.md.lock")  # the lock is the machine's, not the folder's
     editor.write_text(
         "import fcntl, sys\n"
         "path = sys.argv[1]\n"
-        "with open(path + '.lock', 'a') as f:\n"
+        f"with open({str(lock)!r}, 'a') as f:\n"
         "    try:\n"
         "        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
         "        held = 'free'\n"

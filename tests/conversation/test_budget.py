@@ -311,12 +311,12 @@ def test_observe_ignores_what_it_cannot_learn_from(tmp_path: Path) -> None:
     assert RatioFile(path).load("gpt-4o") is None
 
 
-def test_make_budget_keeps_ratios_in_the_data_dir(tmp_path: Path) -> None:
+def test_make_budget_keeps_ratios_for_the_data_dir_in_the_cache_folder(tmp_path: Path) -> None:
     cb = make_cb(tmp_path, "http://127.0.0.1:9/v1")
     settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)
     budget = make_budget(settings, TokenCounter("qwen-plus"))
     assert budget.ratios is not None
-    assert budget.ratios.path == settings.data_dir / RATIOS_FILE
+    assert budget.ratios.path == cb.derived(settings.data_dir, RATIOS_FILE)
 
 
 def test_ask_learns_the_token_ratio_from_reported_usage(tmp_path: Path) -> None:
@@ -328,15 +328,17 @@ def test_ask_learns_the_token_ratio_from_reported_usage(tmp_path: Path) -> None:
             usage={"prompt_tokens": 1500, "completion_tokens": 1, "total_tokens": 1501},
         )
         assert cb.invoke("ask", "word " * 300).returncode == 0
-        ratios = json.loads((cb.work / ".countbot_tokens.json").read_text(encoding="utf-8"))
+        learned = cb.derived(cb.work, RATIOS_FILE)
+        assert not (cb.work / RATIOS_FILE).exists()  # nothing derived in the data folder
+        ratios = json.loads(learned.read_text(encoding="utf-8"))
         assert list(ratios) == ["test-model"] and ratios["test-model"] > 1.2
         # a short exchange far from the limit loads no tokenizer and learns nothing new
         server.responder = lambda body: fs.text(
             "ok", usage={"prompt_tokens": 40, "completion_tokens": 1, "total_tokens": 41}
         )
-        before = (cb.work / ".countbot_tokens.json").read_bytes()
+        before = learned.read_bytes()
         assert cb.invoke("ask", "--no-save", "hi").returncode == 0
-        assert (cb.work / ".countbot_tokens.json").read_bytes() == before
+        assert learned.read_bytes() == before
 
 
 def test_a_window_the_server_reports_late_is_taken_at_the_next_turn() -> None:

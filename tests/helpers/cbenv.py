@@ -53,6 +53,12 @@ class CB:
     def memory_file(self) -> Path:
         return self.work / "MEMORY.md"
 
+    def derived(self, folder: Path, name: str) -> Path:
+        """Where countbot keeps the file `name` derived from `folder` (its cache folder)."""
+        from countbot_cli.config.home import derived_dir
+
+        return derived_dir(folder, self.env) / name
+
     @property
     def user_home(self) -> Path:
         """countbot's own folder for this user ($XDG_CONFIG_HOME/countbot)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from waits import wait_until
 
+from countbot_cli.config.derived import lock_file
 from countbot_cli.errors import DamagedDataError, StorageError
 from countbot_cli.memory.store import DEFAULT_HEADER, MemoryStore
 
@@ -40,14 +41,14 @@ def test_writes_go_through_a_symlink_and_clear_stale_temp_files(tmp_path: Path) 
     assert link.is_symlink()
     assert real.read_text(encoding="utf-8").endswith("2024-01-01|user|via link\n")
     assert not stale.exists()
-    assert sorted(p.name for p in real.parent.iterdir()) == ["MEMORY.md", "MEMORY.md.lock"]
+    assert sorted(p.name for p in real.parent.iterdir()) == ["MEMORY.md"]  # its lock: cached
 
 
 def test_lock_held_elsewhere_times_out_with_storage_error(path: Path) -> None:
     store = MemoryStore(path, lock_timeout=0.2)
     store.add("first")
     before = path.read_bytes()
-    with open(str(path) + ".lock", "a") as held:
+    with open(lock_file(path), "a") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
         with pytest.raises(StorageError, match="busy in another countbot process") as err:
             store.add("second")

@@ -1,4 +1,5 @@
-"""`index.json`: the sessions folder's listing cache, one row a session.
+"""`index.json`: the sessions folder's listing cache, one row a session, in the cache folder
+(config/derived.py: never in the sessions folder, which a file-sync tool may share).
 
 A row is the session file's key (inode, mtime_ns, size) and the header fields a listing shows
 (title, times, provider, model, message count, gist). The index is derived data: the store
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from countbot_cli import fileio
+from countbot_cli.config.derived import derived_file
 from countbot_cli.errors import StorageError
 from countbot_cli.fileio import Key
 from countbot_cli.jsonsafe import loads_bounded
@@ -51,11 +53,19 @@ class Listing:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._cache: tuple[bytes, dict[str, Row]] | None = None
+        self._path: Path | None = None
+
+    @property
+    def path(self) -> Path:
+        """Where the index of this folder is (looked up once)."""
+        if self._path is None:
+            self._path = index_file(self.root)
+        return self._path
 
     def read(self) -> dict[str, Row]:
         """The index rows (a private copy); {} when the index is missing or damaged."""
         try:
-            data = (self.root / INDEX_NAME).read_bytes()
+            data = self.path.read_bytes()
         except OSError:
             return {}
         if self._cache is not None and self._cache[0] == data:
@@ -86,7 +96,7 @@ class Listing:
         With `verify`, a row is written only if its file still has that (inode, mtime, size),
         and an id is dropped only if its file is really gone (list() fixes race with saves).
         """
-        lock = self.root / (INDEX_NAME + ".lock")
+        lock = self.path.with_name(INDEX_NAME + ".lock")
         try:
             with fileio.locked(lock, min(lock_timeout, 2.0), "the session index"):
                 index = self.read()
@@ -97,13 +107,18 @@ class Listing:
                     if not verify or not self._file(sid).exists():
                         index.pop(sid, None)
                 data = dumps({"version": INDEX_VERSION, "sessions": index})
-                fileio.atomic_write(self.root / INDEX_NAME, data, durable=False)
+                fileio.atomic_write(self.path, data, durable=False)
                 self._cache = (data, index)
         except (OSError, StorageError):
             pass  # a stale or missing index is refreshed from the files by the next list()
 
     def _file(self, sid: str) -> Path:
         return self.root / f"{sid}.json"
+
+
+def index_file(root: Path) -> Path:
+    """The listing cache of the sessions folder `root` (in the cache folder)."""
+    return derived_file(root, INDEX_NAME)
 
 
 def is_session_file(name: str) -> bool:

@@ -1,6 +1,6 @@
 """Full-text search over every saved session (`sessions search`, the `search_sessions` tool).
 
-The index (search_index.py) is a cache beside the sessions: the store puts each session in it
+The index (search_index.py) is a cache of the sessions, in the cache folder: the store puts each session in it
 when it saves it, and every search first reconciles it with the folder, cheaply: the store's
 listing (`SessionStore.keyed_headers`, which reuses its own index of (inode, mtime_ns, size)
 keys) is compared with the key stored for each indexed session; only files changed behind the
@@ -23,7 +23,6 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from countbot_cli.config.own_files import SEARCH_INDEX_FILE as INDEX_FILE
 from countbot_cli.conversation.sessions import search_index, search_saves
 from countbot_cli.conversation.sessions.search_index import (
     SAID_FIRST,
@@ -45,7 +44,7 @@ from countbot_cli.fileio import Key
 if TYPE_CHECKING:
     import sqlite3  # loaded by the first search, not by every command that builds the tools
 
-__all__ = ["INDEX_FILE", "SCHEMA_VERSION", "Excerpt", "Hit", "Results", "SessionSearch"]
+__all__ = ["SCHEMA_VERSION", "Excerpt", "Hit", "Results", "SessionSearch"]
 
 _T = TypeVar("_T")
 
@@ -93,7 +92,7 @@ class SessionSearch:
         busy_timeout: float = 10.0,
     ) -> None:
         self.store = store
-        self.path = store.root / INDEX_FILE
+        self.path = search_index.index_path(store.root)
         self._notice = on_notice or store.notice
         self.busy_timeout = busy_timeout
         self.reindexed = 0  # files (re)indexed by the last refresh (for tests and benches)

@@ -1,4 +1,5 @@
-"""The session search index: an SQLite database beside the sessions (`search-index.sqlite3`).
+"""The session search index: an SQLite database derived from the sessions folder
+(`search-index.sqlite3`, in the cache folder: `index_path`).
 
 A cache of the session files, which stay the source of truth. Its tables:
 
@@ -52,6 +53,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from countbot_cli import fileio
+from countbot_cli.config.derived import derived_file
+from countbot_cli.config.own_files import SEARCH_INDEX_FILE
 from countbot_cli.conversation.sessions.search_text import index_text
 from countbot_cli.conversation.sessions.session import Session
 from countbot_cli.errors import DamagedDataError
@@ -118,6 +121,12 @@ class Chunk:
 
 
 # ---- the database ----
+
+
+def index_path(root: Path) -> Path:
+    """Where the index of the sessions folder `root` is: the cache folder, never `root`
+    (a folder a file-sync tool may share)."""
+    return derived_file(root, SEARCH_INDEX_FILE)
 
 
 @contextlib.contextmanager

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from countbot_cli.config.own_files import SEARCH_INDEX_FILE as INDEX_FILE
 from countbot_cli.conversation.sessions import search_index
 from countbot_cli.conversation.sessions.search_index import Chunk, SessionFiles
 from countbot_cli.conversation.sessions.session import Session
@@ -53,7 +52,7 @@ def index_saved(store: SessionFiles, session: Session, key: Key) -> None:
 
 def forget(store: SessionFiles, sid: str) -> None:
     """Drop `sid` from the index of its folder, if there is an index."""
-    if not (store.root / INDEX_FILE).exists():
+    if not search_index.index_path(store.root).exists():
         return
     with _mutex:
         _write(store, lambda con: search_index.drop(con, sid))
@@ -63,14 +62,14 @@ def release(root: Path) -> None:
     """Close this process's connection to the index of the folder `root` (before the index
     is removed; also what a process ending does)."""
     with _mutex:
-        _close(str(root / INDEX_FILE))
+        _close(str(search_index.index_path(root)))
 
 
 def _write(store: SessionFiles, change: Callable[[sqlite3.Connection], object]) -> bool:
     """Run `change(con)` in a transaction on the folder's index; False when it could not."""
     import sqlite3
 
-    path = store.root / INDEX_FILE
+    path = search_index.index_path(store.root)
     try:
         con = _connection(str(path))
         with search_index.txn(con):

@@ -3,11 +3,13 @@
 Layout of the sessions folder (0700; every file 0600):
 
     <id>.json                      one session (session.Session.to_dict())
-    <id>.json.lock                 sidecar lock (flock); the data file is replaced, never locked
     <id>.json.corrupt-<UTC time>   a file that did not parse, moved aside and never overwritten
-    index.json (+ .lock)           listing cache (listing.py): id -> [file key, header fields]
-    search-index.sqlite3 (+ -wal)  the search index (search_index.py), updated by every save
     .<name>.<random>.tmp           a write in progress (or left by a killed writer; cleaned when old)
+
+and nothing else: the folder may be shared by a file-sync tool, so what is derived from it
+lives in the cache folder (config/derived.py): each session's lock `<id>.json.lock` (flock;
+the data file is replaced, never locked), the listing cache `index.json` (listing.py: id ->
+[file key, header fields]) and the search index (search_index.py, updated by every save).
 
 `update()` is the only way to change a saved session: lock, re-read, apply, write atomically. So
 two processes appending to one session never lose each other's messages. The index is derived
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from countbot_cli import fileio
+from countbot_cli.config import derived
 from countbot_cli.conversation.sessions import listing
 from countbot_cli.conversation.sessions.listing import ID_RE, Row, is_session_file
 from countbot_cli.conversation.sessions.session import SchemaVersionError, Session, header_from_dict
@@ -390,7 +393,7 @@ def _check_id(sid: str) -> None:
 
 
 def _lock_path(path: Path) -> Path:
-    return path.with_name(path.name + ".lock")
+    return derived.lock_file(path)
 
 
 def _loads(data: bytes) -> Any:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from countbot_cli.conversation.sessions import search_index, search_rank, search_saves
-from countbot_cli.conversation.sessions.search import INDEX_FILE, SCHEMA_VERSION, SessionSearch
+from countbot_cli.conversation.sessions.search import SCHEMA_VERSION, SessionSearch
 from countbot_cli.conversation.sessions.session import Session, new_session
 from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.messages import Message
@@ -142,9 +142,9 @@ def test_index_deleted_or_damaged_is_rebuilt_with_a_notice(tmp_path: Path, damag
     b = make(store, "two", "another quokka")
     SessionSearch(store).search("quokka")
     search_saves.release(root)  # as when the process that saved them has ended
-    index = root / INDEX_FILE
+    index = search_index.index_path(root)
     if damage == "deleted":
-        for p in root.glob(INDEX_FILE + "*"):
+        for p in index.parent.glob(index.name + "*"):
             p.unlink()
     elif damage == "garbage":
         index.write_bytes(b"this is not a database at all" * 200)
@@ -153,7 +153,7 @@ def test_index_deleted_or_damaged_is_rebuilt_with_a_notice(tmp_path: Path, damag
     else:
         import sqlite3
 
-        for p in root.glob(INDEX_FILE + "-*"):
+        for p in index.parent.glob(index.name + "-*"):
             p.unlink()
         index.unlink()
         con = sqlite3.connect(index)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from countbot_cli.conversation.sessions import search_index
-from countbot_cli.conversation.sessions.search import INDEX_FILE, SessionSearch
+from countbot_cli.conversation.sessions.search import SessionSearch
 from countbot_cli.conversation.sessions.session import new_session
 from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.messages import Message
@@ -23,7 +23,7 @@ N_SESSIONS = 40
 
 def indexed_ids(root: Path, word: str) -> list[str]:
     """The sessions the index file itself says hold `word` (no SessionSearch, no refresh)."""
-    con = sqlite3.connect(root / INDEX_FILE)
+    con = sqlite3.connect(search_index.index_path(root))
     try:
         rows = con.execute(
             "SELECT DISTINCT f.sid FROM docs JOIN chunks c ON c.rowid = docs.rowid"
@@ -36,7 +36,7 @@ def indexed_ids(root: Path, word: str) -> list[str]:
 
 
 def chunk_rowids(root: Path, sid: str) -> dict[int, int]:
-    con = sqlite3.connect(root / INDEX_FILE)
+    con = sqlite3.connect(search_index.index_path(root))
     try:
         rows = con.execute(
             "SELECT c.n, c.rowid FROM chunks c JOIN files f ON f.rowid = c.file WHERE f.sid = ?",
@@ -105,7 +105,7 @@ def every_session_once(root: Path, made: list[str]) -> None:
     assert sorted(h.id for h in hits) == made  # none missing, none twice
     for k, sid in enumerate(made):
         assert [h.id for h in search.search(f"token{k:03d}").hits] == [sid]
-    con = sqlite3.connect(root / INDEX_FILE)
+    con = sqlite3.connect(search_index.index_path(root))
     try:
         con.execute("INSERT INTO docs(docs) VALUES('integrity-check')")
         n_files, n_ids = con.execute("SELECT count(*), count(DISTINCT sid) FROM files").fetchone()
@@ -187,7 +187,7 @@ def test_text_indexed_under_other_rules_is_rebuilt(tmp_path: Path) -> None:
     s = new_session(provider="p", model="m", title="Rules")
     s.messages = [Message(role="user", content="the numbat eats termites")]
     store.create(s)
-    con = sqlite3.connect(root / INDEX_FILE)
+    con = sqlite3.connect(search_index.index_path(root))
     con.execute("UPDATE chunks SET crc = crc + 1")  # as if search_text's rules had changed
     con.commit()
     con.close()
@@ -204,16 +204,16 @@ def test_text_indexed_under_other_rules_is_rebuilt(tmp_path: Path) -> None:
 def test_an_older_index_is_replaced_and_its_space_given_back(tmp_path: Path) -> None:
     root = tmp_path / "s"
     made = write_sessions(root, 3)
-    con = sqlite3.connect(root / INDEX_FILE)  # schema 3 kept the text: big
+    con = sqlite3.connect(search_index.index_path(root))  # schema 3 kept the text: big
     con.execute("CREATE TABLE meta(k TEXT PRIMARY KEY, v INTEGER)")
     con.execute("INSERT INTO meta VALUES('version', 3)")
     con.execute("CREATE VIRTUAL TABLE docs USING fts5(title, body)")
     con.executemany("INSERT INTO docs VALUES(?, ?)", [("t", f"word{i} " * 400) for i in range(500)])
     con.commit()
     con.close()
-    big = (root / INDEX_FILE).stat().st_size
+    big = (search_index.index_path(root)).stat().st_size
     assert SessionSearch(SessionStore(root)).refresh() == 3
-    assert (root / INDEX_FILE).stat().st_size < big / 10
+    assert (search_index.index_path(root)).stat().st_size < big / 10
     every_session_once(root, made)
 
 

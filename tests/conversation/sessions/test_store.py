@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from countbot_cli import fileio
-from countbot_cli.conversation.sessions.listing import INDEX_NAME
+from countbot_cli.config.derived import lock_file
+from countbot_cli.conversation.sessions.listing import INDEX_NAME, index_file
 from countbot_cli.conversation.sessions.session import SCHEMA_VERSION, Session, new_session
 from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.errors import SessionLockedError, StorageError, UsageError
@@ -74,8 +75,15 @@ def test_files_are_private(store: SessionStore, root: Path) -> None:
     s = make(store)
     store.update(s.id, append("x"))
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
-    for name in (f"{s.id}.json", f"{s.id}.json.lock", INDEX_NAME, INDEX_NAME + ".lock"):
-        assert stat.S_IMODE((root / name).stat().st_mode) == 0o600, name
+    assert [p.name for p in root.iterdir()] == [f"{s.id}.json"]  # nothing derived beside it
+    index = index_file(root)
+    for path in (
+        store.path(s.id),
+        lock_file(store.path(s.id)),
+        index,
+        index.parent / "index.json.lock",
+    ):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
 
 
 def test_an_existing_loose_folder_is_made_private(tmp_path: Path) -> None:
@@ -282,7 +290,7 @@ def test_delete(store: SessionStore, root: Path) -> None:
     keep.write_text("old damage")
     store.delete(a.id)
     assert [h["id"] for h in store.list()] == [b.id]
-    assert not (root / f"{a.id}.json.lock").exists()
+    assert not lock_file(store.path(a.id)).exists()
     assert keep.read_text() == "old damage"
     with pytest.raises(UsageError):
         store.resolve(a.id)
@@ -327,7 +335,7 @@ def test_processes_appending_concurrently_lose_nothing(store: SessionStore, root
 def test_a_held_lock_times_out_with_a_clear_error(store: SessionStore, root: Path) -> None:
     s = make(store)
     store.lock_timeout = 0.3
-    fd = os.open(root / f"{s.id}.json.lock", os.O_RDWR)
+    fd = os.open(lock_file(store.path(s.id)), os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         with pytest.raises(SessionLockedError, match="busy in another countbot process") as err:
@@ -341,7 +349,7 @@ def test_a_held_lock_times_out_with_a_clear_error(store: SessionStore, root: Pat
 
 def test_a_writer_waits_for_a_short_lock(store: SessionStore, root: Path) -> None:
     s = make(store)
-    fd = os.open(root / f"{s.id}.json.lock", os.O_RDWR)
+    fd = os.open(lock_file(store.path(s.id)), os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)
     threading.Timer(0.2, os.close, args=(fd,)).start()
     store.update(s.id, append("after wait"))
@@ -457,21 +465,21 @@ def test_index_is_rebuilt_when_deleted_or_damaged(store: SessionStore, root: Pat
     made = {make(store, f"s{i}").id for i in range(5)}
     for damage in (None, b"garbage", b'{"version": 99, "sessions": {}}', b'{"version": 1}'):
         if damage is None:
-            (root / INDEX_NAME).unlink()
+            index_file(root).unlink()
         else:
-            (root / INDEX_NAME).write_bytes(damage)
+            index_file(root).write_bytes(damage)
         assert {h["id"] for h in SessionStore(root).list()} == made
-        index = json.loads((root / INDEX_NAME).read_bytes())
+        index = json.loads(index_file(root).read_bytes())
         assert set(index["sessions"]) == made
 
 
 def test_bad_index_rows_are_ignored(store: SessionStore, root: Path) -> None:
     s = make(store, "real")
     store.list()
-    index = json.loads((root / INDEX_NAME).read_bytes())
+    index = json.loads(index_file(root).read_bytes())
     index["sessions"][s.id] = ["bad row"]
     index["sessions"]["../evil"] = [1, 2, 3, "evil", "c", "u", "p", "m", 1]
-    (root / INDEX_NAME).write_text(json.dumps(index))
+    index_file(root).write_text(json.dumps(index))
     assert [(h["id"], h["title"]) for h in SessionStore(root).list()] == [(s.id, "real")]
 
 
@@ -489,13 +497,13 @@ def test_stale_index_entries_are_refreshed(store: SessionStore, root: Path) -> N
     heads = {h["id"]: h for h in store.list()}
     assert set(heads) == {a.id, c.id}
     assert (heads[a.id]["title"], heads[a.id]["message_count"]) == ("edited elsewhere", 1)
-    index = json.loads((root / INDEX_NAME).read_bytes())["sessions"]
+    index = json.loads(index_file(root).read_bytes())["sessions"]
     assert set(index) == {a.id, c.id} and index[a.id][3] == "edited elsewhere"
 
 
 def test_a_busy_index_does_not_block_saves(store: SessionStore, root: Path) -> None:
     s = make(store)
-    fd = os.open(root / (INDEX_NAME + ".lock"), os.O_RDWR)
+    fd = os.open(index_file(root).with_name(INDEX_NAME + ".lock"), os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
         store.lock_timeout = 0.2

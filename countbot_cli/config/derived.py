@@ -1,0 +1,120 @@
+"""What countbot derives from a data folder, and where it lives: never in that folder.
+
+A data folder (the sessions folder, the folder of MEMORY.md, the data folder) may be shared by
+a file-sync tool (Syncthing, Dropbox, iCloud, Nextcloud, git). What countbot can rebuild from
+it (the search index and its vectors, the listing cache, the recall vectors, the token and
+window caches) lives in the cache folder instead, one folder per data folder
+(`home.derived_dir`), and so do the lock files of its data files (`lock_file`), which mean
+something on one machine only. A copy an older countbot left in the data folder is moved to
+its new place the first time a process asks for it (removed when the new place has one):
+nothing is lost, nothing is rebuilt for it.
+
+Invariant: `derived_file` and `lock_file` are where such a path is computed; each derived
+file's module calls one of them in exactly one function.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import stat
+import threading
+from pathlib import Path
+
+from countbot_cli import fileio
+from countbot_cli.config.home import derived_dir
+
+SQLITE_SIDES = ("-wal", "-shm", "-journal")  # beside an SQLite database: moved with it
+
+_mutex = threading.Lock()
+_checked: set[tuple[str, str]] = set()  # (source folder, derived file) looked after this process
+
+
+def derived_file(source: Path, name: str) -> Path:
+    """The file `name` derived from the folder `source`, in the cache folder (its folder made,
+    private). The first call of a process for it moves a copy left at `source/name` there."""
+    folder = derived_dir(source)
+    path = folder / name
+    if _first(source, path):
+        _make(folder)
+        adopt(Path(source) / name, path)
+    return path
+
+
+def lock_file(data_file: Path) -> Path:
+    """The lock file of `data_file` (a session, MEMORY.md), in the cache folder: a lock made in
+    a synced folder would travel to another machine. A lock file an older countbot left beside
+    `data_file` is removed the first time a process asks."""
+    folder = derived_dir(data_file.parent)
+    path = folder / (data_file.name + ".lock")
+    if _first(data_file.parent, path):
+        _make(folder)
+        _remove_file(data_file.with_name(data_file.name + ".lock"))
+    return path
+
+
+def adopt(old: Path, new: Path) -> None:
+    """Move the file an older countbot kept at `old` to `new` (with an SQLite database's
+    journal files), or remove it when `new` exists already. Anything at `old` that is not a
+    regular file is left alone. Best effort: a derived file is rebuilt when it is missing."""
+    if not _is_file(old):
+        return
+    moved = not os.path.lexists(new) and _move(old, new)
+    if not (moved or os.path.lexists(new)):
+        return  # the cache folder cannot be written: the old copy is left, and ignored
+    _remove_file(old)
+    for side in SQLITE_SIDES:
+        was = Path(f"{old}{side}")
+        if moved and side == "-wal" and _is_file(was):
+            with contextlib.suppress(OSError):
+                os.replace(was, f"{new}{side}")  # the database's last commits
+        _remove_file(was)
+
+
+def _first(source: Path, path: Path) -> bool:
+    key = (str(source), str(path))
+    with _mutex:
+        if key in _checked:
+            return False
+        _checked.add(key)
+        return True
+
+
+def _make(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # unwritable: the writers say so, or skip their cache
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _move(old: Path, new: Path) -> bool:
+    """Rename `old` to `new`; across filesystems, copy it (privately, atomically). True when
+    `new` holds it."""
+    try:
+        os.rename(old, new)
+        return True
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            return False
+    tmp = fileio.temp_name(new)
+    try:
+        shutil.copyfile(old, tmp)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, new)
+    except OSError:
+        _remove_file(tmp)
+        return False
+    return True
+
+
+def _remove_file(path: Path) -> None:
+    if _is_file(path):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
