@@ -7,7 +7,8 @@ window caches) lives in the cache folder instead, one folder per data folder
 (`home.derived_dir`), and so do the lock files of its data files (`lock_file`), which mean
 something on one machine only. A copy an older countbot left in the data folder is moved to
 its new place the first time a process asks for it (removed when the new place has one):
-nothing is lost, nothing is rebuilt for it.
+nothing is lost, nothing is rebuilt for it. When the cache folder cannot be written (a
+read-only home, another user's cache), the data folder keeps them, as it did before.
 
 Invariant: `derived_file` and `lock_file` are where such a path is computed; each derived
 file's module calls one of them in exactly one function.
@@ -30,15 +31,17 @@ SQLITE_SIDES = ("-wal", "-shm", "-journal")  # beside an SQLite database: moved 
 
 _mutex = threading.Lock()
 _checked: set[tuple[str, str]] = set()  # (source folder, derived file) looked after this process
+_folders: dict[str, Path | None] = {}  # cache folder -> itself, None when it cannot be written
 
 
 def derived_file(source: Path, name: str) -> Path:
     """The file `name` derived from the folder `source`, in the cache folder (its folder made,
     private). The first call of a process for it moves a copy left at `source/name` there."""
-    folder = derived_dir(source)
+    folder = _folder(Path(source))
+    if folder is None:
+        return Path(source) / name
     path = folder / name
     if _first(source, path):
-        _make(folder)
         adopt(Path(source) / name, path)
     return path
 
@@ -47,11 +50,13 @@ def lock_file(data_file: Path) -> Path:
     """The lock file of `data_file` (a session, MEMORY.md), in the cache folder: a lock made in
     a synced folder would travel to another machine. A lock file an older countbot left beside
     `data_file` is removed the first time a process asks."""
-    folder = derived_dir(data_file.parent)
-    path = folder / (data_file.name + ".lock")
+    beside = data_file.with_name(data_file.name + ".lock")
+    folder = _folder(data_file.parent)
+    if folder is None:
+        return beside
+    path = folder / beside.name
     if _first(data_file.parent, path):
-        _make(folder)
-        _remove_file(data_file.with_name(data_file.name + ".lock"))
+        _remove_file(beside)
     return path
 
 
@@ -82,9 +87,22 @@ def _first(source: Path, path: Path) -> bool:
         return True
 
 
-def _make(folder: Path) -> None:
-    with contextlib.suppress(OSError):  # unwritable: the writers say so, or skip their cache
+def _folder(source: Path) -> Path | None:
+    """The cache folder of `source`, made (private) the first time a process asks; None when
+    it cannot be made or written."""
+    folder = derived_dir(source)
+    key = str(folder)
+    with _mutex:
+        if key in _folders:
+            return _folders[key]
+    try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        usable = os.access(folder, os.W_OK | os.X_OK)
+    except OSError:
+        usable = False
+    with _mutex:
+        _folders[key] = folder if usable else None
+    return _folders[key]
 
 
 def _is_file(path: Path) -> bool:

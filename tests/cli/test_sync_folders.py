@@ -178,3 +178,23 @@ def test_the_lock_names_its_holder(tmp_path: Path) -> None:
     assert f"session {s.id} is busy in another countbot process (pid 4242 on laptop)" in (
         proc.stderr
     )
+
+
+def test_a_cache_folder_that_cannot_be_written_keeps_them_in_the_data_folder(
+    tmp_path: Path,
+) -> None:
+    """No cache folder to write (here a file stands where it would be made): saves, locks,
+    search and the token ratios work as before, beside the data."""
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    with fs.FakeServer() as server:
+        cb = make_cb(tmp_path, server.base_url, **QUIET_MEMORY)
+        cb.env["XDG_CACHE_HOME"] = str(blocked)
+        server.add(fs.text("ok"), fs.text("ok"))
+        assert cb.run("ask", "the numbat eats termites").returncode == 0
+        assert cb.run("ask", "-c", "and ants").returncode == 0
+        proc = cb.run("sessions", "search", "--json", "numbat")
+        assert proc.returncode == 0, proc.stderr
+        assert len(json.loads(proc.stdout)) == 1
+    names = {p.name for p in cb.sessions_dir.iterdir()}
+    assert {SEARCH_INDEX_FILE, "index.json"} <= names

@@ -16,9 +16,9 @@ import pytest
 from waits import returns_within
 
 from countbot_cli.provider.context_window_probe import (
-    CACHE_FILE,
     UNKNOWN_TTL,
     ContextWindowCache,
+    cache_path,
     discover_context_window,
     probe_context_window,
 )
@@ -238,7 +238,7 @@ def test_the_answer_is_cached_per_base_url_and_model(http: Routes, tmp_path: Pat
     assert len(http.seen) == asked  # from the cache: no request
     assert discover_context_window(url, "m2", {}, tmp_path, kind="llamacpp") == 4096
     assert len(http.seen) > asked  # another model is asked
-    cached = json.loads((tmp_path / CACHE_FILE).read_text(encoding="utf-8"))
+    cached = json.loads(cache_path(tmp_path).read_text(encoding="utf-8"))
     assert cached[f"{url} m"]["n"] == 4096
 
 
@@ -253,11 +253,11 @@ def test_no_answer_is_cached_for_a_day(tmp_path: Path) -> None:
     assert discover_context_window("http://x/v1", "m", {}, tmp_path, probe=probe) is None
     assert calls == ["m"]
     now = [0.0]
-    cache = ContextWindowCache(tmp_path / CACHE_FILE, now=lambda: now[0])
+    cache = ContextWindowCache(cache_path(tmp_path), now=lambda: now[0])
     cache.put("http://x/v1", "m", None)
     now[0] = UNKNOWN_TTL + 1
     assert cache.get("http://x/v1", "m") == (False, None)  # asked again after a day
-    (tmp_path / CACHE_FILE).write_text("{damaged", encoding="utf-8")
+    cache_path(tmp_path).write_text("{damaged", encoding="utf-8")
     assert (
         discover_context_window("http://x/v1", "m", {}, tmp_path, probe=lambda *a, **k: 2048)
         == 2048

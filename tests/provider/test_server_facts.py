@@ -78,12 +78,12 @@ def test_the_kind_known_without_asking_comes_from_the_preset_or_what_the_server_
     tmp_path: Path,
 ) -> None:
     from countbot_cli.provider.context_window_probe import ProbeCache
-    from countbot_cli.provider.server_facts import CACHE_FILE, known_kind
+    from countbot_cli.provider.server_facts import cache_path, known_kind
 
     p = provider_settings(api_base="http://h:1/v1")
     assert known_kind(p, tmp_path) is None
     assert known_kind(replace(p, preset="llamacpp"), tmp_path) == "llamacpp"
     assert known_kind(replace(p, preset="ollama"), tmp_path) == "ollama"
     assert known_kind(replace(p, preset="vllm"), tmp_path) is None
-    ProbeCache(tmp_path / CACHE_FILE).write_row("http://h:1/v1", {"llamacpp": True})
+    ProbeCache(cache_path(tmp_path)).write_row("http://h:1/v1", {"llamacpp": True})
     assert known_kind(p, tmp_path) == "llamacpp"
