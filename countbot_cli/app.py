@@ -21,7 +21,7 @@ from countbot_cli.conversation.chat import Conversation, ModelPair, open_session
 from countbot_cli.conversation.engine import Engine
 from countbot_cli.conversation.fallback import Fallback
 from countbot_cli.conversation.server_window import (
-    assumed_context_window_notice,
+    context_window_notice,
     fitted_to_server,
     with_context_window,
 )
@@ -262,7 +262,7 @@ def build_pair(
         skills=_skills(settings, notices) if tools is not None else [],  # read with read_file
         streaming=streaming,
     )
-    engine.context_window_notice = assumed_context_window_notice(settings, provider)
+    engine.context_window_notice = context_window_notice(settings, provider)
     return ModelPair(engine, keeper)
 
 

@@ -182,6 +182,7 @@ def config_check(settings: Settings, provider_factory: ProviderFactory, out: Tex
         report.line("FAIL", "model", f"no model chosen; available: {listed}", hint)
         return EXIT_USAGE
     _check_reply(provider, cfg, available, report)
+    _check_context_window(settings, report)
     if report.code == EXIT_OK:
         out.write("all checks passed\n")
     return report.code
@@ -254,6 +255,39 @@ def _check_reply(
         report.fail("reply", e, diagnose(e, cfg, available))
         return
     report.line("ok", "reply", f"{cfg.model} answered in {time.monotonic() - started:.2f} s")
+
+
+def _check_context_window(settings: Settings, report: _Report) -> None:
+    """The window a turn is budgeted against, where that figure comes from, and whether the
+    server runs a smaller one (asked after the reply, which has loaded the model)."""
+    from countbot_cli.conversation.server_window import (
+        ASSUMED_SOURCE,
+        context_window_of,
+        raise_hint,
+        server_context_window_now,
+        user_set,
+        with_server_context_window,
+    )
+
+    cfg = settings.provider
+    if cfg.type != "openai" or not cfg.model:
+        return
+    used = context_window_of(with_server_context_window(settings).provider, cfg.model)
+    server = server_context_window_now(settings)
+    if user_set(cfg) and server is not None and server.n < used.n:
+        report.line(
+            "warn",
+            "window",
+            f"{used.n:,} tokens ({used.source}), but the server runs {server.n:,} "
+            f"({server.source}): longer prompts are cut or refused",
+            raise_hint(cfg, settings),
+        )
+        return
+    if server is not None and not user_set(cfg):
+        used = server
+    unsure = not used.loaded or used.source == ASSUMED_SOURCE
+    hint = raise_hint(cfg, settings) if unsure else None
+    report.line("ok", "window", f"{used.n:,} tokens ({used.source})", hint)
 
 
 # ---- models ----

@@ -104,3 +104,13 @@ _ROWS = (
 )  # fmt: skip
 
 PRESETS: dict[str, Preset] = {p.name: p for p in _ROWS}
+
+
+CONFIG_CONTEXT_WINDOW_SOURCE = (
+    "context_window in the config"  # where a window the user set comes from
+)
+
+
+def preset_context_window_source(name: str) -> str:
+    """Where a preset's own context window comes from, as /context and the notices say it."""
+    return f"the {name} preset's figure"

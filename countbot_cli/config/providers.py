@@ -21,11 +21,13 @@ from typing import Literal, NamedTuple, TypeVar
 
 from countbot_cli.config.file import Section, did_you_mean
 from countbot_cli.config.presets import (
+    CONFIG_CONTEXT_WINDOW_SOURCE,
     LOCAL_MODEL_FILE,
     LOCAL_MODEL_NAME,
     OPENAI_BASE,
     PRESETS,
     ProviderType,
+    preset_context_window_source,
 )
 from countbot_cli.config.provider_entry import (
     EntryValues,
@@ -73,6 +75,8 @@ class ProviderConfig:
     model: str
     context_window: int | None
     headers: Mapping[str, str] = field(repr=False)
+    # where `context_window` comes from, as /context and the notices say it ("" when unset)
+    context_window_source: str = ""
     stream_tools: bool = True
     include_usage: bool = True
     connect_timeout: float = 10.0
@@ -286,9 +290,11 @@ def _make(
 ) -> ProviderConfig:
     preset, v = entry.preset, entry.v
     context_window = v.context_window
+    cw_source = CONFIG_CONTEXT_WINDOW_SOURCE if context_window is not None else ""
     own_model = preset is not None and (preset.model is None or preset.model == model)
     if context_window is None and preset is not None and own_model:
         context_window = preset.context_window  # a preset's fits its own default model only
+        cw_source = preset_context_window_source(preset.name) if context_window is not None else ""
     return ProviderConfig(
         name=entry.name,
         type=entry.type,
@@ -297,6 +303,7 @@ def _make(
         api_key_source=source,
         model=model,
         context_window=context_window,
+        context_window_source=cw_source,
         headers=MappingProxyType(dict(v.headers or {})),
         stream_tools=entry.flag("stream_tools", True),
         include_usage=entry.flag("include_usage", True),

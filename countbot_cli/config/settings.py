@@ -372,7 +372,7 @@ def _context_window_from_env(chosen: ProviderConfig, env: Mapping[str, str]) -> 
             f"{CONTEXT_WINDOW_VAR}: expected a whole number of tokens above 0, got {raw!r}",
             hint="e.g. COUNTBOT_CONTEXT_WINDOW=32768, or unset it",
         )
-    return replace(chosen, context_window=n)
+    return replace(chosen, context_window=n, context_window_source=CONTEXT_WINDOW_VAR)
 
 
 def _no_local_model() -> str | None:

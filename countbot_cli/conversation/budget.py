@@ -37,9 +37,16 @@ from countbot_cli.config.derived import derived_file
 from countbot_cli.config.own_files import RATIOS_FILE
 from countbot_cli.conversation.context import block_start, window_step
 from countbot_cli.conversation.input.images import TOKENS_PER_IMAGE_MAX
-from countbot_cli.conversation.server_window import late_context_window
-from countbot_cli.conversation.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, context_window_for
+from countbot_cli.conversation.server_window import (
+    Late,
+    context_window_of,
+    late_context_window,
+    over_context_window_text,
+    user_set,
+)
+from countbot_cli.conversation.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE
 from countbot_cli.conversation.trim import trim_messages
+from countbot_cli.errors import ContextLengthError
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.messages import Message
 
@@ -142,14 +149,20 @@ class TokenBudget:
         margin: float = MARGIN,
         ratios: RatioFile | None = None,
         step: int = 1,
-        late: Callable[[], int | None] | None = None,
+        late: Late | None = None,
         max_tokens: int | None = None,
+        source: str = "",
+        refuse: Callable[[int, int], tuple[str, str]] | None = None,
     ) -> None:
         """`late`: the window the server reports after this budget was made (None until then),
-        taken at the start of a turn, with the reply reserve for it from `max_tokens`."""
+        taken at the start of a turn, with the reply reserve for it from `max_tokens`.
+        `source`: where the window's figure comes from. `refuse(tokens, window)`: for a server
+        that cuts a prompt over its window silently, the error (message, hint) for a turn whose
+        own message (with the system prompt and tools) is over it: the turn fails instead."""
         self.counter = counter
         self.step = step  # the window's start moves by this many messages (context.window_step)
         self.context_window = context_window
+        self.source = source
         self.reserve = reserve
         self.margin = margin
         self.ratios = ratios
@@ -159,15 +172,33 @@ class TokenBudget:
         self._memo_ratio = counter.ratio
         self._late = late
         self._max_tokens = max_tokens
+        self._refuse = refuse
         self.reported = False  # the window is the one the server reported late
 
     def _take_late_context_window(self) -> None:
-        n = self._late() if self._late is not None else None
-        if n is not None:
-            self.context_window = n
-            self.reserve = reply_reserve(self._max_tokens, n)
-            self._late = None
+        w = self._late.value() if self._late is not None else None
+        if w is not None and w.n != self.context_window:
+            self.context_window = w.n
+            self.reserve = reply_reserve(self._max_tokens, w.n)
             self.reported = True
+        if w is not None:
+            self.source = w.source
+            self._late = None
+
+    def after_request(self) -> None:
+        """A request was sent: a server that loads models has loaded this one by now."""
+        if self._late is not None:
+            self._late.after_request()
+
+    def check_fits(self, fixed: Sequence[dict[str, Any]]) -> None:
+        """For a server that cuts an over-long prompt silently: ContextLengthError when the
+        fixed part alone (no history) is over the window, rather than a request it would cut."""
+        if self._refuse is None or self._fits_without_counting((), fixed):
+            return
+        n = self.fixed_tokens(fixed)
+        if n > self.context_window * (1.0 - self.margin):
+            message, hint = self._refuse(n, self.context_window)
+            raise ContextLengthError(message, hint=hint)
 
     @property
     def limit(self) -> int:
@@ -294,15 +325,17 @@ def ratio_path(data_dir: Path) -> Path:
 def make_budget(settings: Settings, counter: TokenCounter) -> TokenBudget:
     """The budget for `settings`' provider and model (`context_window` in the config wins); it
     keeps learned ratios for `settings.data_dir` (`ratio_path`)."""
-    context_window = context_window_for(counter.model, settings.provider.context_window)
-    configured = settings.provider.context_window is not None
-    late = None if configured else late_context_window(settings.provider)
+    p = settings.provider
+    cw = context_window_of(p, counter.model)
+    late = None if user_set(p) else late_context_window(p)
     return TokenBudget(
         counter,
-        context_window=context_window,
-        reserve=reply_reserve(settings.max_tokens, context_window),
+        context_window=cw.n,
+        reserve=reply_reserve(settings.max_tokens, cw.n),
         ratios=RatioFile(ratio_path(settings.data_dir)),
         step=window_step(settings.persona.max_history_messages),
-        late=late.value if late is not None else None,
+        late=late,
         max_tokens=settings.max_tokens,
+        source=cw.source,
+        refuse=over_context_window_text(settings),
     )

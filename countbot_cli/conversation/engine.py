@@ -191,7 +191,8 @@ class Engine:
     def _say_context_window_assumed(
         self, ctx: TurnContext, session: Session, view: TurnView
     ) -> None:
-        """Once: the token budget left history out against a context window only assumed."""
+        """Once: the token budget left history out against a context window only assumed, or
+        one a server that loads models runs (conversation/server_window.py)."""
         if self.context_window_notice is None or not ctx.omitted:
             return
         if self.budget is not None and self.budget.reported:  # the server told, late
@@ -247,6 +248,10 @@ class Engine:
         session's previous request: cache_report)."""
         user = record.user
         ctx = self.context_for(session, user, system=system, start_tools=True)
+        if self.budget is not None:  # a server that cuts silently gets no over-long message
+            system_message = {"role": "system", "content": ctx.system}
+            fixed = [system_message, ctx.api_user(), *self.tool_schemas()]
+            self.budget.check_fits(fixed)
         self._say_context_window_assumed(ctx, session, view)
         if ctx.keep_recall:  # the lines sent with the question stay with it (context.py)
             user.kept = recall_block(ctx.memory_entries, ctx.language) or None
@@ -285,6 +290,8 @@ class Engine:
         for n in range(max_rounds + 1):
             self._current = rnd = _Round()
             fin = self._stream_round(sent, tools, view, rnd)
+            if self.budget is not None:
+                self.budget.after_request()  # a server that loads models has loaded it now
             if self.budget is not None and fin.usage is not None:  # calibrate the token budget
                 self.budget.observe(sent, tools, fin.usage.prompt_tokens)
             self._note_call(fin, record, view)

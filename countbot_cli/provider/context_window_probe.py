@@ -1,33 +1,28 @@
-"""The context window of a model countbot does not know, asked of its server (issue 11 item 7).
+"""The context window a server runs a model with, asked of the server: never a model's trained
+maximum, which a server that loads models (Ollama, LM Studio) does not run.
 
-Asked only when the model is in no table and no context window is configured (`context_window`,
-`COUNTBOT_CONTEXT_WINDOW`, `--context-window`), with a short timeout, and the answer (or that
-there was none) is cached per base URL and model in `<data_dir>/context_windows.json`, so a
-normal turn makes no request for it. The caller asks in a thread beside the first request
-(conversation/server_window.py), never before it. Where a server can tell:
+- Ollama: the loaded model's `context_length` (`GET /api/ps`); not loaded, a Modelfile's
+  `num_ctx` (`POST /api/show`), else Ollama's default, 4,096 (`model_info` is never used).
+- LM Studio: a loaded instance's context length (`GET /api/v1/models`, else v0's
+  `loaded_context_length`); not loaded, an assumed 4,096 until it is.
+- llama.cpp's server: `n_ctx` of `GET /props`; vLLM and OpenRouter-like lists: `max_model_len`
+  / `context_length` in `GET {api_base}/models`.
 
-- the OpenAI-style model list `GET {api_base}/models`: the model's `max_model_len` (vLLM) or
-  `context_length` / `top_provider.context_length` (OpenRouter and its imitators);
-- llama.cpp's server `GET {root}/props`: `default_generation_settings.n_ctx` or `n_ctx`;
-- Ollama `POST {root}/api/show {"model": …}`: the `*.context_length` of its `model_info`.
-
-The last two are asked only of a server known to be of that kind (issue 25 point 5): by its
-preset, or by what its model list said (`server_kind`: llama.cpp's `Server` header or
-`owned_by`, Ollama's `owned_by: "library"`). Another server is never sent Ollama's POST.
-
-`root` is the base URL without a trailing `/v1`. Anything missing, slow, malformed or
-implausible is no answer; the caller then assumes its default and says so once when history
-is trimmed against it. Every JSON body is parsed with jsonsafe's limits.
+Each answer is a `ContextWindow`: the figure and where it came from. A server's own places are asked
+only of a server known to be of that kind (its preset, or its model list); answers that do not
+depend on a load are cached per base URL and model in `context_windows.json` (`cache_path`).
+Anything missing, slow, malformed or implausible is no answer (jsonsafe's limits on bodies).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from countbot_cli import fileio
 from countbot_cli.config.derived import derived_file
@@ -39,10 +34,24 @@ PROBE_TIMEOUT = 1.5  # seconds for each request
 UNKNOWN_TTL = 24 * 3600  # a server that could not tell is asked again after a day
 MAX_BODY = 4_000_000
 PLAUSIBLE = range(256, 100_000_001)
+OLLAMA_DEFAULT = 4096  # Ollama's window for a model nothing else sets (docs: < 24 GiB of VRAM)
+UNLOADED_ASSUMED = 4096  # LM Studio, model not loaded: what countbot assumes until it is
 
 # (method, url, json body or None) -> (parsed JSON or None, the `Server` header or "")
 Fetch = Callable[[str, str, Any], tuple[Any, str]]
-LLAMACPP, OLLAMA = "llamacpp", "ollama"  # the server kinds with their own question for it
+LLAMACPP, OLLAMA, LMSTUDIO, VLLM = "llamacpp", "ollama", "lmstudio", "vllm"
+LOAD_STATE = (OLLAMA, LMSTUDIO)  # the window is the one the server loaded the model with
+LOCAL_SERVERS = (LLAMACPP, OLLAMA, LMSTUDIO, VLLM)  # each runs a window of its own choosing
+
+
+class ContextWindow(NamedTuple):
+    """A context window and where the figure comes from (said by /context, `config check` and
+    the notices). `loaded` False: the server has not loaded the model; the figure is the one it
+    will load it with unless told otherwise, and is asked again after a request."""
+
+    n: int
+    source: str
+    loaded: bool = True
 
 
 def probe_context_window(
@@ -52,9 +61,9 @@ def probe_context_window(
     *,
     kind: str | None = None,
     timeout: float | None = None,
-) -> int | None:
-    """Ask the server at `api_base` for `model`'s context window; None when it cannot tell.
-    `kind`: what the server is known to be (its preset), else its model list says.
+) -> ContextWindow | None:
+    """Ask the server at `api_base` for the window it runs `model` with; None when it cannot
+    tell. `kind`: what the server is known to be (its preset), else its model list says.
     `timeout`: for each request, PROBE_TIMEOUT unless given."""
     with probe_client(api_base, headers, timeout or PROBE_TIMEOUT) as fetch:
         return context_window_from(api_base, model, fetch, kind)
@@ -65,8 +74,7 @@ def server_kind(models: Any, server: str) -> str | None:
     server is one; None for any other server or no answer."""
     if "llama.cpp" in server.lower():
         return LLAMACPP
-    rows = models.get("data") if isinstance(models, dict) else models
-    rows = [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+    rows = _rows(models)
     if any(_llamacpp_row(r) for r in rows):
         return LLAMACPP
     if any(r.get("owned_by") == "library" for r in rows):  # Ollama: a model's namespace
@@ -112,21 +120,27 @@ def probe_client(
 
 def context_window_from(
     api_base: str, model: str, fetch: Fetch, kind: str | None = None
-) -> int | None:
-    """The model list's context window; else, for a server known (by `kind`, else by that
-    list) to be llama.cpp's or Ollama, what its own place says. Another server is asked nothing
+) -> ContextWindow | None:
+    """The window the server runs `model` with (see the module). A server that loads models
+    (by `kind`) is asked its own places only; any other its model list first, then, when that
+    list (or `kind`) says it is llama.cpp's, its `/props`. Another server is asked nothing
     more."""
     base = api_base.rstrip("/")
     root = base[: -len("/v1")] if base.endswith("/v1") else base
+    if kind == OLLAMA:
+        return _ollama_context_window(root, model, fetch)
+    if kind == LMSTUDIO:
+        return _lmstudio_context_window(root, model, fetch)
     models, server = fetch("GET", f"{base}/models", None)
-    n = _from_models(models, model)
-    if n is not None:
-        return n
+    found = _from_models(models, model)
+    if found is not None:
+        return found
     kind = kind or server_kind(models, server)
     if kind == LLAMACPP:
-        return _from_props(fetch("GET", f"{root}/props", None)[0], model)
+        n = _from_props(fetch("GET", f"{root}/props", None)[0])
+        return ContextWindow(n, "the n_ctx llama.cpp's server runs (/props)") if n else None
     if kind == OLLAMA:
-        return _from_ollama(fetch("POST", f"{root}/api/show", {"model": model})[0], model)
+        return _ollama_context_window(root, model, fetch)
     return None
 
 
@@ -136,23 +150,27 @@ def _plausible(value: Any) -> int | None:
     return None
 
 
-def _from_models(data: Any, model: str) -> int | None:
-    rows = data.get("data") if isinstance(data, dict) else data
-    for row in rows if isinstance(rows, list) else []:
-        if not isinstance(row, dict) or row.get("id") != model:
+def _rows(data: Any, key: str = "data") -> list[dict[str, Any]]:
+    rows = data.get(key) if isinstance(data, dict) else data
+    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+
+def _from_models(data: Any, model: str) -> ContextWindow | None:
+    for row in _rows(data):
+        if row.get("id") != model:
             continue
         top = row.get("top_provider")
-        for value in (
-            row.get("max_model_len"),
-            row.get("context_length"),
-            top.get("context_length") if isinstance(top, dict) else None,
+        for key, value in (
+            ("max_model_len", row.get("max_model_len")),
+            ("context_length", row.get("context_length")),
+            ("context_length", top.get("context_length") if isinstance(top, dict) else None),
         ):
             if (n := _plausible(value)) is not None:
-                return n
+                return ContextWindow(n, f"{key} in the server's model list")
     return None
 
 
-def _from_props(data: Any, model: str) -> int | None:
+def _from_props(data: Any) -> int | None:
     if not isinstance(data, dict):
         return None
     settings = data.get("default_generation_settings")
@@ -160,14 +178,51 @@ def _from_props(data: Any, model: str) -> int | None:
     return _plausible(inner) or _plausible(data.get("n_ctx"))
 
 
-def _from_ollama(data: Any, model: str) -> int | None:
-    info = data.get("model_info") if isinstance(data, dict) else None
-    if not isinstance(info, dict):
-        return None
-    for key, value in info.items():
-        if isinstance(key, str) and key.endswith(".context_length"):
-            return _plausible(value)
-    return None
+def ollama_name(name: str) -> str:
+    """Ollama's full name for a model: `llama3.2` is `llama3.2:latest`."""
+    name = name.strip().lower()
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+_NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
+
+
+def _ollama_context_window(root: str, model: str, fetch: Fetch) -> ContextWindow:
+    """The loaded model's window; else its Modelfile's num_ctx; else Ollama's default. Never
+    `model_info`'s context_length: the model's maximum, which Ollama does not run."""
+    ps, _ = fetch("GET", f"{root}/api/ps", None)
+    want = ollama_name(model)
+    for row in _rows(ps, "models"):
+        names = {ollama_name(str(row.get(k))) for k in ("name", "model") if row.get(k)}
+        if want in names and (n := _plausible(row.get("context_length"))) is not None:
+            return ContextWindow(n, f"the window Ollama runs {model} with (/api/ps)")
+    show, _ = fetch("POST", f"{root}/api/show", {"model": model})
+    params = show.get("parameters") if isinstance(show, dict) else None
+    match = _NUM_CTX.search(params) if isinstance(params, str) else None
+    if match and (n := _plausible(int(match.group(1)))) is not None:
+        why = f"num_ctx in {model}'s Modelfile (/api/show; Ollama has not loaded it yet)"
+        return ContextWindow(n, why, loaded=False)
+    why = "it has not loaded the model yet" if ps is not None else "/api/ps did not answer"
+    return ContextWindow(OLLAMA_DEFAULT, f"Ollama's default window ({why})", loaded=False)
+
+
+def _lmstudio_context_window(root: str, model: str, fetch: Fetch) -> ContextWindow:
+    """The context length of a loaded instance of `model`; an assumed one when none is."""
+    listed, _ = fetch("GET", f"{root}/api/v1/models", None)
+    lengths: list[Any] = []
+    for row in _rows(listed, "models"):
+        instances = [i for i in row.get("loaded_instances") or [] if isinstance(i, dict)]
+        if row.get("key") == model or any(i.get("id") == model for i in instances):
+            lengths += [(i.get("config") or {}).get("context_length") for i in instances]
+    if listed is None:  # before LM Studio 0.4: the v0 REST API
+        row, _ = fetch("GET", f"{root}/api/v0/models/{model}", None)
+        if isinstance(row, dict) and row.get("state") == "loaded":
+            lengths.append(row.get("loaded_context_length"))
+    for value in lengths:
+        if (n := _plausible(value)) is not None:
+            return ContextWindow(n, f"the context length LM Studio loaded {model} with")
+    why = f"LM Studio has not loaded {model}: assumed until it has"
+    return ContextWindow(UNLOADED_ASSUMED, why, loaded=False)
 
 
 class ProbeCache:
@@ -200,21 +255,26 @@ class ProbeCache:
             fileio.atomic_write(self.path, blob.encode("utf-8"), durable=False)
 
 
-class ContextWindowCache(ProbeCache):
-    """`{"BASE MODEL": {"n": 32768 or null, "at": unix time}}`: best effort, only a cache."""
+CACHED = "what the server said earlier"  # a cached answer's source, when none was kept
 
-    def get(self, api_base: str, model: str) -> tuple[bool, int | None]:
-        """(found, context window): found False when never asked, or an unknown answer has aged."""
+
+class ContextWindowCache(ProbeCache):
+    """`{"BASE MODEL": {"n": 32768 or null, "source": "…", "at": unix time}}`: only a cache."""
+
+    def get(self, api_base: str, model: str) -> tuple[bool, ContextWindow | None]:
+        """(found, window): found False when never asked, or an unknown answer has aged."""
         row = self.read_row(f"{api_base} {model}")
         if row is None:
             return False, None
         n = _plausible(row.get("n"))
-        if n is None and self.now() - row["at"] > UNKNOWN_TTL:
-            return False, None
-        return True, n
+        if n is None:
+            return self.now() - row["at"] <= UNKNOWN_TTL, None
+        source = row.get("source")
+        return True, ContextWindow(n, source if isinstance(source, str) and source else CACHED)
 
-    def put(self, api_base: str, model: str, n: int | None) -> None:
-        self.write_row(f"{api_base} {model}", {"n": n})
+    def put(self, api_base: str, model: str, found: ContextWindow | None) -> None:
+        row = {"n": None} if found is None else {"n": found.n, "source": found.source}
+        self.write_row(f"{api_base} {model}", row)
 
 
 def cache_path(data_dir: Path) -> Path:
@@ -227,20 +287,22 @@ def discover_context_window(
     model: str,
     headers: Mapping[str, str],
     data_dir: Path,
-    probe: Callable[..., int | None] = probe_context_window,
+    probe: Callable[..., ContextWindow | None] = probe_context_window,
     *,
     kind: str | None = None,
-) -> int | None:
-    """The server's context window for `model`, from the cache or asked once."""
+) -> ContextWindow | None:
+    """The server's window for `model`, from the cache or asked once."""
     cache = ContextWindowCache(cache_path(data_dir))
-    found, n = cache.get(api_base, model)
+    found, answer = cache.get(api_base, model)
     if found:
-        return n
-    n = probe(api_base, model, headers, kind=kind)
-    cache.put(api_base, model, n)
-    return n
+        return answer
+    answer = probe(api_base, model, headers, kind=kind)
+    cache.put(api_base, model, answer)
+    return answer
 
 
-def cached_context_window(api_base: str, model: str, data_dir: Path) -> tuple[bool, int | None]:
-    """(found, context window) from the cache alone: no request."""
+def cached_context_window(
+    api_base: str, model: str, data_dir: Path
+) -> tuple[bool, ContextWindow | None]:
+    """(found, window) from the cache alone: no request."""
     return ContextWindowCache(cache_path(data_dir)).get(api_base, model)

@@ -53,8 +53,8 @@ def is_openai_model(model: str) -> bool:
 # ---- context windows ----
 
 DEFAULT_CONTEXT_WINDOW = 8192
-"""For unknown models: small enough for Ollama-style servers (2k-8k ``num_ctx``) to be likely
-right, and the bundled SmolLM2's own limit. Set ``context_window`` in the profile to override."""
+"""For unknown models whose server does not say: the bundled SmolLM2's own limit. A local
+server's window is asked of it (conversation/server_window.py); ``context_window`` overrides."""
 
 _K128, _K131 = 128_000, 131_072
 CONTEXT_WINDOWS: dict[str, int] = {

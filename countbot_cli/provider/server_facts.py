@@ -1,15 +1,15 @@
-"""What an OpenAI-compatible server says about itself, fitted into the provider's settings
-(issue 23 item 1): the model when none was chosen, and whether it is llama.cpp's server.
+"""What an OpenAI-compatible server says about itself, fitted into the provider's settings: the
+model when none was chosen, and what kind of server it is (llama.cpp's, Ollama).
 
 - No model chosen (`COUNTBOT_API_BASE=…` with no `COUNTBOT_MODEL`, `-m` or `model:`): the
   server's `GET /models` is asked; a server that serves one model (llama.cpp, llama-cpp-python,
   vLLM, LM Studio with one loaded) gives it; several or none is a ConfigError naming them.
 - A provider with no preset is asked once (cached a day per base URL in
-  `<data_dir>/servers.json`) whether it is llama.cpp's `llama-server` or llama-cpp-python's
-  server: the `Server: llama.cpp` header, `owned_by: "llamacpp"` (llama-server) or
-  `owned_by: "me"` with `permissions` (llama-cpp-python) in its model list, or a llama.cpp
-  `GET /props` answer. Such a server gets the `llamacpp` preset's request shape: requests that
-  carry tools go non-streamed (their streamed tool calls come back as text).
+  `servers.json`, `cache_path`) what it is: llama.cpp's `llama-server` or llama-cpp-python's
+  server (the `Server: llama.cpp` header, `owned_by: "llamacpp"` or `owned_by: "me"` with
+  `permissions` in its model list, or a llama.cpp `GET /props` answer), which gets the
+  `llamacpp` preset's request shape (requests that carry tools go non-streamed); or Ollama
+  (`owned_by: "library"`), whose window is the one it loaded the model with.
 
 Requests use provider/context_window_probe.py's short-timeout client; a server that does not
 answer changes nothing (and is asked again next time).
@@ -29,6 +29,7 @@ from countbot_cli.config.providers import ProviderConfig
 from countbot_cli.errors import ConfigError
 from countbot_cli.provider.context_window_probe import (
     LLAMACPP,
+    LOCAL_SERVERS,
     OLLAMA,
     UNKNOWN_TTL,
     ProbeCache,
@@ -41,7 +42,11 @@ Fetch = Callable[[str, str, Any], tuple[Any, str]]  # (method, url, body) -> (JS
 
 class ServerFacts(NamedTuple):
     models: tuple[str, ...]  # ids in the server's model list, sorted
-    llamacpp: bool  # llama.cpp's server or llama-cpp-python's
+    kind: str | None  # LLAMACPP (llama.cpp's server or llama-cpp-python's), OLLAMA, or None
+
+    @property
+    def llamacpp(self) -> bool:
+        return self.kind == LLAMACPP
 
 
 def facts_from(api_base: str, fetch: Fetch) -> ServerFacts | None:
@@ -53,14 +58,15 @@ def facts_from(api_base: str, fetch: Fetch) -> ServerFacts | None:
     rows = data.get("data") if isinstance(data, dict) else data
     rows = [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
     models = tuple(sorted({str(r["id"]) for r in rows if isinstance(r.get("id"), str)}))
-    llamacpp = server_kind(data, server) == LLAMACPP
-    if not llamacpp:
+    kind = server_kind(data, server)
+    if kind is None:
         root = base[: -len("/v1")] if base.endswith("/v1") else base
         props, server = fetch("GET", f"{root}/props", None)
-        llamacpp = "llama.cpp" in server.lower() or (
+        if "llama.cpp" in server.lower() or (
             isinstance(props, dict) and isinstance(props.get("default_generation_settings"), dict)
-        )
-    return ServerFacts(models, llamacpp)
+        ):
+            kind = LLAMACPP
+    return ServerFacts(models, kind)
 
 
 def probe_facts(api_base: str, headers: Mapping[str, str]) -> ServerFacts | None:
@@ -94,7 +100,7 @@ def fit_to_server(
         headers = {"Authorization": f"Bearer {p.api_key}"} if p.api_key else {}
         facts = probe(p.api_base, {**headers, **p.headers})
         if facts is not None:
-            cache.write_row(p.api_base, {"llamacpp": facts.llamacpp})
+            cache.write_row(p.api_base, {"llamacpp": facts.llamacpp, "kind": facts.kind})
     llamacpp = facts.llamacpp if facts is not None else bool(row and row.get("llamacpp"))
     if need_model:
         p = replace(p, model=_only_model(p, facts))
@@ -120,9 +126,12 @@ def _only_model(p: ProviderConfig, facts: ServerFacts | None) -> str:
 
 
 def known_kind(p: ProviderConfig, data_dir: Path) -> str | None:
-    """What `p`'s server is known to be without asking: its preset, else what it said about
-    itself earlier (`servers.json`); None for any other server."""
-    if p.preset in (LLAMACPP, OLLAMA):
+    """What `p`'s server is known to be without asking: its preset (one of LOCAL_SERVERS),
+    else what it said about itself earlier (`servers.json`); None for any other server."""
+    if p.preset in LOCAL_SERVERS:
         return p.preset
-    row = ProbeCache(cache_path(data_dir)).read_row(p.api_base)
-    return LLAMACPP if row is not None and row.get("llamacpp") else None
+    row = ProbeCache(cache_path(data_dir)).read_row(p.api_base) or {}
+    kind = row.get("kind")
+    if kind in (LLAMACPP, OLLAMA):
+        return str(kind)
+    return LLAMACPP if row.get("llamacpp") else None

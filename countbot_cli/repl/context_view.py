@@ -1,14 +1,12 @@
-"""`/context`: what exactly went into the last request (issue 11 item 5).
+"""`/context`: what exactly went into the last request.
 
-The parts of the last turn's request as the engine built it (`TurnResult.context`): the system
-prompt (persona and rules, the session summary, pinned memory lines, the instructions file), the
-memory lines recalled for the message (sent with it, after the history), the history window
-(count, tokens, first and last message), the tools, the current message, and how much of the
-request the provider read from its prompt cache, said as whole parts of the request (the cached
-count is the provider's; the parts are counted with the meter's tokenizer), and what changed
-since the session's previous request (conversation/cache_report.py: why a turn missed). Each memory line
-gets its `countbot memory pin N` / `mute N` hint with its entry number (as `memory show` numbers
-them).
+The context window it was fitted to and where that figure comes from (the server, the config,
+a preset, countbot's table); the system prompt (persona and rules, the session summary, pinned
+memory lines, the instructions file); the memory lines recalled for the message; the history
+window (count, tokens, first and last message); the tools; the current message; how much of
+the request the provider read from its prompt cache, said as whole parts of the request; and
+what changed since the session's previous request (conversation/cache_report.py). Each memory
+line gets its `countbot memory pin N` / `mute N` hint with its entry number.
 """
 
 from __future__ import annotations
@@ -49,6 +47,10 @@ def context_report(meter: ContextMeter, conversation: Conversation) -> str:
     counter = meter.counter(conversation.provider.model)
     memory_file = conversation.engine.settings.memory.file
     lines = [f"Last request to {sanitize_line(last.model)}"]
+    budget = conversation.engine.budget
+    if budget is not None:  # the figure history is trimmed to, and where it comes from
+        source = f" ({sanitize_line(budget.source)})" if budget.source else ""
+        lines.append(f"  context window: {budget.context_window:,} tokens{source}")
     lines += _system_rows(ctx, conversation.session, counter, memory_file)
     lines.append(f"  recall: {describe_recall(conversation.engine.settings.memory.inject)}")
     lines += _recalled_rows(ctx.memory_entries, memory_file)

@@ -110,6 +110,9 @@ class ContextMeter:
         """The context window the conversation's engine budgets against: the settings of the
         model in use (after /model, with --context-window and COUNTBOT_CONTEXT_WINDOW still
         applied)."""
+        budget = conversation.engine.budget
+        if budget is not None:  # with what the server reported since the budget was made
+            return budget.context_window
         model = conversation.provider.model
         cfg = conversation.engine.settings.provider
         return context_window_for(model, cfg.context_window if model == cfg.model else None)

@@ -28,6 +28,7 @@ from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.conversation.tokens import EncodingLoader, TokenCounter
 from countbot_cli.messages import Message, ToolCall
 from countbot_cli.prompts import PromptFacts
+from countbot_cli.provider.context_window_probe import ContextWindow
 
 WORDS = [
     "alpha",
@@ -345,14 +346,23 @@ def test_a_window_the_server_reports_late_is_taken_at_the_next_turn() -> None:
     """The server's context window asked beside the first request
     (server_window.LateContextWindow): turns before its answer are budgeted against the assumed
     one, the turn after it against the reported one, with the reply reserve for it."""
-    reported: list[int | None] = [None]
+    reported: list[ContextWindow | None] = [None]
+
+    class Late:
+        def value(self) -> ContextWindow | None:
+            return reported[0]
+
+        def after_request(self) -> None:
+            pass
+
     budget = TokenBudget(
-        TokenCounter("gpt-4o"), context_window=2000, reserve=250, late=lambda: reported[0]
+        TokenCounter("gpt-4o"), context_window=2000, reserve=250, late=Late(), source="assumed"
     )
     window, fixed = chat(150), fixed_for("system", "next")
     first = budget(window, fixed)
     assert len(first) < len(window) and not budget.reported  # the assumed 2,000 tokens
-    reported[0] = 100_000
+    reported[0] = ContextWindow(100_000, "the server's model list")
     assert budget(window, fixed) == window  # the reported 100,000
     assert budget.reported and budget.context_window == 100_000
+    assert budget.source == "the server's model list"  # what /context says
     assert budget.reserve == reply_reserve(None, 100_000)

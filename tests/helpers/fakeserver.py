@@ -8,8 +8,9 @@ Real HTTP/1.1 on 127.0.0.1 with a random free port, one daemon thread per connec
         assert server.chat_bodies()[0]["messages"][-1]["content"] == "hi"
 
 Routes: ``POST /v1/chat/completions`` (scripted), ``GET /v1/models`` (``server.models``, or
-``server.models_reply`` to answer with e.g. ``status(401)``); anything else is a 404 with an
-OpenAI-shaped body. Every request is recorded in ``server.requests``.
+``server.models_reply`` to answer with e.g. ``status(401)``), any ``(method, path)`` of
+``server.routes`` (a server's own places: an Ollama's ``GET /api/ps``); anything else is a 404
+with an OpenAI-shaped body. Every request is recorded in ``server.requests``.
 
 Which reply answers a chat request: the FIFO queue (``server.add(...)``) first, then
 ``server.responder(body)`` (may return None), then ``server.default``; with none of them the
@@ -491,6 +492,7 @@ class FakeServer:
         self.responder = responder
         self.models: list[str] = list(models) if models is not None else ["test-model"]
         self.models_reply: Reply | None = None
+        self.routes: dict[tuple[str, str], Reply] = {}  # (method, path) -> its answer
         self.on_request: Callable[[RecordedRequest], None] | None = None
         self.errors: list[BaseException] = []  # exceptions raised by the responder
         self.context_window: int | None = None  # refuse a prompt over this many tokens
@@ -700,6 +702,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._chat(parsed)
         elif route == ("GET", "/v1/models"):
             self._serve(fake.models_reply or _models_reply(fake.models), False)
+        elif route in fake.routes:
+            self._serve(fake.routes[route], False)
         else:
             msg = f"Unknown request URL: {self.command} {self.path}. Please check the URL."
             self._serve(status(404, openai_error(msg, code="unknown_url")), False)

@@ -38,12 +38,12 @@ def fetcher(routes: dict[str, tuple[Any, str]]) -> Any:
     ids=["server-header", "owned_by-llamacpp", "llama-cpp-python", "props"],
 )
 def test_llama_cpp_is_recognised_by_each_sign(routes: dict[str, tuple[Any, str]]) -> None:
-    assert facts_from(BASE, fetcher(routes)) == ServerFacts(("m",), True)
+    assert facts_from(BASE, fetcher(routes)) == ServerFacts(("m",), "llamacpp")
 
 
 def test_other_servers_are_not_llama_cpp() -> None:
     routes = {f"{BASE}/models": ({"data": [ROW, {**ROW, "id": "n", "owned_by": "me"}]}, "vllm")}
-    assert facts_from(BASE, fetcher(routes)) == ServerFacts(("m", "n"), False)
+    assert facts_from(BASE, fetcher(routes)) == ServerFacts(("m", "n"), None)
     assert facts_from(BASE, fetcher({})) is None  # no model list: nothing known
 
 
@@ -52,7 +52,7 @@ def test_fitting_caches_the_kind_and_finds_the_only_model(tmp_path: Path) -> Non
 
     def probe(base: str, headers: Any) -> ServerFacts | None:
         asked.append(base)
-        return ServerFacts(("only",), True)
+        return ServerFacts(("only",), "llamacpp")
 
     p = provider_settings(api_base=BASE, model="test-model")
     fitted = fit_to_server(p, tmp_path, probe)
@@ -67,7 +67,7 @@ def test_fitting_caches_the_kind_and_finds_the_only_model(tmp_path: Path) -> Non
 def test_no_single_model_is_a_config_error_naming_them(tmp_path: Path) -> None:
     p = provider_settings(api_base=BASE, model="")
     with pytest.raises(ConfigError) as err:
-        fit_to_server(p, tmp_path, lambda b, h: ServerFacts(("a", "b"), False))
+        fit_to_server(p, tmp_path, lambda b, h: ServerFacts(("a", "b"), None))
     assert "has 2 (a, b)" in str(err.value) and "COUNTBOT_MODEL" in err.value.user_message()
     with pytest.raises(ConfigError) as err:
         fit_to_server(p, tmp_path, lambda b, h: None)
@@ -84,6 +84,10 @@ def test_the_kind_known_without_asking_comes_from_the_preset_or_what_the_server_
     assert known_kind(p, tmp_path) is None
     assert known_kind(replace(p, preset="llamacpp"), tmp_path) == "llamacpp"
     assert known_kind(replace(p, preset="ollama"), tmp_path) == "ollama"
-    assert known_kind(replace(p, preset="vllm"), tmp_path) is None
+    assert known_kind(replace(p, preset="vllm"), tmp_path) == "vllm"
+    assert known_kind(replace(p, preset="lmstudio"), tmp_path) == "lmstudio"
+    assert known_kind(replace(p, preset="openai"), tmp_path) is None
     ProbeCache(cache_path(tmp_path)).write_row("http://h:1/v1", {"llamacpp": True})
-    assert known_kind(p, tmp_path) == "llamacpp"
+    assert known_kind(p, tmp_path) == "llamacpp"  # a row written before the kind was kept
+    ProbeCache(cache_path(tmp_path)).write_row("http://h:1/v1", {"kind": "ollama"})
+    assert known_kind(p, tmp_path) == "ollama"
