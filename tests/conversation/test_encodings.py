@@ -1,6 +1,6 @@
-"""The compact encoding (conversation/bpe.py) against stock tiktoken: the same token ids and
-counts on a mixed English/Chinese/code corpus, tiktoken's own patterns and file hashes, and no
-table beside the three flat arrays (issue 25 point 1)."""
+"""The encodings countbot builds offline (conversation/encodings.py) against stock tiktoken's
+`get_encoding`: the same token ids and counts on a mixed English/Chinese/code corpus, with no
+network and no cache folder; tiktoken's own patterns, file hashes and special tokens."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import tiktoken
 from bpe_files import bpe_bytes, seed_cache
 
-from countbot_cli.conversation import bpe
+from countbot_cli.conversation import encodings
 from countbot_cli.conversation.tokens import CL100K, O200K, EncodingLoader, TokenCounter
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +42,7 @@ def corpus() -> list[str]:
     merge byte by byte (a Chinese paragraph without punctuation, one repeated letter), and
     seeded random mixes of every script above with digits, quotes and whitespace."""
     texts = [*MIXED_CORPUS, "\n".join(MIXED_CORPUS) * 3]
-    for rel in ("README.md", "docs/ARCHITECTURE.md", "countbot_cli/conversation/bpe.py"):
+    for rel in ("README.md", "docs/ARCHITECTURE.md", "countbot_cli/conversation/tokens.py"):
         texts.append((ROOT / rel).read_text(encoding="utf-8"))
     chinese = "".join(t for t in MIXED_CORPUS[3:5]).translate({ord(c): None for c in "，。；、"})
     texts += [chinese * 40, "q" * 3000, "ab" * 1500 + "x"]
@@ -72,25 +73,29 @@ def tiktokens(cache: Path, name: str, texts: list[str]) -> list[list[int]]:
 
 
 @pytest.mark.parametrize("name", [O200K, CL100K])
-def test_counts_from_the_compact_encoding_equal_tiktokens_on_a_mixed_corpus(
-    tmp_path: Path, name: str
+def test_counts_equal_tiktokens_on_a_mixed_corpus_offline_and_without_a_cache(
+    tmp_path: Path, name: str, no_network: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What countbot loads is the compact encoding, not tiktoken's, and it gives tiktoken's
-    ids and counts on English, Chinese and code, text by text, through the token counter too."""
+    """The encoding countbot builds from the package's file, with the network refused and no
+    cache folder, gives stock tiktoken's ids and counts on English, Chinese and code, text by
+    text, through the token counter too; nothing is written where tiktoken caches."""
     texts = corpus()
-    expected = tiktokens(tmp_path / "cache", name, texts)
-    loader = EncodingLoader(cache_dir=tmp_path / "none")  # the package's data, built by countbot
+    expected = tiktokens(tmp_path / "oracle", name, texts)
+    no_cache = tmp_path / "no-cache"
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(no_cache))
+    loader = EncodingLoader()
     enc = loader.load(name)
-    assert isinstance(enc, bpe.CompactBPE) and loader.source(name) == "package"
+    assert isinstance(enc, tiktoken.Encoding) and loader.source(name) == "package"
     assert [enc.encode_ordinary(t) for t in texts] == expected
-    assert [enc.count(t) for t in texts] == [len(ids) for ids in expected]
     counter = TokenCounter("gpt-4o" if name == O200K else "gpt-4", loader=loader)
     assert counter.exact
     assert [counter.count_text(t) for t in texts] == [len(ids) for ids in expected]
+    assert no_network == [] and not no_cache.exists()
 
 
-def test_the_patterns_and_file_hashes_are_tiktokens() -> None:
-    """bpe.ENCODINGS copies tiktoken_ext.openai_public (countbot does not import tiktoken)."""
+def test_the_patterns_file_hashes_and_special_tokens_are_tiktokens() -> None:
+    """encodings.ENCODINGS holds what tiktoken_ext.openai_public builds each encoding from
+    (its constructors would download the file: their loader is swapped for one that records)."""
     from tiktoken_ext import openai_public
 
     seen: dict[str, str | None] = {}
@@ -99,7 +104,7 @@ def test_the_patterns_and_file_hashes_are_tiktokens() -> None:
         seen["hash"] = expected_hash
         return {}
 
-    for name, (pattern, sha256) in bpe.ENCODINGS.items():
+    for name, (pattern, sha256, special) in encodings.ENCODINGS.items():
         ctor = openai_public.ENCODING_CONSTRUCTORS[name]
         original = ctor.__globals__["load_tiktoken_bpe"]
         ctor.__globals__["load_tiktoken_bpe"] = load
@@ -107,22 +112,13 @@ def test_the_patterns_and_file_hashes_are_tiktokens() -> None:
             params = ctor()
         finally:
             ctor.__globals__["load_tiktoken_bpe"] = original
-        assert (params["pat_str"], seen["hash"]) == (pattern, sha256), name
-
-
-def test_the_tables_are_flat_arrays_of_a_few_megabytes() -> None:
-    """o200k in one bytes blob, its starts and a crc32 table: no Python object per token."""
-    enc = bpe.from_bpe_file(O200K, bpe_bytes(O200K))
-    assert enc.n_vocab == 199_998
-    arrays = (enc._blob, enc._starts, enc._table)
-    assert [type(a).__name__ for a in arrays] == ["bytes", "array", "array"]
-    assert sum(len(a) * getattr(a, "itemsize", 1) for a in arrays) < 5 * 2**20
-    assert enc.rank(b"hello") == 24912 and enc.rank(b"not-a-token-at-all") > enc.n_vocab
+        ours = (pattern, sha256, special)
+        assert (params["pat_str"], seen["hash"], params["special_tokens"]) == ours, name
 
 
 def test_a_file_that_is_not_tiktokens_is_refused() -> None:
     data = bpe_bytes(CL100K)
-    with pytest.raises(bpe.BadBPEFile, match="sha256"):
-        bpe.from_bpe_file(CL100K, data.replace(b"IQ== 0", b"Ig== 0", 1))
-    with pytest.raises(bpe.BadBPEFile, match="not an encoding"):
-        bpe.from_bpe_file("p50k_base", data)
+    with pytest.raises(encodings.BadBPEFile, match="sha256"):
+        encodings.build(CL100K, data.replace(b"IQ== 0", b"Ig== 0", 1))
+    with pytest.raises(encodings.BadBPEFile, match="not an encoding"):
+        encodings.build("p50k_base", data)
