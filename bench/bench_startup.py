@@ -21,7 +21,10 @@ and index.json have the same format in both. Before timing, both must list the s
 (`sessions list --json`); after, the bench says whether either rewrote index.json (a tree that
 could not read the other's index rows would re-read every session file each run).
 
-Usage: python bench/bench_startup.py [-n RUNS] [--sessions N] [--against DIR]
+--speedups-off times this tree a second time with COUNTBOT_SPEEDUPS=off instead (the plain
+path of every adapter in countbot_cli/speedups/), in the same rounds, and prints that table.
+
+Usage: python bench/bench_startup.py [-n RUNS] [--sessions N] [--against DIR | --speedups-off]
 """
 
 from __future__ import annotations
@@ -387,7 +390,14 @@ def parse_args() -> argparse.Namespace:
         metavar="DIR",
         help="also time DIR/.venv/bin/countbot (another checkout) in the same rounds",
     )
+    ap.add_argument(
+        "--speedups-off",
+        action="store_true",
+        help="also time this tree with COUNTBOT_SPEEDUPS=off, in the same rounds",
+    )
     args = ap.parse_args()
+    if args.against is not None and args.speedups_off:
+        ap.error("--against and --speedups-off: one or the other")
     if args.n < 1 or args.sessions < 1:
         ap.error("-n and --sessions must be at least 1")
     if args.against is not None and not os.access(args.against / ".venv/bin/countbot", os.X_OK):
@@ -395,9 +405,11 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def make_trees(tmp: Path, base: str, against: Path | None, store: Path) -> list[Tree]:
-    """This tree and (with --against) the other one, each with its own home under tmp and
-    config naming the shared sessions folder `store`."""
+def make_trees(
+    tmp: Path, base: str, against: Path | None, store: Path, speedups_off: bool = False
+) -> list[Tree]:
+    """This tree and (with --against) the other one, or this one with its speed-ups off, each
+    with its own home under tmp and config naming the shared sessions folder `store`."""
     extra = {
         "TERM": "xterm-256color",
         "LLM_USER_PATH": str(write_llm_config(tmp, base)),
@@ -415,6 +427,11 @@ def make_trees(tmp: Path, base: str, against: Path | None, store: Path) -> list[
         trees.append(
             Tree(tree_label(against), against, str(bin_dir / "countbot"), bench_env(home, **extra))
         )
+    if speedups_off:
+        home = tmp / "plain"
+        write_config(home, base, sessions_dir=store)
+        env = bench_env(home, **extra, COUNTBOT_SPEEDUPS="off")
+        trees.append(Tree(tree_label(ROOT) + " speed-ups off", ROOT, str(BIN / "countbot"), env))
     return trees
 
 
@@ -427,7 +444,7 @@ def main() -> None:
         work.mkdir()
         store = tmp / "store" / "sessions"
         build_store(store, args.sessions)
-        trees = make_trees(tmp, base, args.against, store)
+        trees = make_trees(tmp, base, args.against, store, args.speedups_off)
         for tree in trees:
             check_tree(tree, work)
         check_same_store(trees, work, args.sessions)

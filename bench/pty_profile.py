@@ -100,8 +100,9 @@ def install(out: str) -> None:
         real_decode = OpenAICompatProvider._decode_stream
 
         def decode(self: Any, *args: Any, **kwargs: Any) -> Any:
-            yield from real_decode(self, *args, **kwargs)
+            done = yield from real_decode(self, *args, **kwargs)
             marks["CPU at the answer's end"] = time.process_time()
+            return done
 
         OpenAICompatProvider._decode_stream = decode  # type: ignore[method-assign]
     except (ImportError, AttributeError):

@@ -22,7 +22,6 @@ the user keeps it in (the config file, what `api_key_cmd` reads), which a comman
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Protocol
@@ -45,20 +44,7 @@ def undumpable() -> bool:
 
 
 def _libc_prctl() -> Callable[..., int]:
-    """libc's prctl, called with int arguments, returning its int.
-
-    Through `_ctypes` (ctypes' own C module) when it has its plain call (CPython on Linux):
-    importing `ctypes` itself builds its ~40 types and costs about 1 % of an `ask --plain`
-    (issue 25 point 2) for this one call at start-up. Else through `ctypes`, which passes the
-    same C ints and returns the same C int."""
-    import _ctypes
-
-    call = getattr(_ctypes, "call_function", None)
-    if call is not None and hasattr(_ctypes, "dlsym"):
-        # None: the program's own symbols, libc's among them (what `ctypes.CDLL(None)` opens)
-        handle = _ctypes.dlopen(None, os.RTLD_NOW)  # type: ignore[arg-type]  # typeshed: no None
-        address = _ctypes.dlsym(handle, "prctl")
-        return lambda *args: int(call(address, args))
+    """libc's prctl (the program's own symbols, libc's among them: `ctypes.CDLL(None)`)."""
     import ctypes
 
     function: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl

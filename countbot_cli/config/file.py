@@ -12,7 +12,7 @@ import difflib
 import functools
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar, cast
 
@@ -61,16 +61,11 @@ def decode(data: bytes, file: str) -> str:
         raise ConfigError(f"not UTF-8 text ({e.reason})", file=file) from None
 
 
-def load_yaml(
-    path: Path,
-    data: bytes | None = None,
-    parse: Callable[[str, str], Node | None] | None = None,
-) -> Section:
-    """The file's top-level mapping (from `data` when given; parsed by `parse`, by default
-    `parse_yaml`: config/parsed_cache.py keeps what it made). An empty file is an empty
+def load_yaml(path: Path, data: bytes | None = None) -> Section:
+    """The file's top-level mapping (from `data` when given). An empty file is an empty
     section."""
     text = decode(read_config(path) if data is None else data, str(path))
-    root = (parse or parse_yaml)(text, str(path))
+    root = parse_yaml(text, str(path))
     if root is None or root.value is None:
         return Section({}, file=str(path), prefix="", line=1)
     if not isinstance(root.value, dict):

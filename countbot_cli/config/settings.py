@@ -22,12 +22,11 @@ from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, get_args
 
 from countbot_cli import keyguard
-from countbot_cli.config import own_files, parsed_cache, saved_allow, trust
+from countbot_cli.config import own_files, saved_allow, trust
 from countbot_cli.config.attach import AttachSettings, parse_attach
 from countbot_cli.config.chat import ChatSettings, parse_chat
 from countbot_cli.config.fallback import Chain, parse_fallback
 from countbot_cli.config.file import (
-    Node,
     Section,
     load_yaml,
     read_config,
@@ -150,11 +149,6 @@ class Settings:
     chat: ChatSettings = ChatSettings()  # the chat's prompt: vi mode, Enter, notify (config.chat)
 
     @property
-    def parsed_cache(self) -> Path | None:
-        """config/parsed_cache.py's file, beside the trust store."""
-        return parsed_cache.cache_path(self.trust_store.parent) if self.trust_store else None
-
-    @property
     def own_files(self) -> own_files.OwnFiles:
         """Every file countbot keeps for itself (config/own_files.py): the tools always ask."""
         return own_files.collect(
@@ -162,16 +156,11 @@ class Settings:
             sessions_dir=self.sessions_dir,
             memory_file=self.memory.file,
             data_dir=self.data_dir,
-            others=(self.trust_store, self.tools.saved_file, self.user_config, self.parsed_cache),
+            others=(self.trust_store, self.tools.saved_file, self.user_config),
         )
 
 
 # ---- which file applies ----
-
-
-def _cached(env: Mapping[str, str]) -> Callable[[str, str], Node | None]:
-    """The YAML parser of the settings' own files: from config/parsed_cache.py's cache."""
-    return parsed_cache.cached_parser(parsed_cache.cache_path(default_home(env)))
 
 
 def is_countbot_file(data: bytes) -> bool:
@@ -193,7 +182,7 @@ def _project_file(file: Path, env: Mapping[str, str]) -> tuple[Section | None, s
         return None, "untrusted"  # unreadable or too big: it cannot have been trusted
     verdict = trust.status(file, data, default_home(env))
     if verdict == "trusted":
-        return load_yaml(file, data, _cached(env)), ""
+        return load_yaml(file, data), ""
     return None, verdict if is_countbot_file(data) else ""
 
 
@@ -254,7 +243,7 @@ def load_settings(
             ignored = file if why else None
             file = user_config_file(env)
     if root is None:
-        root = load_yaml(file, parse=_cached(env)) if file else Section.empty()
+        root = load_yaml(file) if file else Section.empty()
     settings = _build(
         root,
         file,

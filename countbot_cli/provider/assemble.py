@@ -251,7 +251,7 @@ def merged(events: list[StreamEvent]) -> list[StreamEvent]:
     """`events` with each run of text deltas (or of reasoning deltas) joined into one.
 
     The events of one read go on as one delta per run: the engine and the view then handle a
-    read's text once, not once per token (a read gathers several at 100 tok/s, `pacing.py`)."""
+    read's text once, not once per token."""
     if len(events) < 2:
         return events
     out: list[StreamEvent] = []

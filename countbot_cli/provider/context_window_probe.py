@@ -28,7 +28,7 @@ from countbot_cli import fileio
 from countbot_cli.config.derived import derived_file
 from countbot_cli.config.own_files import CONTEXT_WINDOWS_FILE as CACHE_FILE
 from countbot_cli.jsonsafe import loads_bounded
-from countbot_cli.provider.openai_compat import load_httpx
+from countbot_cli.speedups.httpx_import import import_httpx
 
 PROBE_TIMEOUT = 1.5  # seconds for each request
 UNKNOWN_TTL = 24 * 3600  # a server that could not tell is asked again after a day
@@ -95,7 +95,7 @@ def probe_client(
     gives (the parsed JSON or None, the `Server` header or ""); errors and non-200 are None."""
     import ssl
 
-    httpx = load_httpx()  # httpx's own CLI (click, rich) stays unloaded, as for the chat request
+    httpx = import_httpx()  # httpx's own CLI (click, rich) stays unloaded, as for the chat request
 
     verify: ssl.SSLContext | bool = True
     if api_base.lower().startswith("http://"):

@@ -15,6 +15,7 @@ import dataclasses
 import itertools
 import json
 import random
+import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -37,8 +38,8 @@ from countbot_cli.provider.http_errors import (
     short_reason,
     stream_error,
 )
-from countbot_cli.provider.pacing import Body, paced_response
 from countbot_cli.provider.sse import MAX_LINE, LineTooLong
+from countbot_cli.speedups.httpx_import import import_httpx
 
 if TYPE_CHECKING:
     import httpx
@@ -59,6 +60,8 @@ MAX_TOOL_CALL_ID = 40  # OpenAI rejects longer ids ("string too long ... maximum
 MAX_RETRY_AFTER = 120.0  # seconds; a longer Retry-After is not waited for
 MAX_BODY = MAX_LINE  # bytes of a whole (non-streamed) JSON answer, like one SSE line
 MAX_ERROR_BODY = 1024 * 1024  # bytes of an HTTP error body read (only ~300 characters are shown)
+REST_BYTES = 64 * 1024  # what is read of a body after its [DONE], at the most
+REST_WAIT = 0.25  # seconds the next request waits for the last body's end to be read
 
 
 # ---- requests ----
@@ -179,6 +182,7 @@ class OpenAICompatProvider:
         self._sleep = sleep
         self._on_notice = on_notice
         self._rand = rand
+        self._rest: threading.Thread | None = None  # reading the last body's end
 
     # -- public API --
 
@@ -229,9 +233,7 @@ class OpenAICompatProvider:
         if self._client is None:
             import ssl
 
-            _skip_httpx_cli()
-            import httpx
-
+            httpx = import_httpx()
             verify: ssl.SSLContext | bool = True
             if self.cfg.api_base.lower().startswith("http://"):
                 verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # no CA bundle to load
@@ -252,49 +254,43 @@ class OpenAICompatProvider:
     def _run(self, req: ChatRequest) -> Generator[StreamEvent, None, None]:
         url, headers, body = build_request(self.cfg, req)
         resp, chunks, first = self._open("POST", url, headers, body)
+        rest_read = False
         try:
             if _is_json(resp.headers.get("content-type", ""), first):
                 yield from completion_events(self._read_rest(first, chunks), self.cfg.api_key)
-            else:
-                with paced_response(resp) as reads:
-                    yield from self._decode_stream(first, chunks, reads)
+                return
+            acc = Assembler(api_key=self.cfg.api_key)
+            done = yield from self._decode_stream(first, chunks, acc)
+            if done:
+                self._rest = _read_to_end(resp, chunks)
+                rest_read = True
+            yield acc.finish(done)
         finally:
-            resp.close()
+            if not rest_read:
+                resp.close()
 
     def _decode_stream(
-        self, first: bytes, chunks: Iterator[bytes], reads: Body
-    ) -> Iterator[StreamEvent]:
-        """The events of a streamed body, those of one wake together (`reads.held`); after
-        [DONE], `reads.rest(chunks)` reads what has arrived of the body's end
-        (`paced_response`: its connection can then serve the next request)."""
-        acc = Assembler(api_key=self.cfg.api_key)
-        done = False
-        events: list[StreamEvent] = []  # decoded, not handed on yet
-
-        def handed_on() -> list[StreamEvent]:
-            nonlocal events
-            out, events = events, []
-            return merged(out)
-
+        self, first: bytes, chunks: Iterator[bytes], acc: Assembler
+    ) -> Generator[StreamEvent, None, bool]:
+        """The events of a streamed body, those one read brought as one delta per run of text;
+        True once [DONE] came (what follows it is not decoded)."""
+        events: list[StreamEvent] = []  # decoded from the read at hand
         try:
             for payloads in sse_reads(itertools.chain((first,), chunks)):
                 done = _read_events(acc, payloads, events)
-                if done or not reads.held(len(payloads)):
-                    yield from handed_on()
+                yield from merged(events)
+                events = []
                 if done:
-                    break
-            yield from handed_on()  # the body ended (no [DONE]) with events held
+                    return True
         except GeneratorExit:
             raise
         except BaseException as exc:  # what was decoded before it is shown and kept
-            yield from handed_on()
+            yield from merged(events)
             failure = self._stream_failure(exc, acc)
             if failure is exc:
                 raise
             raise failure from (None if isinstance(exc, LineTooLong) else exc)
-        if done:
-            reads.rest(chunks)
-        yield acc.finish(done)
+        return False
 
     def _stream_failure(self, exc: BaseException, acc: Assembler) -> BaseException:
         """What a streamed body's read or decoding raised, as the caller sees it: a transport
@@ -357,10 +353,12 @@ class OpenAICompatProvider:
     def _attempt(
         self, method: str, url: str, headers: dict[str, str], content: bytes | None
     ) -> tuple[httpx.Response, Iterator[bytes], bytes]:
-        _skip_httpx_cli()
+        if self._rest is not None:  # the last body's end, normally read already
+            self._rest.join(REST_WAIT)
+            self._rest = None
+        client = self._http()
         import httpx
 
-        client = self._http()
         request = client.build_request(
             method, url, headers=headers, content=content, timeout=self._timeout()
         )
@@ -418,6 +416,30 @@ def _body(resp: httpx.Response) -> Iterator[bytes]:
     return resp.iter_bytes()
 
 
+def _read_to_end(resp: httpx.Response, chunks: Iterator[bytes]) -> threading.Thread:
+    """The rest of a streamed body after its [DONE] (the body's end, which servers send right
+    behind it), read in a daemon thread and the response closed: a body read to its end leaves
+    its connection in the pool for the next request (no new TCP and TLS handshake), and a
+    server that holds the end back delays neither this answer nor, beyond REST_WAIT, the next
+    request (which then opens a connection of its own)."""
+
+    def read() -> None:
+        size = 0
+        try:
+            for chunk in chunks:
+                size += len(chunk)
+                if size > REST_BYTES:
+                    break
+        except Exception:  # a reset, a timeout: the connection is closed, the answer is whole
+            pass
+        finally:
+            resp.close()
+
+    thread = threading.Thread(target=read, name="countbot-body-end", daemon=True)
+    thread.start()
+    return thread
+
+
 def _read_events(acc: Assembler, payloads: list[str], events: list[StreamEvent]) -> bool:
     """Add to `events` those of one read's payloads; True if [DONE] was among them (what
     follows it is not read). A payload that is an error raises, `events` holding those before."""
@@ -452,27 +474,3 @@ def _model_ids(body: bytes) -> list[str]:
         str(i.get("id") or i.get("name") or "") if isinstance(i, dict) else str(i) for i in items
     }
     return sorted(i for i in ids if i)
-
-
-def _skip_httpx_cli() -> None:
-    """Keep `import httpx` from importing its command-line client.
-
-    httpx's __init__ imports `httpx._main` whenever click is installed (typer brings it), and
-    with it click, rich.console and pygments: about 20 ms of every `ask`. countbot never runs
-    httpx's CLI. A None in `sys.modules` makes that one import fail as Python documents it
-    (ImportError), and httpx falls back to its own `main`, as it does without click. Nothing
-    else is replaced; once httpx is imported this does nothing.
-    """
-    import sys
-
-    if "httpx" not in sys.modules:
-        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
-
-
-def load_httpx() -> Any:
-    """httpx, imported without its command-line client (see `_skip_httpx_cli`), for the other
-    places that talk HTTP: the context-window probe and `-a URL`."""
-    _skip_httpx_cli()
-    import httpx
-
-    return httpx

@@ -516,7 +516,6 @@ HEAVY = {
     "tiktoken",
     "regex",  # tiktoken's: only when a count matters
     "click",
-    "ctypes",  # keyguard's prctl goes through _ctypes (the ctypes package builds ~40 types)
     "llama_cpp",
     "httpx",
     "yaml",

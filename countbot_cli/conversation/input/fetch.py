@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from countbot_cli.errors import FetchError, UsageError
-from countbot_cli.provider.openai_compat import load_httpx
+from countbot_cli.speedups.httpx_import import import_httpx
 
 TEXT_TYPES = ("text/", "application/xhtml+xml", "application/json", "application/xml")
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -62,7 +62,7 @@ def without_userinfo(url: str) -> str:
 
 def fetch_page(url: str, *, max_bytes: int, timeout: float, max_redirects: int) -> Page:
     """The page at `url` as readable text (see the module for the limits)."""
-    httpx = load_httpx()
+    httpx = import_httpx()
     from countbot_cli.conversation.input import netguard
 
     url = without_userinfo(url)
