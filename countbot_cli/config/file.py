@@ -1,9 +1,12 @@
-"""Reading a YAML config file so that every value remembers its line.
+"""Reading a YAML file countbot takes settings from, so that every value remembers its line.
 
 `load_yaml(path)` composes the document with PyYAML (imported here, lazily, only when a file is
 read) and returns a `Section`: typed getters that turn each mistake into a `ConfigError` naming
 the file, the 1-based line and the dotted key. A getter returns None for a key that is absent or
-null, so the caller applies its own default.
+null, so the caller applies its own default. `parse_yaml` is the one way a YAML text is read
+(config files, the front matter of roles, templates and skills): whatever PyYAML raises, a
+value it cannot build and text no file can hold are a ConfigError at the line of the problem,
+never another exception.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import difflib
 import functools
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar, cast
@@ -55,10 +59,12 @@ def read_config(path: Path) -> bytes:
 
 
 def decode(data: bytes, file: str) -> str:
+    """The file's text; bytes that are not UTF-8 are a ConfigError at their line."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConfigError(f"not UTF-8 text ({e.reason})", file=file) from None
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ConfigError(f"not UTF-8 text ({e.reason})", file=file, line=line) from None
 
 
 def load_yaml(path: Path, data: bytes | None = None) -> Section:
@@ -78,10 +84,15 @@ def load_yaml(path: Path, data: bytes | None = None) -> Section:
 
 
 def parse_yaml(text: str, file: str) -> Node | None:
-    """Compose (nesting bounded), bound the alias expansion, then build the values."""
+    """Compose (nesting bounded), bound the alias expansion, then build the values. Whatever
+    PyYAML raises (a control character, broken syntax) and a value it cannot build (a date
+    that is no date) is a ConfigError at the line where the problem is."""
     import yaml
 
-    loader = _loader_class()(text)
+    try:
+        loader = _loader_class()(text)  # PyYAML's reader checks every character here
+    except yaml.YAMLError as e:
+        raise _yaml_error(e, text, file) from None
     loader.countbot_file = file
     try:
         node = loader.get_single_node()
@@ -89,19 +100,35 @@ def parse_yaml(text: str, file: str) -> Node | None:
             return None
         _check_expansion(node, file)
         return _convert(node, loader, file)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        what = e.problem or e.context or "invalid YAML"
-        if e.context_mark is not None and "end" in (e.problem or ""):
-            # the file ended inside something left open: point at where it was opened
-            mark = e.context_mark
-            what = f"{e.context} that is never closed ({e.problem})"
-        line = mark.line + 1 if mark is not None else None
-        raise ConfigError(f"invalid YAML: {what}", file=file, line=line) from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"invalid YAML: {e}", file=file) from None
+        raise _yaml_error(e, text, file) from None
     finally:
         loader.dispose()
+
+
+_CONTROL_HINT = 'write it as an escape in double quotes ("\\x01") or remove it'
+
+
+def _yaml_error(e: Exception, text: str, file: str) -> ConfigError:
+    """PyYAML's error as a ConfigError naming the line where the problem is."""
+    import yaml
+
+    if isinstance(e, yaml.reader.ReaderError) and isinstance(e.character, int):
+        line = text.count("\n", 0, e.position) + 1
+        what = f"a control character (U+{e.character:04X}) is not allowed in YAML"
+        return ConfigError(f"invalid YAML: {what}", file=file, line=line, hint=_CONTROL_HINT)
+    if not isinstance(e, yaml.MarkedYAMLError):
+        return ConfigError(f"invalid YAML: {e}", file=file)
+    mark = e.problem_mark or e.context_mark
+    what = e.problem or e.context or "invalid YAML"
+    problem = e.problem or ""
+    if e.context_mark is not None and ("stream end" in problem or "end of stream" in problem):
+        # the file ended inside something left open: point at where it was opened
+        mark = e.context_mark
+        what = f"{e.context} that is never closed ({e.problem})"
+    return ConfigError(
+        f"invalid YAML: {what}", file=file, line=mark.line + 1 if mark is not None else None
+    )
 
 
 def top_level_keys(text: str) -> list[str] | None:
@@ -109,7 +136,10 @@ def top_level_keys(text: str) -> list[str] | None:
     it is not a mapping or not valid YAML. For telling another program's file apart."""
     import yaml
 
-    loader = _loader_class()(text)
+    try:
+        loader = _loader_class()(text)
+    except yaml.YAMLError:  # a control character
+        return None
     loader.countbot_file = ""
     try:
         node = loader.get_single_node()
@@ -219,7 +249,7 @@ def _convert(node: Any, loader: Any, file: str) -> Node:
         entries: dict[str, Node] = {}
         merged: dict[str, Node] = {}  # a later merged mapping wins; the node's own keys win
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
+            key = _value(key_node, loader, file)
             key_line = key_node.start_mark.line + 1
             if not isinstance(key, str):
                 raise ConfigError(f"keys must be text, not {key!r}", file=file, line=key_line)
@@ -232,7 +262,28 @@ def _convert(node: Any, loader: Any, file: str) -> Node:
         return Node({**merged, **entries}, line)
     if isinstance(node, yaml.SequenceNode):
         return Node([_convert(item, loader, file) for item in node.value], line)
-    return Node(loader.construct_object(node, deep=True), line)
+    return Node(_value(node, loader, file), line)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _value(node: Any, loader: Any, file: str) -> Any:
+    """A scalar built by PyYAML: a value it cannot build (`2001-13-45` read as a date) or text
+    that no file can hold (a lone `\\ud800` escape) is a ConfigError at its line."""
+    line = node.start_mark.line + 1
+    try:
+        value = loader.construct_object(node, deep=True)
+    except (ValueError, OverflowError, TypeError) as e:
+        kind = str(node.tag).rsplit(":", 1)[-1]
+        hint = "put it in quotes to keep it as text"
+        raise ConfigError(f"not a valid {kind}: {e}", file=file, line=line, hint=hint) from None
+    if isinstance(value, str) and (bad := _SURROGATE.search(value)):
+        half = f"\\u{ord(bad.group()):04x}"
+        raise ConfigError(
+            f"{half} is half of a surrogate pair, not a character", file=file, line=line
+        )
+    return value
 
 
 def user_home(env: Mapping[str, str]) -> Path:

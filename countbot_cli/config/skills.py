@@ -103,8 +103,10 @@ def _read(file: Path, project: bool, trust_home: Path | None) -> tuple[Skill | N
         return None, "no front matter with a name and a description"
     try:
         node = parse_yaml("\n" + match.group(1), str(file))
-    except ConfigError as e:
-        return None, e.user_message()
+    except ConfigError as e:  # said as "ignored FILE: line N: what", the file named once
+        where = f"{file}:{e.line}: " if e.line else f"{file}: "
+        text = e.user_message().removeprefix(where)
+        return None, f"line {e.line}: {text}" if e.line else text
     fields = node.value if node is not None and isinstance(node.value, dict) else {}
     name = _text(fields.get("name")) or file.parent.name
     description = _text(fields.get("description"))
