@@ -1,10 +1,14 @@
-"""Durable, private files: atomic writes, sidecar locks, no-clobber moves (no third-party imports).
+"""Durable, private files: atomic writes, sidecar locks, no-clobber moves, and the one way to read
+a file that may be hostile (no third-party imports).
 
-The recipe (research/protocol_safety.md §5): temporary file in the same folder, write, fsync,
-`os.replace`, fsync the folder; files 0600. Locks are `flock` on a separate `*.lock` file, because
-`os.replace` swaps the data file's inode; the holder writes its host and pid into it. A damaged file is moved aside, never overwritten.
-`read_capped` reads a file that may be hostile (a project's, or one a FIFO replaced): without
-blocking, stat'ed on the open descriptor, at most a given number of bytes.
+Writes: temporary file in the same folder, write, fsync, `os.replace`, fsync the folder; files
+0600. Locks are `flock` on a separate `*.lock` file, because `os.replace` swaps the data file's
+inode; the holder writes its host and pid into it. A damaged file is moved aside, never
+overwritten. Reads of a file countbot did not just write go through `open_regular`: without
+blocking, stat'ed on the open descriptor (a FIFO, a device or a folder is refused before any
+read), at most a given number of bytes. A cache (`read_cache`) is also never a symbolic link and
+never empty; a damaged one is said once, moved aside when it is not a file, and built again by
+its owner.
 """
 
 from __future__ import annotations
@@ -16,11 +20,14 @@ import secrets
 import stat
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from countbot_cli.errors import DamagedDataError, SessionLockedError, StorageError
+from countbot_cli.jsonsafe import loads_bounded
+from countbot_cli.textsafe import sanitize
 
 Key = tuple[int, int, int]  # (inode, mtime_ns, size): a file is unchanged while this is equal
 
@@ -48,21 +55,35 @@ _KINDS = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
     (stat.S_ISDIR, "a folder"),
+    (stat.S_ISLNK, "a symbolic link"),
 )
 
 
-def read_capped(path: Path, limit: int) -> tuple[bytes, int]:
-    """(at most the first `limit` bytes of the regular file `path`, its size), for a file that
-    may be hostile: opened without blocking, stat'ed on the open descriptor before any read, so
-    a FIFO or a device raises `NotRegularFile` instead of hanging, and a huge file costs
-    `limit` bytes. Other problems raise OSError (FileNotFoundError, PermissionError, …)."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+def kind_of(mode: int) -> str | None:
+    """What a file of this `st_mode` is when it is not a regular file ("a named pipe (FIFO)",
+    "a folder", …); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a file")
+
+
+def not_a_file(path: Path) -> str | None:
+    """What stands at `path` (itself, not what a link points at) when it is not a regular
+    file; None for a regular file or nothing at all."""
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
-            raise NotRegularFile(path, kind)
+        return kind_of(os.lstat(path).st_mode)
+    except OSError:
+        return None
+
+
+def read_capped(path: Path, limit: int, *, follow_links: bool = True) -> tuple[bytes, int]:
+    """(at most the first `limit` bytes of the regular file `path`, its size), for a file that
+    may be hostile (`open_regular`): a FIFO or a device raises `NotRegularFile` instead of
+    hanging, and a huge file costs `limit` bytes. Other problems raise OSError
+    (FileNotFoundError, PermissionError, …)."""
+    fd = open_regular(path, follow_links=follow_links)
+    try:
+        size = os.fstat(fd).st_size
         parts: list[bytes] = []
         left = limit
         while left > 0 and (chunk := os.read(fd, min(left, 1 << 16))):
@@ -70,7 +91,97 @@ def read_capped(path: Path, limit: int) -> tuple[bytes, int]:
             left -= len(chunk)
     finally:
         os.close(fd)
-    return b"".join(parts), st.st_size
+    return b"".join(parts), size
+
+
+def open_regular(path: Path, *, follow_links: bool = True) -> int:
+    """A read-only descriptor of the regular file `path`: opened without blocking and stat'ed
+    on the descriptor before any read, so a FIFO, a device, a socket or a folder raises
+    `NotRegularFile` at once; with `follow_links=False` a symbolic link (the last part of the
+    path) does too. The caller closes it."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if e.errno == errno.ELOOP and not follow_links:
+            raise NotRegularFile(path, "a symbolic link") from None
+        raise
+    try:
+        kind = kind_of(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise NotRegularFile(path, kind)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+# ---- caches: files countbot can build again ----
+
+SMALL_CACHE = 1 << 20  # bytes: a cache of a row a model or a server (token ratios, windows)
+_DAMAGE_SAID: set[str] = set()
+
+
+def read_cache(path: Path, limit: int, notice: Callable[[str], None] | None = None) -> bytes | None:
+    """The bytes of the cache file `path`, or None when there is nothing to use: no file, one
+    that cannot be read (silently: it is only a cache), or a damaged one (`cache_damaged`: a
+    symbolic link, a FIFO, a device, a folder, an empty file, one over `limit` bytes), which
+    the caller then builds again. Never blocks, never reads more than `limit` + 1 bytes."""
+    try:
+        data, _size = read_capped(path, limit + 1, follow_links=False)
+    except FileNotFoundError:
+        return None
+    except NotRegularFile as e:
+        cache_damaged(path, e.kind, notice)
+        return None
+    except OSError:
+        return None
+    if not data:
+        cache_damaged(path, "empty", notice)
+        return None
+    if len(data) > limit:
+        cache_damaged(path, f"over {limit:,} bytes", notice)
+        return None
+    return data
+
+
+def read_json_cache(
+    path: Path, limit: int, notice: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """The JSON object of the cache file `path` (`read_cache`); {} when there is none or it is
+    damaged (text that is not a JSON object is, too)."""
+    data = read_cache(path, limit, notice)
+    if data is None:
+        return {}
+    try:
+        value = loads_bounded(data)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        cache_damaged(path, "not a JSON object", notice)
+        return {}
+    return value
+
+
+def cache_damaged(path: Path, why: str, notice: Callable[[str], None] | None = None) -> None:
+    """The cache file `path` is `why` ("empty", "a named pipe (FIFO)", …): said once per file
+    and process (on stderr unless `notice` says it elsewhere); what is not a regular file is
+    moved aside (never deleted), so the rebuilt cache can take its place."""
+    moved = ""
+    if not_a_file(path) is not None:
+        with contextlib.suppress(OSError, StorageError):
+            moved = f": moved aside to {move_aside(path, 'damaged').name}"
+    if str(path) in _DAMAGE_SAID:
+        return
+    _DAMAGE_SAID.add(str(path))
+    (notice or _say)(f"the cache {path} was {why}{moved}; countbot builds it again")
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(f"countbot: {sanitize(text)}\n")
+    sys.stderr.flush()
 
 
 def read_error(path: Path, e: OSError, what: str = "") -> StorageError:
@@ -147,7 +258,8 @@ def move_aside(path: Path, tag: str = "corrupt") -> Path:
     for n in range(1000):
         target = path.with_name(f"{path.name}.{tag}-{stamp}" + (f"-{n}" if n else ""))
         try:
-            os.link(path, target)  # fails if target exists: nothing is ever overwritten
+            # fails if target exists: nothing is ever overwritten; a link is moved as a link
+            os.link(path, target, follow_symlinks=False)
         except FileExistsError:
             continue
         except OSError:

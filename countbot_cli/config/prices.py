@@ -34,6 +34,7 @@ from countbot_cli.messages import Usage
 PRICE_KEYS = ("input", "cached_input", "output")
 LOCK_TIMEOUT = 2.0
 PER = 1_000_000
+MAX_TALLY_BYTES = 1 << 20  # a row a day: some 30,000 days
 
 
 class Price(NamedTuple):
@@ -128,11 +129,18 @@ class DayCosts:
     def read(self) -> dict[str, float]:
         self.damage = None
         try:
-            data = loads_bounded(self.path.read_bytes())
+            raw, size = fileio.read_capped(self.path, MAX_TALLY_BYTES + 1, follow_links=False)
+            data = loads_bounded(raw) if size <= MAX_TALLY_BYTES else None
         except FileNotFoundError:
+            return {}
+        except fileio.NotRegularFile as e:
+            self.damage = f"{e.kind}, not a file"  # moved aside by the next addition
             return {}
         except (OSError, ValueError) as e:
             self.damage = "not readable JSON" if isinstance(e, ValueError) else None
+            return {}
+        if data is None:
+            self.damage = f"over {MAX_TALLY_BYTES:,} bytes"
             return {}
         if not isinstance(data, dict):
             self.damage = "not a JSON object"

@@ -47,7 +47,6 @@ from countbot_cli.conversation.server_window import (
 from countbot_cli.conversation.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE
 from countbot_cli.conversation.trim import trim_messages
 from countbot_cli.errors import ContextLengthError
-from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.messages import Message
 
 if TYPE_CHECKING:
@@ -114,12 +113,7 @@ class RatioFile:
         self.path = path
 
     def _read(self) -> dict[str, float]:
-        try:
-            data = loads_bounded(self.path.read_bytes())
-        except (OSError, ValueError):  # ValueError: damaged, or over jsonsafe's limits
-            return {}
-        if not isinstance(data, dict):
-            return {}
+        data = fileio.read_json_cache(self.path, fileio.SMALL_CACHE)
         return {k: float(v) for k, v in data.items() if isinstance(v, (int, float)) and v > 0}
 
     def load(self, model: str) -> float | None:

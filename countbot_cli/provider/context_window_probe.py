@@ -234,11 +234,7 @@ class ProbeCache:
         self.now = now
 
     def _read(self) -> dict[str, Any]:
-        try:
-            data = loads_bounded(self.path.read_bytes())
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
+        return fileio.read_json_cache(self.path, fileio.SMALL_CACHE)
 
     def read_row(self, key: str) -> dict[str, Any] | None:
         row = self._read().get(key)

@@ -1,14 +1,21 @@
 """Is a process still running, and waiting for it to end: for the tests that check a child
 (a shell, an MCP server, the local model) does not outlive what started it. Linux's /proc
-tells a zombie (ended, not yet reaped) from a running process."""
+tells a zombie (ended, not yet reaped) from a running process. `run_measured` runs a command
+under an address-space cap and reports its exit code, wall time and peak RSS (wait4's own
+figure for that one process)."""
 
 from __future__ import annotations
 
 import fcntl
 import os
+import subprocess
 import sys
+import tempfile
 import termios
+import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from waits import wait_until
 
@@ -51,3 +58,52 @@ def unread_input(pid: int) -> int:
         finally:
             os.close(fd)
     return total
+
+
+class Measured(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    peak_mib: float  # the process's peak resident memory
+
+
+def run_measured(
+    argv: Sequence[str],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float,
+    cap_mib: int = 1024,
+) -> Measured:
+    """Run `argv` (stdin closed) with its address space capped at `cap_mib` MiB, so a runaway
+    read fails fast instead of taking the machine's memory; fails the test naming the command
+    when it has not ended after `timeout` seconds (a hang bound; it is killed)."""
+    shell = ["/bin/sh", "-c", f'ulimit -v {cap_mib * 1024} && exec "$@"', "sh", *argv]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            shell, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=cwd
+        )
+
+        def reaped() -> tuple[int, os.struct_rusage] | None:  # wait4: this process's rusage
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            return (status, usage) if pid else None
+
+        try:
+            status, usage = wait_until(reaped, f"{' '.join(argv[1:3])} to end", timeout)
+        except AssertionError:
+            proc.kill()
+            proc.wait()
+            raise
+        seconds = time.monotonic() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return Measured(
+            proc.returncode,
+            out.read().decode("utf-8", "replace"),
+            err.read().decode("utf-8", "replace"),
+            seconds,
+            usage.ru_maxrss / 1024,  # KiB on Linux
+        )

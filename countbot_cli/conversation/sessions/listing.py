@@ -22,6 +22,7 @@ from countbot_cli.jsonsafe import loads_bounded
 
 INDEX_NAME = "index.json"
 INDEX_VERSION = 1
+MAX_INDEX_BYTES = 64 << 20  # a row a session, about 300 bytes: some 200,000 sessions
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 _ROW_FIELDS = ("title", "created_at", "updated_at", "provider", "model", "message_count", "gist")
 
@@ -64,17 +65,19 @@ class Listing:
 
     def read(self) -> dict[str, Row]:
         """The index rows (a private copy); {} when the index is missing or damaged."""
-        try:
-            data = self.path.read_bytes()
-        except OSError:
+        data = fileio.read_cache(self.path, MAX_INDEX_BYTES)
+        if data is None:
             return {}
         if self._cache is not None and self._cache[0] == data:
             return dict(self._cache[1])
         try:
             doc = loads_bounded(data)
         except ValueError:
+            doc = None
+        if not isinstance(doc, dict):
+            fileio.cache_damaged(self.path, "not a JSON object")
             return {}
-        if not isinstance(doc, dict) or doc.get("version") != INDEX_VERSION:
+        if doc.get("version") != INDEX_VERSION:
             return {}
         sessions = doc.get("sessions")
         if not isinstance(sessions, dict):

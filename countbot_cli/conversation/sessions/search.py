@@ -145,7 +145,7 @@ class SessionSearch:
         import sqlite3
 
         try:
-            with search_index.connect(self.path, self.busy_timeout) as con:
+            with search_index.connect(self.path, self.busy_timeout, self._damaged) as con:
                 return self._hit(con, sid, score, terms, per_session, said)
         except (sqlite3.Error, search_index.StaleIndex) as e:
             raise StorageError(f"search index {self.path}: {e}") from e
@@ -167,7 +167,7 @@ class SessionSearch:
 
         for attempt in (1, 2):
             try:
-                with search_index.connect(self.path, self.busy_timeout) as con:
+                with search_index.connect(self.path, self.busy_timeout, self._damaged) as con:
                     self._refresh(con)
                     return fn(con)
             except search_index.StaleIndex:
@@ -187,6 +187,11 @@ class SessionSearch:
             search_saves.release(self.store.root)
             search_index.remove(self.path)
         raise AssertionError("unreachable")
+
+    def _damaged(self, text: str) -> None:
+        """A damaged index moved aside (search_index.open_index): said, and built quietly."""
+        self._rebuilding = True
+        self._notice(text)
 
     def _refresh(self, con: sqlite3.Connection) -> None:
         self.reindexed = 0

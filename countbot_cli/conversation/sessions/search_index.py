@@ -45,7 +45,6 @@ import contextlib
 import itertools
 import json
 import os
-import stat
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -76,6 +75,7 @@ PROGRESS_STEPS = 10
 SAID_FIRST, SAID_LAST = 6, 4  # the user messages kept for search by meaning (`said`) ...
 SAID_CHARS = 300  # ... each cut to this many characters: the semantic side's bounded cost
 ZLIB_LEVEL = 6
+JOURNALS = ("-wal", "-shm", "-journal")  # SQLite's files beside the index
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v INTEGER)",
@@ -130,25 +130,37 @@ def index_path(root: Path) -> Path:
 
 
 @contextlib.contextmanager
-def connect(path: Path, busy_timeout: float) -> Iterator[sqlite3.Connection]:
+def connect(
+    path: Path, busy_timeout: float, notice: Callable[[str], None] | None = None
+) -> Iterator[sqlite3.Connection]:
     """The index at `path` (see `open_index`), closed after use."""
-    con = open_index(path, busy_timeout)
+    con = open_index(path, busy_timeout, notice=notice)
     try:
         yield con
     finally:
         con.close()
 
 
-def open_index(path: Path, busy_timeout: float, *, any_thread: bool = False) -> sqlite3.Connection:
+def open_index(
+    path: Path,
+    busy_timeout: float,
+    *,
+    any_thread: bool = False,
+    notice: Callable[[str], None] | None = None,
+) -> sqlite3.Connection:
     """The index at `path`, created private and brought to this schema (an older one is
-    dropped: it is a cache). `any_thread`: usable from every thread (the caller locks)."""
+    dropped: it is a cache). `any_thread`: usable from every thread (the caller locks). A
+    folder, a link or a FIFO where the index or its journal belongs (SQLite would wait on a
+    FIFO forever) is moved aside, said through `notice`, and the index built again."""
     import sqlite3
 
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):
-        if not stat.S_ISREG(os.lstat(path).st_mode):  # a folder, a link, a FIFO there
+    for part in (path, *(Path(f"{path}{suffix}") for suffix in JOURNALS)):
+        if (kind := fileio.not_a_file(part)) is not None:
+            fileio.cache_damaged(part, kind, notice)
+        if fileio.not_a_file(part) is not None:  # it could not be moved
             raise DamagedDataError(
-                f"search index {path} is not a file",
+                f"search index {part} is {kind}, not a file",
                 hint="move it away; countbot builds the index again",
             )
     with contextlib.suppress(FileExistsError):  # private from the start (SQLite uses umask)
@@ -195,7 +207,7 @@ def _meta(con: sqlite3.Connection) -> int | None:
 
 def remove(path: Path) -> None:
     """Delete the index at `path` and its journal files."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    for suffix in ("", *JOURNALS):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(f"{path}{suffix}")
 
