@@ -78,10 +78,10 @@ def test_tool_round_limit_exits_8(tmp_path: Path, server: fs.FakeServer) -> None
     assert len(server.chat_bodies()) == 2
 
 
-def test_exit_codes_7_and_8_are_in_ask_help_and_the_readme() -> None:
+def test_exit_codes_7_and_8_are_in_ask_help_and_the_manual() -> None:
     assert "7 empty answer" in EXIT_CODES_HELP and "8 the tool-round limit" in EXIT_CODES_HELP
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    assert "| 7 |" in readme and "| 8 |" in readme
+    manual = (Path(__file__).parents[2] / "docs" / "scripting.md").read_text(encoding="utf-8")
+    assert "| 7 |" in manual and "| 8 |" in manual
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,10 @@ import fakeserver as fs
 import pytest
 from cbenv import CB, clean_env, make_cb
 
-README = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+CONFIG_PAGE = (ROOT / "docs" / "config.md").read_text(encoding="utf-8")
+TOOLS_PAGE = (ROOT / "docs" / "tools.md").read_text(encoding="utf-8")
 
 
 def _snippet_env(base_url: str) -> dict[str, str]:
@@ -50,8 +53,8 @@ def test_a_server_with_several_models_says_which_variable_to_set(
     assert proc.returncode == 2
     assert "llama3.2, qwen2.5" in proc.stderr and "COUNTBOT_MODEL" in proc.stderr
     assert server.chat_bodies() == []
-    env = {**_snippet_env(server.base_url), "COUNTBOT_MODEL": "qwen2.5"}  # the README's next line
-    assert "export COUNTBOT_MODEL=" in README
+    env = {**_snippet_env(server.base_url), "COUNTBOT_MODEL": "qwen2.5"}  # the manual's next line
+    assert "export COUNTBOT_MODEL=" in CONFIG_PAGE
     server.add(fs.text("ok"))
     assert cb.invoke("ask", "hi", env=env).returncode == 0
     assert server.chat_bodies()[-1]["model"] == "qwen2.5"
@@ -155,7 +158,7 @@ def test_a_typo_in_a_roles_front_matter_is_refused_with_did_you_mean(
     assert server.chat_bodies()[-1]["logit_bias"] == {"50256": -100}  # other fields: options:
 
 
-def test_the_readme_lists_every_answer_the_mcp_prompt_offers() -> None:
+def test_the_manual_lists_every_answer_the_mcp_prompt_offers() -> None:
     from countbot_cli.messages import ToolCall
     from countbot_cli.tools.base import PreparedCall, ToolSpec
     from countbot_cli.ui.confirm import question
@@ -164,11 +167,14 @@ def test_the_readme_lists_every_answer_the_mcp_prompt_offers() -> None:
     call = PreparedCall(call=ToolCall(id="c", name=spec.name, arguments="{}"), spec=spec, args={})
     offered = re.findall(r"\[(\w)\]", question(call, saving=True))
     assert offered == ["y", "n", "a", "A", "e"]
-    mcp = README.split("### MCP servers' tools", 1)[1].split("Servers start on", 1)[0]
+    answers = TOOLS_PAGE.split("## Approving a call", 1)[1].split("\n## ", 1)[0]
     for letter in offered:
-        assert f"`{letter}`" in mcp, letter
+        assert f"`{letter}`" in answers, letter
 
 
-def test_the_readmes_session_examples_are_ids_a_session_can_have() -> None:
-    for ref in re.findall(r"countbot [^\n`]*?-s (\S+)", README):
+def test_the_manuals_session_examples_are_ids_a_session_can_have() -> None:
+    pages = [README] + [p.read_text(encoding="utf-8") for p in (ROOT / "docs").glob("*.md")]
+    refs = [r.rstrip("]") for text in pages for r in re.findall(r"countbot [^\n`]*?-s (\S+)", text)]
+    assert len(refs) > 3
+    for ref in refs:
         assert ref == "latest" or ref == "ID" or re.fullmatch(r"[0-9a-f]{4,}", ref), ref
