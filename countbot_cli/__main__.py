@@ -1,26 +1,12 @@
 """Entry point of `countbot` and `python -m countbot_cli`.
 
-`--version` is answered before typer is imported (it is asked by scripts in loops); everything
-else goes through the typer app in cli/main.py, once SIGTERM and SIGHUP stop countbot as
-Ctrl-C does (interrupts.py: exit 130 whenever they arrive) and the process is non-dumpable
-(keyguard.py: the commands it runs cannot read its environment through /proc).
-
-The `countbot` command (`entry`) leaves without the interpreter's teardown once the command is
-done (issue 25 point 4): tearing down the modules and collecting a few hundred thousand objects
-took 100-300 ms after an answer's last token on a loaded 2-core machine, against a few ms for
-the exit itself. Before leaving, the atexit handlers run (the embedded model's process and MCP
-servers are stopped there) and the standard streams are flushed; while a non-daemon thread is
-still running the normal exit is taken instead, which waits for it. `main` itself returns or
-raises SystemExit as usual, for callers that go on afterwards (tests, benches).
-
-The cyclic garbage collector is off while countbot starts (issue 25 point 2): importing the
-commands, httpx and the settings makes a few hundred thousand objects that live until exit, and
-the collector scanned them some 70 times, 8-20 ms of a 150 ms `ask`. It comes back on
-START_UP_SECONDS after the start, from a timer thread, for anything that runs longer (the REPL,
-an answer that takes its time): by then countbot is mostly waiting for a server or a keystroke.
-What start-up made is frozen first (`gc.freeze`, issue 25 point 4): else the first collection
-after it comes back scans all of it (15-30 ms on a pty, in the middle of a streamed answer) and
-two more move it up the generations; start-up's own garbage cycles, if any, stay with it.
+`--version` is answered before typer is imported; everything else goes through the typer app
+in cli/main.py, once SIGTERM and SIGHUP stop countbot as Ctrl-C does (interrupts.py) and the
+process is non-dumpable (keyguard.py). The garbage collector is off for the first
+START_UP_SECONDS (what start-up made is then frozen), and the `countbot` command (`entry`)
+leaves without the interpreter's teardown once its atexit handlers ran and its streams are
+flushed. The imports inside `main` are the start-up order itself. Why, with the figures:
+docs/design/startup.md.
 """
 
 from __future__ import annotations

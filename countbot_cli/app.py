@@ -287,7 +287,7 @@ def _tool_registry(
     settings: Settings, memory: MemoryStore, current: Callable[[], str | None] = lambda: None
 ) -> ToolRegistry:
     """`current()`: the session the tools serve (search_sessions leaves it out). Imported here:
-    a plain `ask` without tools loads none of it (issue 25 point 2)."""
+    a plain `ask` without tools loads none of it (docs/design/startup.md)."""
     from countbot_cli.config.skills import skills_for
     from countbot_cli.conversation.sessions.search_tool import search_sessions_tool
     from countbot_cli.memory.session_meaning import MeaningSearch

@@ -1,40 +1,11 @@
 """The error tree. Every failure a user can see is one of these.
 
-    CountbotError                      exit 1   unexpected / internal
-    ├── UsageError                     exit 2   bad flags, unknown session id, nothing to ask
-    ├── ConfigError                    exit 2   bad config file (names file, line and key)
-    ├── FetchError                     exit 6   `-a URL`: no connection, timeout, 5xx (nothing sent)
-    ├── StorageError                   exit 1   a session or memory file could not be read/written
-    │   ├── SessionLockedError         exit 1   another process holds the session too long
-    │   └── DamagedDataError           exit 2   damaged data the user can act on: a damaged
-    │                                           session file (moved aside), a folder where a
-    │                                           file countbot keeps belongs, an unusable index
-    ├── ProviderError                  exit 3   the provider rejected the request (4xx)
-    │   ├── ModelNotFoundError         exit 3   404 / unknown model
-    │   ├── ContextLengthError         exit 3   prompt too long for the model
-    │   ├── AuthError                  exit 4   401 / 403
-    │   ├── RateLimitError             exit 5   429 after retries          (retryable)
-    │   │   └── QuotaExceededError     exit 5   insufficient_quota: never retried
-    │   └── TransientError             exit 6   network, timeout, 5xx       (retryable)
-    │       ├── ConnectError           exit 6
-    │       ├── ReadTimeoutError       exit 6
-    │       ├── ServerError            exit 6   5xx
-    │       └── StreamError            exit 6   stream cut, error object mid-stream, empty stream,
-    │                                               unreadable chunk, a stream line over 16 MiB
-    ├── UnexpectedError                exit 1   any other exception during a turn (a bug): the
-    │                                           turn is still saved, the user message marked failed
-    └── Interrupted                    exit 130 Ctrl-C
-
-Not in the tree: `OutputClosed` (a BrokenPipeError) is raised by `ask`'s views when the reader
-of stdout went away (`countbot ask … | head -1`). The turn stops as on Ctrl-C and is saved
-(what arrived, marked interrupted); then countbot exits quietly with status 0, stdout pointed at
-/dev/null, as Python's documentation recommends for EPIPE (no traceback, no "Exception ignored"
-line). 0 rather than 141: the reader got all it asked for, and `set -o pipefail` scripts should
-not fail because `head` stopped reading.
-
-Each error carries a one-line user message (`str(err)`), an exit code and whether a retry
-before the first byte may help. HTTP status codes are mapped to this tree in exactly one
-place: `provider.openai_compat.error_from_response`.
+Each error carries a one-line user message (`str(err)`), an exit code (usage and config 2, the
+provider's refusal 3, authentication 4, rate limit 5, network and server 6, a bug 1, Ctrl-C
+130) and whether a retry before the first byte may help. HTTP statuses are mapped to it in one
+place, provider/http_errors.py. `OutputClosed`, outside the tree, is the reader of stdout gone
+(`ask … | head -1`): the turn is saved as on Ctrl-C and countbot exits quietly with 0. The
+whole tree and why 0: docs/design/robustness.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Signals: SIGTERM and SIGHUP stop countbot the way Ctrl-C does, and all three are held back
 while something must not be cut in half (a save, a memory write).
 
-`stop_on_termination()` is the entry point's first step, before anything heavy is imported, so
-a SIGTERM at any moment of start-up (importing, parsing the command line) ends countbot with
-exit 130 like one during a turn (typer maps a KeyboardInterrupt while parsing to 130, and
-`__main__` one while importing); only the interpreter's own start, before countbot's code runs,
-still dies by the signal (shell status 143). A signal held around the first save of a turn is
-raised once that save is complete and known, so the turn's last save updates the same file.
-
-This module is imported before the handler is in place, so it imports only what the
-interpreter has already loaded (`signal`, `threading`, `contextlib`) and the error tree:
-`typing` (1.5-2 ms) comes later, with the command. What is left before the handler is Python's
-own start; `bench/bench_sigterm_window.py` measures it (README, exit code 130).
+`stop_on_termination()` is the entry point's first step, so a signal at any moment of start-up
+ends countbot with exit 130, as one during a turn does; a signal held around a save is raised
+once the save is complete. This module is imported before the handler is in place, so it
+imports only what the interpreter has already loaded and the error tree. docs/design/robustness.md
+says more.
 """
 
 from __future__ import annotations

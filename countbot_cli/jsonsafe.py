@@ -1,31 +1,11 @@
 """`loads_bounded`: json.loads for JSON countbot did not just write itself, with limits.
 
-Everything parsed from outside goes through it: the provider's stream chunks, JSON bodies and
-error bodies, a model's tool arguments, session files and the small cache files beside them.
-
-- Depth: at most MAX_JSON_DEPTH (256) nested arrays/objects. json.loads recurses and raises
-  RecursionError near 1,000 levels, and a value a little shallower parses but can break
-  json.dumps, copies or validation later, deeper in the stack. Nothing here recurses, and the
-  cost stays linear and below the parse's own:
-  - text with at most 256 opening brackets cannot be deeper (two `count` calls; the usual case:
-    stream chunks, tool arguments, small files);
-  - otherwise, when the text has fewer strings and escapes than brackets, the depth is checked
-    BEFORE parsing: escapes and strings are cut out with regexes and the running depth of the
-    brackets left is summed at C speed, slice by slice, stopping at the first slice over the
-    limit (so 100,000 `[` are refused in milliseconds);
-  - when strings outnumber brackets (a session file), cutting them out would cost more than
-    the parse, so the text is parsed (json's C parser turns deep recursion into RecursionError,
-    mapped here) and the result's depth is measured level by level, one step per container.
-  256 leaves room: a tool argument accepted at depth d is saved in a session file at depth
-  d + 3, and a provider chunk carries object-shaped arguments about 7 levels down.
-- Integers: at most MAX_INT_DIGITS (4,300, Python's default int-str limit) digits, as converting
-  a longer one is quadratic. json.loads refuses them with a plain ValueError under the default
-  limit; when a program raised or lifted that limit, a parse_int hook enforces ours.
-- RecursionError never escapes.
-
-Every failure is a ValueError: `JSONLimitError` for a limit, json.JSONDecodeError (or
-UnicodeDecodeError for bytes) for malformed text, so `except ValueError` keeps working and can
-tell the two apart. Stdlib only, cheap to import.
+Everything parsed from outside goes through it: the provider's stream, a model's tool
+arguments, session files and the small cache files beside them. At most MAX_JSON_DEPTH (256)
+levels of nesting, checked without recursion and in linear time, and integers of at most
+MAX_INT_DIGITS (4,300) digits. Every failure is a ValueError (`JSONLimitError` for a limit);
+RecursionError never escapes. Stdlib only, cheap to import. How the depth is checked:
+docs/design/robustness.md.
 """
 
 from __future__ import annotations

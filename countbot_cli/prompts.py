@@ -168,7 +168,7 @@ def system_prompt(facts: PromptFacts) -> str:
 
 
 def with_session_context(prompt: str, summary: str) -> str:
-    """Append the session summary exactly as CountBot does (seed 000)."""
+    """Append the session summary exactly as CountBot does."""
     if not summary.strip():
         return prompt
     return f"{prompt}\n\n{SESSION_CONTEXT_HEADER}\n{summary.strip()}"

@@ -1,30 +1,12 @@
 """Make untrusted text (model output, tool output, titles) safe to print on a terminal (SPEC §10).
 
-`sanitize` removes escape sequences (CSI, OSC, DCS/SOS/PM/APC strings, other ESC sequences, and
-their 8-bit C1 forms) and every other C0/C1 control except newline and tab; CRLF and lone CR
-become newlines, so a CR cannot overwrite what is already on the line. An unterminated sequence
-loses only its introducer, so no text is hidden; so does one longer than the caps below (a
-string sequence's body over `MAX_STRING` characters, a CSI's parameters over `MAX_PARAMS`): its
-body stays visible as plain text. The caps keep `StreamSanitizer`'s hold-back bounded, and
-because `sanitize` applies the same caps, the stream's output never depends on how the text
-was cut into chunks.
-
-`json_text` escapes the same characters inside a JSON document (`--json` output), so a JSON
-consumer still gets the exact string while a terminal shows only `\\u001b`-style escapes.
-
-`visible`, `layout` and `compact` are for text a person must read exactly (the approval prompt's
-command, diff and arguments): nothing is removed, but every control, invisible or look-alike
-blank character is shown as an escape, tabs are expanded by column, runs of blanks at least
-BLANK_RUN columns wide and runs of blank lines are counted, and `cells` measures what the
-terminal shows (wide characters take two columns), so padding cannot hide part of a command.
-
-`LazyPattern` is a regular expression compiled when it is first used, for modules whose
-patterns most commands never use (a large Unicode class costs milliseconds at start-up).
-
-It does not touch rich markup: print untrusted text with `markup=False` or as a rich `Text` /
-`Markdown`, never as a markup string, so `[red]` prints as text.
-
-No third-party imports here: every layer may use it.
+`sanitize` removes escape sequences and every C0/C1 control except newline and tab, without
+hiding text (an unterminated or over-long sequence loses only its introducer); `StreamSanitizer`
+does the same on a stream, whatever its chunks. `json_text` escapes the same characters inside
+JSON. `visible`, `layout` and `compact` show every invisible character of text a person must
+read exactly, and `cells` measures it. `LazyPattern` is a regex compiled on first use. Never
+print untrusted text as rich markup. No third-party imports: every layer may use it.
+docs/design/robustness.md says more.
 """
 
 from __future__ import annotations

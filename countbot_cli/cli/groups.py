@@ -1,6 +1,6 @@
 """The command groups under the root: `sessions`, `memory`, `config` and `mcp`, each declared in
-cli/NAME.py, imported and put under the root only when it is needed (issue 25 point 2: importing
-all four cost every command, `ask` included, some 4 M instructions at start-up).
+cli/NAME.py, imported and put under the root only when it is needed (importing all four cost
+every command, `ask` included, some 4 M instructions at start-up).
 
 cli/main.py puts the one group the command line names under the root it builds for that command
 (`_app_for`), and all four under the whole app (`whole_app`: the root's --help lists them, the

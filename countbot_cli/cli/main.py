@@ -7,7 +7,7 @@ The annotations here are evaluated when the module runs, not postponed (no `from
 import annotations`, unlike the rest of the package): typer reads the parameters' annotations
 of the command that runs at every start, and postponed each is a string it compiles and
 evaluates then (about 3 % of an `ask --plain`); evaluated, they are bytecode in the .pyc
-(issue 25 point 2; tests/cli/test_ask.py checks).
+(tests/cli/test_ask.py checks).
 """
 
 import copy

@@ -1,19 +1,11 @@
 """The bare prompt: `countbot "question"` is `countbot ask "question"`.
 
-The rule, applied to the words after `countbot` before typer parses them:
-
-- the first word that is not an option (nor an option's value) decides: exactly the name of a
-  command (`sessions`, `ask`, `config`, …) runs that command; anything else (several words, or a
-  word that names no command) is a prompt, and the whole line is run as `countbot ask …`;
-- `--` forces a prompt: `countbot -- sessions` asks about "sessions";
-- no word at all: with stdin a terminal (or `--pick`), the interactive chat; with stdin piped,
-  or `-t NAME` (a template is a question), `ask` (so
-  `git diff | countbot` answers like `git diff | countbot ask`);
-- `-h/--help` and `-V/--version` before any word are left to the root command.
-
-`-o KEY VALUE` (two words; typer has no repeatable two-value option) reaches typer as one word
-`KEY=VALUE`: `join_option_pairs` does that for the root, `ask` and `chat`, and nowhere else
-(`sessions export -o FILE` keeps its meaning).
+Applied to the words after `countbot` before typer parses them: the first word that is not an
+option (nor an option's value) decides. Exactly a command's name runs that command; anything
+else runs the whole line as `countbot ask …`; `--` forces a prompt. No word at all: the chat on
+a terminal (or with `--pick`), `ask` with stdin piped or `-t NAME`. `-h` and `-V` before any
+word stay the root's. `join_option_pairs` makes `-o KEY VALUE` one word `KEY=VALUE` for the
+root, `ask` and `chat` only (typer has no repeatable two-value option).
 
 Imports nothing: it runs before typer builds the command line.
 """

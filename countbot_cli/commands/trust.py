@@ -1,19 +1,10 @@
 """The bodies of `countbot config trust|untrust [PATH]`, and the trust lines of `config show|path`.
 
-`config trust` reads the file once (capped, stat'ed first: a FIFO or a huge file is refused),
-shows what the user would trust and asks before it records those bytes (`trust.trust`):
-
-- a config file: validated as a whole config (no command runs), then what it sets that matters
-  for safety (`summary`) and a `warning:` line for each setting that hands something over
-  (`warnings`: a key sent to a server that is no known provider's, a key command, commands or
-  tools run without asking, MCP servers' commands, files outside the project);
-- an instructions file (config/instructions.py) or a project's skill (`skills/NAME/SKILL.md`,
-  config/skills.py): the whole text that would be sent, paged on a terminal (`$PAGER`, else
-  less), cut where the system prompt cuts it.
-
-Then a y/N question on the terminal; without one, `--yes` is needed (exit 2 otherwise, after
-showing). Each function writes to the stream it is given and returns an exit code; a problem
-is raised as a CountbotError.
+`config trust` reads the file once (capped, stat'ed first), shows what would be trusted (a
+config's safety-relevant settings and a `warning:` line for each that hands something over; an
+instructions file's or a skill's whole text, paged), asks y/N (without a terminal, `--yes`),
+and only then records those bytes (`trust.trust`). Each function writes to the stream it is
+given and returns an exit code. docs/design/tools.md says more.
 """
 
 from __future__ import annotations

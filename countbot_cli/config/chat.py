@@ -1,5 +1,5 @@
-"""The `chat:` section of the config: how the interactive chat's prompt behaves (issue 23
-point 10). Each can also be changed for one chat with `/set KEY VALUE`.
+"""The `chat:` section of the config: how the interactive chat's prompt behaves.
+Each can also be changed for one chat with `/set KEY VALUE`.
 
 ```yaml
 chat:

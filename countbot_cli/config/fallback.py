@@ -1,4 +1,4 @@
-"""The `fallback:` key: the providers a failed turn moves on to, in order (issue 24).
+"""The `fallback:` key: the providers a failed turn moves on to, in order.
 
 ```yaml
 fallback: [deepseek, local]     # a provider of the file, a preset, or `local` (embedded model)

@@ -1,23 +1,11 @@
 """The `mcp:` section: Model Context Protocol servers whose tools the model may call.
 
-    mcp:
-      servers:
-        time:                      # tools appear as mcp__time__TOOL
-          command: uvx             # stdio: a program, its args, extra env and folder
-          args: [mcp-server-time]
-          env: {TZ: UTC}
-          cwd: ~/work
-          allow: [get_current_time]  # these tools run without asking; the rest ask each time
-          timeout: 60              # seconds each call may take
-          start_timeout: 30        # seconds to start and list its tools
-        docs:
-          url: https://example.com/mcp   # streamable HTTP, with optional headers
-          headers: {Authorization: Bearer …}
-
-A server has either `command` or `url`, never both. Names are letters, digits, `-` and `_`
-(no `__`, which separates the parts of a tool's name). Every mistake is a ConfigError naming
-the file, line and key, like the rest of the file. Nothing here starts a server. One server's
-entry is read and checked by config/mcp_server.py, imported only when there is one.
+Each server under `mcp: servers:` has either `command` (stdio: `args`, `env`, `cwd`) or `url`
+(streamable HTTP: `headers`), never both, plus `allow`, `timeout` and `start_timeout`
+(config.example.yaml and docs/tools.md show them). Names are letters, digits, `-` and `_`,
+without `__`, which separates the parts of a tool's name. Every mistake is a ConfigError naming
+the file, line and key. Nothing here starts a server; one server's entry is read by
+config/mcp_server.py, imported only when there is one.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One server of the `mcp:` section (config/mcp.py): `McpServer`, and `parse_server`, which
 reads and checks its entry. Imported only when the config names a server, so a run without
-MCP servers does not define the class (issue 25 point 2: start-up pays for every dataclass).
+MCP servers does not define the class (start-up pays for every dataclass it defines).
 """
 
 from __future__ import annotations

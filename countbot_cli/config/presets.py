@@ -1,8 +1,8 @@
 """Provider presets: one row per well-known OpenAI-compatible service or local server.
 
 A provider entry in the config file named like a preset (`deepseek:`), or with `preset: NAME`,
-starts from that row; every key set in the file wins over it. Facts (bases, key variables,
-quirks) come from `research/protocol_safety.md` §1.6 and `research/countbot_digest.md` §8.
+starts from that row; every key set in the file wins over it. The bases, key variables and
+quirks are the services' own documented ones.
 """
 
 from __future__ import annotations
@@ -71,37 +71,99 @@ class Preset(NamedTuple):
 
 
 _ROWS = (
-    Preset("openai", "OpenAI", api_base=OPENAI_BASE, api_key_env="OPENAI_API_KEY",
-           model="gpt-4o-mini", context_window=128_000, prompt_cache_key=True,
-           json_schema=True),
+    Preset(
+        "openai",
+        "OpenAI",
+        api_base=OPENAI_BASE,
+        api_key_env="OPENAI_API_KEY",
+        model="gpt-4o-mini",
+        context_window=128_000,
+        prompt_cache_key=True,
+        json_schema=True,
+    ),
     # DeepSeek's quick start names deepseek-flash; deepseek-chat/-reasoner were retired on
     # 2026-07-24 (api-docs.deepseek.com). 128k: the older models' context window, a safe
     # lower bound.
-    Preset("deepseek", "DeepSeek", api_base="https://api.deepseek.com/v1",
-           api_key_env="DEEPSEEK_API_KEY", model="deepseek-flash", context_window=128_000),
-    Preset("qwen", "Qwen (DashScope compatible mode)",
-           api_base="https://dashscope.aliyuncs.com/compatible-mode/v1",
-           api_key_env="DASHSCOPE_API_KEY", model="qwen-plus", context_window=131_072),
-    Preset("moonshot", "Moonshot (Kimi)", api_base="https://api.moonshot.cn/v1",
-           api_key_env="MOONSHOT_API_KEY", model="moonshot-v1-8k", context_window=8_192),
-    Preset("zhipu", "Zhipu GLM", api_base="https://open.bigmodel.cn/api/paas/v4",
-           api_key_env="ZHIPUAI_API_KEY", model="glm-4-flash", context_window=128_000),
-    Preset("openrouter", "OpenRouter", api_base="https://openrouter.ai/api/v1",
-           api_key_env="OPENROUTER_API_KEY", model="openai/gpt-4o-mini",
-           context_window=128_000, json_schema=True),
+    Preset(
+        "deepseek",
+        "DeepSeek",
+        api_base="https://api.deepseek.com/v1",
+        api_key_env="DEEPSEEK_API_KEY",
+        model="deepseek-flash",
+        context_window=128_000,
+    ),
+    Preset(
+        "qwen",
+        "Qwen (DashScope compatible mode)",
+        api_base="https://dashscope.aliyuncs.com/compatible-mode/v1",
+        api_key_env="DASHSCOPE_API_KEY",
+        model="qwen-plus",
+        context_window=131_072,
+    ),
+    Preset(
+        "moonshot",
+        "Moonshot (Kimi)",
+        api_base="https://api.moonshot.cn/v1",
+        api_key_env="MOONSHOT_API_KEY",
+        model="moonshot-v1-8k",
+        context_window=8_192,
+    ),
+    Preset(
+        "zhipu",
+        "Zhipu GLM",
+        api_base="https://open.bigmodel.cn/api/paas/v4",
+        api_key_env="ZHIPUAI_API_KEY",
+        model="glm-4-flash",
+        context_window=128_000,
+    ),
+    Preset(
+        "openrouter",
+        "OpenRouter",
+        api_base="https://openrouter.ai/api/v1",
+        api_key_env="OPENROUTER_API_KEY",
+        model="openai/gpt-4o-mini",
+        context_window=128_000,
+        json_schema=True,
+    ),
     # Ollama's /v1 silently truncates at the server's num_ctx (2048 or 4096 by default).
-    Preset("ollama", "Ollama", api_base="http://localhost:11434/v1", context_window=4_096,
-           json_schema=True, start_hint="start it with `ollama serve`"),
-    Preset("vllm", "vLLM", api_base="http://localhost:8000/v1", json_schema=True,
-           start_hint="start it with `vllm serve MODEL`"),
-    Preset("lmstudio", "LM Studio", api_base="http://localhost:1234/v1", json_schema=True,
-           start_hint="start the local server in LM Studio (Developer tab)"),
+    Preset(
+        "ollama",
+        "Ollama",
+        api_base="http://localhost:11434/v1",
+        context_window=4_096,
+        json_schema=True,
+        start_hint="start it with `ollama serve`",
+    ),
+    Preset(
+        "vllm",
+        "vLLM",
+        api_base="http://localhost:8000/v1",
+        json_schema=True,
+        start_hint="start it with `vllm serve MODEL`",
+    ),
+    Preset(
+        "lmstudio",
+        "LM Studio",
+        api_base="http://localhost:1234/v1",
+        json_schema=True,
+        start_hint="start the local server in LM Studio (Developer tab)",
+    ),
     # Older llama-server builds and llama-cpp-python's server fail on streamed tool calls.
-    Preset("llamacpp", "llama.cpp server", api_base="http://localhost:8080/v1",
-           stream_tools=False, start_hint="start it with `llama-server -m MODEL.gguf --jinja`"),
-    Preset("local", "embedded local model (llama-cpp-python)", type="local",
-           model=LOCAL_MODEL_NAME, context_window=8_192),
-)  # fmt: skip
+    Preset(
+        "llamacpp",
+        "llama.cpp server",
+        api_base="http://localhost:8080/v1",
+        stream_tools=False,
+        start_hint="start it with `llama-server -m MODEL.gguf --jinja`",
+    ),
+    Preset(
+        "local",
+        "embedded local model (llama-cpp-python)",
+        type="local",
+        model=LOCAL_MODEL_NAME,
+        context_window=8_192,
+    ),
+)
 
 PRESETS: dict[str, Preset] = {p.name: p for p in _ROWS}
 

@@ -1,4 +1,4 @@
-"""The `prices:` section of the config: what a model's tokens cost, set by the user (issue 11).
+"""The `prices:` section of the config: what a model's tokens cost, set by the user.
 
 ```yaml
 prices:

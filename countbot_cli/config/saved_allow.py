@@ -1,19 +1,12 @@
 """Approvals that last: the rules saved with `A` at an approval prompt (SPEC §6).
 
-They live in a sidecar of the user's own config folder, `$XDG_CONFIG_HOME/countbot/allow.yaml`
-(`FILE_NAME` beside the user config), never in a project's folder or a project's config file,
-even a trusted one: a project must not be able to plant or learn a lasting approval. A sidecar
-also leaves the user's commented config.yaml untouched. The file holds two lists::
+They live in `$XDG_CONFIG_HOME/countbot/allow.yaml` (`FILE_NAME`), never in a project's folder
+or config file: a project must not plant or learn a lasting approval. Two lists: `commands`
+(exact `exec` commands, never patterns) and `tools` (allowed like `a`, so a path outside the
+workspace still asks). Written atomically, mode 0600.
 
-    commands:   # exec: these exact commands run without asking (whole text, no wildcards)
-      - "git status"
-    tools:      # these tools run without asking inside the workspace (writes, edits, MCP)
-      - "write_file"
-
-A saved command is matched by its exact text (surrounding blanks ignored), never as a pattern:
-`A` on `rm *.tmp` allows exactly `rm *.tmp`. A saved tool is allowed like `a` for the session,
-so a call reaching outside the workspace or a sensitive path still asks. The file is written
-atomically, mode 0600 (`fileio.atomic_write`); strings are written JSON-quoted, which is YAML.
+    commands: ["git status"]
+    tools: ["write_file"]
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
 """The token budget of one request (SPEC §5): what plugs into `context.build_context(budget=…)`.
 
-System prompt + tools + history + current message + the reply reserve (`max_tokens`, or a
-default) must fit the model's context window with a 10 % margin (Neuron AI's advice, seed
-`003_…`: configure the window 5–10 % below the model's real limit). The history window already
-chosen by `max_history_messages` is trimmed further in the window's own blocks
-(`context.block_start`: every `step` messages, moved on to a user message): the oldest block
-start whose remainder fits, so between two steps the request keeps its prefix. Only when even
-the newest block does not fit is it trimmed newest-kept with LangChain's rules
-(`trim.trim_messages`: strategy last, start on a user message, an assistant `tool_calls`
-message never separated from its `tool` results). A tool loop's later requests are fitted by the
-same budget again, this turn's calls and results counted as fixed (conversation/round_fit.py).
-
-Calibration: for models whose tokenizer tiktoken does not have (DeepSeek, Qwen, Llama, the
-bundled SmolLM2 ...) counts are approximations. `TokenBudget.observe` learns the ratio between
-the provider's reported `prompt_tokens` and our count of the same request, and keeps it per model
-in `.countbot_tokens.json` (the data folder's, in the cache folder: config/derived.py), so the next `ask` process starts calibrated. Without it a
-Chinese conversation on SmolLM2 (1.6 times our count) overflows its 8192-token window.
-
-Speed: most turns fit with room to spare, and a cheap upper bound (tokens never exceed UTF-8
-bytes) proves it without loading an encoding. Otherwise per-message counts are memoised here
-(and in the counter), the newest messages are walked back only until the budget is spent, and
-`trim_messages` runs on that suffix alone, so a 10,000-message history costs one dictionary
-look-up per kept message.
+System prompt, tools, history, the current message and the reply reserve must fit the model's
+context window with a 10 % margin. The history window is trimmed in its own blocks (the oldest
+block start whose remainder fits), so between two steps a request keeps its prefix; only when
+the newest block does not fit is it trimmed with `trim.trim_messages`. `TokenBudget.observe`
+learns each model's ratio of reported to counted tokens (`.countbot_tokens.json`, in the cache
+folder: config/derived.py). A cheap upper bound proves most turns fit without counting.
+docs/design/window.md says more.
 """
 
 from __future__ import annotations

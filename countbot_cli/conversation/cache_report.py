@@ -1,23 +1,11 @@
-"""Why a turn missed the prompt cache (issue 24 point 2).
+"""Why a turn missed the prompt cache.
 
-countbot lays each request out for prompt caching (context.py): a stable head (system prompt,
-instructions file, pinned lines, session summary, tools), the history window moving in steps,
-then the volatile tail. So it can say what changed since the session's previous request: a
-fingerprint of each request (`fingerprint`: short hashes of the head parts, the window's first
-message and its ids, the model, the time) is kept in the session (`Session.last_request`), and
-the next turn compares its own with it (`explain`):
-
-- `window`: the window stepped (N messages left it, to be archived by the overflow summary);
-- `history`: the messages sent before changed otherwise (/undo, /edit, /retry, a fork);
-- `head`: a head part changed — which one: system prompt (persona, date, /system, --system),
-  instructions, pinned line, session summary, tools;
-- `model`: another model (or provider) answers (/model, a role, a fallback link);
-- `idle`: the gap since the previous request exceeds the provider's documented cache lifetime
-  (`LIFETIME`; tests set `clock`).
-
-With the cached tokens the provider reports, a turn `missed` when a previous request exists and
-less than half of what both requests share at most came from the cache; the usage line then
-shows `short()`, `/context` shows the changes of the last request, `ask --json` has `cache`.
+A fingerprint of each request (`fingerprint`: short hashes of the head parts, the window's
+first message and its ids, the model, the time) is kept in the session; the next turn compares
+its own with it (`explain`) and names the changes: `window`, `history`, `head` (which part),
+`model` or `idle` (past the provider's documented cache lifetime; tests set `clock`). With the
+provider's cached tokens a turn `missed` when less than half of the shared part came from the
+cache. docs/design/window.md says more.
 """
 
 from __future__ import annotations
@@ -38,7 +26,7 @@ if TYPE_CHECKING:
 
 clock: Callable[[], float] = time.time  # seconds; the tests' fake clock goes here
 
-# Documented idle lifetimes of a prompt cache, by preset (research/peers-2.md §3d): OpenAI
+# Documented idle lifetimes of a prompt cache, by preset (OpenAI's prompt-caching guide): OpenAI
 # clears its in-memory cache after 5-10 minutes without use (the lower bound is taken).
 # DeepSeek's disk cache, Qwen's implicit cache and local servers document none: no idle reason.
 LIFETIME: dict[str, float] = {"openai": 300.0}

@@ -1,25 +1,12 @@
 """`Conversation`: one conversation as the user has it, and every operation on it.
 
 The REPL and `ask` each hold one; the slash commands call its operations instead of reaching
-into the engine, the store or the session. It owns:
-
-- the session and its "new or saved" rule: a new conversation is written to disk by its first
-  turn (`is_new` until then; `/rename`, `/system` and `/summary` change the value meanwhile);
-- the session store (`resume`, `rename`, `undo`, `fork`, ...);
-- a turn around the engine, which only returns its record (conversation/turn_record.py):
-  saving it (`TurnSaver`: the question before its request is built and the model starts,
-  then the turn; a failed attempt replaced), charging its calls to the day's cost tally when
-  prices are set, then the memory upkeep; a fallback link answering a turn the provider
-  could not;
-- the approval policy: the tool mode and the tools allowed for the session (`[a]lways`), which
-  `new` and `resume` revoke;
-- the --system text as this conversation holds it (`/system clear` drops it until `new`);
-- the engine and the memory keeper on the current model (`switch_model` makes a new pair);
-- the after-turn memory upkeep (`run_upkeep`), after every saved turn of the REPL, of `ask`
-  and of the tests. The view says how it is shown (ask's status line on stderr, nothing in
-  tests); Ctrl-C skips it until the next turn, a failure is a notice. The REPL has it run in a
-  worker thread (`upkeep_in_background`, conversation/upkeep.py) so the next prompt does not
-  wait for it.
+into the engine, the store or the session. It owns the session and its "new or saved" rule (a
+new conversation is written by its first turn), the store, a turn around the engine (saved,
+charged, then the memory upkeep; a fallback link answering what the provider could not), the
+approval policy, the `--system` text, and the engine and memory keeper on the current model.
+The invariant: the engine only returns a record; saving and charging happen here, once. How a
+turn goes: docs/design/turn.md.
 """
 
 from __future__ import annotations
@@ -59,7 +46,8 @@ if TYPE_CHECKING:
     from countbot_cli.messages import Message
     from countbot_cli.provider import Provider
 
-SERIAL_PROVIDERS = ("local",)  # their model answers one call at a time: turns wait for upkeep
+# provider types whose model answers one call at a time: a turn waits for the upkeep on them
+SERIAL_PROVIDERS = ("local",)
 
 
 class MemoryKeeping(Protocol):
@@ -259,11 +247,13 @@ class Conversation:
             self.reload()
 
     @property
-    def turn_waits_for_upkeep(self) -> bool:  # the next one will (the REPL's spinner says so)
+    def turn_waits_for_upkeep(self) -> bool:
+        """The next turn will wait for the upkeep running now (the REPL's spinner says so)."""
         return self.upkeep_running and self.settings.provider.type in SERIAL_PROVIDERS
 
     def _before_turn(self) -> None:
-        """A turn may start while the upkeep runs (writes merge), except on a serial model."""
+        """A turn may start while the upkeep runs (their writes merge in the file), except on
+        the embedded model, which cannot answer two calls at once: then it waits."""
         if self.worker is None:
             return
         if self.settings.provider.type in SERIAL_PROVIDERS:

@@ -1,26 +1,12 @@
 """Builds the messages array of one call: a stable head, the history window, a volatile tail.
 
-Laid out for prompt caching (SPEC §4 "Stable head, volatile tail"): providers bill and answer a
-repeated prefix faster, so what changes only when the user changes it comes first — the system
-prompt (date, never the minute), the instructions file, pinned memory lines, the session
-summary — then the history window, then what changes every turn: the recalled memory lines,
-sent inside the current user message (never saved with it) so every template takes them.
-
-The history window (SPEC §5) holds at most `max_history_messages` earlier messages that may be
-sent (the current message does not count against it), starting on a user message. Its start
-moves in steps of `window_step` messages, counted from the first live message, so between two
-steps each request is the previous one plus the new messages; the block left behind is exactly
-what the overflow summary archives (memory/keeper.py), after which the window starts at the
-first live message again. Messages of failed turns and user messages whose turn was interrupted
-before any answer arrived are kept in the session but never sent again. An optional token
-budget trims the window further, in the same blocks (`budget.TokenBudget`).
-
-Layout per provider (issue 24, measured by bench/bench_cache_rules.py): DeepSeek caches only
-whole persisted prefix units (a request's prompt, and its prompt with the answer), so a tail
-that changes and is never saved keeps every request from matching the previous one. With
-`keep_recall` (the `deepseek` preset, cache_report.KEEP_RECALL) the recalled lines sent with a
-question stay with it (`Message.kept`) and are sent again with it; lines a message of the window
-keeps already are not sent again. Other providers keep the volatile tail.
+Laid out for prompt caching (SPEC §4): the system prompt (date, never the minute), the
+instructions file, pinned memory lines and the session summary first; then the history window
+(at most `max_history_messages`, its start moving in steps of `window_step` from the first live
+message, trimmed further by an optional budget in the same blocks); then the recalled memory
+lines, sent inside the current user message and never saved with it. With `keep_recall` (the
+`deepseek` preset) recalled lines stay with their question. The invariant: between two steps
+each request is the previous one plus the new messages. docs/design/window.md says why.
 """
 
 from __future__ import annotations

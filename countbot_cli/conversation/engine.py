@@ -1,20 +1,11 @@
 """One turn: context -> stream -> tool rounds -> approval, returned as a `TurnRecord`.
 
-The engine never prints: everything the user sees goes through the narrow `TurnView` sink. It
-never saves and never charges either: `run_turn` returns a record of the turn
-(conversation/turn_record.py) and `Conversation` (chat.py) saves it, charges it and runs the
-memory upkeep after it. The one moment the conversation needs from inside the turn, "the
-question is asked and nothing has run for it yet" (it saves the question there, before the
-request is built and the model starts, so a SIGKILL or a native crash at any later moment,
-say while MCP servers start, leaves it in the session), is the `started` callback.
-
-`run_turn` never raises for a provider error, a bug or Ctrl-C, from the turn's set-up (recall,
-MCP servers starting, the request built) to its last round: a failed turn is status
-"failed" with the error (a bug becomes an UnexpectedError, exit 1) and whatever partial text
-arrived; an interrupted one (Ctrl-C, SIGTERM, `ask`'s reader closing the pipe) is
-"interrupted" with what arrived, and `stopped_by` holds a termination or a closed output for
-the conversation to raise once the turn is saved. The engine's attributes are set once, by
-its constructor.
+The engine never prints (everything goes through the `TurnView` sink), never saves and never
+charges: `run_turn` returns a record and `Conversation` (chat.py) does the rest. The one moment
+the conversation needs from inside the turn, the question asked and nothing run for it yet, is
+the `started` callback. The invariant: `run_turn` never raises for a provider error, a bug or
+Ctrl-C; a failed or interrupted turn is a record with its status, error and partial text.
+docs/design/turn.md says more.
 """
 
 from __future__ import annotations

@@ -1,31 +1,11 @@
-"""The fallback chain: a turn the provider could not answer runs on the next one (issue 24).
+"""The fallback chain: a turn the provider could not answer runs on the next one.
 
-When a turn fails after the provider's own retries for a reason another provider can fix —
-no connection, a timeout, a 5xx, a stream that broke before any text, 429 after retries, no
-quota or credit (`TransientError`, `RateLimitError` in errors.py) — and nothing of an answer
-was shown and no tool ran, the turn runs again on the next link of the chain (`fallback:` in
-the config, `ask --fallback NAME`), with one line saying so. A link replaces the failed attempt
-in the session exactly as /retry does (`replaces=`), so the session holds one exchange whose
-answer records the model that gave it (`Message.model`). Authentication (401/403), a rejected
-request (400, 404, context length) and anything else never fall back: another provider would
-not fix them, or would hide a problem the user must see. A link's error that ends the turn
-names it (`fallback NAME: authentication failed (401) …`), not to be taken for the chosen
-provider's.
-
-A provider that could not answer is passed over for DOWN_FOR seconds (5 min) while a link can
-answer instead: later turns of the conversation go straight to the link that is up, without
-the failing provider's retries and timeouts each time; the first such turn says so, once. When
-no link can take a turn, the chosen provider gets it anyway.
-
-A link that cannot be used (no key, the embedded model not installed) is skipped with a notice;
-links are built once, on first use, and kept (the embedded model stays loaded: the next
-fallback is warm). In the REPL with no chain configured, the embedded model is offered once
-(`offer`, a y/N question) when it is installed; a yes holds for the rest of the chat.
-
-The memory upkeep after a turn the provider could not answer is postponed, not run against a
-provider that just failed: what it would summarise stays where it is (the overflow batch in the
-live messages, automatic memory's cursor unmoved), so the first upkeep after a later turn does
-it (`postpones_upkeep`).
+When a turn fails after the provider's retries for a reason another provider can fix (no
+connection, a timeout, a 5xx, 429, no quota) and nothing of an answer was shown and no tool
+ran, it runs again on the next link (`fallback:`, `ask --fallback NAME`), replacing the failed
+attempt as /retry does; a 401/403 or a rejected request never falls back. A provider that could
+not answer is passed over for DOWN_FOR seconds; links are built once and kept; the upkeep of a
+failed turn is postponed, not lost. The rules and why: docs/design/turn.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """A tool loop's requests fitted to the token budget again, before each model call after the
 first of a turn (SPEC §4-§5).
 
-A turn's first request is fitted before the turn (`context.build_context(budget=…)`); each tool
-round then adds the assistant message with `tool_calls` and one `tool` message a call. On a
-small context window (a local model's 4k or 8k tokens) a few large results would overflow it, and
-the provider's "context too long" would end the turn with its work lost. So before every later
-call the request is fitted again by the same `TokenBudget`: the system prompt, the tools and this
-turn's own messages (the question, each call and its results) are fixed, and the history window
-is trimmed in the budget's usual blocks; it never grows back within the turn. When this turn's
-own messages alone no longer fit, its oldest tool results (never the latest round's) are sent
-as a short marker instead (`prompts.TOOL_OUTPUT_LEFT_OUT`), oldest first and as few as needed;
-the session's tool records keep what the tools returned. A request that still fits is sent as
-it is, the previous one plus the new messages (prompt caching): the budget's cheap bound proves
-most of them fit without counting. One that cannot fit even so is sent as it is, and the
-provider's refusal ends the turn as before. The user is told once a turn (`LEFT_OUT_NOTICE`).
+This turn's own messages (the question, each call and its results), the system prompt and the
+tools are fixed; the history window is trimmed in the budget's usual blocks and never grows
+back within the turn. When the turn's own messages alone no longer fit, its oldest tool results
+(never the latest round's) are sent as a short marker instead; the session's tool records keep
+them. A request that still fits is sent as it is. docs/design/window.md says more.
 
 Loaded with the first tool round of a turn, as `tool_round.py` is (start-up).
 """

@@ -1,21 +1,11 @@
 """A turn into its session file: the question before anything runs for it, then the turn's record.
 
-`Conversation` saves each attempt at a turn with a `TurnSaver` (the engine saves nothing):
-
-- `question`, the engine's `started` callback: the question, marked interrupted until the
-  answer replaces it, so that a SIGKILL or a native crash at any later moment leaves it in the
-  session, which names the model in use (`model`: the one asked, after a /model switch too).
-  A new conversation's file is created here (`is_new` is then False);
-- `turn`: what the session keeps of the record (`TurnRecord.messages`: never an error string
-  as the answer), in place of the question saved first; its tool records tied to the answer,
-  its usage, the model that answered, the request's cache fingerprint, the title from the first
-  question;
-- `replaces`: the id of a failed or interrupted attempt (/retry, a fallback link), which the
-  turn takes the place of.
-
-Both writes hold Ctrl-C, SIGTERM and SIGHUP until they are complete (`sigint_deferred`). A
-session file deleted, damaged or locked elsewhere never loses the turn: what this process
-knows of the conversation goes on in a new session file, and a notice says so.
+`TurnSaver.question` (the engine's `started` callback) saves the question marked interrupted,
+creating a new conversation's file; `turn` puts the record's messages, tool records, usage,
+model and cache fingerprint in its place; `replaces` names a failed attempt the turn takes the
+place of. The invariant: a question, once asked, survives a SIGKILL at any later moment, and
+both writes hold Ctrl-C, SIGTERM and SIGHUP until complete. A session file deleted or damaged
+elsewhere goes on in a new file. docs/design/turn.md says more.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
-"""Memory in scripts (issue 22 point 4): what `ask --json` and `--jsonl`'s end event say about
-memory, `--no-memory` and `--remember`.
+"""Memory in scripts: what `ask --json` and `--jsonl`'s end event say about memory, and
+`--no-memory` and `--remember`.
 
-- `memory_used`: every MEMORY.md entry the request carried, each with `why`: `pinned` (in the
-  system prompt), `recalled` (sent with the message, `memory.inject`) or `tool` (shown to the
-  model by the memory tool), and its `number` as `memory show` numbers it (None when the line
-  is gone since).
-- `memory_written`: the entries that are new in MEMORY.md after the call (the memory tool's
-  writes, the overflow line, automatic memory, `--remember`), each with its `source` and the
-  session and messages it came from (`MEMORY.sources.jsonl`).
-- `--no-memory`: nothing from MEMORY.md is sent (no pinned or recalled lines, no memory tool)
-  and nothing is written for that call (no upkeep, no rolling summary).
-- `--remember`: this exchange is distilled into MEMORY.md now, whatever the thresholds of
-  automatic memory say (the conversation-to-memory prompt, the same quality screen).
+`memory_used` lists every MEMORY.md entry the request carried, with `why` (`pinned`,
+`recalled`, `tool`) and its number as `memory show` numbers it; `memory_written` the entries new
+after the call, with their sources. `--no-memory` sends nothing from MEMORY.md and writes
+nothing (no upkeep, no rolling summary); `--remember` distils this exchange now, through the
+same prompt and quality screen as automatic memory. docs/memory.md shows the fields.
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
 """`countbot memory tidy`: merges, supersessions and drops of MEMORY.md lines, proposed and
-applied only on a yes (issue 22 point 3). The questions are the UI's (commands/memory_tidy.py).
+applied only on a yes. The questions are the UI's (commands/memory_tidy.py).
 
-Proposals come from two places:
-
-- **Found cheaply** (`find`): each entry's words (CJK as bigrams) in an inverted index; only
-  entries sharing at least two words that are not in half the file are compared. Same words
-  (case, spacing, punctuation ignored): a `drop` of the older copy. One entry's words inside
-  another's, or nearly the same words and the same numbers: a `merge` into the fuller one.
-  Mostly the same words with different numbers or values (`port 6380` / `port 6390`), or a
-  newer line that says it changed ("now", "moved", "no longer", 改为 …): a `supersede`, the
-  newer line kept. Each entry is in one proposal at most; pinned lines are never removed.
-- **From the model** (`ask_model`): groups of related entries the rules did not settle (a
-  rarity-weighted share of words, at least one of them rare: lines merely phrased alike are not
-  related), strongest pairs first, sent in at most `MAX_CALLS` bounded summary calls of
-  `GROUP_CHARS`, answered as one JSON object a proposal; anything malformed, naming entries
-  outside its group or removing a pinned line is ignored.
-
-`apply` makes one proposal real under MEMORY.md's lock (`MemoryStore.rewrite`, against the file
-as it is then, so a concurrent writer loses nothing): the removed lines go to the archive
-(memory/archive.py) with their sources first, then MEMORY.md is rewritten; a merged line's new
-text gets the sources of the lines it stands for.
+`find` proposes what the rules settle cheaply (an inverted index of words: same words, one
+line's words inside another's, the same words with another value or a newer line that says it
+changed); `ask_model` sends the related groups left in at most MAX_CALLS bounded calls and
+ignores any malformed answer. `apply` makes one proposal real under MEMORY.md's lock against
+the file as it is then; the lines taken out go to the archive with their sources. Pinned lines
+are never removed. docs/design/tidy.md says more.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The `memory` tool: long-term memory (MEMORY.md) for the model, with CountBot's parameters
-(research/countbot_digest.md §4): `action` write|search|read, `content`, `keywords`,
+"""The `memory` tool: long-term memory (MEMORY.md) for the model, with CountBot's parameters:
+`action` write|search|read, `content`, `keywords`,
 `max_results` (15), `match_mode` or|and, `start_line`/`end_line` (1-based), `recent_count` (10).
 
 `write` adds a line `YYYY-MM-DD|tool|content` and needs approval like a file write (the preview

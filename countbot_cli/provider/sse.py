@@ -1,21 +1,11 @@
 """An incremental, tolerant Server-Sent Events decoder: bytes in, events out.
 
-Follows the WHATWG framing (HTML §9.2) with the tolerances chat servers need:
-
-- lines end with CR, LF or CRLF, also when a CRLF is split across two feeds;
-- bytes are buffered until a whole line arrived, so UTF-8 split across chunks decodes intact
-  (CR and LF never occur inside a multi-byte UTF-8 sequence);
-- `:` comment lines (keep-alives such as `: OPENROUTER PROCESSING`) are ignored;
-- multi-line `data:` is joined with "\\n"; one optional space after the colon is stripped;
-- events whose data is empty or blank are skipped (openai-python#2722 crashed on them);
-- `close()` flushes a last line and a last event that had no blank line after it.
-
-Cost: linear in the input. A line still incomplete when a feed ends is not searched again: the
-next feed searches only the new bytes. A line longer than `max_line` bytes (MAX_LINE, 16 MiB,
-by default) raises `LineTooLong` as soon as the pending bytes pass the cap, so memory stays
-bounded by the cap plus one network chunk.
-
-No third-party imports: the decoder is tested alone by cutting recorded streams anywhere.
+WHATWG framing with what chat servers need: CR, LF or CRLF line ends (also split across reads),
+UTF-8 intact across chunks, `:` comments ignored, multi-line `data:` joined, blank events
+skipped, a last event without a blank line flushed by `close()`. The invariant: linear cost,
+and memory bounded by `max_line` (MAX_LINE, 16 MiB: `LineTooLong`) plus one chunk. No
+third-party imports: it is tested alone by cutting recorded streams anywhere.
+docs/design/providers.md says more.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """`/context`: what exactly went into the last request.
 
-The context window it was fitted to and where that figure comes from (the server, the config,
-a preset, countbot's table); the system prompt (persona and rules, the session summary, pinned
-memory lines, the instructions file); the memory lines recalled for the message; the history
-window (count, tokens, first and last message); the tools; the current message; how much of
-the request the provider read from its prompt cache, said as whole parts of the request; and
-what changed since the session's previous request (conversation/cache_report.py). Each memory
-line gets its `countbot memory pin N` / `mute N` hint with its entry number.
+The context window it was fitted to and where that figure comes from (the server, the config, a
+preset, countbot's table); the system prompt and its parts; the memory lines recalled for the
+message (each with its `countbot memory pin N` / `mute N` hint, numbered as `memory show`
+numbers them); the history window; the tools; the current message; how much of the request the
+provider read from its prompt cache (as whole parts of the request); and what changed since
+the session's previous request (conversation/cache_report.py).
 """
 
 from __future__ import annotations

@@ -1,30 +1,13 @@
 """The interactive chat (SPEC §2): a prompt-toolkit prompt, slash commands, streamed turns.
 
-The REPL reads input and draws; the conversation it shows (session, store, approval mode,
-engine, memory upkeep) is a `conversation.chat.Conversation`, whose operations the slash
-commands call. Synchronous by design: `PromptSession.prompt()` reads a message, then
-`Conversation.send` streams the answer in the main thread. Output is printed only while no prompt is active (no
-`patch_stdout`). While a turn streams the terminal is in cooked mode, so Ctrl-C is a real SIGINT:
-the engine stops the request and saves what arrived, marked interrupted. At the prompt Ctrl-C
-clears the line, or explains how to quit when the line is empty; Ctrl-D and /exit quit, with a
-dim line saying how to resume the conversation if it was saved. Tools allowed with `[a]lways`
-and the instructions of `/system` belong to one conversation: `/new` and `/resume` reset them
-(a session's `/system` text is kept in its file).
-
-Keys typed while an answer streams are not echoed into it: they go to the type-ahead queue
-(repl/typeahead.py), whose lines are sent in order after the answer; Esc Enter stops the answer
-and sends the line at once.
-
-Start-up: prompt_toolkit is imported first and the prompt drawn at once; rich, the markdown
-renderer and httpx are imported in a daemon thread while the user types (the first turn waits
-for them), then the tokenizer the toolbar counts with. A new conversation is written to disk
-only by its first turn. The memory upkeep (which may ask the model for a summary) runs after
-the answer in a worker thread (conversation/upkeep.py): the prompt comes back at once,
-the toolbar shows `⟳ memory` meanwhile, its notes are printed before the next prompt, and
-quitting waits for it to finish saving. The
-slash commands are in slash.py, key bindings, history and completion in prompt.py, the turn's
-view in view.py, the context meter in toolbar.py, and the composition (settings, store,
-conversation) in repl/chat.py.
+`Repl` reads input and draws; the conversation it shows is a `conversation.chat.Conversation`,
+whose operations the slash commands call. Synchronous by design: the prompt reads a message,
+then the answer streams in the main thread, and output is printed only while no prompt is
+active. Ctrl-C during a turn is a real SIGINT (what arrived is saved, marked interrupted); at
+the prompt it clears the line. Keys typed while an answer streams go to the type-ahead queue
+(typeahead.py); memory upkeep runs after the answer in a worker thread. The slash commands are
+in slash.py, keys in prompt.py, the view in view.py, the composition in chat.py; how they fit:
+docs/design/chat.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """How full the context window is: one count of the next request, for the toolbar and /tokens.
 
-`ContextMeter.breakdown` counts the system prompt, summary, memory entries, history window and
-tool definitions of the next request (without its new message) with the model's tokenizer
-(`tokens.TokenCounter`), calibrated against the provider's last reported prompt size. The bottom
-toolbar shows its total and `/tokens` its rows, so both always give the same figure. Until the
-tokenizer is loaded the toolbar uses the same rows counted at about four characters a token; a `~`
-marks any figure that is not the model's own tokenizer's. The tokenizer's tables (26-48 MB) are
-loaded only when a count matters (issue 25 point 1): `/tokens` or `/context`, the budget of a
-request that may not fit, or the toolbar's estimate reaching `EXACT_FROM` of the context window
-(then in the background, and the toolbar corrects itself when it is in).
-
-The count never starts MCP servers (the toolbar is drawn at the prompt, where nothing may wait
-for them): their tools count once a turn has started them.
-
-When the provider reports a prompt size that matches the messages alone far better than messages
-plus tool definitions (a local model whose chat template has no tools drops them), the tools are
-left out of the total and `/tokens` says so.
+`ContextMeter.breakdown` counts the parts of the next request (system prompt, summary, memory,
+history window, tools) with the model's tokenizer, calibrated against the provider's last
+reported prompt size; the toolbar shows its total and `/tokens` its rows, so both give the same
+figure. Until the tokenizer is needed (`EXACT_FROM` of the window, `/tokens`, `/context`) the
+figures are estimates marked `~`. The count never starts MCP servers. `toolbar_text` draws the
+toolbar. docs/design/chat.md says more.
 """
 
 from __future__ import annotations

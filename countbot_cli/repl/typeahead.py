@@ -1,22 +1,11 @@
-"""The type-ahead queue (issue 23 point 6): what is typed while an answer streams.
+"""The type-ahead queue: what is typed while an answer streams.
 
 While a turn runs, `TypeAhead` puts the terminal in a quiet non-canonical mode (no echo, Ctrl-C
-still a SIGINT) and a reader thread feeds every key to the REPL's `LineQueue`:
-
-- Enter queues the line typed so far: after the answer, queued lines are sent in order, each its
-  own message (slash commands run as commands), and the REPL shows what is still queued, dimmed,
-  above each one it sends; while the spinner runs (waiting for the model, a command running) its
-  dim line shows the queue and the line being typed (`summary`);
-- Esc Enter (Alt-Enter / Meta-Enter in common terminals) queues the line in front and stops the
-  answer (as Ctrl-C does: what arrived is saved, marked interrupted), so the line goes at once;
-- Backspace, Ctrl-W and Ctrl-U edit the line being typed; Up takes the last queued line back
-  into it (to change it, or Ctrl-U to remove it) before it is sent;
-- a line typed but not ended with Enter is waiting in the next prompt: nothing is lost, and two
-  lines are never merged into one message.
-
-The approval prompt in the middle of a turn (`normal()`) stops the reader first, so it gets the
-keys itself. Does nothing unless stdin is a POSIX terminal (the pipe-input tests type at the
-prompt instead).
+still a SIGINT) and a reader thread feeds every key to the REPL's `LineQueue`: Enter queues the
+line, Esc Enter queues it in front and stops the answer, Up takes the last queued line back.
+The invariant: nothing typed is lost, and two lines are never merged into one message. The
+approval prompt stops the reader first (`normal()`). Does nothing unless stdin is a POSIX
+terminal. docs/design/chat.md says more.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Who may run a prepared tool call: the approval policy (SPEC §6). No terminal I/O here.
 
 The policy answers without asking when it can (reads inside the workspace, `--yes` or `/tools
-auto` for writes and edits inside the workspace, a tool allowed for the session) and otherwise
-asks the injected `Confirmer` — the terminal prompt in interactive runs, none in non-interactive
-ones, where anything that needs approval is denied with a notice. `exec` is never approved for
-the session and never by `--yes`; an MCP server's tool (kind "mcp") is never approved by
-`--yes` or `/tools auto` either, only by the server's `allow` list, `a` or asking; neither
-`--yes` nor `/tools auto` approves the `memory` tool (a prompt injection must not plant
-lasting instructions in MEMORY.md); a path outside the workspace,
-or a sensitive one (dotfiles, key files, countbot's own files, inside or outside the workspace,
-and for writes a file with several hard links: `tools.paths`), is only ever approved by asking
-about that exact call. `/tools off` denies everything that needs approval, session grants and
-`--yes` included; `revoke_session` forgets the grants (`/tools ask`, `/new`, `/resume`).
+auto` for writes inside it, a tool allowed for the session) and otherwise asks the injected
+`Confirmer`; with none (no terminal) what needs approval is denied. The invariant: `exec`, MCP
+tools, the `memory` tool, and paths outside the workspace or sensitive are never approved by
+`--yes` or `/tools auto`. The rules: docs/design/tools.md.
 """
 
 from __future__ import annotations

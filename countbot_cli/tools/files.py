@@ -1,5 +1,5 @@
 """File tools with CountBot's parameters and output formats: read_file, write_file, edit_file,
-list_dir (SPEC §6, research/countbot_digest.md §6). edit_file's body is in `edit.py`; how a
+list_dir (SPEC §6). edit_file's body is in `edit.py`; how a
 tool opens and reads a file is `textfile.py`.
 
 Every path goes through `paths.resolve_in_workspace`; a path outside the workspace only works

@@ -1,21 +1,11 @@
 """MCP servers' tools as countbot tools: `mcp__SERVER__TOOL`, asked about like `exec`.
 
-`McpTools` is a lazy source for the registry (`ToolRegistry.add_source`): the first time the
-tools are needed (the first turn that offers tools) it starts every configured server
-(`mcp_client.McpHub`), says in one line which failed, and turns each listed tool into a
-`ToolSpec` of kind "mcp" whose parameters are the server's own JSON schema. Ctrl-C while they
-start interrupts the turn, not the servers: they are stopped and start again next time. Arguments are
-checked with `tools.schema`, which knows a subset of JSON schema (types, required, enum, bounds,
-items, additionalProperties): what it does not know (`anyOf`, `pattern`, `$ref`, …) is left to
-the server, whose refusal comes back to the model as an error result.
-
-Approval: each call asks (y / n with reason / a for this tool this session / e) unless the
-server's `allow` lists the tool; `--yes` never approves one; without a terminal a call that
-is not allowed is denied (`tools.approval`).
-
-Results: text parts are passed on; images, audio and binary resources cannot be (an
-OpenAI-compatible `tool` message carries text only), so each becomes a one-line note naming its
-type and size; embedded text resources are passed on with their URI; resource links by URI.
+`McpTools` is a lazy source for the registry: the first turn that offers tools starts every
+configured server (`mcp_client.McpHub`) and turns each listed tool into a `ToolSpec` of kind
+"mcp" with the server's own JSON schema; arguments are checked with `tools.schema`'s subset,
+the rest is left to the server. Each call asks unless the server's `allow` lists the tool.
+Results are passed on as text; what cannot be (images, audio, binary) becomes a note with its
+type and size. docs/design/tools.md says more.
 """
 
 from __future__ import annotations

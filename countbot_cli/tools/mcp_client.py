@@ -1,19 +1,11 @@
 """MCP servers run from synchronous code: one background thread, one event loop, the SDK.
 
-The official `mcp` SDK is async (anyio). `McpHub` owns a daemon thread running an asyncio
-loop; each server is one task there that opens the transport (stdio: the SDK starts the
-program in a new session, so its whole process group is stopped with it, and the descendants
-that left the group with `setsid` are ended after it (proctree.py); what a server that exited
-(crashed) left in its group, which the SDK does not stop, is ended too; or streamable HTTP),
-initializes the `ClientSession`, lists its tools and then waits to be stopped. Calls are
-submitted to the loop from the tool runner's thread and waited for with a timeout; setting the
-`cancel` event (Ctrl-C) cancels the call's task, which the SDK reports to the server.
-
-Nothing here raises for a server's failure: `start` records `state` and `error`; `call`
-returns a `CallOutcome` with `error` set. Ctrl-C (or a termination) while `start` waits is no
-server's failure: it goes on up, the servers of that start stopped and left to start again.
-`mcp` is imported only inside the loop's tasks and `start`, so importing this module costs
-nothing.
+`McpHub` owns a daemon thread running an asyncio loop; each server is one task there that
+starts it (stdio or streamable HTTP), lists its tools and waits to be stopped, and calls are
+submitted from the tool runner's thread with a timeout. The invariant: a server's failure never
+raises (`start` records `state` and `error`, `call` returns a `CallOutcome`), and a stopped
+server leaves no process of its group behind. `mcp` is imported only inside the loop's tasks
+and `start`. docs/design/tools.md says more.
 """
 
 from __future__ import annotations

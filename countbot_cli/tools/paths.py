@@ -1,20 +1,10 @@
 """Workspace confinement: the one function every path goes through (SPEC §6).
 
-`resolve_in_workspace` expands a path against the workspace, resolves symlinks (so a link inside
-that points out is outside) and decides containment with `Path.is_relative_to` on resolved paths,
-component by component — never a string prefix, so `/tmp/ws-evil` is outside `/tmp/ws`.
-Nothing here opens a file; it only stats path components to resolve them.
-
-`sensitive_reason` marks paths that are never approved without asking (not by `--yes`,
-`/tools auto`, "always" or `allow_outside_workspace`): hidden files and folders (`.env`,
-`.ssh/`, `.git/hooks/`, `.bashrc`: secrets, and settings or hooks that other programs run),
-files named like private keys, countbot's own files (config/own_files.py: its config can run
-a command through `api_key_cmd`, its memory marks pin lines into every prompt), `/proc`
-(countbot's own environment is readable there), and everything when the workspace is the root
-folder. Inside the workspace only the part below
-it counts (a workspace under `~/.config` is fine); outside, the whole path does. Reading them
-sends secrets to the model; writing them can run code later. `hard_link_reason` marks a file
-with several hard links: it may be a file outside the workspace under another name.
+`resolve_in_workspace` resolves a path against the workspace, symlinks included, and decides
+containment on resolved paths component by component, never by string prefix. It only stats;
+nothing here opens a file. `sensitive_reason` names the paths that are never approved without
+asking (hidden files, key files, countbot's own files, `/proc`), and `hard_link_reason` a file
+with several hard links. Which and why: docs/design/tools.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """The tool registry: schemas for the request, argument checks, approval facts, dispatch.
 
-`prepare(call)` parses and validates a model's tool call and says what approving it means:
-reads inside the workspace need nothing; writes and edits show a diff; `exec` shows the exact
-command and always asks unless an allow rule matches; any path outside the workspace is listed,
-and so is a sensitive one (`paths.sensitive_reason`: dotfiles, key files, countbot's own files,
-inside or outside the workspace; for writes also a file with several hard links), which reads
-and writes must ask about too. `prepare` never writes anything and never
-opens a path outside the workspace.
-`run(prepared)` never raises for a tool failure: it returns `ToolResult(ok=False)` whose content
-(`Error: …`) tells the model what to fix. A prepared call with `error` set is not run, and
-neither is one whose paths resolve differently than when it was approved (a symlink swapped in
-between).
-
-Rules (user-written, for `exec` only) are shell-glob patterns on the whole command string:
-`*` any run of characters, `?` one character.
-
-- A deny rule matches the whole command or any segment of it (split at `;`, `&`, `|`, newlines,
-  backticks and `$(…)`); the call then fails with "denied by rule …" and never runs. Deny
-  rules are a convenience, not a sandbox: a shell can always spell a command another way.
-- An allow rule auto-approves a command only when it matches the whole command and its
-  wildcards match no shell metacharacter (`; & | ` $ < >`, newline). So `git status*` approves
-  `git status -s` but not `git status; rm -rf x` or `git status $(curl …)`; metacharacters are
-  accepted only where the rule itself spells them out literally (`make test 2>&1 | tail*`).
+`prepare(call)` parses and validates a model's tool call and says what approving it means (a
+diff, the exact command, the paths outside the workspace or sensitive); it never writes and
+never opens a path outside the workspace. `run(prepared)` never raises for a tool failure: the
+model gets an `Error: …` result. The invariant: a call runs only as it was approved (one whose
+paths now resolve differently is not run). `exec`'s allow and deny rules are matched here;
+the rules and why: docs/design/tools.md.
 """
 
 from __future__ import annotations

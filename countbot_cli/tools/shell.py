@@ -1,23 +1,11 @@
 """The `exec` tool: run a shell command safely enough to be useful (SPEC §6).
 
-- `/bin/sh -c COMMAND` in its own session and process group, stdin closed, no controlling
-  terminal (so password prompts fail instead of hanging); a `working_dir` inside the workspace
-  is opened without following symlinks and the command starts in exactly that folder;
-- an environment scrubbed of secrets: names ending in `_KEY`, `TOKEN`, `SECRET`, `PASSWORD`,
-  `PASSWD` or `_PWD` (`GITHUB_TOKEN`, `PGPASSWORD`, `MYSQL_PWD`), holding `API_KEY`/`APIKEY`,
-  and any variable whose value contains a configured API key (`ToolContext.secret_values`);
-- stdout and stderr read by threads, so a chatty command cannot deadlock, each kept as a bounded
-  head and a bounded tail; over `max_output_chars` the result keeps its head and its tail (where
-  build and test errors are) with the middle elided and counted:
-  `[… 1,234 lines / 56,789 chars elided …]`;
-- on timeout or cancel the whole group gets SIGTERM, a short grace, then SIGKILL. The shell is
-  not reaped before the SIGKILL, so its pid (the group id) cannot be reused in between;
-- after a normal exit, background processes that still hold the output pipes are stopped too.
-  Processes that detached their output (`nohup cmd >log 2>&1 &`) are left running, and so is
-  one that left the process group (`setsid`): the result says so instead of claiming a stop.
-
-Output follows CountBot: stdout, then `STDERR:` and stderr; a non-zero exit is wrapped in
-`COMMAND FAILED (exit code N)` … `Exit code: N`; no output at all is `(no output)`.
+`/bin/sh -c COMMAND` in its own session and process group, stdin closed, no controlling
+terminal, an environment scrubbed of secrets; stdout and stderr read by threads into a bounded
+head and tail; on timeout or cancel the whole group is stopped (SIGTERM, then SIGKILL). The
+invariant: a command never outlives its call holding countbot's pipes, and never sees a key.
+The output follows CountBot's format (`STDERR:`, `COMMAND FAILED (exit code N)`). The details:
+docs/design/tools.md.
 """
 
 from __future__ import annotations

@@ -1,38 +1,12 @@
 """The interactive approval prompt for tool calls (SPEC §6): `TerminalConfirmer`.
 
-It shows what approving a call means — the unified diff of a write or edit, the exact command and
-folder of `exec`, a warning naming every path outside the workspace — and asks::
-
-    Allow? [y]es / [n]o / [a]lways for this tool / [e]dit (default: no)
-
-- `y` runs the call once; `a` also allows the tool for the rest of the session (never offered
-  for `exec` or for a call that reaches outside the workspace);
-- `A` (or `a!`) approves it and saves a lasting rule in the user's own config folder
-  (`$XDG_CONFIG_HOME/countbot/allow.yaml`, config/saved_allow.py; never a project's file):
-  for `exec` this exact command text as shown, for another tool the tool (inside the
-  workspace). Not offered for a call outside the workspace or touching a sensitive path, nor
-  for the `memory` tool; the prompt says where the rule was saved;
-- `n` denies it; a reason may follow (`n use pathlib instead`), or is asked for, and goes back
-  to the model; Enter, end of input or anything else also denies;
-- `e` edits the arguments as JSON in `$VISUAL`/`$EDITOR` (a temporary file) or inline and checks
-  them against the tool's schema (invalid JSON asks again); the edited call is prepared again
-  (with the `reprepare` the tool round passes), its diff or command shown, and asked about again
-  (y/n/e, no `a`) before it runs. Without `reprepare` the edited call runs at once.
-
-Keys typed before the question appears are discarded, so a stray "y" typed while the answer
-streamed cannot approve anything.
-
-Ctrl-C at the prompt ends the question's line and raises KeyboardInterrupt: the engine denies
-the call and ends the turn.
-Everything shown is untrusted text from the model or a file, so nothing in it may hide part of
-a command or a diff: control characters, escape sequences, bidi, zero-width and other invisible
-or look-alike space characters are shown escaped (`\\x1b`, `\\u202e`; in reverse video on a
-colour terminal), never sent to the terminal; tabs are expanded to spaces, a run of blanks (spaces, tabs,
-U+3000) at least BLANK_RUN columns wide inside a line is shown as `[… N blanks …]` and a run of
-blank lines as `[… N more blank lines …]`, so padding cannot push the start of a command off the
-screen; and a request taller than the terminal (measured in real cells: wide characters take
-two) ends with a warning to scroll up. Plain line input; no prompt_toolkit, so it works the same on any terminal
-and under a pseudo-terminal in tests.
+It shows what approving a call means (a write's diff, `exec`'s exact command and folder, every
+path outside the workspace) and asks y / n (with a reason) / a (this tool for the session) /
+A (saved, config/saved_allow.py) / e (edit the arguments, then asked again). The invariant:
+nothing shown can hide part of a command or a diff (invisible characters escaped, long blank
+runs counted, a request taller than the screen said), and keys typed before the question
+appears are discarded. Plain line input, no prompt_toolkit. The answers and the rules of what
+is shown: docs/design/tools.md.
 """
 
 from __future__ import annotations

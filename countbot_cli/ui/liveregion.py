@@ -1,24 +1,12 @@
 """countbot's own live region: the rows at the bottom of the output that `StreamView` redraws
 in place while an answer streams (the unsettled tail, or the reasoning line being written).
 
-The region holds pre-rendered lines (rich `Segment` lines, from `mdblocks.render_lines`). Each
-`show` draws them below what is already on screen, in one write; text that settles is printed
-above the region in that same write, so it goes into the scrollback and the region follows it.
-Only what changed is redrawn: the cursor goes back to the first line that differs from what is
-on screen and everything from there down is rewritten, so a growing paragraph costs one line a
-frame, not the whole block (a 2k-token answer on a pty: 63 kB written where rich's `Live` wrote
-131 kB).
-
-The cursor rests at the end of the region's last line (no newline after it, as rich's `Live`
-left it), hidden while the region is up. `clear` erases the region, puts the cursor at the
-start of the row where the region began and shows it again.
-
-A width change: a terminal that re-wraps its lines (`reflows`) spreads a drawn line over more
-rows when narrower (fewer when wider again), so the region is erased over the rows it occupies
-*now* and redrawn whole; rows pushed above the screen can no longer be reached.
-
-Escape sequences come from ui/status.py; segments are turned into text with rich's public
-`Style.render`, as `Console.print` does (colours dropped under `NO_COLOR`).
+Each `show` draws pre-rendered lines in one write, printing text that settles above them into
+the scrollback, and rewrites only from the first line that differs from what is on screen.
+The cursor rests at the end of the last line, hidden while the region is up; `clear` erases
+the region. On a width change the region is erased over the rows it occupies after the
+terminal re-wrapped it. Escape sequences come from ui/status.py. Why not rich's `Live`, and
+the figures: docs/design/rendering.md.
 """
 
 from __future__ import annotations

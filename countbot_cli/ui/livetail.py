@@ -1,13 +1,10 @@
 """The live tail of a running command: its last few output lines, redrawn in place on a
-terminal while it runs and erased when it ends (issue 13 item 8).
+terminal while it runs and erased when it ends.
 
-tools/shell.py hands every piece of output to the tool context's `progress` callback (from its
-reader threads); a view that has a terminal (ui/turnview.py MarkdownView, repl/view.py
-ReplView) feeds it here. The output is untrusted: each line is sanitised (escape sequences and
-control characters removed, `textsafe.sanitize_line`), a carriage return keeps only what was
-drawn after it (progress bars), each row is dim (ui/status.py, NO_COLOR too), and a line is cut to the terminal's width so it never wraps
-(the redraw counts rows). At most ROWS lines are shown, and a line without an end is kept to
-MAX_PARTIAL characters: a command printing megabytes costs no more than a few redraws.
+Fed from the tool context's `progress` callback by a view that has a terminal. The output is
+untrusted: each line is sanitised, a carriage return keeps what was drawn after it, and a line
+is cut to the width so it never wraps. At most ROWS lines, a line without an end kept to
+MAX_PARTIAL characters: a command printing megabytes costs a few redraws.
 """
 
 from __future__ import annotations

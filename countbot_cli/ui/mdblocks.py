@@ -1,32 +1,10 @@
 """Top-level markdown blocks for the streaming renderer (`stream.py`), on rich's own parser.
 
-A streamed answer is cut into top-level blocks with markdown-it-py, configured exactly as
-`rich.markdown.Markdown` configures it. Everything before the start line of the *last* top-level
-block is settled: no later text can change how it renders (a list or table that continues across
-blank lines, an open code fence or a paragraph about to become a setext heading is always the last
-block). The last block is settled too once it is closed: a heading or thematic break once its
-line is complete, a fence once its closing line is, a paragraph, table or block quote once a
-blank line follows it (a list or an indented code block continues across blank lines, an HTML
-block may: those wait for the next block). So the live tail holds the block being written, not
-also the one before it. A bullet list's items before its last settle too (`_done_items`): rich
-draws each item of a bullet list by itself (not an ordered list's: the ninth item widens every
-number), so a long list's frames draw its last item, not the whole list. Two boundary rules
-(research/render_startup.md §1.3):
-
-* Boundaries are decided on complete lines only: a partial line such as "2" may yet become "2. b",
-  an item of the list above.
-* rich separates top-level blocks with a blank line that depends on the block before (none after a
-  thematic break) and on the block itself (a list, quote or table emits its own). Rather than
-  mirroring that logic, a chunk that follows other output is rendered after a one-line dummy
-  paragraph whose line is then dropped: rich itself decides the separator, exactly as in a one-shot
-  render of the whole answer. A chunk that goes on a bullet list is rendered after a dummy item
-  of that list, dropped with the blank line rich puts before a list.
-
-Every render goes through `markdown`: rich's `Markdown` on one shared markdown-it parser. rich
-builds a new `MarkdownIt` for each instance (0.18 ms, a quarter of a streamed frame's cost, ten
-times a second); the parse and the render are rich's own. A stream's frames pass their
-`RenderMemo` (rendermemo.py): what the frame before parsed and rendered is reused where it cannot
-have changed.
+Splits a streamed answer into settled blocks and the block still being written, with
+markdown-it-py configured exactly as `rich.markdown.Markdown` configures it. The invariant:
+nothing settled can render differently once more text arrives, and a settled chunk renders
+with the separator rich itself would put before it. `markdown` is rich's `Markdown` on one
+shared parser. The boundary rules: docs/design/rendering.md.
 
 This module imports rich and markdown-it at import time; `stream.py` imports it lazily.
 """

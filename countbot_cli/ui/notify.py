@@ -1,7 +1,8 @@
-"""A bell or a desktop notification when the chat wants the user back (issue 23 point 10):
-an answer that took a while has ended, or an approval waits (`chat.notify`: bell, desktop or
-off; opt-in). `desktop` runs `notify-send` where it is installed (detached, output dropped,
-never waited for) and rings the bell otherwise."""
+"""A bell or a desktop notification when the chat wants the user back: an answer that took a
+while has ended, or an approval waits (`chat.notify`: bell, desktop or off; opt-in).
+`desktop` runs `notify-send` where it is installed (detached, output dropped, never waited
+for) and rings the bell otherwise.
+"""
 
 from __future__ import annotations
 

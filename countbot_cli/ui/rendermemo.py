@@ -1,27 +1,10 @@
 """The render memo: what one frame of a streamed answer renders that the next frame renders again.
 
-Each frame of the live region renders the whole unsettled tail (`stream.py`): the block being
-written with all its earlier lines, a list's earlier items, a table's earlier rows. Most of that
-is what the frame before rendered. A `RenderMemo` (one per `StreamView`, so one console) keeps two
-kinds of result from one render to the next, each under a key that holds everything it depends on:
-
-* markdown-it's inline parse of a block's text (a paragraph, an item's text, a table cell, a
-  heading): keyed by that text. Only while the document defines no link reference: a definition
-  anywhere changes how `[text]` parses everywhere, so then every inline is parsed again. The
-  parse of a text depends on nothing else (the parser's rules and options are fixed).
-* rich's render of a paragraph's or a table cell's `Text`: keyed by every field of the `Text`
-  (its characters, spans, style, justify, overflow, no_wrap, end, tab_size: `TEXT_FIELDS`) and
-  every field of the `ConsoleOptions` it is rendered with (the width among them); its measure
-  (what a table's column widths come from) by its characters, all that rich measures.
-
-The rest is rich's own: `MemoParagraph` and `MemoTable` are rich's `Paragraph` and
-`TableElement` whose `Text`s are rendered through the memo, and the parse and render of every
-block and item around them are done again each frame, so the lines are rich's lines. One
-exception, for a frame (`RenderMemo.shown`): a table taller than the frame shows is drawn from
-its last rows, at the whole table's column widths, which are the lines the whole table ends with.
-
-An entry lives while consecutive renders use it: a render keeps what it used or made, the one
-after it drops the rest (the memory of one render).
+A `RenderMemo` (one per `StreamView`) keeps markdown-it's inline parse of a block's text and
+rich's render of a paragraph's or table cell's `Text` from one frame to the next, each under a
+key that holds everything it depends on; `MemoParagraph` and `MemoTable` are rich's own
+elements rendered through it. The invariant: a frame's lines are exactly rich's lines. An
+entry lives while consecutive renders use it. Details: docs/design/rendering.md.
 
 This module imports rich and markdown-it at import time; `mdblocks.py` imports it.
 """

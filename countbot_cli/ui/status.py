@@ -1,20 +1,11 @@
 """The one writer of dim status text on a terminal, the styles countbot writes without rich,
 and the one NO_COLOR policy they follow.
 
-ask's status line ("waiting for MODEL", "… updating memory") and its notices, the REPL's
-spinner and banner, the lines `ask` leaves after the answer, a running command's live tail, the
-cursor moves of the streamed answer's live region (ui/liveregion.py) and the approval prompt's
-palette (ui/confirm.py) all take their escape sequences from here; no
-other module writes `ESC [` by hand (textsafe.py only recognises them, to remove them).
-
-The policy (https://no-color.org): `NO_COLOR`, set and not empty, means no *colour*. Dim, bold
-and reverse video are text attributes, not colours, so they stay, as bold and italics stay in
-the markdown the renderer draws under `NO_COLOR` (ui/stream.py: rich's `no_color`). Every
-writer agrees: under `NO_COLOR` the status line, the spinner and the live tail are dim alike,
-and `paint` drops the approval prompt's red, green, yellow and cyan but keeps its bold.
-
-Escape sequences reach only a terminal: the callers write here only when their stream is one
-(ui/confirm.py also not when `TERM=dumb`).
+The status line, notices, spinner, banner, live tail, the live region's cursor moves and the
+approval prompt's palette all take their escape sequences from here; no other module writes
+`ESC [` by hand. The policy (https://no-color.org): `NO_COLOR` set and not empty means no
+colour; dim, bold and reverse video stay. Callers write here only when their stream is a
+terminal. docs/design/rendering.md says more.
 """
 
 from __future__ import annotations

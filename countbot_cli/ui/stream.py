@@ -1,27 +1,10 @@
-"""Streaming markdown output on a rich Console (SPEC §2 "Streaming", §10).
+"""Streaming markdown output on a rich Console (SPEC §2 "Streaming", §10): `StreamView`.
 
-`StreamView` renders one answer as it streams. The answer is cut into top-level markdown blocks
-(`mdblocks.py`); a block is printed once, into the terminal's scrollback, as soon as it is closed
-(a blank line after a paragraph, a fence's closing line) or a later block has started. Only the
-unsettled tail is redrawn, in countbot's own live region (`liveregion.py`: no refresh thread,
-only the lines that changed rewritten), bottom-cropped to the terminal and throttled to
-`max_fps` (slower if frames are slow); a table being written grows a whole row at a time.
-`finish()` leaves on screen exactly what a one-shot `Markdown(whole_text)` render prints
-(less the invisible padding at line ends, which a narrowed terminal would turn into blank rows).
-Cost per token is bounded by the size of the last block (a bullet list's last item), not of the
-answer; within it, what the frame before rendered and cannot have changed (the inline parse of an
-unchanged text, the render of a paragraph's or table cell's text at the same width) is reused
-(`rendermemo.py`). The renderer draws only when fed: a caller whose stream may stall calls
-`refresh()` when `due_in()` elapses (`stallredraw.StallRedraw` does it in a waiter thread).
-
-On a width change the live region is erased over the rows it occupies after the terminal
-re-wrapped it (`terminal_reflows`, passed to the region). A terminal made shorter than the region pushes its top rows
-into the scrollback, where they stay: that case is not handled.
-
-Plain mode (`plain=True`, or a console from `make_console` for a stream that is not a terminal:
-its `plain` flag, ui/console.py) writes the raw text as it arrives. `NO_COLOR` (https://no-color.org) only drops colour: markdown is
-still rendered, with bold, italics, underline and dim but no colours. Model output is untrusted: control sequences are removed
-(`textsafe`) and nothing is printed as rich markup.
+A closed top-level block is printed once, into the scrollback; only the unsettled tail is
+redrawn, in the live region, throttled to `max_fps`. The invariant: what `finish()` leaves on
+screen is what a one-shot `Markdown(whole_text)` render prints. Plain mode writes the raw
+text as it arrives; model output is untrusted, so control sequences are removed and nothing
+is printed as rich markup. How blocks settle and frames are reused: docs/design/rendering.md.
 
 Importing this module is cheap: rich is imported on first use; `preload()` imports it ahead.
 """

@@ -1,19 +1,12 @@
 """`-a https://…`: a web page fetched with httpx and turned into readable text.
 
-Bounded every way a server could stretch it: one deadline for the whole fetch, kept by every
-connect, read and write whatever the server sends, a byte a second included, and where each
-redirect may lead checked when it connects (netguard.py: a hop to an address more private than
-the user's own URL's, e.g. from a public page to 127.0.0.1 or [::1], is refused); at most
-`max_redirects` redirects (each to http or https only), at most `max_url_bytes` read (a larger
-Content-Length is refused before reading), and text content types only. A `user:password@` in
-a URL (the user's or a redirect's) is dropped: it is never sent, stored or shown. HTML becomes
-markdown with markdownify after scripts, styles, forms, embedded objects and (when the page has
-no <main> or <article>) navigation, headers, footers and asides are removed. httpx, httpcore,
-BeautifulSoup and markdownify are imported only when a URL is attached.
-
-Errors: a bad URL, a refused content type, too large, too many redirects, a refused hop or a
-4xx status are UsageErrors (exit 2); no connection, the deadline or a 5xx status are
-FetchErrors (exit 6). In every case nothing was sent to the model.
+The fetch is bounded every way a server could stretch it: one deadline (kept by netguard.py,
+which also refuses a hop to a more private address), `max_redirects`, `max_url_bytes`, text
+content types only; a `user:password@` is dropped. HTML becomes markdown with markdownify,
+without scripts, styles, forms and (when there is no main content) navigation. A refusal is a
+UsageError (exit 2), an unreachable server a FetchError (exit 6); in every case nothing was
+sent to the model. httpx, BeautifulSoup and markdownify are imported only when a URL is
+attached. docs/design/attachments.md says more.
 """
 
 from __future__ import annotations

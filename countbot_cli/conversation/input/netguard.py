@@ -1,25 +1,11 @@
 """The connections of `-a URL` (conversation/input/fetch.py): one deadline, and where a hop may go.
 
-httpx's timeouts are per operation, and its read timeout starts again with every byte, so a
-server sending one header or body byte a second never trips it. The fetch therefore runs over
-its own httpcore network backend (`guarded_transport`): every name lookup, connect, TLS
-handshake, read and write is given at most the time left until the fetch's deadline, and one
-with no time left fails at once as a timeout, so the whole fetch ends by the deadline whatever
-the server (or the name resolver) does.
-
-The same backend decides where a connection may go. Each host is resolved (`Dialer.resolve`)
-and every address ranked, from public to this machine: public, private (RFC 1918, IPv6 unique
-local, CGNAT, anything else not globally routable), link-local (169.254/16, where clouds serve
-their metadata, and fe80::/10), loopback (127/8, ::1, and 0.0.0.0 or ::, which reach this
-machine too). An IPv4-mapped or -compatible IPv6 address is ranked as its IPv4 address. The
-first connection is the user's own URL and sets the rank allowed; a later one (a redirect to
-another host) to an address ranked higher is refused before connecting (`HopRefused`): a public
-page cannot send countbot into the LAN or to this machine, a LAN page not to this machine, and a
-URL of this machine the user gave may go anywhere. The check is made when connecting, on the
-addresses then connected to, so a name that resolves differently the second time is checked
-again. The backend connects directly: `HTTP(S)_PROXY` is not used for `-a`.
-
-`DIALER` is the seam tests replace, to give a loopback server a public address.
+An httpcore network backend (`guarded_transport`, httpcore's public backend interface) gives
+every name lookup, connect, TLS handshake, read and write at most the time left until the
+fetch's deadline, and ranks each address from public to this machine. The invariant: a
+redirect never connects to an address more private than the user's own URL's (`HopRefused`),
+checked on the addresses actually connected to. `HTTP(S)_PROXY` is not used. `DIALER` is the
+seam tests replace. Why and how: docs/design/attachments.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Full-text search over every saved session (`sessions search`, the `search_sessions` tool).
 
-The index (search_index.py) is a cache of the sessions, in the cache folder: the store puts each session in it
-when it saves it, and every search first reconciles it with the folder, cheaply: the store's
-listing (`SessionStore.keyed_headers`, which reuses its own index of (inode, mtime_ns, size)
-keys) is compared with the key stored for each indexed session; only files changed behind the
-store's back are read, rows of deleted, renamed-away or quarantined files are dropped. Files
-are read outside any lock and written in small transactions that re-check the key, so two
-processes refreshing at once both end correct. A deleted index is built again (with progress
-when it is big; an interrupted build goes on where it stopped), a damaged one (not a database,
-malformed, wrong schema, other text rules) is removed and rebuilt; each says so through
-`on_notice`.
-
-Which sessions and in what order is search_rank.py; each result carries the messages that
-match, verbatim, from the index's copy of the session's matching chunks (read only as far as
-the excerpts need), so callers can show snippets or cite them.
+The index (search_index.py) is a cache of the sessions, in the cache folder: each search first
+reconciles it with the sessions folder, reading only files changed behind the store's back and
+dropping rows of files gone, in small transactions that re-check each file's key, so two
+processes refreshing at once both end correct. A lost index is built again (resumable, with
+progress), a damaged one rebuilt; each says so through `on_notice`. Ranking is search_rank.py;
+results carry the matching messages verbatim. docs/design/storage.md says more.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """The text side of session search: what is indexed, the FTS5 query, which messages match.
 
-SQLite's `unicode61` tokenizer splits on spaces and punctuation, so a Chinese or Japanese
-sentence, written without spaces, would be one token and a word inside it could never be found.
-The `trigram` tokenizer would find it, but only for queries of three characters or more, and
-most Chinese words have two (配置, 北京). So CJK text is indexed as overlapping character
-bigrams plus the run's last character (北京大学 -> 北京 京大 大学 学). A CJK query word of two
-characters is its bigram, of one a prefix query (北*), of three or more all of its bigrams
-(the index keeps no positions, so no phrase: the chunks found are checked for the word
-itself, `is_phrase`). Latin words stay words: unicode61 folds case and diacritics; a word of
-four letters or more also matches as a prefix (deploy -> deployment), a shorter one whole or
-with an `s` (cat -> cats, but use !-> user).
-
-The same rules, in Python, say which messages of a found session matched (`Terms.matches`), so
-the excerpts shown are the messages that made the session match.
+CJK text is indexed as overlapping character bigrams plus the run's last character (unicode61
+would make a sentence one token, trigram misses two-character words); a CJK query word is its
+bigrams, or a prefix for one character, and found chunks are checked for the word itself.
+Latin words stay words, case- and diacritic-folded; four letters or more also match as a
+prefix, shorter ones whole or with an `s`. `Terms.matches` applies the same rules in Python to
+say which messages matched. docs/design/storage.md says more.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """SessionStore: one JSON file a session, atomic writes, sidecar locks, an index, quarantine.
 
-Layout of the sessions folder (0700; every file 0600):
-
-    <id>.json                      one session (session.Session.to_dict())
-    <id>.json.corrupt-<UTC time>   a file that did not parse, moved aside and never overwritten
-    .<name>.<random>.tmp           a write in progress (or left by a killed writer; cleaned when old)
-
-and nothing else: the folder may be shared by a file-sync tool, so what is derived from it
-lives in the cache folder (config/derived.py): each session's lock `<id>.json.lock` (flock;
-the data file is replaced, never locked), the listing cache `index.json` (listing.py: id ->
-[file key, header fields]) and the search index (search_index.py, updated by every save).
-
-`update()` is the only way to change a saved session: lock, re-read, apply, write atomically. So
-two processes appending to one session never lose each other's messages. The index is derived
-data: it is refreshed from the files whenever it disagrees with them, so losing it loses nothing.
-
-Speed with long sessions: the store remembers the bytes it last wrote or read for a session with
-their parsed form and their encoding in chunks. When the file on disk is byte-for-byte what it
-remembers, update() skips the JSON parse, and it re-encodes only the chunks that changed (a new
-turn touches the last one). Nothing remembered is ever handed out: callers get fresh objects.
+The sessions folder (0700, files 0600) holds `<id>.json` files, damaged ones moved aside as
+`.corrupt-<time>`, and nothing else: it may be shared by a file-sync tool, so the locks, the
+listing cache `index.json` and the search index live in the cache folder (config/derived.py).
+`update()` is the only way to change a saved session: lock, re-read, apply, write atomically,
+so two processes appending to one session never lose each other's messages. The index is
+derived and refreshed whenever it disagrees with the files. Long sessions: unchanged bytes skip
+the parse and only changed chunks are re-encoded. The layout and why: docs/design/storage.md.
 """
 
 from __future__ import annotations
