@@ -3,8 +3,8 @@ applied only on a yes. The questions are the UI's (commands/memory_tidy.py).
 
 `find` proposes what the rules settle cheaply (an inverted index of words: same words, one
 line's words inside another's, the same words with another value or a newer line that says it
-changed); `ask_model` sends the related groups left in at most MAX_CALLS bounded calls and
-ignores any malformed answer. `apply` makes one proposal real under MEMORY.md's lock against
+changed: memory/versions.py's rule, which recall reads too); `ask_model` sends the related
+groups left in at most MAX_CALLS bounded calls and ignores any malformed answer. `apply` makes one proposal real under MEMORY.md's lock against
 the file as it is then; the lines taken out go to the archive with their sources. Pinned lines
 are never removed. docs/design/tidy.md says more.
 """
@@ -22,43 +22,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from countbot_cli.jsonsafe import loads_bounded
-from countbot_cli.memory import archive, sources
+from countbot_cli.memory import archive, sources, versions
 from countbot_cli.memory import marks as memory_marks
-from countbot_cli.memory.quality import words_of
 from countbot_cli.memory.search import Entry
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.memory.summariser import Postponed, Summariser
 from countbot_cli.prompts import tidy_prompt
-from countbot_cli.textsafe import CJK_CHARS, LazyPattern
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
     from countbot_cli.provider import Provider
 
 KINDS = ("drop", "merge", "supersede")
-MERGE_SHARE = 0.8  # word overlap (Jaccard) of a merge, numbers equal
-SUPERSEDE_SHARE = 0.6  # word overlap of a supersession, numbers or values differing
-CHANGE_SHARE = 0.35  # ... enough when the newer line says it changed
 MODEL_SHARE = 0.15  # related enough to ask the model about (two rare words shared, at least)
-MAX_DF_SHARE = 0.5  # a word in more than half the entries links nothing
-MAX_DF = 40  # ... nor one in more than this many (it would cost its square in pairs)
 HINT_ENTRIES = 200  # the toolbar suggests /memory tidy from this many entries ...
 HINT_GROWTH = 100  # ... once the file grew by this many since the last tidy
 RARE_DF = 3  # a pair shares at least one word this rare (a name, a number, a host)
 MAX_CALLS = 2
 GROUP_CHARS = 6000  # entries shown in one call
 MAX_GROUP = 5
-_NUMBER = re.compile(r"\d+(?:[.:]\d+)*")
-_CJK_RUN = LazyPattern(f"[{CJK_CHARS}]+")
-_CHANGED = LazyPattern(
-    r"\b(?:now|moved|changed|switched|no longer|instead|anymore|renamed|replaced|updated)\b"
-    r"|现在|改为|改成|搬到|换成|不再|已经改"
-)
-_STOP = frozenset(
-    ("a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "for", "with", "by", "from")
-    + ("is", "are", "was", "were", "be", "it", "its", "this", "that", "has", "have")
-    + ("user", "users", "s", "uses", "use")
-)
 _OBJECT = re.compile(r"\{[^{}]*\}")
 
 
@@ -71,42 +53,10 @@ class Proposal:
     why: str
 
 
-def words(content: str) -> set[str]:
-    """The comparison words of a line: lower case, no punctuation or stop words, CJK runs as
-    bigrams, numbers kept."""
-    plain = words_of(content)
-    out = {w for w in _CJK_RUN.re.sub(" ", plain).split() if w not in _STOP}
-    for run in _CJK_RUN.re.findall(plain):
-        out.update(run[i : i + 2] for i in range(max(1, len(run) - 1)))
-    return out
-
-
-def _share(a: set[str], b: set[str]) -> float:
-    return len(a & b) / len(a | b) if a and b else 0.0
-
-
-def _newer(a: Entry, b: Entry) -> tuple[Entry, Entry]:
-    """(newer, older) by date, then by place in the file."""
-    return (a, b) if (a.date, a.line_no) >= (b.date, b.line_no) else (b, a)
-
-
 def classify(a: Entry, b: Entry, wa: set[str], wb: set[str]) -> Proposal | None:
-    """The rule-based proposal for two entries, if any."""
-    new, old = _newer(a, b)
-    if words_of(a.content) == words_of(b.content):
-        return Proposal("drop", new, [old], new.content, "the same words again")
-    nums_a, nums_b = set(_NUMBER.findall(a.content)), set(_NUMBER.findall(b.content))
-    plain_a, plain_b = wa - nums_a, wb - nums_b
-    share = _share(plain_a, plain_b)
-    full, part = (a, b) if len(wa) >= len(wb) else (b, a)
-    inside = (wb <= wa) if full is a else (wa <= wb)  # all of the shorter's words, numbers too
-    if inside or (share >= MERGE_SHARE and nums_a == nums_b):
-        return Proposal("merge", full, [part], full.content, "its words are in the fuller line")
-    changed = bool(_CHANGED.re.search(new.content.casefold()))
-    differ = nums_a != nums_b and nums_a and nums_b
-    if (share >= SUPERSEDE_SHARE and (differ or changed)) or (changed and share >= CHANGE_SHARE):
-        return Proposal("supersede", new, [old], new.content, "the newer line says otherwise")
-    return None
+    """The rule-based proposal for two entries, if any (memory/versions.py's rule)."""
+    r = versions.relation(a, b, wa, wb)
+    return None if r is None else Proposal(r.kind, r.keep, [r.other], r.keep.content, r.why)
 
 
 def _pairs(entries: Sequence[Entry], bags: list[set[str]]) -> dict[tuple[int, int], float]:
@@ -117,7 +67,7 @@ def _pairs(entries: Sequence[Entry], bags: list[set[str]]) -> dict[tuple[int, in
     for i, bag in enumerate(bags):
         for w in bag:
             index[w].append(i)
-    cap = max(2, min(MAX_DF, int(len(entries) * MAX_DF_SHARE)))
+    cap = versions.related_words(len(entries))
     common: defaultdict[tuple[int, int], int] = defaultdict(int)
     for hits in index.values():
         if 1 < len(hits) <= cap:
@@ -142,7 +92,7 @@ def find(store: MemoryStore) -> tuple[list[Proposal], list[list[Entry]]]:
     for the model."""
     entries = store.entries()
     marks = memory_marks.load(store.path)
-    bags = [words(e.content) for e in entries]
+    bags = [versions.words(e.content) for e in entries]
     pairs = sorted(_pairs(entries, bags).items(), key=lambda kv: -kv[1])
     used: set[int] = set()
     found: list[Proposal] = []

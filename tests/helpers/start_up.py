@@ -32,6 +32,8 @@ NOT_AT_START_UP = frozenset(
         "countbot_cli.memory.overflow_region",
         "countbot_cli.memory.quality",
         "countbot_cli.memory.rolling",
+        # which newer lines replace a recalled one (memory/recall.py): only once lines are sent
+        "countbot_cli.memory.versions",
     }
 )
 
