@@ -21,9 +21,10 @@ SESSION_CONTEXT_HEADER = "## Current Session Context"
 LONG_TERM_MEMORY_HEADER = "## Long-term Memory"
 INSTRUCTIONS_HEADER = "## Project instructions ({name})"
 RECALL_HEADER_EN = (
-    "[Long-term memory that may be relevant to the message below; use it only if it helps]"
+    "[Long-term memory that may be relevant to the message below, oldest first (a later line"
+    " may update an earlier one); use it only if it helps]"
 )
-RECALL_HEADER_ZH = "[可能与下面这条消息相关的长期记忆；仅在有帮助时使用]"
+RECALL_HEADER_ZH = "[可能与下面这条消息相关的长期记忆，按日期从早到晚（较晚的一条可能更新了较早的）；仅在有帮助时使用]"
 RECALL_END = "[end of memory]"
 
 

@@ -126,6 +126,8 @@ def settings_dict(s: Settings) -> dict[str, Any]:
             "auto_messages": m.auto_messages,
             "auto_chars": m.auto_chars,
             "inject": m.inject,
+            "recall_lines": m.recall_lines,
+            "recall_tokens": m.recall_tokens,
         },
         "tools": {
             "enabled": t.enabled,

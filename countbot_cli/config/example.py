@@ -150,6 +150,8 @@ memory:
   #                         # | recent (the newest entries) | "off". Lines pinned with
   #                         # `countbot memory pin N` are always in the system prompt;
   #                         # muted ones (`memory mute N`) are never sent
+  recall_lines: 20          # at most this many lines go with a message, oldest first,
+  recall_tokens: 1000       #   each with its date, within this many tokens
 
 tools:
   enabled: true             # offer read_file, write_file, edit_file, list_dir, exec, memory

@@ -68,6 +68,8 @@ MEMORY_KEYS = (
     "auto_messages",
     "auto_chars",
     "inject",
+    "recall_lines",
+    "recall_tokens",
 )
 TOOL_KEYS = (
     "enabled",
@@ -102,6 +104,8 @@ class MemorySettings(NamedTuple):
     auto_messages: int = 30
     auto_chars: int = 15000
     inject: InjectMode = "relevant"
+    recall_lines: int = 20  # at most this many lines go with a message (memory/recall.py) ...
+    recall_tokens: int = 1000  # ... within this many tokens
     off: bool = False  # `ask --no-memory`: no pinned lines, no memory tool (not a config key)
 
 
@@ -396,6 +400,8 @@ def _memory(sec: Section, home: Path, env: Mapping[str, str]) -> MemorySettings:
         auto_messages=_or(sec.integer("auto_messages", 1), d.auto_messages),
         auto_chars=_or(sec.integer("auto_chars", 1), d.auto_chars),
         inject=_or(sec.choice("inject", INJECT_MODES), d.inject),
+        recall_lines=_or(sec.integer("recall_lines", 1), d.recall_lines),
+        recall_tokens=_or(sec.integer("recall_tokens", 1), d.recall_tokens),
     )
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import date
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from countbot_cli.conversation.context import sendable, window_step
 from countbot_cli.conversation.tokens import TokenCounter
@@ -53,7 +53,7 @@ from countbot_cli.memory.digest import (
     overflow_batches,
     summary_line,
 )
-from countbot_cli.memory.recall import Recall
+from countbot_cli.memory.recall import Budget, Recall, label, newest
 from countbot_cli.memory.summariser import Postponed, Summariser, SummaryError
 from countbot_cli.messages import Message
 from countbot_cli.prompts import (
@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from countbot_cli.conversation.sessions.store import SessionStore
     from countbot_cli.memory.overflow_region import OverflowRegion
     from countbot_cli.memory.quality import ReplyFilter
+    from countbot_cli.memory.search import Entry
     from countbot_cli.memory.store import MemoryStore
     from countbot_cli.provider import Provider
 
@@ -78,8 +79,6 @@ CURSOR_RETRY_AT = "summary_retry_at"  # no summary call before this many turns (
 MAX_BACKOFF_TURNS = 16
 NOTHING_NOTE = "memory: nothing worth keeping in the older messages"
 MIN_BATCH = 4
-RECALL_ENTRIES = 8
-RECALL_TOKENS = 200
 
 
 class _Stale(Exception):
@@ -378,34 +377,28 @@ class MemoryKeeper:
         return [f"{e.date}: {e.content}" for e in memory_marks.pinned_entries(self.memory)]
 
     def recall(self, user_text: str) -> list[str]:
-        """MEMORY.md entries for the current message (`relevant`, `recent` or `off`), at most
-        RECALL_ENTRIES within RECALL_TOKENS; an entry too long for what is left is skipped.
-        Muted lines are never recalled, pinned ones are in the system prompt already."""
+        """MEMORY.md lines for the current message (`relevant`, `recent` or `off`), at most
+        `memory.recall_lines` within `memory.recall_tokens`, oldest first, each with its date
+        (memory/recall.py). Muted lines are never recalled, pinned ones are in the system
+        prompt already."""
         mode = self.settings.memory.inject
-        if mode == "recent":
-            entries = list(reversed(self.memory.tail(RECALL_ENTRIES * 2)))
-        elif mode == "relevant":
-            entries = self._relevant(user_text)
-        else:
+        if mode == "off":
             return []
         marks = memory_marks.load(self.memory.path)
-        if marks.pinned or marks.muted:
-            entries = [e for e in entries if not marks.is_pinned(e) and not marks.is_muted(e)]
-        out: list[str] = []
-        used = 0
-        for e in entries:
-            text = self.recaller.label(e)
-            cost = self.counter.count_text(text) + 2
-            if used + cost > RECALL_TOKENS:
-                continue
-            out.append(text)
-            used += cost
-            if len(out) >= RECALL_ENTRIES:
-                break
-        return out if mode != "recent" else list(reversed(out))
 
-    def _relevant(self, user_text: str) -> list[Any]:
-        return self.recaller.relevant(user_text, RECALL_ENTRIES * 2)
+        def skip(e: Entry) -> bool:
+            return marks.is_pinned(e) or marks.is_muted(e)
+
+        budget = Budget(self.settings.memory.recall_lines, self.settings.memory.recall_tokens)
+        if mode == "recent":
+            picked = newest(self.memory.snapshot(), budget, self._line_cost, skip)
+        else:
+            picked = self.recaller.relevant(user_text, budget, self._line_cost, skip)
+        return [label(e, older) for e, older in picked]
+
+    def _line_cost(self, text: str) -> int:
+        """Tokens of a recalled line as sent (`- ` before it, a newline after)."""
+        return self.counter.count_text(text) + 2
 
 
 def _turns(session: Session) -> int:

@@ -17,12 +17,21 @@ from cbenv import make_cb
 
 TEA = "The user drinks green tea every morning"
 REDIS = "Production Redis listens on port 6380"
-MEMORY = {"memory": {"inject": "relevant", "overflow_summary": False, "auto_memory": False}}
+OOLONG = "The user has oolong in the afternoon"
+# two lines a question: the tea lines with the first, the redis and green tea lines with the second
+MEMORY = {
+    "memory": {
+        "inject": "relevant",
+        "overflow_summary": False,
+        "auto_memory": False,
+        "recall_lines": 2,
+    }
+}
 
 
 def converse(tmp_path: Path, server: fs.FakeServer, provider: dict[str, Any]) -> Any:
     cb = make_cb(tmp_path, server.base_url, provider=provider, **MEMORY)
-    for line in (TEA, REDIS):
+    for line in (TEA, REDIS, OOLONG):
         assert cb.invoke("memory", "add", line).returncode == 0
     server.add(fs.text("Sencha."), fs.text("Port 6380."))
     first = cb.invoke("ask", "--json", "which green tea should I drink")
@@ -38,6 +47,7 @@ def test_deepseek_keeps_recalled_lines_with_their_question(
     cb, (one, two) = converse(tmp_path, server, {"preset": "deepseek"})
     sent_first = one["messages"][-1]["content"]
     assert TEA in sent_first and sent_first.endswith("which green tea should I drink")
+    assert REDIS not in sent_first
     # the second request starts with the first request and its answer, exactly
     assert two["messages"][: len(one["messages"])] == one["messages"]
     assert two["messages"][len(one["messages"])] == {"role": "assistant", "content": "Sencha."}

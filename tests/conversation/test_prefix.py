@@ -24,9 +24,8 @@ TOPICS = ("redis", "postgres", "ansible", "backoff", "logging", "pytest", "docke
 def test_requests_extend_the_previous_one_with_recall_and_overflow_steps(
     rig_factory: Any,
 ) -> None:
-    rig = rig_factory(
-        persona={"max_history_messages": 50}, memory={"auto_memory": False, "inject": "relevant"}
-    )
+    memory = {"auto_memory": False, "inject": "relevant", "recall_lines": 1}  # a line a turn
+    rig = rig_factory(persona={"max_history_messages": 50}, memory=memory)
     for topic in TOPICS:
         rig.keeper.memory.add(f"the {topic} setting we chose is number {len(topic)}", "user")
     turns = 70

@@ -13,7 +13,7 @@ from memory_rig import q
 
 from countbot_cli.config.settings import load_settings
 from countbot_cli.memory.digest import format_newest, is_no_memory, overflow_batches, summary_line
-from countbot_cli.memory.keeper import RECALL_ENTRIES, RECALL_TOKENS, MemoryKeeper
+from countbot_cli.memory.keeper import MemoryKeeper
 from countbot_cli.memory.recall import Recall
 from countbot_cli.memory.search import query_words
 from countbot_cli.messages import Message
@@ -38,7 +38,7 @@ def test_session_summary_in_the_system_prompt_recalled_memory_in_the_message(
     assert current.index("Redis runs version 7.2 on port 6380") < current.index(
         "which redis port do we use?"
     )
-    assert "green tea" not in current
+    assert current.index("The user likes green tea") < current.index("which redis port")
     # what is saved is what the user typed
     saved = [m for m in rig.saved()["messages"] if m["role"] == "user"]
     assert saved[-1]["content"] == "which redis port do we use?"
@@ -55,34 +55,37 @@ def test_recall_modes_and_budget(tmp_path: Path) -> None:
     memory.add("用户偏好使用 PostgreSQL 数据库", "user")
     memory.add("The user likes green tea", "user")
 
-    def keeper(mode: str) -> MemoryKeeper:
-        s = replace(settings, memory=settings.memory._replace(inject=mode))
+    def keeper(mode: str, lines: int = 20, tokens: int = 1000) -> MemoryKeeper:
+        budget = {"inject": mode, "recall_lines": lines, "recall_tokens": tokens}
+        s = replace(settings, memory=settings.memory._replace(**budget))
         k = MemoryKeeper(s, _NoProvider(), None, memory)  # type: ignore[arg-type]
         k.recaller = Recall(memory, semantic=False)  # by words (without the recall extra)
         return k
 
-    relevant = keeper("relevant")
+    relevant = keeper("relevant", tokens=200)
     got = relevant.recall("how did deployment go?")
     cost = [relevant.counter.count_text(g) + 2 for g in got]
-    assert sum(cost) <= RECALL_TOKENS < sum(cost) + cost[0]  # as many as fit the budget ...
-    assert len(got) == 4 <= RECALL_ENTRIES  # ... (4 of these), at most RECALL_ENTRIES
-    assert all("deployment" in g for g in got)
-    assert got[0].startswith(date.today().isoformat() + ": note 39 ")  # newest first on ties
+    assert sum(cost) <= 200 < sum(cost) + cost[0]  # as many as fit the tokens (4 of these)
+    assert len(got) == 4 and all("deployment" in g for g in got)
     today = date.today().isoformat()
+    assert [g.split(" ", 3)[2] for g in got] == ["36", "37", "38", "39"]  # newest on ties ...
+    assert all(g.startswith(f"{today}: note ") for g in got)  # ... sent oldest first, dated
+    assert len(keeper("relevant", lines=3).recall("how did deployment go?")) == 3
     assert relevant.recall("数据库用什么") == [f"{today}: 用户偏好使用 PostgreSQL 数据库"]
     assert relevant.recall("the and of") == []
     assert relevant.recall("what do we use?") == []  # "use" is not "user"
     assert relevant.recall("") == []
-    recent = keeper("recent").recall("anything")
+    recent = keeper("recent", lines=5).recall("anything")
     assert recent[-1] == f"{today}: The user likes green tea"  # chronological, newest last
-    assert 1 <= len(recent) <= RECALL_ENTRIES
+    assert len(recent) == 5
     assert keeper("off").recall("deployment") == []
 
 
-def recall_keeper(tmp_path: Path, entries: list[str]) -> MemoryKeeper:
+def recall_keeper(tmp_path: Path, entries: list[str], **budget: int) -> MemoryKeeper:
     from countbot_cli.memory.store import MemoryStore
 
-    cb = make_cb(tmp_path, "http://127.0.0.1:9/v1", memory={"inject": "relevant"})
+    memory_config = {"inject": "relevant", **budget}
+    cb = make_cb(tmp_path, "http://127.0.0.1:9/v1", memory=memory_config)
     settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)
     memory = MemoryStore(tmp_path / "MEMORY.md")
     for e in entries:
@@ -92,7 +95,9 @@ def recall_keeper(tmp_path: Path, entries: list[str]) -> MemoryKeeper:
     return keeper
 
 
-def test_recall_picks_sensible_entries_in_english_and_chinese(tmp_path: Path) -> None:
+def test_recall_by_words_sends_the_lines_holding_the_words_of_the_question(
+    tmp_path: Path,
+) -> None:
     keeper = recall_keeper(
         tmp_path,
         [
@@ -104,12 +109,15 @@ def test_recall_picks_sensible_entries_in_english_and_chinese(tmp_path: Path) ->
             "用户住在上海浦东新区",
             "用户的猫叫小米；每天喂两次",
         ],
+        recall_lines=1,
     )
 
     def contents(text: str) -> list[str]:
         return [r.split(": ", 1)[1] for r in keeper.recall(text)]
 
-    assert contents("What's my cat's name?")[0].startswith("User's cat is called Miso")
+    assert contents("What's my cat's name?") == [
+        "User's cat is called Miso；vet appointment on 2025-03-14"
+    ]
     assert contents("which port is postgres on")[0].startswith("Project countbot uses")
     assert contents("what should I drink this morning?")[0].startswith("User prefers tea")
     assert contents("我住在哪里？") == ["用户住在上海浦东新区"]
@@ -117,13 +125,14 @@ def test_recall_picks_sensible_entries_in_english_and_chinese(tmp_path: Path) ->
     assert contents("what do you think?") == []
 
 
-def test_recall_skips_an_entry_too_long_for_its_budget(tmp_path: Path) -> None:
+def test_recall_skips_a_line_too_long_for_its_budget(tmp_path: Path) -> None:
     keeper = recall_keeper(
         tmp_path,
         [
             "Redis cache runs on port 6380",
             "Redis notes: " + " ".join(f"redis cluster node{i} port {7000 + i}" for i in range(80)),
         ],
+        recall_tokens=300,
     )
     got = keeper.recall("which redis port?")
     assert [g.split(": ", 1)[1] for g in got] == ["Redis cache runs on port 6380"]

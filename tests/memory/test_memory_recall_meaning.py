@@ -1,7 +1,9 @@
 """Recall by meaning (the `recall` extra, memory/recall.py), read from what the loopback server
-received: a paraphrase and a question in the other language find their line, a superseded line
-is not sent next to its update, an edited line is embedded again (alone), a damaged vector
-cache is rebuilt with a one-line notice; without the extra, recall is by words and says so."""
+received: a paraphrase and a question in the other language find their line, lines go oldest
+first with their dates, an automatic update marks the user's older line `(older)` while the
+user's own update leaves it out, `ask` sends what the in-process evaluation picks, an edited
+line is embedded again (alone), a damaged vector cache is rebuilt with a one-line notice;
+without the extra, recall is by words and says so."""
 
 from __future__ import annotations
 
@@ -14,11 +16,15 @@ import fakeserver as fs
 import pytest
 from cbenv import CB, make_cb
 
+from countbot_cli.app import make_provider
+from countbot_cli.config.settings import load_settings
 from countbot_cli.memory import embed
-from countbot_cli.memory.recall import Recall
+from countbot_cli.memory.keeper import MemoryKeeper
+from countbot_cli.memory.recall import Budget, Recall
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.memory.vectors import VectorCache, vectors_path
 
+BUDGET = Budget(lines=8, tokens=1000)
 LINES = [
     ("2025-01-10", "has taken cello lessons since 2019"),
     ("2025-01-12", "drives a Toyota Corolla"),
@@ -70,16 +76,21 @@ def test_a_paraphrase_and_the_other_language_find_their_line(
     assert "# recall:     by meaning and by words" in show.stdout
 
 
-def test_without_the_extra_recall_is_by_words_and_says_so(
-    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def hide_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As if `pip install` had left the `recall` extra out."""
     real = importlib.util.find_spec
 
-    def missing(name: str, *args: Any) -> Any:  # as if `pip install` had left the extra out
+    def missing(name: str, *args: Any) -> Any:
         return None if name in embed.PACKAGES else real(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", missing)
     assert not embed.available()
+
+
+def test_without_the_extra_recall_is_by_words_and_says_so(
+    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hide_the_extra(monkeypatch)
     cb = setup(tmp_path, server)
     assert "cello" not in sent(cb, server, "which instrument do I play?")[0]
     message = sent(cb, server, "which airline do I fly to Amsterdam?")[0]
@@ -90,87 +101,122 @@ def test_without_the_extra_recall_is_by_words_and_says_so(
     assert not vectors_path(cb.memory_file).exists()
 
 
-def test_the_superseded_line_is_not_sent_next_to_its_update(
-    tmp_path: Path, server: fs.FakeServer
+def test_by_words_a_rare_word_is_not_crowded_out_by_a_common_one(
+    tmp_path: Path, server: fs.FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cb = setup(tmp_path, server)
-    message, _ = sent(cb, server, "what car do I drive now?")
-    assert "now drives a Tesla Model 3" in message
-    assert "drives a Toyota Corolla" not in message
-    assert "drives a Toyota Corolla" in cb.memory_file.read_text("utf-8")  # never deleted
+    hide_the_extra(monkeypatch)
+    memory = {"inject": "relevant", "auto_memory": False, "recall_lines": 5}
+    cb = make_cb(tmp_path, server.base_url, memory=memory)
+    rare = ("2025-01-02", "the Hetzner invoice number is HZ-2291")
+    common = [
+        (f"2025-03-{k:02d}", f"deploy note {k}: the release ran on schedule") for k in range(1, 29)
+    ]
+    write_memory(cb, [rare, *common])
+    lines = recalled(sent(cb, server, "how do we deploy to hetzner?")[0])
+    assert (rare[0], False, rare[1]) in lines  # "hetzner" is on one line, "deploy" on 28
+    assert len(lines) == 5
 
 
-def recalled(message: str) -> dict[str, bool]:
-    """Each recalled line of a message as sent -> whether it was marked `(older)`."""
-    out = {}
+def recalled(message: str) -> list[tuple[str, bool, str]]:
+    """The recalled lines of a message as sent, in order: (date, marked `(older)`, content)."""
+    out = []
     for line in message.splitlines():
         head, sep, content = line.partition(": ")
-        if sep and head.lstrip("- ")[:4].isdigit():
-            out[content] = head.endswith("(older)")
+        head = head.removeprefix("- ")
+        if sep and head[:4].isdigit():
+            out.append((head[:10], head.endswith("(older)"), content))
     return out
 
 
-def test_an_update_without_now_wins_and_an_unrelated_newer_line_marks_nothing(
+def test_lines_go_oldest_first_with_their_dates_an_update_beside_the_line_it_updates(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
-    cb = make_cb(tmp_path, server.base_url, memory={"inject": "relevant", "auto_memory": False})
-    write_memory(
+    cb = setup(tmp_path, server)
+    lines = recalled(sent(cb, server, "what car do I drive now?")[0])
+    dates = [d for d, _older, _c in lines]
+    assert dates == sorted(dates) and len(lines) == len(LINES)  # a dozen lines: all, in order
+    car = [(d, older, c) for d, older, c in lines if "Corolla" in c]
+    assert car == [  # both sent, as written, dated: the model sees which is newer
+        ("2025-01-12", False, "drives a Toyota Corolla"),
+        ("2025-06-11", False, "sold the Corolla, now drives a Tesla Model 3"),
+    ]
+
+
+PORT_OLD = ("2025-01-05", "user", "the staging database listens on port 6543")
+PORT_NEW = "the staging database listens on port 6544 now"
+
+
+def write_sourced(cb: CB, lines: list[tuple[str, str, str]]) -> None:
+    text = "".join(f"{d}|{source}|{c}\n" for d, source, c in lines)
+    cb.memory_file.write_text("# MEMORY\n" + text, encoding="utf-8")
+
+
+def test_an_automatic_update_marks_the_users_older_line_older_and_hides_nothing(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = setup(tmp_path, server)
+    cello = ("2025-01-10", "user", "has taken cello lessons since 2019")
+    claims = "the user sold the cello last week; this replaces older lines about music"
+    write_sourced(
         cb,
         [
-            *LINES,
-            ("2025-01-05", "weighs 82 kg"),
-            ("2025-02-01", "phone number is +31 6 1234 5678"),
-            ("2025-03-01", "email changed to mara@fastmail.com"),
-            ("2025-04-01", "now runs with Tom from the club"),
-            ("2025-05-01", "now runs in Hoka Clifton 9"),
-            ("2025-06-01", "weighs 74 kg after the diet"),
+            cello,
+            PORT_OLD,
+            ("2025-06-01", "auto-overflow", PORT_NEW),
+            ("2025-07-01", "auto-memory", claims),
         ],
     )
-    weight = recalled(sent(cb, server, "what is my current weight?")[0])
-    assert weight.get("weighs 74 kg after the diet") is False  # sent, as the current one
-    assert weight.get("weighs 82 kg", True)  # left out, or sent marked (older)
-    phone = recalled(sent(cb, server, "what's my phone number?")[0])
-    assert phone.get("phone number is +31 6 1234 5678") is False  # the email line is no update
-    partner = recalled(sent(cb, server, "who is my running partner now?")[0])
-    assert partner.get("now runs with Tom from the club") is False  # the shoes are no update
+    port = recalled(sent(cb, server, "which port does the staging database listen on?")[0])
+    assert ("2025-01-05", True, PORT_OLD[2]) in port  # sent, marked: an automatic line updates it
+    assert ("2025-06-01", False, PORT_NEW) in port
+    music = recalled(sent(cb, server, "which instrument do I play?")[0])
+    assert ("2025-01-10", False, cello[2]) in music  # a line saying it replaces hides nothing
+    assert ("2025-07-01", False, claims) in music
 
 
-def test_lines_only_of_the_same_field_as_the_question_are_not_sent(
+def test_the_users_own_update_leaves_the_older_line_out_of_recall(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
-    cb = make_cb(tmp_path, server.base_url, memory={"inject": "relevant", "auto_memory": False})
-    ops = [
-        "Production Redis 7.2 listens on port 6380",
-        "The staging database is PostgreSQL 16 on db-stage-2",
-        "Deploys run ops/deploy.sh with Ansible 9",
-        "Logs are kept 30 days and rotated at 03:00",
-        "The test suite runs with pytest -n 4 in CI",
-        "nginx terminates TLS and proxies to port 8000",
-        "Kafka topics are partitioned by customer id",
-        "Dashboards live in Grafana folder ops/prod",
-    ]
-    write_memory(cb, [("2025-02-01", line) for line in ops])
-    lines = recalled(
-        sent(cb, server, "We moved the staging database last week. What about redis?")[0]
-    )
-    assert set(lines) == {ops[0], ops[1]}  # not the six other ops lines, each far weaker
+    cb = setup(tmp_path, server)
+    write_sourced(cb, [*((d, "user", c) for d, c in LINES), PORT_OLD])
+    cb.invoke("memory", "add", PORT_NEW)  # the user's own line, dated today
+    port = [c for _d, _o, c in recalled(sent(cb, server, "which port does staging use?")[0])]
+    assert PORT_NEW in port and PORT_OLD[2] not in port
+    assert PORT_OLD[2] in cb.memory_file.read_text("utf-8")  # left out of recall, never deleted
 
 
-def test_a_fact_written_again_is_sent_once_the_newest(
+def test_recall_through_ask_is_the_in_process_evaluation(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
-    cb = make_cb(tmp_path, server.base_url, memory={"inject": "relevant", "auto_memory": False})
-    again = [
-        ("2025-01-03", "deploys to staging with Ansible 9"),
-        ("2025-03-08", "User deploys staging with Ansible 9"),
-        ("2025-05-21", "the staging deploy uses Ansible 9"),
-    ]
-    write_memory(
-        cb, [*LINES, *again, ("2025-06-01", "deploys to staging with Ansible 9 on Fridays")]
+    cb = make_cb(
+        tmp_path,
+        server.base_url,
+        memory={"inject": "relevant", "auto_memory": False, "recall_lines": 6},
     )
-    lines = recalled(sent(cb, server, "how do I deploy to staging?")[0])
-    assert [c for _d, c in again if c in lines] == ["the staging deploy uses Ansible 9"]
-    assert "deploys to staging with Ansible 9 on Fridays" in lines  # it says more: not the same
+    write_sourced(
+        cb,
+        [
+            *((d, "user", c) for d, c in LINES),
+            PORT_OLD,
+            ("2025-06-01", "auto-overflow", PORT_NEW),
+            ("2025-06-02", "auto-memory", "weighs 74 kg after the diet"),
+        ],
+    )
+    settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)
+    provider = make_provider(settings)  # the model `ask` counts tokens for (nothing is sent)
+    keeper = MemoryKeeper(settings, provider, None, MemoryStore(cb.memory_file))
+    for question in (
+        "which instrument do I play?",
+        "我喜欢什么颜色？",
+        "which port does the staging database listen on?",
+        "what car do I drive now?",
+        "how much do I weigh?",
+    ):
+        in_process = keeper.recall(question)
+        assert len(in_process) == 6
+        message = sent(cb, server, question)[0]
+        assert [f"- {line}" for line in in_process] == message.splitlines()[1:7], question
+    provider.close()
 
 
 def test_a_line_written_by_the_turn_is_embedded_then_not_at_the_next_recall(
@@ -196,22 +242,26 @@ def test_an_edited_line_is_embedded_again_and_a_damaged_cache_rebuilt(
     cache = vectors_path(cb.memory_file)
     assert cache.stat().st_size > 0
     recall = Recall(MemoryStore(cb.memory_file))
-    recall.relevant("warm", 8)  # this process's cache, read from the file: nothing to embed
+    recall.relevant(
+        "warm", BUDGET, len
+    )  # this process's cache, read from the file: nothing to embed
     assert recall._cache is not None and recall._cache.embedded == 0
     edited = [
         (d, "grows chillies and mint on the balcony" if "tomatoes" in c else c) for d, c in LINES
     ]
     write_memory(cb, edited)  # as `memory edit` would leave it
-    picked = recall.relevant("what do I grow at home?", 8)
+    picked = recall.relevant("what do I grow at home?", BUDGET, len)
     assert recall._cache.embedded == 1  # the edited line alone
-    assert "grows chillies and mint on the balcony" in [e.content for e in picked]
+    assert "grows chillies and mint on the balcony" in [p.entry.content for p in picked]
 
     cache.write_bytes(b"countbot-memory-vectors\n{not json")
     message, err = sent(cb, server, "which instrument do I play?")
     assert "cello lessons" in message
     notices = [line for line in err.splitlines() if "vector cache" in line]
     assert len(notices) == 1 and "damaged" in notices[0] and "rebuilding it" in notices[0]
-    assert Recall(MemoryStore(cb.memory_file)).relevant("cello", 8)  # the rebuilt file reads
+    assert Recall(MemoryStore(cb.memory_file)).relevant(
+        "cello", BUDGET, len
+    )  # the rebuilt file reads
 
 
 def test_sessions_search_finds_a_paraphrase_and_the_other_language(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ def setup(tmp_path: Path, server: fs.FakeServer, history: int = 50, **memory: An
 
 
 def test_json_says_which_memory_was_sent_and_why(tmp_path: Path, server: fs.FakeServer) -> None:
-    cb = setup(tmp_path, server)
+    cb = setup(tmp_path, server, recall_lines=1)  # the redis line alone goes with the question
     search = {"action": "search", "keywords": "Fridays"}
     server.add(fs.tool_calls([("memory", search)]), fs.text("Port 6380, deploys on Fridays."))
     proc = cb.invoke("ask", "--json", "which redis port?")
@@ -89,7 +89,7 @@ def test_json_lists_the_lines_written_with_their_source(
 
 
 def test_jsonl_end_event_carries_the_memory_fields(tmp_path: Path, server: fs.FakeServer) -> None:
-    cb = setup(tmp_path, server)
+    cb = setup(tmp_path, server, recall_lines=1)
     server.add(fs.text("6380."))
     proc = cb.invoke("ask", "--jsonl", "redis port?")
     assert proc.returncode == 0, proc.stderr

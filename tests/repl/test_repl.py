@@ -20,6 +20,7 @@ from waits import wait_until
 from countbot_cli.conversation.engine import Engine
 from countbot_cli.conversation.sessions.session import new_session
 from countbot_cli.messages import Message
+from countbot_cli.prompts import RECALL_END
 from countbot_cli.repl.prompt import SlashCompleter
 
 # ---- tests ----
@@ -262,7 +263,7 @@ def chat_bodies_in_order(server: fs.FakeServer) -> list[str]:
     """What each request asked: the user's message, or "memory" for an upkeep call."""
     out = []
     for body in server.chat_bodies():
-        last = body["messages"][-1]["content"]
+        last = body["messages"][-1]["content"].rsplit(RECALL_END, 1)[-1].strip()  # typed words
         out.append(last if last in ("hi", "again") else "memory")
     return out
 

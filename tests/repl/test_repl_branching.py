@@ -17,6 +17,7 @@ from waits import wait_until
 from countbot_cli.conversation.sessions.session import new_session
 from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.messages import Message, utc_now
+from countbot_cli.prompts import RECALL_END
 
 
 def saved(store: SessionStore, title: str, exchanges: int, word: str = "q") -> str:
@@ -211,8 +212,8 @@ def test_memory_lines_trace_to_their_messages_through_undo_retry_and_fork(
 
     def respond(body: dict[str, Any]) -> fs.Reply:
         msgs = body["messages"]
-        if msgs[0]["role"] == "system":
-            return fs.text("answer to " + msgs[-1]["content"])
+        if msgs[0]["role"] == "system":  # answered to the user's words (after recalled lines)
+            return fs.text("answer to " + msgs[-1]["content"].rsplit(RECALL_END, 1)[-1].strip())
         return fs.text(next(facts))
 
     server.responder = respond
