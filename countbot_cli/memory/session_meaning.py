@@ -1,36 +1,31 @@
 """Session search by words and by meaning: `sessions search`, `/search`, the `/resume` picker
 and the `search_sessions` tool.
 
-`SessionSearch` (conversation/sessions/search.py) finds sessions by their words (SQLite FTS5; a question
-by its content words). With the `recall` extra, `MeaningSearch` also compares the question's
-vector with the vectors of what the user said in each session (`SessionSearch.said`: at most
-ten messages a session, 300 characters each, so the cost stays bounded however long the
-sessions are), cached by content in `sessions/search-vectors.bin` (memory/vectors.py: only
-new messages are embedded). The two rankings are fused by rank (reciprocal rank fusion), so a
-session that holds the question's words stays near the top and one that only means the same
-("which instrument do I play" / "I have cello lessons on Tuesdays", or the same question in
-Chinese) joins it. Only a sentence is searched by meaning (`is_sentence`: a word or two is
-looked up as typed), and a session joins by meaning only when it is closer to the question
-than to small talk (MIN_MEANING). Without the extra it is `SessionSearch` alone. The `/resume`
-picker filters as you type and stays with words.
+`SessionSearch` (conversation/sessions/search.py) finds sessions by their words (SQLite FTS5,
+BM25: a rare word weighs more). With the `recall` extra, `MeaningSearch` also scores what the user
+said in each session (`SessionSearch.said`: at most ten messages a session, 300 characters
+each, so the cost stays bounded however long the sessions are) against the question, as recall
+scores memory lines (the cosine less the one with small talk; vectors cached by content in
+`sessions/search-vectors.bin`, memory/vectors.py), and takes sessions in recall's order
+(memory/rank.py): the first places to the sessions best by words, the rest by meaning. A
+session joins by meaning only when it is closer to the question than to small talk. Only a
+sentence is searched by meaning (`is_sentence`: a word or two is looked up as typed); without
+the extra it is `SessionSearch` alone. The `/resume` picker filters as you type, by words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from itertools import islice
 
 from countbot_cli.config.derived import derived_file
 from countbot_cli.config.own_files import SEARCH_VECTORS_FILE
 from countbot_cli.conversation.sessions.search import Results, SessionSearch
 from countbot_cli.conversation.sessions.store import SessionStore
+from countbot_cli.memory import rank
 from countbot_cli.memory.embed import Embedder, available, import_numpy, shared
 from countbot_cli.memory.vectors import VectorCache
 from countbot_cli.words import CJK_RUN
-
-RANK_K = 5.0  # reciprocal rank fusion: 1 / (RANK_K + rank)
-MIN_MEANING = 0.05  # a session's best message, scored as recall scores lines (centred cosine)
-EVERY_WORD_WEIGHT = 1.2  # the weight of a rank by words when sessions hold every word ...
-LEXICAL_WEIGHT = 0.5  # ... and when they hold only some (a question's words: by meaning first)
 
 
 def is_sentence(text: str) -> bool:
@@ -80,17 +75,13 @@ class MeaningSearch:
             return self.words.search(
                 words, limit=limit, exclude=exclude, per_session=per_session, workspace=workspace
             )
-        fused: dict[str, float] = {}
-        weight = EVERY_WORD_WEIGHT if found.every_word else LEXICAL_WEIGHT
-        for rank, h in enumerate(found.hits):
-            fused[h.id] = weight / (RANK_K + rank)
-        for rank, (sid, _said) in enumerate(meant):
-            fused[sid] = fused.get(sid, 0.0) + 1.0 / (RANK_K + rank)
+        words_order = [h.id for h in found.hits]
+        meaning_order = [sid for sid, _said in meant]
+        best = list(islice(rank.candidates(meaning_order, words_order, rank.WORD_PLACES), limit))
         said = dict(meant)
-        best = sorted(fused, key=lambda sid: -fused[sid])[:limit]
-        hits = [
-            self.words.hit(sid, fused[sid], found.terms, per_session, said.get(sid, ""))
-            for sid in best
+        hits = [  # the score is the place: higher is better, as by words alone
+            self.words.hit(sid, 1.0 / (1 + k), found.terms, per_session, said.get(sid, ""))
+            for k, sid in enumerate(best)
         ]
         return Results([h for h in hits if h is not None], found.terms, found.every_word)
 
@@ -118,7 +109,7 @@ class MeaningSearch:
                 self.notice(embedder.notices.pop(0))
         best: dict[str, tuple[float, str]] = {}
         for (sid, t), score in zip(said, scores.tolist(), strict=True):
-            if score >= MIN_MEANING and score > best.get(sid, (-1.0, ""))[0]:
+            if score > max(0.0, best.get(sid, (0.0, ""))[0]):  # closer to it than to small talk
                 best[sid] = (score, t)
         ranked = sorted(best, key=lambda sid: -best[sid][0])[:limit]
         return [(sid, best[sid][1]) for sid in ranked]
