@@ -96,7 +96,8 @@ def make_provider(settings: Settings, err: TextIO | None = None) -> Provider:
         _notice(
             stream,
             f"no provider configured: using the embedded local model {p.model} (offline, for "
-            "a smoke test and short answers; `countbot config init` sets up another)",
+            "a smoke test and short answers; `countbot models pull qwen3-1.7b` fetches a "
+            "capable one, `countbot config init` sets up another provider)",
         )
     return provider_of(p, on_notice=lambda m: _notice(stream, m))
 

@@ -1,9 +1,9 @@
-"""The command groups under the root: `sessions`, `memory`, `config` and `mcp`, each declared in
-cli/NAME.py, imported and put under the root only when it is needed (importing all four cost
-every command, `ask` included, some 4 M instructions at start-up).
+"""The command groups under the root: `sessions`, `memory`, `config`, `mcp` and `models`, each
+declared in cli/NAME.py, imported and put under the root only when it is needed (importing all
+of them cost every command, `ask` included, some 4 M instructions at start-up).
 
 cli/main.py puts the one group the command line names under the root it builds for that command
-(`_app_for`), and all four under the whole app (`whole_app`: the root's --help lists them, the
+(`_app_for`), and all of them under the whole app (`whole_app`: the root's --help lists them, the
 chat, shell completion), so what each shows is the same either way.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-GROUPS = ("sessions", "memory", "config", "mcp")
+GROUPS = ("sessions", "memory", "config", "mcp", "models")
 RESUME_HELP = "Open a saved session in the interactive chat (no ID: choose it in a picker)."
 
 
@@ -42,6 +42,10 @@ def group_app(name: str, resume: Callable[..., Any]) -> typer.Typer:
         from countbot_cli.cli.config import config_app
 
         return config_app
+    if name == "models":
+        from countbot_cli.cli.models import models_app
+
+        return models_app
     from countbot_cli.cli.mcp import mcp_app
 
     return mcp_app

@@ -20,14 +20,12 @@ import typer
 from countbot_cli.cli.groups import GROUPS, add_groups
 from countbot_cli.cli.options import (
     ConfigOpt,
-    JsonOpt,
     ModelOpt,
     ProviderOpt,
     SystemOpt,
     config_of,
     guarded,
     hand_down,
-    load_for_command,
 )
 from countbot_cli.errors import EXIT_CODES_HELP
 
@@ -377,24 +375,6 @@ def ask(
         return run_ask(opts)
 
     guarded(go)
-
-
-@app.command(help="List the provider's models (GET {api_base}/models).")
-def models(
-    ctx: typer.Context,
-    json_out: JsonOpt = False,
-    provider: ProviderOpt = None,
-    config: ConfigOpt = None,
-) -> None:
-    from countbot_cli.commands.config_check import models_command
-
-    guarded(
-        lambda: models_command(
-            load_for_command(ctx, config, provider=provider, require_model=False),
-            sys.stdout,
-            json_out=json_out,
-        )
-    )
 
 
 # `sessions resume`: put under the `sessions` group by cli/groups.py

@@ -12,6 +12,7 @@ import stat
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from countbot_cli.app import make_provider
@@ -53,8 +54,13 @@ def check_command(settings: Settings, out: TextIO) -> int:
 
 
 def models_command(settings: Settings, out: TextIO, *, json_out: bool) -> int:
-    """`countbot models`: `models` on the configured provider."""
-    return models(settings, lambda _cfg: make_provider(settings), out, json_out=json_out)
+    """`countbot models`: `models` on the configured provider, with the pulled models."""
+    from countbot_cli.config.local_models import models_dir
+
+    def factory(_cfg: ProviderConfig) -> CheckedProvider:
+        return make_provider(settings)
+
+    return models(settings, factory, out, json_out=json_out, folder=models_dir())
 
 
 def quick(settings: Settings) -> Settings:
@@ -294,9 +300,16 @@ def _check_context_window(settings: Settings, report: _Report) -> None:
 
 
 def models(
-    settings: Settings, provider_factory: ProviderFactory, out: TextIO, json_out: bool = False
+    settings: Settings,
+    provider_factory: ProviderFactory,
+    out: TextIO,
+    json_out: bool = False,
+    folder: Path | None = None,
 ) -> int:
-    """`GET {api_base}/models`: one id a line (the current one marked on a terminal), or JSON."""
+    """`GET {api_base}/models`: one id a line (the current one marked on a terminal), or JSON;
+    then, with the models `folder`, what is pulled there (and on a terminal the catalogue)."""
+    from countbot_cli.commands.models import pulled_json, pulled_rows
+
     cfg = settings.provider
     if cfg.type == "none":
         raise UsageError("no provider is configured", hint=NO_PROVIDER_HINT)
@@ -307,10 +320,12 @@ def models(
         raise
     if json_out:
         data = {"provider": cfg.name, "api_base": cfg.api_base, "model": cfg.model, "models": ids}
-        out.write(json_text(data) + "\n")
+        out.write(json_text({**data, **(pulled_json(folder) if folder else {})}) + "\n")
         return EXIT_OK
     tty = isatty(out)
     for model_id in ids:  # ids come from the server: no escape sequence reaches the terminal
         mark = ("* " if model_id == cfg.model else "  ") if tty else ""
         out.write(f"{mark}{sanitize_line(model_id)}\n")
+    for row in pulled_rows(folder, everything=tty) if folder else []:
+        out.write(row + "\n")
     return EXIT_OK

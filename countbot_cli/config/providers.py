@@ -20,6 +20,14 @@ from types import MappingProxyType
 from typing import Literal, NamedTuple, TypeVar
 
 from countbot_cli.config.file import Section, did_you_mean
+from countbot_cli.config.local_models import (
+    PULLED_CONTEXT_WINDOW,
+    PULLED_CONTEXT_WINDOW_SOURCE,
+    catalogue_entry,
+    find_pulled,
+    known_names,
+    models_dir,
+)
 from countbot_cli.config.presets import (
     CONFIG_CONTEXT_WINDOW_SOURCE,
     LOCAL_MODEL_FILE,
@@ -255,7 +263,19 @@ def _build(entry: ProviderEntry, ctx: _Context, *, chosen: bool) -> ProviderConf
 
 def _build_local(entry: ProviderEntry, ctx: _Context, *, chosen: bool) -> ProviderConfig:
     explicit = entry.v.model_path
-    path = explicit or ctx.find_local_model()
+    override = ctx.model_override() if chosen else None
+    named = override or entry.v.model
+    pulled = None
+    if not explicit and named and named != LOCAL_MODEL_NAME:  # a model `models pull` fetched
+        pulled = find_pulled(named, models_dir(ctx.env))
+        if pulled is None and chosen and ctx.strict:
+            raise entry.error(
+                None,
+                f"the embedded model has no '{named}': it runs {LOCAL_MODEL_NAME}, or a model "
+                "`countbot models pull` fetched, and none is called that",
+                _pull_hint(named),
+            )
+    path = explicit or (str(pulled.path) if pulled else None) or ctx.find_local_model()
     if chosen and ctx.strict:
         if path is None:
             raise entry.error(
@@ -265,19 +285,21 @@ def _build_local(entry: ProviderEntry, ctx: _Context, *, chosen: bool) -> Provid
             )
         if not Path(path).is_file():
             raise entry.error("model_path", f"no such model file: {path}")
-    bundled = path is not None and not explicit
+    bundled = path is not None and not explicit and pulled is None
     default_model = LOCAL_MODEL_NAME if bundled or not path else Path(path).stem
-    override = ctx.model_override() if chosen else None
-    if override and bundled and override != LOCAL_MODEL_NAME and ctx.strict:
-        # the bundled file is one model: a name from elsewhere would be recorded, not used
-        raise entry.error(
-            None,
-            f"the embedded model is {LOCAL_MODEL_NAME}; it cannot answer as '{override}'",
-            "configure a provider that serves that model (countbot config init), "
-            "or set model_path to another GGUF file",
-        )
-    model = override or entry.v.model or default_model
-    return _make(entry, "", None, "none", model, model_path=path)
+    model = pulled.name if pulled else (override or entry.v.model or default_model)
+    window = (PULLED_CONTEXT_WINDOW, PULLED_CONTEXT_WINDOW_SOURCE) if pulled else None
+    return _make(entry, "", None, "none", model, model_path=path, default_context_window=window)
+
+
+def _pull_hint(name: str) -> str:
+    if catalogue_entry(name) is not None:
+        return f"countbot models pull {name.lower()}"
+    known = ", ".join(known_names()[:8])
+    return (
+        f"`countbot models` lists the pulled ones and the catalogue ({known}); `countbot models "
+        "pull NAME|URL` fetches one; for a provider that serves it, `countbot config init`"
+    )
 
 
 def _make(
@@ -287,7 +309,9 @@ def _make(
     source: str,
     model: str,
     model_path: str | None = None,
+    default_context_window: tuple[int, str] | None = None,
 ) -> ProviderConfig:
+    """`default_context_window`: (tokens, source) when neither the entry nor a preset sets one."""
     preset, v = entry.preset, entry.v
     context_window = v.context_window
     cw_source = CONFIG_CONTEXT_WINDOW_SOURCE if context_window is not None else ""
@@ -295,6 +319,8 @@ def _make(
     if context_window is None and preset is not None and own_model:
         context_window = preset.context_window  # a preset's fits its own default model only
         cw_source = preset_context_window_source(preset.name) if context_window is not None else ""
+    if context_window is None and default_context_window is not None:
+        context_window, cw_source = default_context_window
     return ProviderConfig(
         name=entry.name,
         type=entry.type,

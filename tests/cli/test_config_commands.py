@@ -183,6 +183,7 @@ def test_config_init_leaves_the_embedded_model_reachable(tmp_path: Path) -> None
     proc = cb.run(*ask, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr
     assert "embedded local model" in proc.stderr and "smoke test" in proc.stderr
+    assert "`countbot models pull qwen3-1.7b` fetches a capable one" in proc.stderr
     written = cb.user_home / "config.yaml"
     written.write_text(uncomment_openai(written.read_text()))
     proc = cb.run(*ask)

@@ -45,6 +45,7 @@ GROUP_MODULES = frozenset(
         "countbot_cli.cli.memory",
         "countbot_cli.cli.config",
         "countbot_cli.cli.mcp",
+        "countbot_cli.cli.models",
     }
 )
 
