@@ -4,7 +4,8 @@
 crash of llama.cpp is a failed request (`ModelCrashed`, exit 6) and the next request starts a
 new process. The default file is the bundled SmolLM2 GGUF, found without importing its package.
 The child's OpenAI-shaped chunks go through the same `Assembler` as the HTTP provider's; tool
-calls written as text become real ones (text_tools.py). `for_upkeep()` serves memory upkeep
+calls written as text become real ones (text_tools.py), and a `<think>` block opening an answer
+is its reasoning (think_tags.py). `for_upkeep()` serves memory upkeep
 without spending the chat's KV cache; `last_stats` records load time, first token and speed.
 docs/design/providers.md says more.
 """
@@ -38,6 +39,7 @@ from countbot_cli.provider.local_process import (
     model_process,
 )
 from countbot_cli.provider.text_tools import calls_in_text, finished_with_text_calls
+from countbot_cli.provider.think_tags import thinking_in_text, without_thinking
 
 if TYPE_CHECKING:
     from countbot_cli.provider.base import ProviderSettings
@@ -168,7 +170,7 @@ class LocalProvider:
     def stream(self, req: ChatRequest) -> Generator[StreamEvent, None, None]:
         """Deltas, then one Finished. Closing the generator (or Ctrl-C) stops generation.
         Tool calls the model writes as text become real ones (text_tools.py)."""
-        return calls_in_text(self._generate(req), req.tools)
+        return calls_in_text(thinking_in_text(self._generate(req)), req.tools)
 
     def complete(self, req: ChatRequest) -> Finished:
         with self._process() as (proc, start_s):
@@ -184,7 +186,7 @@ class LocalProvider:
         self.last_stats = LocalStats(
             load_s, None, elapsed - (load_s - start_s), usage.prompt_tokens, usage.completion_tokens
         )
-        return finished_with_text_calls(event, req.tools)
+        return finished_with_text_calls(without_thinking(event), req.tools)
 
     def list_models(self) -> list[str]:
         return [self.model]
