@@ -1,6 +1,6 @@
 """Where StreamView's frames spend their CPU, by the kind of block being drawn (prints figures).
 
-gen_doc's answer (bench/gen_doc.py) is streamed at 100 tokens/s on a simulated clock to a 100x40
+gen_doc's answer (tests/helpers/gen_doc.py) is streamed at 100 tokens/s on a simulated clock to a 100x40
 truecolor terminal that writes to /dev/null, as `bench_render.py` does, after one warm-up stream
 (modules imported, lexers compiled: the steady cost of a frame, not the first-use cost that
 `bench_render.py --instructions` includes). Each redraw of the live region is timed (CPU) and
@@ -26,7 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TREE = sys.argv[sys.argv.index("--tree") + 1] if "--tree" in sys.argv else str(HERE.parent)
-sys.path[:0] = [str(HERE), TREE]
+sys.path[:0] = [str(HERE), TREE, str(HERE.parent / "tests" / "helpers")]
 
 importlib.import_module("countbot_cli")  # from TREE: bench_render puts its own checkout first
 import bench_render  # noqa: E402

@@ -43,7 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "tests" / "helpers")]
 
 from gen_doc import make_doc, token_chunks, token_counter  # noqa: E402
 from rich.console import Console  # noqa: E402
@@ -244,8 +244,8 @@ def pty_main(chunks: list[str]) -> None:
 
 _COUNT_CHILD = """
 import io, sys, time, types
-tree, bench, tokens, stream = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
-sys.path[:0] = [tree, bench]
+tree, helpers, tokens, stream = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+sys.path[:0] = [tree, helpers]
 from gen_doc import make_doc, token_chunks, token_counter
 from rich.console import Console
 from countbot_cli.ui import stream as st
@@ -278,7 +278,7 @@ def _callgrind(tree: str, tokens: int, stream: bool) -> tuple[int, str]:
             "-c",
             _COUNT_CHILD,
             tree,
-            str(HERE),
+            str(HERE.parent / "tests" / "helpers"),  # gen_doc
             str(tokens),
             "1" if stream else "0",
         ],

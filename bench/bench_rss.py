@@ -5,6 +5,9 @@ installed, `llm chat`:
 
 - REPL idle: the client on a 100x40 pseudo-terminal (cursor position requests answered, as a
   terminal does), VmRSS and VmHWM of the process WAIT seconds after start, then SIGTERM;
+- REPL after its first turn: the same, with `hi` typed as soon as it draws (countbot and llm);
+- REPL after its first exact count: the same, with `/tokens` typed (countbot: the tokenizer is
+  loaded, which the toolbar's estimate and the first turns do without);
 - resume + answer: `countbot ask --plain -s ID hi` on a 200-message session (written with this
   checkout's session store), peak RSS of the reaped process (ru_maxrss); for llm, `llm -m bench
   --cid ID hi` on a 100-exchange conversation logged through llm's own API.
@@ -50,8 +53,10 @@ def _status(pid: int) -> dict[str, float]:
     return out
 
 
-def repl_idle(cmd: list[str], env: dict[str, str], cwd: Path, wait: float) -> dict[str, float]:
-    """VmRSS/VmHWM (MB) of `cmd` on a pty after `wait` seconds."""
+def repl_idle(
+    cmd: list[str], env: dict[str, str], cwd: Path, wait: float, keys: bytes = b""
+) -> dict[str, float]:
+    """VmRSS/VmHWM (MB) of `cmd` on a pty after `wait` seconds (`keys` typed once it draws)."""
     master, slave = pty.openpty()
     os.set_blocking(master, False)
     proc = subprocess.Popen(
@@ -70,6 +75,9 @@ def repl_idle(cmd: list[str], env: dict[str, str], cwd: Path, wait: float) -> di
                 break
             for _ in range(data.count(CPR)):
                 os.write(master, b"\x1b[1;1R")
+            if keys:
+                os.write(master, keys)
+                keys = b""
         return _status(proc.pid)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -171,16 +179,24 @@ def main() -> None:
         write_session(env, work, args.model)
         cid = llm_conversation(llm, env, llm_home) if llm else None
         idle: dict[str, list[dict[str, float]]] = {}
+        turned: dict[str, list[dict[str, float]]] = {}
+        counted: dict[str, list[dict[str, float]]] = {}
         resume: dict[str, list[float]] = {}
         for _ in range(args.reps):
             for label, path in clients:
                 idle.setdefault(label, []).append(repl_idle([path], env, work, args.wait))
+                after = repl_idle([path], env, work, args.wait, b"hi\r")
+                turned.setdefault(label, []).append(after)
+                after = repl_idle([path], env, work, args.wait, b"/tokens\r")
+                counted.setdefault(label, []).append(after)
                 ask = [path, "ask", "--plain", "-s", SESSION_ID, "hi"]
                 resume.setdefault(label, []).append(run_peak(ask, env, work))
             if llm and cid:
                 idle.setdefault("llm chat", []).append(
                     repl_idle([llm, "chat", "-m", "bench"], env, work, args.wait)
                 )
+                after = repl_idle([llm, "chat", "-m", "bench"], env, work, args.wait, b"hi\r")
+                turned.setdefault("llm chat", []).append(after)
                 ask = [llm, "-m", "bench", "--cid", cid, "hi"]
                 resume.setdefault("llm chat", []).append(run_peak(ask, env, work))
         print(f"model {args.model}; {args.reps} interleaved rounds; medians (min-max)")
@@ -194,6 +210,15 @@ def main() -> None:
                 f"{label:12} {statistics.median(rss):10.1f} ({min(rss):.1f}-{max(rss):.1f})"
                 f" {statistics.median(hwm):9.1f} {rtxt:>24}"
             )
+        print(f"\n{'client':12} {'after 1st turn VmRSS MB':>26} {'after /tokens VmRSS MB':>26}")
+        for label in idle:
+            cells = []
+            for runs in (turned.get(label), counted.get(label)):
+                rss = [r["VmRSS"] for r in runs or []]
+                cells.append(
+                    f"{statistics.median(rss):8.1f} ({min(rss):.1f}-{max(rss):.1f})" if rss else "-"
+                )
+            print(f"{label:12} {cells[0]:>26} {cells[1]:>26}")
     finally:
         server.terminate()
         server.wait(5)

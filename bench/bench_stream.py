@@ -54,7 +54,7 @@ WARM = 200  # events streamed once per stage before measuring (imports, first-ca
 
 
 def _events(n: int) -> list[bytes]:
-    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(HERE.parent / "tests" / "helpers"))
     from gen_doc import make_doc, token_chunks
 
     tokens = token_chunks(make_doc(max(n, 50), 1))

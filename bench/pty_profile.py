@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE)]
+sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "helpers")]  # gen_doc
 RATE = 100.0  # tokens a second, as bench_render.py streams them
 
 SHIM = """

@@ -175,13 +175,25 @@ def test_json_text_escapes_what_json_leaves_raw_and_round_trips() -> None:
     assert json.loads(text) == value
 
 
-def test_a_lazy_pattern_is_compiled_when_first_used_and_once() -> None:
+def test_a_lazy_pattern_is_compiled_when_first_used_and_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     broken = LazyPattern("(")  # an import of a module holding it would not fail ...
     with pytest.raises(re.error):
         broken.re  # noqa: B018 ... its first use does
+    compiled: list[str] = []
+    real = re.compile
+
+    def compile(pattern: str, flags: int = 0) -> re.Pattern[str]:
+        compiled.append(pattern)
+        return real(pattern, flags)
+
+    monkeypatch.setattr(re, "compile", compile)
     digits = LazyPattern(r"\d+")
-    assert digits.re is digits.re
+    assert compiled == []  # not at creation
     assert digits.re.findall("a1b22") == ["1", "22"]
+    assert digits.re.findall("333") == ["333"]
+    assert compiled == [r"\d+"]  # at the first use, and only then
 
 
 def test_json_text_never_writes_nan_or_infinity() -> None:

@@ -53,9 +53,6 @@ class MeaningSearch:
     def listed_ids(self) -> list[str]:
         return self.words.listed_ids()
 
-    def refresh(self) -> int:
-        return self.words.refresh()
-
     def search(
         self,
         words: str | Sequence[str],

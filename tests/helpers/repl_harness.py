@@ -133,7 +133,17 @@ class Harness:
         conversation = self.conversation(
             screen, confirmer=confirmer, session=session, is_new=is_new
         )
-        return Repl(conversation=conversation, screen=screen, **kw)
+        repl = Repl(conversation=conversation, screen=screen, **kw)
+        self.prompts_shown = 0
+        prompt = repl._prompt_session()  # the one the REPL will use: each prompt is counted
+        shown = prompt.prompt
+
+        def counted(*args: Any, **kwargs: Any) -> str:
+            self.prompts_shown += 1
+            return shown(*args, **kwargs)
+
+        prompt.prompt = counted  # type: ignore[method-assign]
+        return repl
 
     def run(
         self, steps: Sequence[Step], *, timeout: float = 30, end: str | None = "\x04", **kw: Any
@@ -192,7 +202,7 @@ class Harness:
             return self._prompt_after(seen)
 
         wait_until(shown, f"prompt #{seen + 1}", timeout)
-        self._seen = repl.prompts_shown
+        self._seen = self.prompts_shown
 
     def wait_idle(self, timeout: float = 20) -> None:
         """Wait until the REPL is back at its prompt after the last line a step typed (its turn
@@ -205,7 +215,7 @@ class Harness:
         repl = self.repl
         if repl is None or repl._prompt is None:
             return False
-        return repl.prompts_shown > seen and repl._prompt.app.is_running
+        return self.prompts_shown > seen and repl._prompt.app.is_running
 
     def wait_for(
         self, text: str, timeout: float = 10, *, stream: str = "out", count: int = 1

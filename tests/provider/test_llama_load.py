@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from local_extra import needs_local
 
 from countbot_cli.provider import llama_load
 from countbot_cli.provider.local import LOCAL_HINT, bundled_model_path
@@ -57,6 +58,7 @@ def test_amx_is_read_from_the_cpu_flags(amx: Path, plain: Path, tmp_path: Path) 
     assert llama_load.cpu_reports_amx(named) is False
 
 
+@needs_local
 def test_the_loader_asks_for_no_extra_buffer_types_on_a_cpu_reporting_amx(
     gguf: str, amx: Path, plain: Path
 ) -> None:
@@ -75,6 +77,7 @@ def test_the_loader_asks_for_no_extra_buffer_types_on_a_cpu_reporting_amx(
     assert lowlevel.llama_model_default_params().use_extra_bufts is True
 
 
+@needs_local
 def test_the_e2e_server_launcher_loads_the_model_without_extra_buffer_types(
     gguf: str, amx: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

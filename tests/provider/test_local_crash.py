@@ -17,6 +17,7 @@ from pathlib import Path
 import pexpect
 import pytest
 from cbenv import CB, local_settings, make_cb
+from local_extra import needs_local
 from processes import wait_gone
 from terminal import expect, spawn
 
@@ -25,6 +26,8 @@ from countbot_cli.messages import ChatRequest, Finished, TextDelta
 from countbot_cli.provider.local import LocalProvider, ModelCrashed
 from countbot_cli.provider.local_child import CRASH_FILE_ENV
 from countbot_cli.provider.local_process import current_process, stop_model_process
+
+pytestmark = needs_local
 
 BOUND = 240.0  # seconds: a hang bound for a turn of the real model on a busy machine
 LONG = "Write a very long story about a dragon who learns to cook, with many chapters."

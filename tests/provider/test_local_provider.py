@@ -1,8 +1,8 @@
 """LocalProvider on the real bundled SmolLM2-135M GGUF (loaded once for this module).
 
 The model's answers are poor; the tests assert on the protocol (events, usage, stats, errors,
-cancellation), never on wording. llama-cpp-python missing is a failure here, not a skip: the test
-install (`make test`) brings the [local] extra.
+cancellation), never on wording. Without the `local` extra the module skips, saying so (`make
+test` installs it).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from cbenv import local_settings
+from local_extra import needs_local
 
 from countbot_cli.errors import EXIT_USAGE, ConfigError, ContextLengthError, ProviderError
 from countbot_cli.messages import ChatRequest, Finished, TextDelta, ToolCallDelta
@@ -30,6 +31,8 @@ from countbot_cli.provider.local import (
     request_fields,
 )
 from countbot_cli.provider.local_process import current_process
+
+pytestmark = needs_local
 
 N_CTX = 2048  # local_settings()' window
 

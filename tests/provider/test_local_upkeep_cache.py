@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from cbenv import local_settings
+from local_extra import needs_local
 
 from countbot_cli.messages import ChatRequest, Finished
 from countbot_cli.provider.local import LocalProvider
+
+pytestmark = needs_local
 
 SYSTEM = "You are a helpful assistant. " * 8  # a prefix worth caching
 SUMMARY = "Summarise in one line: the user said their name is Ada and that they live in Lyon."

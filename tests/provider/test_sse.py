@@ -10,7 +10,13 @@ from collections.abc import Callable
 import pytest
 
 from countbot_cli.provider import sse
-from countbot_cli.provider.sse import MAX_LINE, LineTooLong, SSEDecoder, SSEEvent, decode_all
+from countbot_cli.provider.sse import MAX_LINE, LineTooLong, SSEDecoder, SSEEvent
+
+
+def decode_all(data: bytes) -> list[SSEEvent]:
+    """A whole body decoded at once."""
+    decoder = SSEDecoder()
+    return decoder.feed(data) + decoder.close()
 
 
 def _chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:

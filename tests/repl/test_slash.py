@@ -499,8 +499,8 @@ def test_clear_erases_the_screen(harness: Any) -> None:
 @pytest.mark.parametrize("command", ["/exit", "/quit"])
 def test_exit_quits(harness: Any, command: str) -> None:
     h = harness()
-    repl = h.run([command + "\r"], end=None)  # returns: the REPL quit (the harness bounds a hang)
-    assert repl.prompts_shown == 1
+    h.run([command + "\r"], end=None)  # returns: the REPL quit (the harness bounds a hang)
+    assert h.prompts_shown == 1
 
 
 def test_model_keeps_a_context_window_override(harness: Any, server: fs.FakeServer) -> None:

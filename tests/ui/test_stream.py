@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import gen_doc
 import pyte
 import pytest
 from rich.console import Console
@@ -37,8 +38,6 @@ from countbot_cli.ui.stream import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-import gen_doc  # noqa: E402
 
 WIDTH = 80
 

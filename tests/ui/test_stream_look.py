@@ -19,9 +19,9 @@ padding at line ends.
 from __future__ import annotations
 
 import io
-import sys
 from pathlib import Path
 
+import gen_doc
 import pyte
 import pytest
 from markdown_it import MarkdownIt
@@ -31,8 +31,6 @@ from rich.markdown import Markdown
 from countbot_cli.ui.stream import StreamView
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-import gen_doc  # noqa: E402
 
 Cell = tuple[object, ...]
 Row = tuple[Cell, ...]

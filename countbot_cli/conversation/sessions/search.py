@@ -87,7 +87,6 @@ class SessionSearch:
         self.path = search_index.index_path(store.root)
         self._notice = on_notice or store.notice
         self.busy_timeout = busy_timeout
-        self.reindexed = 0  # files (re)indexed by the last refresh (for tests and benches)
         self._heads: dict[str, tuple[Key, dict[str, Any]]] = {}
         self._rebuilding = False  # after a "damaged" notice: no second line for the build
         self._matched: dict[str, frozenset[int]] = {}  # the last search's chunks holding a word
@@ -146,10 +145,6 @@ class SessionSearch:
         """The ids of every session the last refresh saw (for short ids)."""
         return list(self._heads)
 
-    def refresh(self) -> int:
-        """Bring the index up to date with the folder; returns how many files were (re)read."""
-        return self._with_index(lambda _con: self.reindexed)
-
     # ---- the index ----
 
     def _with_index(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
@@ -186,12 +181,9 @@ class SessionSearch:
         self._notice(text)
 
     def _refresh(self, con: sqlite3.Connection) -> None:
-        self.reindexed = 0
         self._heads = self.store.keyed_headers()
         keys = {sid: key for sid, (key, _h) in self._heads.items()}
-        self.reindexed = search_index.refresh(
-            con, self.store, keys, self._notice, quiet=self._rebuilding
-        )
+        search_index.refresh(con, self.store, keys, self._notice, quiet=self._rebuilding)
 
     # ---- the matching messages ----
 

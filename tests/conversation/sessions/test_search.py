@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from search_reads import reindexed
 
 from countbot_cli.conversation.sessions import search_index, search_rank, search_saves
 from countbot_cli.conversation.sessions.search import SCHEMA_VERSION, SessionSearch
@@ -174,13 +175,13 @@ def test_only_files_changed_behind_the_stores_back_are_read(tmp_path: Path) -> N
     store = SessionStore(tmp_path / "s")
     sessions = [make(store, f"t{k}", f"body {k} echidna") for k in range(5)]
     search = SessionSearch(store)
-    assert search.refresh() == 0  # every save put its session in the index
+    assert reindexed(search) == 0  # every save put its session in the index
     store.update(sessions[2].id, lambda s: s.messages.append(Message(role="user", content="x")))
-    assert search.refresh() == 0
+    assert reindexed(search) == 0
     copy = sessions[3].to_dict() | {"id": "copied1"}  # a file copied in, not saved by a store
     (tmp_path / "s" / "copied1.json").write_text(json.dumps(copy))
-    assert search.refresh() == 1
-    assert search.refresh() == 0
+    assert reindexed(search) == 1
+    assert reindexed(search) == 0
     assert ids(search, "echidna") == {s.id for s in sessions} | {"copied1"}
 
 

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from search_reads import reindexed
 
 from countbot_cli.conversation.sessions import search_index
 from countbot_cli.conversation.sessions.search import SessionSearch
@@ -59,7 +60,7 @@ def test_a_save_puts_the_session_in_the_index_without_a_search(tmp_path: Path) -
     store.rename(s.id, "Marsupials")
     assert indexed_ids(root, "marsupials") == [s.id] and indexed_ids(root, "garden") == []
     search = SessionSearch(store)
-    assert search.refresh() == 0  # the search had nothing to read
+    assert reindexed(search) == 0  # the search had nothing to read
     assert [h.id for h in search.search("burrows").hits] == [s.id]
     store.delete(s.id)
     assert indexed_ids(root, "wombats") == []
@@ -128,7 +129,7 @@ KILLER = textwrap.dedent(
             os.kill(os.getpid(), signal.SIGKILL)  # mid-transaction, as a crash or `kill -9`
         return real_put(*args, **kwargs)
     search_index.put = put
-    SessionSearch(SessionStore(sys.argv[1])).refresh()
+    SessionSearch(SessionStore(sys.argv[1])).search('anything')
     """
 )
 
@@ -143,7 +144,7 @@ def test_a_build_killed_midway_goes_on_where_it_stopped(
     monkeypatch.setattr(search_index, "BATCH", 8)
     notes: list[str] = []
     search = SessionSearch(SessionStore(root), on_notice=notes.append)
-    assert search.refresh() == N_SESSIONS - 16  # only the sessions not yet indexed are read
+    assert reindexed(search) == N_SESSIONS - 16  # only the sessions not yet indexed are read
     assert notes == []  # fewer than LOUD_BUILD sessions to read, not a fresh build: quiet
     every_session_once(root, made)
 
@@ -173,7 +174,7 @@ def test_a_big_build_reports_progress_and_ctrl_c_leaves_it_resumable(
         f"stopped after 12 of {N_SESSIONS} sessions",
     ]
     notes.clear()
-    assert SessionSearch(SessionStore(root), on_notice=notes.append).refresh() == N_SESSIONS - 12
+    assert reindexed(SessionSearch(SessionStore(root), on_notice=notes.append)) == N_SESSIONS - 12
     assert (
         notes[0]
         == f"updating the search index: {N_SESSIONS - 12} sessions (once; Ctrl-C stops, the next search goes on)"
@@ -212,7 +213,7 @@ def test_an_older_index_is_replaced_and_its_space_given_back(tmp_path: Path) -> 
     con.commit()
     con.close()
     big = (search_index.index_path(root)).stat().st_size
-    assert SessionSearch(SessionStore(root)).refresh() == 3
+    assert reindexed(SessionSearch(SessionStore(root))) == 3
     assert (search_index.index_path(root)).stat().st_size < big / 10
     every_session_once(root, made)
 

