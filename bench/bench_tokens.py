@@ -41,7 +41,8 @@ count = getattr(enc, "count", None) or (lambda t: len(enc.encode_ordinary(t)))
 n = count(text)
 done = time.process_time()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"load": loaded - cpu, "count": done - loaded, "rss": peak, "tokens": n}))
+print(json.dumps({"load": loaded - cpu, "count": done - loaded, "rss": peak, "tokens": n,
+                  "tokenizer": type(enc).__module__}))
 """
 
 
@@ -62,8 +63,12 @@ def mixed(size: int) -> str:
 
 
 def run(python: Path, path: Path) -> dict[str, float]:
-    out = subprocess.run(
-        [str(python), "-c", CHILD, str(path)], capture_output=True, text=True, check=True
+    out = subprocess.run(  # run from the text's folder: `-c` puts the cwd first on sys.path
+        [str(python), "-c", CHILD, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=path.parent,
     )
     result: dict[str, float] = json.loads(out.stdout)
     return result
@@ -93,6 +98,8 @@ def main() -> None:
                 order = list(trees.items())
                 for tree, python in order[::-1] if r % 2 else order:
                     results.setdefault((tree, name), []).append(run(python, path))
+    for tree in trees:
+        print(f"{tree}: {results[(tree, next(iter(texts)))][0]['tokenizer']}")
     print(f"{'text':14} {'tree':10} {'load s':>7} {'count s':>8} {'peak MiB':>9} {'tokens':>9}")
     for name in texts:
         medians = {}
