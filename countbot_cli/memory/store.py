@@ -23,13 +23,16 @@ concurrent writers lose nothing and a crash leaves the old or the new file, neve
 search ranks its results and understands Chinese and Japanese text without spaces.
 
 Reads take no lock (the file is only ever replaced whole). Parsed contents are cached per store,
-keyed by the file's identity, size and mtime, so repeated searches do not parse again.
+keyed by the file's identity, size and mtime, so repeated searches do not parse again. Before a
+read, conflict copies a file-sync tool made of the file are merged into it (memory/merge.py),
+looked for when its folder changed, with one line through `on_notice` for each.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -40,11 +43,12 @@ from typing import Any, NamedTuple
 from countbot_cli import fileio
 from countbot_cli.config.derived import lock_file
 from countbot_cli.errors import StorageError, UsageError
+from countbot_cli.memory import merge
 from countbot_cli.memory import search as _mi
 from countbot_cli.memory.search import Entry
 from countbot_cli.memory.sources import append as _append_sources
 from countbot_cli.memory.sources import line_key
-from countbot_cli.textsafe import sanitize_line
+from countbot_cli.textsafe import sanitize, sanitize_line
 
 __all__ = ["DEFAULT_HEADER", "SOURCES", "Entry", "MemoryStats", "MemoryStore", "normalize_content"]
 
@@ -94,10 +98,18 @@ def _date_text(when: Date | str | None) -> str:
 class MemoryStore:
     """MEMORY.md at `path`. Safe to use from several processes and threads at once."""
 
-    def __init__(self, path: Path, *, lock_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        lock_timeout: float = 10.0,
+        on_notice: Callable[[str], None] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.lock_timeout = lock_timeout
+        self.on_notice = on_notice or _say  # what a merge of conflict copies says
         self._snap: _mi.Snapshot | None = None
+        self._watch = merge.Watch()
         # told of each write's new lines, one listener a name: the Recall that `/model` (or a
         # fallback link) builds on this store replaces the one before instead of adding to it
         self.on_added: dict[str, Callable[[list[Entry]], None]] = {}
@@ -356,6 +368,13 @@ class MemoryStore:
         return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
     def _load(self) -> _mi.Snapshot:
+        target = self._target()
+        if self._watch.due(target.parent):
+            try:
+                merge.reconcile(target, self._locked, self.on_notice)
+            except (StorageError, OSError) as exc:
+                self._watch.again()
+                self.on_notice(f"could not merge the conflict copies of {self.path}: {exc}")
         key = self._stat_key()
         snap = self._snap
         if snap is not None and snap.key == key:
@@ -382,7 +401,7 @@ class MemoryStore:
         except OSError as exc:
             raise StorageError(f"cannot lock {self.path}: {exc.strerror}") from exc
         lock = lock_file(target)
-        with fileio.locked(lock, self.lock_timeout, str(self.path)):
+        with self._watch.holding(), fileio.locked(lock, self.lock_timeout, str(self.path)):
             _remove_stale_temps(target)
             yield
 
@@ -391,6 +410,12 @@ class MemoryStore:
             fileio.atomic_write(self._target(), data)
         except OSError as exc:
             raise StorageError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+
+
+def _say(text: str) -> None:
+    """The notice of a store made without `on_notice`: one line on stderr."""
+    sys.stderr.write(f"countbot: {sanitize(text)}\n")
+    sys.stderr.flush()
 
 
 def _remove_stale_temps(target: Path) -> None:

@@ -1,0 +1,106 @@
+"""The copies file-sync tools make of a file changed on two machines, and git's conflict marks.
+
+When two machines change the same file before they hear from each other, the sync tool keeps
+one version under the file's name and writes the other beside it, under a name of its own:
+
+    Syncthing   NAME.sync-conflict-YYYYMMDD-HHMMSS-DEVICE.EXT (a copy of a copy: tags repeat)
+    Dropbox     NAME (conflicted copy YYYY-MM-DD).EXT, NAME (HOST's conflicted copy YYYY-MM-DD).EXT
+    Nextcloud   NAME (conflicted copy [USER ]YYYY-MM-DD HHMMSS).EXT; older: NAME_conflict-YYYYMMDD-HHMMSS.EXT
+    iCloud      NAME 2.EXT (3, 4, ...)
+
+`original_name` reads such a name back (None for any other name); a name countbot moved aside
+after merging it (`<copy>.merged-<time>`) is not a copy any more. git instead writes both sides
+into the file between `<<<<<<<`, `=======` and `>>>>>>>` lines: `git_sides` takes them apart.
+Nothing here reads a file or imports a library.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import NamedTuple
+
+_TAGS = (
+    ("Syncthing", re.compile(r"\.sync-conflict-\d{8}-\d{6}-[A-Za-z0-9]+")),
+    ("Dropbox", re.compile(r" \([^()]*conflicted copy \d{4}-\d{2}-\d{2}(?: \(\d+\))?\)")),
+    ("Nextcloud", re.compile(r" \(conflicted copy (?:[^()]* )?\d{4}-\d{2}-\d{2} \d{6}\)")),
+    ("Nextcloud", re.compile(r"_conflict-\d{8}-\d{6}")),
+    ("iCloud", re.compile(r" (?:[2-9]|[1-9]\d+)")),
+)
+MERGED_TAG = "merged"  # a copy merged and moved aside: <copy>.merged-<UTC time>
+
+
+class Copy(NamedTuple):
+    """A conflict copy's name, the name of the file it is a copy of, and the tool that made it."""
+
+    name: str
+    original: str
+    tool: str
+
+
+def original_name(name: str) -> Copy | None:
+    """The file `name` is a sync tool's conflict copy of, or None when it is not one."""
+    stem, dot, ext = name.rpartition(".")
+    if not dot or not stem:
+        stem, ext = name, ""
+    tool = ""
+    while True:
+        for which, tag in _TAGS:
+            found = _tag_at_end(tag, stem)
+            if found is not None and found > 0:
+                stem, tool = stem[:found], tool or which
+                break
+        else:
+            break
+    if not tool:
+        return None
+    return Copy(name, f"{stem}.{ext}" if ext else stem, tool)
+
+
+def copies_of(name: str, names: Iterable[str]) -> list[Copy]:
+    """The conflict copies of the file `name` among `names` (a folder's entries), by name."""
+    out = [c for n in names if (c := original_name(n)) is not None and c.original == name]
+    return sorted(out)
+
+
+def _tag_at_end(tag: re.Pattern[str], stem: str) -> int | None:
+    """Where `tag` starts when it ends `stem` (its last match), else None."""
+    last = None
+    for m in tag.finditer(stem):
+        if m.end() == len(stem):
+            last = m.start()
+    return last
+
+
+# ---- git ----
+
+OURS, BASE, THEIRS, END = "<<<<<<<", "|||||||", "=======", ">>>>>>>"
+
+
+def git_sides(text: str) -> tuple[str, str] | None:
+    """(ours, theirs): the two versions of a file git left with conflict marks in it (the
+    common text in both, a diff3 base section dropped); None when it has no whole conflict."""
+    ours: list[str] = []
+    theirs: list[str] = []
+    state = ""  # "": common text; then OURS, BASE, THEIRS inside a conflict
+    found = False
+    for line in text.splitlines(keepends=True):
+        mark = line[:7]
+        if mark == OURS and state == "":
+            state, found = OURS, True
+        elif mark == BASE and state == OURS:
+            state = BASE
+        elif mark == THEIRS and line.rstrip("\r\n") == THEIRS and state in (OURS, BASE):
+            state = THEIRS
+        elif mark == END and state == THEIRS:
+            state = ""
+        elif state == "":
+            ours.append(line)
+            theirs.append(line)
+        elif state == OURS:
+            ours.append(line)
+        elif state == THEIRS:
+            theirs.append(line)
+    if not found or state != "":
+        return None
+    return "".join(ours), "".join(theirs)
