@@ -11,13 +11,16 @@ one version under the file's name and writes the other beside it, under a name o
 `original_name` reads such a name back (None for any other name); a name countbot moved aside
 after merging it (`<copy>.merged-<time>`) is not a copy any more. git instead writes both sides
 into the file between `<<<<<<<`, `=======` and `>>>>>>>` lines: `git_sides` takes them apart.
-Nothing here reads a file or imports a library.
+`FolderWatch` says when to look again: a copy appearing changes its folder's mtime. Nothing
+here reads a file's content or imports a library.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import NamedTuple
 
 _TAGS = (
@@ -70,6 +73,28 @@ def _tag_at_end(tag: re.Pattern[str], stem: str) -> int | None:
         if m.end() == len(stem):
             last = m.start()
     return last
+
+
+class FolderWatch:
+    """Whether a folder changed since the last look for conflict copies in it: the first
+    look, then whenever its mtime moved (a file made, renamed or removed in it)."""
+
+    def __init__(self) -> None:
+        self._seen: int | None = None
+
+    def changed(self, folder: Path) -> bool:
+        try:
+            mtime = os.stat(folder).st_mtime_ns
+        except OSError:
+            return False
+        if mtime == self._seen:
+            return False
+        self._seen = mtime
+        return True
+
+    def again(self) -> None:
+        """Look at the next call whatever the folder's mtime (a look that could not finish)."""
+        self._seen = None
 
 
 # ---- git ----

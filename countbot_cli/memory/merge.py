@@ -109,29 +109,16 @@ def _by_date(
 # ---- the files ----
 
 
-class Watch:
-    """When to look for conflict copies of a memory file: the first time a process reads it,
-    then whenever its folder changed (a copy appearing changes it), never inside its lock."""
+class Watch(conflicts.FolderWatch):
+    """When to look for conflict copies of a memory file: as `FolderWatch` says, never while
+    this thread holds the file's lock (a merge takes it)."""
 
     def __init__(self) -> None:
-        self._seen: int | None = None
+        super().__init__()
         self._held = threading.local()
 
     def due(self, folder: Path) -> bool:
-        if getattr(self._held, "depth", 0):
-            return False
-        try:
-            mtime = os.stat(folder).st_mtime_ns
-        except OSError:
-            return False
-        if mtime == self._seen:
-            return False
-        self._seen = mtime
-        return True
-
-    def again(self) -> None:
-        """Look again at the next read (a merge that could not be done now)."""
-        self._seen = None
+        return not getattr(self._held, "depth", 0) and self.changed(folder)
 
     @contextlib.contextmanager
     def holding(self) -> Iterator[None]:

@@ -18,15 +18,20 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from countbot_cli import fileio
+from countbot_cli import conflicts, fileio
 from countbot_cli.config import derived
-from countbot_cli.conversation.sessions import listing
+from countbot_cli.conversation.sessions import listing, merge
 from countbot_cli.conversation.sessions.listing import ID_RE, Row, is_session_file
-from countbot_cli.conversation.sessions.session import SchemaVersionError, Session, header_from_dict
+from countbot_cli.conversation.sessions.session import (
+    SchemaVersionError,
+    Session,
+    header_from_dict,
+    new_session_id,
+)
 from countbot_cli.errors import DamagedDataError, StorageError, UsageError
 from countbot_cli.fileio import Key
 from countbot_cli.jsonsafe import loads_bounded
@@ -68,6 +73,8 @@ class SessionStore:
         self._snaps: OrderedDict[str, _Snapshot] = OrderedDict()
         self._snaps_mutex = threading.Lock()  # one store may be shared by threads
         self._listing = listing.Listing(self.root)
+        self._watch = conflicts.FolderWatch()  # when to look for conflict copies again
+        self._merging = threading.Lock()
 
     # ---- public API ----
 
@@ -88,6 +95,7 @@ class SessionStore:
 
     def load(self, sid: str) -> Session:
         path = self.path(sid)
+        self._conflicts()
         for _attempt in range(3):
             try:
                 data, key = fileio.read_keyed(path)
@@ -98,6 +106,8 @@ class SessionStore:
             try:
                 return self._parse(sid, data)[0]
             except ValueError as e:
+                if self._git_merged(sid, data, key, locked=False):
+                    continue
                 moved = self._quarantine(sid, key, e, locked=False)
                 if moved is not None:
                     raise _damaged(path, moved, e) from e
@@ -114,6 +124,7 @@ class SessionStore:
         gone = StorageError(f"session {sid} no longer exists (deleted by another process?)")
         if not self.root.is_dir():
             raise gone
+        self._conflicts()
         with self._session_lock(sid):
             try:
                 data, key = fileio.read_keyed(path)
@@ -122,6 +133,8 @@ class SessionStore:
             except OSError as e:
                 raise fileio.read_error(path, e, "a session file") from e
             try:
+                if self._git_merged(sid, data, key, locked=True):
+                    data, key = fileio.read_keyed(path)
                 session, snap = self._parse(sid, data)
             except ValueError as e:
                 moved = self._quarantine(sid, key, e, locked=True)
@@ -194,6 +207,7 @@ class SessionStore:
         ref = ref.strip()
         if not ref:
             raise UsageError("a session id is required")
+        self._conflicts()
         if ref.lower() == "latest":
             headers = self.list()
             if not headers:
@@ -311,6 +325,9 @@ class SessionStore:
         try:
             with os.scandir(self.root) as it:
                 entries = builtins.list(it)
+            if self._conflicts([e.name for e in entries]):
+                with os.scandir(self.root) as it:
+                    entries = builtins.list(it)
         except FileNotFoundError:
             return {}
         index = self._listing.read()
@@ -354,6 +371,8 @@ class SessionStore:
             self._report(str(path), f"{path} was written by a newer countbot ({e}); skipped")
         except ValueError as e:
             try:
+                if self._git_merged(sid, data, key, locked=False):
+                    return self._read_row(sid)
                 moved = self._quarantine(sid, key, e, locked=False)
             except StorageError as err:  # busy or cannot be moved: skip it this time
                 self._report(str(path), err.user_message())
@@ -365,6 +384,49 @@ class SessionStore:
     def notice(self, message: str) -> None:
         """Say something to the user through the store's `on_notice` (caches beside it use it)."""
         self._notice(message)
+
+    # ---- what a file-sync tool left: conflict copies, git's marks (merge.py) ----
+
+    def _conflicts(self, names: builtins.list[str] | None = None) -> bool:
+        """Merge the conflict copies among `names` (the folder's entries; None: list them when
+        the folder changed since the last look). True when there were some."""
+        if names is None:
+            if not self._watch.changed(self.root):
+                return False
+            names = os.listdir(self.root)
+        found = [n for n in names if merge.maybe_copy(n)]
+        if not found or not self._merging.acquire(blocking=False):
+            return False  # none, or this store is merging them (a merge's own update)
+        try:
+            merge.reconcile(self, found)
+        finally:
+            self._merging.release()
+        return True
+
+    def _git_merged(self, sid: str, data: bytes, key: Key, *, locked: bool) -> bool:
+        """The file holds git's conflict marks: its two versions merged (or the other kept as
+        a fork) and written. False when it holds none (or changed since it was read)."""
+        if merge.git_versions(data, sid) is None:
+            return False
+        with contextlib.nullcontext() if locked else self._session_lock(sid):
+            data, now = fileio.read_keyed(self.path(sid))
+            versions = merge.git_versions(data, sid) if now == key else None
+            if versions is None:
+                return now != key
+            ours, theirs = versions
+            both = merge.merged(ours, theirs)
+            self._save(both or ours, None)
+        said = f"resolved the git conflict in session {sid}"
+        if both is None:
+            fork = replace(
+                theirs, id=new_session_id(), title=merge.FORK_TITLE.format(title=theirs.title)
+            )
+            self.create(fork)
+            said += (
+                f": the two sides cannot be put in one order, theirs is kept as session {fork.id}"
+            )
+        self._notice(said)
+        return True
 
     def _report(self, key: str, message: str) -> None:
         if key not in self._reported:
