@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from countbot_cli.config.example import EXAMPLE_CONFIG
-from countbot_cli.config.home import default_config_path
+from countbot_cli.config.home import default_config_path, derived_dir
 from countbot_cli.config.mcp_server import McpServer
 from countbot_cli.config.providers import NO_PROVIDER_HINT, ProviderConfig
 from countbot_cli.config.settings import Settings
@@ -164,7 +164,8 @@ def config_show(settings: Settings, out: TextIO, env: Mapping[str, str] | None =
 
     where = settings.config_file or "no config file: defaults and environment"
     out.write(f"# effective configuration ({where}); API keys are masked\n")
-    for label, value in trust_rows(settings, os.environ if env is None else env):
+    env = os.environ if env is None else env
+    for label, value in [*trust_rows(settings, env), *folder_rows(settings, env)]:
         out.write(f"# {label + ':' if label else '':<11} {value}\n")
     out.write(f"# {'recall:':<11} {describe_recall(settings.memory.inject)}\n")
     if settings.provider.type == "none":
@@ -195,11 +196,34 @@ def config_path(settings: Settings, out: TextIO, env: Mapping[str, str] | None =
                 "--config, $COUNTBOT_CONFIG, ./config.yaml, " + str(settings.home / "config.yaml"),
             )
         )
-    rows += trust_rows(settings, os.environ if env is None else env)
+    env = os.environ if env is None else env
+    rows += [*trust_rows(settings, env), *folder_rows(settings, env)]
     width = max(len(label) for label, _ in rows)
     for label, value in rows:
         out.write(f"{label.ljust(width)}  {value}\n")
     return EXIT_OK
+
+
+def folder_rows(settings: Settings, env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Which folders a file-sync tool may share (the sessions, the memory) and which are this
+    machine's own (what countbot derives from them, in the cache folder; the data folder)."""
+    memory = settings.memory.file
+    rows = [
+        ("sync", f"{settings.sessions_dir} (sessions; conflict copies are merged)"),
+        ("", f"{memory} (memory, with its {memory.stem}.* files; conflict copies are merged)"),
+    ]
+    derived = {
+        derived_dir(settings.sessions_dir, env): "search index, listing cache, locks",
+        derived_dir(memory.parent, env): "recall vectors, lock",
+    }
+    data = derived_dir(settings.data_dir, env)
+    derived[data] = ", ".join(filter(None, [derived.get(data), "token and window caches"]))
+    rows += [
+        ("local" if i == 0 else "", f"{folder} (derived: {what}; rebuilt when missing)")
+        for i, (folder, what) in enumerate(derived.items())
+    ]
+    rows.append(("", f"{settings.data_dir} (data dir: cost tally, input history)"))
+    return rows
 
 
 def allow_list(out: TextIO, env: Mapping[str, str] | None = None) -> int:

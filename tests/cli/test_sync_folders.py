@@ -198,3 +198,21 @@ def test_a_cache_folder_that_cannot_be_written_keeps_them_in_the_data_folder(
         assert len(json.loads(proc.stdout)) == 1
     names = {p.name for p in cb.sessions_dir.iterdir()}
     assert {SEARCH_INDEX_FILE, "index.json"} <= names
+
+
+def test_config_show_says_which_folders_to_sync_and_which_are_this_machines(
+    tmp_path: Path,
+) -> None:
+    with fs.FakeServer() as server:
+        cb = make_cb(tmp_path, server.base_url, **QUIET_MEMORY)
+        sid = ask(cb, server, "the echidna lays eggs")
+        assert search(cb, "echidna")[0] == {sid}
+    proc = cb.invoke("config", "show")
+    assert proc.returncode == 0, proc.stderr
+    rows = [line[2:] for line in proc.stdout.splitlines() if line.startswith("# ")]
+    sync = rows.index(f"sync:       {cb.sessions_dir} (sessions; conflict copies are merged)")
+    assert rows[sync + 1].startswith(f"            {cb.memory_file} (memory")
+    local = rows[sync + 2]
+    assert local.startswith("local:") and "search index" in local
+    index = Path(local.split()[1]) / SEARCH_INDEX_FILE
+    assert index.is_file() and index == cb.derived(cb.sessions_dir, SEARCH_INDEX_FILE)
