@@ -84,6 +84,7 @@ def machine(tmp: Path, name: str, base_url: str) -> Machine:
         "XDG_CONFIG_HOME": str(home / ".config"),
         "XDG_CACHE_HOME": str(home / ".cache"),
         "LANG": "C.UTF-8",
+        **{k: v for k, v in os.environ.items() if k in ("PYTHONPATH", "TMPDIR")},
     }
     config = {
         "default_provider": "t",

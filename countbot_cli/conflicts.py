@@ -23,12 +23,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-_TAGS = (
-    ("Syncthing", re.compile(r"\.sync-conflict-\d{8}-\d{6}-[A-Za-z0-9]+")),
-    ("Dropbox", re.compile(r" \([^()]*conflicted copy \d{4}-\d{2}-\d{2}(?: \(\d+\))?\)")),
-    ("Nextcloud", re.compile(r" \(conflicted copy (?:[^()]* )?\d{4}-\d{2}-\d{2} \d{6}\)")),
-    ("Nextcloud", re.compile(r"_conflict-\d{8}-\d{6}")),
-    ("iCloud", re.compile(r" (?:[2-9]|[1-9]\d+)")),
+from countbot_cli.textsafe import LazyPattern
+
+_TAGS = (  # compiled when a name is first read (not at start-up)
+    ("Syncthing", LazyPattern(r"\.sync-conflict-\d{8}-\d{6}-[A-Za-z0-9]+")),
+    ("Dropbox", LazyPattern(r" \([^()]*conflicted copy \d{4}-\d{2}-\d{2}(?: \(\d+\))?\)")),
+    ("Nextcloud", LazyPattern(r" \(conflicted copy (?:[^()]* )?\d{4}-\d{2}-\d{2} \d{6}\)")),
+    ("Nextcloud", LazyPattern(r"_conflict-\d{8}-\d{6}")),
+    ("iCloud", LazyPattern(r" (?:[2-9]|[1-9]\d+)")),
 )
 MERGED_TAG = "merged"  # a copy merged and moved aside: <copy>.merged-<UTC time>
 
@@ -41,6 +43,12 @@ class Copy(NamedTuple):
     tool: str
 
 
+def maybe_copy(name: str) -> bool:
+    """A cheap first look: could `name` be a conflict copy at all? (Every tool's tag holds
+    "conflict" or a space.)"""
+    return "conflict" in name or " " in name
+
+
 def original_name(name: str) -> Copy | None:
     """The file `name` is a sync tool's conflict copy of, or None when it is not one."""
     stem, dot, ext = name.rpartition(".")
@@ -49,7 +57,7 @@ def original_name(name: str) -> Copy | None:
     tool = ""
     while True:
         for which, tag in _TAGS:
-            found = _tag_at_end(tag, stem)
+            found = _tag_at_end(tag.re, stem)
             if found is not None and found > 0:
                 stem, tool = stem[:found], tool or which
                 break

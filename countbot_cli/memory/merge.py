@@ -153,7 +153,7 @@ def reconcile(
 def _found(target: Path) -> bool:
     """Cheaply: is there a copy of the file or of a sidecar, or a git mark in the file?"""
     stems = (target.stem + ".", target.stem + " ", target.stem + "_")
-    names = [n for n in _names(target.parent) if n.startswith(stems)]
+    names = [n for n in _names(target.parent) if n.startswith(stems) and conflicts.maybe_copy(n)]
     if any(conflicts.original_name(n) for n in names):
         return True
     try:

@@ -47,11 +47,6 @@ class Store(Protocol):
     def notice(self, message: str) -> None: ...
 
 
-def maybe_copy(name: str) -> bool:
-    """A cheap first look: could `name` be a conflict copy at all?"""
-    return "conflict" in name or " " in name
-
-
 def merged(main: Session, other: Session) -> Session | None:
     """`main` with `other`'s messages put in (see the module docstring); None when the two
     histories cannot be ordered."""
@@ -143,7 +138,7 @@ def _most(a: Usage, b: Usage) -> Usage:
 def reconcile(store: Store, names: Iterable[str]) -> None:
     """Merge every conflict copy among `names` (the sessions folder's) into its session."""
     for name in sorted(names):
-        c = conflicts.original_name(name) if maybe_copy(name) else None
+        c = conflicts.original_name(name) if conflicts.maybe_copy(name) else None
         if c is not None and is_session_file(c.original):
             with contextlib.suppress(StorageError):  # busy or gone: the next look tries again
                 _merge_copy(store, c)

@@ -394,7 +394,7 @@ class SessionStore:
             if not self._watch.changed(self.root):
                 return False
             names = os.listdir(self.root)
-        found = [n for n in names if merge.maybe_copy(n)]
+        found = [n for n in names if conflicts.maybe_copy(n)]
         if not found or not self._merging.acquire(blocking=False):
             return False  # none, or this store is merging them (a merge's own update)
         try:
