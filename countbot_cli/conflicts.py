@@ -1,18 +1,15 @@
 """The copies file-sync tools make of a file changed on two machines, and git's conflict marks.
 
-When two machines change the same file before they hear from each other, the sync tool keeps
-one version under the file's name and writes the other beside it, under a name of its own:
-
     Syncthing   NAME.sync-conflict-YYYYMMDD-HHMMSS-DEVICE.EXT (a copy of a copy: tags repeat)
-    Dropbox     NAME (conflicted copy YYYY-MM-DD).EXT, NAME (HOST's conflicted copy YYYY-MM-DD).EXT
-    Nextcloud   NAME (conflicted copy [USER ]YYYY-MM-DD HHMMSS).EXT; older: NAME_conflict-YYYYMMDD-HHMMSS.EXT
+    Dropbox     NAME (conflicted copy YYYY-MM-DD).EXT, NAME (HOST's conflicted copy ...).EXT
+    Nextcloud   NAME (conflicted copy [USER ]YYYY-MM-DD HHMMSS).EXT
+                (older clients: NAME_conflict-YYYYMMDD-HHMMSS.EXT)
     iCloud      NAME 2.EXT (3, 4, ...)
 
-`original_name` reads such a name back (None for any other name); a name countbot moved aside
-after merging it (`<copy>.merged-<time>`) is not a copy any more. git instead writes both sides
-into the file between `<<<<<<<`, `=======` and `>>>>>>>` lines: `git_sides` takes them apart.
-`FolderWatch` says when to look again: a copy appearing changes its folder's mtime. Nothing
-here reads a file's content or imports a library.
+`original_name` reads such a name back (None for any other, and for a copy countbot moved aside:
+`<copy>.merged-<time>`); `git_sides` takes apart a file git wrote both versions into;
+`FolderWatch` says when to look again (a copy appearing changes its folder's mtime). Nothing here
+reads a file's content or imports a library.
 """
 
 from __future__ import annotations

@@ -321,7 +321,7 @@ def host_name() -> str:
 def lock_holder(data: bytes) -> tuple[str, int] | None:
     """(host, pid) recorded in a lock file's bytes; None when it records none."""
     parts = data.decode("utf-8", "replace").split()
-    if len(parts) != 2 or not parts[1].isdigit():
+    if len(parts) != 2 or not parts[1].isdigit() or not parts[0].isprintable():
         return None
     return parts[0], int(parts[1])
 

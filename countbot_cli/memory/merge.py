@@ -1,17 +1,11 @@
-"""MEMORY.md merged with the copies a file-sync tool made of it, and with git's conflict marks.
+"""MEMORY.md merged with the conflict copies a file-sync tool made of it, or git's marks in it.
 
-Two machines appending to one MEMORY.md while apart leave one version under its name and the
-other as a conflict copy (conflicts.py names them), or, with git, both sides in the file between
-marks. `reconcile` merges them under MEMORY.md's lock and says so in one line a copy:
-
-- an entry is the same entry when its content is (whitespace normalised): each is kept once,
-  its line byte for byte (so its pin, mute and source, keyed by the whole line, still hold);
-  an entry only the copy has is placed among MEMORY.md's by its date, keeping both files'
-  orders; a copy's line that `memory tidy` archived is not brought back;
-- a pin or mute of a copy's line kept as another line (same content, other date) moves to it;
-- the sidecars' copies (MEMORY.marks.json: pins and mutes; MEMORY.sources.jsonl,
-  MEMORY.archive.jsonl) are merged first, as unions;
-- then each copy is moved aside (`<copy>.merged-<UTC time>`), never deleted.
+`reconcile`, under MEMORY.md's lock: the sidecars' copies first (pins and mutes, sources, the
+archive: unions), then each version's entries by content (whitespace normalised; each kept once,
+its line byte for byte, so its pin, mute and source hold), an entry only the copy has placed by
+its date between the lines both have; a line `memory tidy` archived is not brought back; a pin
+of a copy's line kept under another date moves to the kept line; then the copy is moved aside
+(`<copy>.merged-<UTC time>`) with one line saying so.
 
 Invariant: every entry of every version is in the merged file exactly once, and a copy is moved
 aside only after what it held is written.
