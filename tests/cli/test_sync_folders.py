@@ -25,9 +25,7 @@ from countbot_cli.conversation.sessions.session import new_session
 def ask(cb: CB, server: fs.FakeServer, *args: str, answer: str = "ok") -> str:
     """`countbot ask ARGS` answered with `answer`; returns the session id it saved to."""
     server.add(fs.text(answer))
-    proc = cb.invoke("ask", "--json", *args)
-    assert proc.returncode == 0, proc.stderr
-    return str(json.loads(proc.stdout)["session_id"])
+    return cb.ask_saved(*args)
 
 
 def search(cb: CB, words: str) -> tuple[set[str], str]:

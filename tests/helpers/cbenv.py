@@ -53,6 +53,13 @@ class CB:
     def memory_file(self) -> Path:
         return self.work / "MEMORY.md"
 
+    def ask_saved(self, *args: str) -> str:
+        """`countbot ask --json ARGS` in this process (exit 0 checked); the id of the session
+        it saved to."""
+        proc = self.invoke("ask", "--json", *args)
+        assert proc.returncode == 0, proc.stderr
+        return str(json.loads(proc.stdout)["session_id"])
+
     def derived(self, folder: Path, name: str) -> Path:
         """Where countbot keeps the file `name` derived from `folder` (its cache folder)."""
         from countbot_cli.config.home import derived_dir

@@ -25,9 +25,7 @@ SHAPES = {
 
 def ask(cb: CB, server: fs.FakeServer, *args: str) -> str:
     server.add(fs.text(f"answer to {args[-1]}"))
-    proc = cb.invoke("ask", "--json", *args)
-    assert proc.returncode == 0, proc.stderr
-    return str(json.loads(proc.stdout)["session_id"])
+    return cb.ask_saved(*args)
 
 
 def transcript(cb: CB, sid: str) -> tuple[list[str], str]:
