@@ -2,6 +2,10 @@
 policy, memory, engine) that `ask` and the chat hold; `open_conversation`, the one way both
 open it. Nothing here runs a command: the bodies are commands/ (ask) and repl/chat.py (the
 chat), which call in here; tests call these functions with injected streams.
+
+The tools (their registry, skills, the memory and session-search tools) are imported only when
+tools are on, and MCP's only when a server is configured (it loads asyncio and the SDK): a
+plain `ask` without them loads none of it (tests/helpers/start_up.py, docs/design/startup.md).
 """
 
 from __future__ import annotations
@@ -268,7 +272,8 @@ def build_pair(
 
 
 def _skills(settings: Settings, notices: Notices) -> list[tuple[str, str, str]]:
-    """The skills' lines for the stable head (config/skills.py); left-out ones named once."""
+    """The skills' lines for the stable head (config/skills.py); left-out ones named once.
+    Only with tools on (the module docstring)."""
     from countbot_cli.config.skills import listing, skills_for
 
     found = skills_for(settings, notices)
@@ -288,7 +293,7 @@ def _tool_registry(
     settings: Settings, memory: MemoryStore, current: Callable[[], str | None] = lambda: None
 ) -> ToolRegistry:
     """`current()`: the session the tools serve (search_sessions leaves it out). Imported here:
-    a plain `ask` without tools loads none of it (docs/design/startup.md)."""
+    a plain `ask` without tools loads none of it (the module docstring)."""
     from countbot_cli.config.skills import skills_for
     from countbot_cli.conversation.sessions.search_tool import search_sessions_tool
     from countbot_cli.memory.session_meaning import MeaningSearch
@@ -319,7 +324,7 @@ def _tool_registry(
     mine = [] if settings.memory.off else [memory_tool(memory)]  # ask --no-memory: none
     registry = ToolRegistry([*default_tools(ctx), *mine, search], ctx)
     if settings.mcp.servers:  # their tools join on the first turn that offers tools
-        from countbot_cli.tools.mcp import add_mcp_tools
+        from countbot_cli.tools.mcp import add_mcp_tools  # asyncio and the SDK: with servers only
 
         add_mcp_tools(registry, settings.mcp.servers, lambda m: _notice(sys.stderr, m))
     return registry

@@ -109,7 +109,7 @@ def run_ask(
         settings = replace(settings, memory=settings.memory._replace(auto_memory=False))
     settings, probe = Probe.start(settings, no_memory=opts.no_memory, remember=opts.remember)
     if refs:  # -f/-a: every attachment read and checked before anything is sent
-        from countbot_cli.conversation.input.attachments import compose_message
+        from countbot_cli.conversation.input.attachments import compose_message  # -f/-a only
 
         text, attached = compose_message(opts.prompt, stdin_text, refs, settings)
     embed.shared().wait = True  # the one turn waits for the recall models (the REPL does not)
@@ -175,7 +175,7 @@ def _ask_confirmer(stdin: TextIO, err: TextIO, pause: Callable[[], None]) -> Con
     one-line notice (SPEC §6, non-interactive)."""
     if not (isatty(stdin) and isatty(err)):
         return None
-    from countbot_cli.ui.confirm import TerminalConfirmer
+    from countbot_cli.ui.confirm import TerminalConfirmer  # on a terminal only (start-up)
 
     return TerminalConfirmer(stdin, err, before_prompt=pause)
 

@@ -6,7 +6,8 @@ typer's own completion stays off (`add_completion=False`): it adds options to ev
 and imports its shell detection, which `--help` and `--version` would pay for. Here the cost is
 only paid when the shell asks: commands, subcommands and options come from the typer app itself,
 session ids from the session store, role and template names from their folders, option keys
-for `-o` from config/options.py.
+for `-o` from config/options.py, each source imported only when its candidates are asked for
+(completing a command's name reads no settings).
 """
 
 from __future__ import annotations

@@ -13,14 +13,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from countbot_cli.commands.trust import trust_rows
+from countbot_cli.config import saved_allow
 from countbot_cli.config.example import EXAMPLE_CONFIG
-from countbot_cli.config.home import default_config_path, derived_dir
+from countbot_cli.config.home import default_config_path, default_home, derived_dir
 from countbot_cli.config.mcp_server import McpServer
 from countbot_cli.config.providers import NO_PROVIDER_HINT, ProviderConfig
 from countbot_cli.config.settings import Settings
 from countbot_cli.errors import EXIT_OK, UsageError
 from countbot_cli.memory.embed import describe as describe_recall
-from countbot_cli.textsafe import sanitize_line
+from countbot_cli.textsafe import sanitize_line, visible
 
 # ---- config init ----
 
@@ -160,8 +162,6 @@ def mcp_server_dict(m: McpServer) -> dict[str, Any]:
 def config_show(settings: Settings, out: TextIO, env: Mapping[str, str] | None = None) -> int:
     import yaml
 
-    from countbot_cli.commands.trust import trust_rows
-
     where = settings.config_file or "no config file: defaults and environment"
     out.write(f"# effective configuration ({where}); API keys are masked\n")
     env = os.environ if env is None else env
@@ -176,8 +176,6 @@ def config_show(settings: Settings, out: TextIO, env: Mapping[str, str] | None =
 
 
 def config_path(settings: Settings, out: TextIO, env: Mapping[str, str] | None = None) -> int:
-    from countbot_cli.commands.trust import trust_rows
-
     rows = [
         ("config file", str(settings.config_file) if settings.config_file else "(none)"),
         ("home", str(settings.home)),
@@ -228,10 +226,6 @@ def folder_rows(settings: Settings, env: Mapping[str, str]) -> list[tuple[str, s
 
 def allow_list(out: TextIO, env: Mapping[str, str] | None = None) -> int:
     """`config allow list`: the rules saved with `A`, one a line, and the file holding them."""
-    from countbot_cli.config import saved_allow
-    from countbot_cli.config.home import default_home
-    from countbot_cli.textsafe import visible
-
     path = saved_allow.allow_file(default_home(os.environ if env is None else env))
     rules = saved_allow.load(path).rules()
     if not rules:
@@ -245,9 +239,6 @@ def allow_list(out: TextIO, env: Mapping[str, str] | None = None) -> int:
 
 def allow_remove(rule: str, out: TextIO, env: Mapping[str, str] | None = None) -> int:
     """`config allow remove RULE`: forget one saved command or tool (the exact text listed)."""
-    from countbot_cli.config import saved_allow
-    from countbot_cli.config.home import default_home
-
     path = saved_allow.allow_file(default_home(os.environ if env is None else env))
     kind = saved_allow.remove(path, rule)
     if kind is None:

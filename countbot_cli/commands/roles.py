@@ -1,10 +1,18 @@
 """`-r/--role NAME` and `-o KEY VALUE` turned into what the commands already take: the role's
 text joins `--system`, its model stands in for a missing `-m`, its options sit under `-o`'s.
-And the `countbot roles` listing."""
+And the `countbot roles` listing.
+
+config/roles.py and config/templates.py are imported only when a role or a template is named:
+every `ask` and chat runs `choose`, and most name neither (together they cost a plain `ask`
+about 2 ms and a frozen dataclass to define: docs/design/startup.md)."""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple, TextIO
+
+from countbot_cli.config.options import parse_pairs
+from countbot_cli.errors import UsageError
+from countbot_cli.textsafe import sanitize_line
 
 
 class Chosen(NamedTuple):
@@ -28,9 +36,6 @@ def choose(
     wrong). `words` are `-o`'s values, `KEY=VALUE` each (routing.join_option_pairs joined
     them); `prompt` the question's words: a role's placeholders take the first of them, a
     template (`-t`) takes them all and becomes the question (config/templates.py)."""
-    from countbot_cli.config.options import parse_pairs
-    from countbot_cli.errors import UsageError
-
     pairs = []
     for word in words or []:
         key, eq, value = word.partition("=")
@@ -60,7 +65,6 @@ def choose(
 
 def roles_list(out: TextIO, err: TextIO) -> int:
     from countbot_cli.config.roles import parse_role, role_names, roles_dir
-    from countbot_cli.textsafe import sanitize_line
 
     folder = roles_dir()
     names = role_names()

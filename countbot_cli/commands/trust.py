@@ -17,6 +17,7 @@ from typing import TextIO
 from urllib.parse import urlsplit
 
 from countbot_cli import keyguard
+from countbot_cli.config import trust
 from countbot_cli.config.file import Section, read_config
 from countbot_cli.config.home import default_home
 from countbot_cli.config.instructions import MAX_BYTES as INSTRUCTIONS_MAX_BYTES
@@ -90,8 +91,6 @@ def config_trust(
     review: Review | None = None,
 ) -> int:
     """Validate PATH, show what it sets, ask, then record its path and SHA-256."""
-    from countbot_cli.config import trust
-
     env = os.environ if env is None else env
     cwd = Path(os.path.abspath(Path.cwd() if cwd is None else cwd))
     review = review or Review(out)
@@ -124,8 +123,6 @@ def config_trust(
 
 def _trust_instructions(target: Path, out: TextIO, env: Mapping[str, str], review: Review) -> int:
     """An instructions file: the whole text that would be sent, then the question."""
-    from countbot_cli.config import trust
-
     try:
         data, size = read_sent(target)
     except OSError as exc:
@@ -180,8 +177,6 @@ def config_untrust(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
 ) -> int:
-    from countbot_cli.config import trust
-
     env = os.environ if env is None else env
     cwd = Path(os.path.abspath(Path.cwd() if cwd is None else cwd))
     target = _target(path, cwd)
@@ -303,8 +298,6 @@ def _provider_row(settings: Settings, root: Section, name: str) -> str:
 
 def trust_rows(settings: Settings, env: Mapping[str, str]) -> list[tuple[str, str]]:
     """`config path` / `config show` rows: the ./config.yaml left out, and the trusted files."""
-    from countbot_cli.config import trust
-
     rows: list[tuple[str, str]] = []
     if settings.ignored_config is not None:
         why = "changed since trusted" if settings.ignored_why == "changed" else "not trusted"

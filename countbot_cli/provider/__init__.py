@@ -20,7 +20,7 @@ __all__ = ["Provider", "ProviderSettings", "ProviderStats", "make_provider"]
 
 def make_provider(cfg: ProviderSettings, client: httpx.Client | None = None, **kw: Any) -> Provider:
     """The provider for `cfg.type`; `client` and `kw` go to the OpenAI-compatible provider."""
-    if cfg.type == "openai":
+    if cfg.type == "openai":  # the embedded model's runs never load httpx
         from countbot_cli.provider.openai_compat import OpenAICompatProvider
 
         return OpenAICompatProvider(cfg, client, **kw)

@@ -56,7 +56,7 @@ def without_userinfo(url: str) -> str:
 def fetch_page(url: str, *, max_bytes: int, timeout: float, max_redirects: int) -> Page:
     """The page at `url` as readable text (see the module for the limits)."""
     httpx = import_httpx()
-    from countbot_cli.conversation.input import netguard
+    from countbot_cli.conversation.input import netguard  # httpcore: when a page is fetched
 
     url = without_userinfo(url)
     backend = netguard.GuardedBackend(netguard.Deadline(time.monotonic() + timeout))

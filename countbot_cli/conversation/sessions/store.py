@@ -287,7 +287,7 @@ class SessionStore:
 
     def _unindex(self, sid: str) -> None:
         """The session's rows out of the search index (search_saves.py), if there is one."""
-        from countbot_cli.conversation.sessions import search_saves
+        from countbot_cli.conversation.sessions import search_saves  # sqlite3: on a delete only
 
         search_saves.forget(self, sid)
 
