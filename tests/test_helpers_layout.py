@@ -1,4 +1,4 @@
-"""Where test code lives (issue 20 point 7): what several test modules share is in
+"""Where test code lives: what several test modules share is in
 tests/helpers/ (on the import path by conftest.py), so no test module imports another test
 module, and a helper module is not named like a test module (pytest would collect it)."""
 

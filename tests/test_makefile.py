@@ -1,5 +1,5 @@
-"""The Makefile's install steps say what they do (issue 18: `make run` was silent for 10+
-minutes behind `pip -q` while llama.cpp compiled). `make -n` prints the recipe without running
+"""The Makefile's install steps say what they do (`make run` must not stay silent for 10+
+minutes behind `pip -q` while llama.cpp compiles). `make -n` prints the recipe without running
 it; `-W pyproject.toml` makes the install stamps out of date, as on a fresh clone."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile input and output around `ask` and `models` (issue 9): `-f` on a FIFO, a device or a
+"""Hostile input and output around `ask` and `models`: `-f` on a FIFO, a device or a
 file swapped under it; piped stdin over its cap; escape sequences in model ids, provider error
 text and an answer whose sequences are cut across stream events."""
 

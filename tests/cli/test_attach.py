@@ -1,4 +1,4 @@
-"""`ask -a PATH|URL` as a user runs it (issue 14): the exact request the model server receives
+"""`ask -a PATH|URL` as a user runs it: the exact request the model server receives
 for an image, a PDF, a web page and all of them together; images scaled down; everything
 refused with one line, the right exit code and nothing sent; what the session file keeps."""
 

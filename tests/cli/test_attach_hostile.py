@@ -1,4 +1,4 @@
-"""`ask -a URL` against hostile servers (issue 19): a server trickling its headers or its body a
+"""`ask -a URL` against hostile servers: a server trickling its headers or its body a
 byte at a time still ends at `url_timeout`; redirects into the LAN or this machine (127.0.0.1,
 [::1], an IPv4-mapped address) are refused when the user's URL was public; `user:password@` in a
 URL is neither sent nor stored nor shown.

@@ -1,4 +1,4 @@
-"""Why a turn missed the prompt cache (issue 24 point 2), through `ask --json` and the usage
+"""Why a turn missed the prompt cache, through `ask --json` and the usage
 line: each reason produced on purpose — the window stepping, a pinned line, the system prompt
 (--system), another model, an idle gap past the provider's cache lifetime (fake clock) — and a
 turn that extends the previous request reports no change and no miss."""

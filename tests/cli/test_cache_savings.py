@@ -1,4 +1,4 @@
-"""What the prompt cache saved (issue 24 point 3), with prices configured: per turn, per
+"""What the prompt cache saved, with prices configured: per turn, per
 session and per day, beside the cost — in `ask --json`, the session file, `sessions show`,
 and the chat's usage line and `/tokens`. Without `cached_input` no saving is shown, nor for a
 provider that reports no cache figure."""

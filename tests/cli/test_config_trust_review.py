@@ -1,4 +1,4 @@
-"""`countbot config trust` shows what it trusts and asks first (issue 19): an instructions file's
+"""`countbot config trust` shows what it trusts and asks first: an instructions file's
 whole text (as it will be sent) through the user's pager on a terminal, then y/N; without a
 terminal only `--yes` records anything; the settings that hand something over are warnings;
 project files are stat'ed and capped before they are read; a FIFO where the trust list should

@@ -1,4 +1,4 @@
-"""The context window of a model countbot does not know, end to end with `ask` (issue 11 item 7):
+"""The context window of a model countbot does not know, end to end with `ask`:
 asked of the server once (cached), `--context-window` and `COUNTBOT_CONTEXT_WINDOW` win and stop
 the asking, a server that cannot tell leaves the assumed 8,192 tokens with a one-line notice when
 history is trimmed against it; bad values are usage/config errors."""

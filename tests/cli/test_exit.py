@@ -1,4 +1,4 @@
-"""The `countbot` command's exit (`__main__.entry`, issue 25 point 4): once the command is done
+"""The `countbot` command's exit (`__main__.entry`): once the command is done
 it leaves without the interpreter's teardown, after the atexit handlers ran and the standard
 streams were flushed, with the command's exit status; with a non-daemon thread still running it
 takes the normal exit, which waits for that thread. Checked in a child interpreter by what it

@@ -1,4 +1,4 @@
-"""The fallback chain as a user meets it (issue 24 point 1): `fallback:` in the config and
+"""The fallback chain as a user meets it: `fallback:` in the config and
 `ask --fallback NAME`. Two loopback servers: the first fails with each kind a retry elsewhere
 can fix, the second answers; the session keeps one exchange per question and records which
 model gave each answer; 401/403 and 400 never fall back; the embedded model as the last link;

@@ -1,4 +1,4 @@
-"""The question is saved before the model starts (issue 18, point 3): countbot killed with SIGKILL
+"""The question is saved before the model starts: countbot killed with SIGKILL
 right after Enter, while a loopback server has the request and never answers, leaves the
 question in the session file, marked interrupted; the next turn (/retry) replaces it."""
 

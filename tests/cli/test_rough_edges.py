@@ -1,4 +1,4 @@
-"""The rough edges a new user hit (issue 23 points 1-5), each as the user meets it: the README's
+"""The rough edges a new user hit, each as the user meets it: the README's
 provider snippet run as written, llama.cpp's server recognised, usage a server did not report
 left null, one export rule, a role's typo, `--jsonl` at the tool-round limit."""
 

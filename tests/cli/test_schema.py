@@ -1,4 +1,4 @@
-"""`ask --schema` against the loopback server (issue 23 point 7): the schema as the request's
+"""`ask --schema` against the loopback server: the schema as the request's
 response_format where the provider takes it, as an instruction otherwise; a conforming answer
 parsed and printed; a non-conforming one sent back once, then exit 7 with the error."""
 

@@ -1,4 +1,4 @@
-"""Skills (issue 23 point 9): skills/NAME/SKILL.md listed by name, description and file in the
+"""Skills: skills/NAME/SKILL.md listed by name, description and file in the
 system prompt, the body only read with read_file (the user's own without asking); a project's
 skill only once trusted, like AGENTS.md (/skills: tests/repl/test_repl_tuning.py)."""
 

@@ -1,4 +1,4 @@
-"""The garbage collector while countbot starts (`__main__`, issue 25 point 2): off from the
+"""The garbage collector while countbot starts (`__main__`): off from the
 start of `main`, so the objects start-up makes are not scanned over and over, and back on
 START_UP_SECONDS later for whatever runs longer, what start-up made frozen (never scanned
 again); a collector the caller turned off stays off."""

@@ -1,4 +1,4 @@
-"""Cached prompt tokens and cost, as a user sees them (issue 11 items 3 and 4): each provider's
+"""Cached prompt tokens and cost, as a user sees them: each provider's
 way of reporting its prompt cache ends up in `ask --json`, the saved session, `sessions show`
 and the REPL's usage line; prices from the config give per-turn, per-session and per-day cost;
 a bad price is a config error naming file, line and key."""

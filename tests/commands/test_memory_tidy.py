@@ -1,4 +1,4 @@
-"""`countbot memory tidy` (issue 22 point 3): proposals as a diff with their sources, applied
+"""`countbot memory tidy`: proposals as a diff with their sources, applied
 only on a yes, the lines taken out kept in MEMORY.archive.jsonl with their sources, nothing
 changed without a terminal, nothing lost to a concurrent writer; the model's proposals."""
 

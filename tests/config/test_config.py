@@ -773,7 +773,7 @@ def test_example_documents_every_key_and_preset() -> None:
 @pytest.mark.parametrize("key", [None, SECRET], ids=["no key", "OPENAI_API_KEY"])
 def test_example_loads_like_no_file_at_all(box: SimpleNamespace, key: str | None) -> None:
     """The starter file chooses no provider: with a key that is OpenAI, without one the
-    embedded model (issue 18: `config init` used to make every command exit 2)."""
+    embedded model, so `config init` never makes every command exit 2."""
     env = {**box.env, **({"OPENAI_API_KEY": key} if key else {})}
     bundled = str(box.tmp / "SmolLM2-135M-Instruct.Q4_1.gguf")
     Path(bundled).write_bytes(b"GGUF")

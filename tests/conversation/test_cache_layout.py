@@ -1,4 +1,4 @@
-"""The request layout per provider (issue 24 point 4): on DeepSeek, whose cache hits only whole
+"""The request layout per provider: on DeepSeek, whose cache hits only whole
 persisted prefix units (a request's prompt, and its prompt with the answer), the recalled memory
 lines sent with a question stay with it and are sent again with it, so every request starts with
 the previous request and its answer exactly; a line a message of the window keeps already is not

@@ -1,4 +1,4 @@
-"""The engine alone (issue 20 point 2): no store, no conversation, a scripted provider. Each turn
+"""The engine alone: no store, no conversation, a scripted provider. Each turn
 is read back from the `TurnRecord` it returns, field by field: an answered turn with a tool
 round, a failed one, an interrupted one, a bug, and the signals that stop the program once the
 conversation has saved the turn (SIGTERM during a tool, a closed output)."""

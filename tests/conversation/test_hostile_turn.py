@@ -1,4 +1,4 @@
-"""Hostile input during `countbot ask`, as a user meets it (issue 9): deep JSON and huge numbers
+"""Hostile input during `countbot ask`, as a user meets it: deep JSON and huge numbers
 from the provider and in tool arguments, an over-long stream line, a session file nested 900
 deep, and a reader closing the pipe. Each checks the exit code, the one-line message and that
 the user's message is still saved."""

@@ -1,5 +1,5 @@
 """Any exception during a turn saves the user's message (marked failed) and ends `ask` with a
-one-line message and a documented exit code, never a traceback (issue 9). In-process, through
+one-line message and a documented exit code, never a traceback. In-process, through
 commands.ask.run_ask with a provider whose stream breaks in an unexpected way."""
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ def test_junk_is_skipped_with_one_notice_and_a_real_fact_is_stored(rig_factory: 
 
 
 def test_overflow_of_the_small_models_sum_archives_and_stores_nothing(rig_factory: Any) -> None:
-    """The bundled 135M model's summary of "What is 12 times 7?" (issue 18): the batch leaves
+    """The bundled 135M model's summary of "What is 12 times 7?": the batch leaves
     the window and is archived (nothing lost), no memory line is written."""
     rig = rig_factory(persona={"max_history_messages": 2}, memory={"auto_memory": False})
     rig.summariser.replies = [fs.text("12 * 7 = 80 The answer is 80.")]

@@ -1,4 +1,4 @@
-"""The rolling session summary (issue 22 point 1), read from the requests the loopback server
+"""The rolling session summary, read from the requests the loopback server
 received: in the stable head after a step and unchanged between steps, made in the same call as
 the overflow memory line, never over a user's /summary, and kept when a call fails."""
 

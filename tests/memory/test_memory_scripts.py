@@ -1,4 +1,4 @@
-"""Memory in scripts (issue 22 point 4), as a script runs `countbot ask`: `--json` and the
+"""Memory in scripts, as a script runs `countbot ask`: `--json` and the
 `--jsonl` end event carry `memory_used` (pinned, recalled, tool) and `memory_written` (new lines
 with their source), `--no-memory` sends and writes nothing, `--remember` distils the exchange."""
 

@@ -64,7 +64,7 @@ def test_write_needs_approval_and_reads_do_not(registry: ToolRegistry) -> None:
     assert write.preview.endswith("2026-03-04|tool|likes tea")
     denied = ApprovalPolicy().decide(write)
     assert not denied.approved and "non-interactive" in (denied.reason or "")
-    # neither --yes nor /tools auto approves it: only a person does (issue 9)
+    # neither --yes nor /tools auto approves it: only a person does
     assert ApprovalPolicy(yes_writes=True).decide(write).how == HOW_DENIED_POLICY
     assert ApprovalPolicy(mode="auto").decide(write).how == HOW_DENIED_POLICY
     for args in ('{"action":"search","keywords":"tea"}', '{"action":"read"}'):

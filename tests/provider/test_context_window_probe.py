@@ -221,7 +221,7 @@ def test_lm_studio_says_what_it_loaded_the_model_with(http: Routes) -> None:
 
 
 def test_a_server_of_no_known_kind_is_asked_only_its_model_list(http: Routes) -> None:
-    """Ollama's POST goes only to Ollama, llama.cpp's /props only to llama.cpp (issue 25 point 5):
+    """Ollama's POST goes only to Ollama, llama.cpp's /props only to llama.cpp:
     any other server is asked its model list and nothing more, whatever it would answer."""
     http.routes = {
         MODELS: js({"data": [{"id": "m", "owned_by": "someone"}]}),

@@ -1,4 +1,4 @@
-"""The AMX crash fix (issue 18, point 1) asserted on any CPU: with a /proc/cpuinfo that reports
+"""The AMX crash fix asserted on any CPU: with a /proc/cpuinfo that reports
 AMX, the embedded model's loader and llama-cpp-python's server under countbot's launcher load
 the real bundled GGUF with `use_extra_bufts = False`; without AMX they keep the repack."""
 

@@ -1,4 +1,4 @@
-"""The embedded model's process killed with SIGSEGV in the middle of an answer (issue 18, point 2),
+"""The embedded model's process killed with SIGSEGV in the middle of an answer,
 on the real bundled SmolLM2 GGUF: in-process, `countbot ask`, and the REPL on a pseudo-terminal.
 
 The child kills itself with a real SIGSEGV after its third chunk when the file named by

@@ -1,4 +1,4 @@
-"""Memory upkeep never evicts the chat (issue 18, point 4): a summary call on the embedded model
+"""Memory upkeep never evicts the chat: a summary call on the embedded model
 goes through `LocalProvider.for_upkeep()`, whose calls leave the model's KV cache as they found
 it, so the chat's next turn reuses its prefix as the turns before it did (real bundled model).
 """

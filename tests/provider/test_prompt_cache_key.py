@@ -1,4 +1,4 @@
-"""`prompt_cache_key` (issue 24 point 4): an OpenAI-type provider (the `openai` preset, or any
+"""`prompt_cache_key`: an OpenAI-type provider (the `openai` preset, or any
 provider with `prompt_cache_key: true`) gets the session id as `prompt_cache_key`, so one
 conversation is routed to one prompt cache; a provider not configured to take it never sees the
 field (a strict server would reject an unknown one)."""

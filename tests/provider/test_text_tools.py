@@ -1,4 +1,4 @@
-"""Tool calls a local model writes as text (provider/text_tools.py, issue 18 point 6).
+"""Tool calls a local model writes as text (provider/text_tools.py).
 
 The parser and the stream on their own, then `countbot ask -p local` as a user runs it, with the
 embedded provider built from the config as usual and only the model's generation scripted (no

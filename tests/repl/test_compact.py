@@ -1,4 +1,4 @@
-"""/compact in the REPL (issue 11 item 6): at 80 % of the window, where nothing is outside it yet,
+"""/compact in the REPL: at 80 % of the window, where nothing is outside it yet,
 it summarises all but the last exchange, the next request is smaller by at least those messages,
 and the toolbar's context meter shows the smaller request at once."""
 

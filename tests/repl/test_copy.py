@@ -108,7 +108,7 @@ def test_clipboard_command_fits_the_session() -> None:
     assert clipboard_command({}, "linux", which) is None  # e.g. over SSH: OSC 52 only
 
 
-# ---- paste-jacking (issue 19): the clipboard gets what `ask -x` prints ----
+# ---- paste-jacking: the clipboard gets what `ask -x` prints ----
 
 # a block whose raw text would end the shell's bracketed paste and run `touch PWNED` unasked
 JACKED = "Run:\n\n```sh\necho safe\x1b[201~; touch PWNED\r\n\x07\x1b]0;title\x07done\n```\n"

@@ -1,4 +1,4 @@
-"""The recap (issue 22 point 2): resuming a session shows its summary above the last exchanges,
+"""The recap: resuming a session shows its summary above the last exchanges,
 `/recap` prints it on demand (and says so when there is none), and the `/resume` picker and
 `sessions list` show a one-line gist where there is one."""
 

@@ -1,7 +1,6 @@
-"""`/context` says what changed since the previous request and whether the cache missed
-(issue 24 point 2): `/system`, `/model` and an idle gap (fake clock) in the chat, and the usage
-line's short form of a miss; with prices, what the cache saved in the usage line and /tokens
-(point 3)."""
+"""`/context` says what changed since the previous request and whether the cache missed:
+`/system`, `/model` and an idle gap (fake clock) in the chat, and the usage line's short form
+of a miss; with prices, what the cache saved in the usage line and /tokens."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ MISS = fs.cached_usage(2000, 5, 0)
 HIT = fs.cached_usage(2000, 5, 1900)
 PRICES = {"test-model": {"input": 2.0, "cached_input": 0.5, "output": 8.0}}
 USAGE = fs.cached_usage(1200, 85, 1100)
-SAVED = 1100 * (2.0 - 0.5) / 1_000_000  # what the cache saved a turn (issue 24 point 3)
+SAVED = 1100 * (2.0 - 0.5) / 1_000_000  # what the cache saved a turn
 
 
 def changes_rows(out: str) -> list[str]:

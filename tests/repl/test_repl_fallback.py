@@ -1,4 +1,4 @@
-"""The REPL's fallback (issue 24 point 1): with no chain configured, a turn the provider could
+"""The REPL's fallback: with no chain configured, a turn the provider could
 not answer offers the embedded model once ("provider unreachable — answer with the embedded
 model? y/N"); yes answers with it, and later turns go to it without asking (the provider that
 failed is passed over for a while: conversation/fallback.py); no is never asked again. Needs the `local` extra (the offer is made only when the embedded model is there)."""

@@ -1,4 +1,4 @@
-"""The chat's prompt settings (issue 23 point 10): `chat: editing_mode: vi` (shown in the
+"""The chat's prompt settings: `chat: editing_mode: vi` (shown in the
 toolbar), `enter: newline` (Esc Enter sends), `notify: bell|desktop` when a long answer ends or
 an approval waits; each also `/set KEY VALUE`; bad values refused like the config's."""
 

@@ -1,4 +1,4 @@
-"""SIGTERM while a tool runs in the chat (issue 20 point 2): the command is stopped, the turn is
+"""SIGTERM while a tool runs in the chat: the command is stopped, the turn is
 saved (the text that came with the call marked interrupted, the call's record "interrupted"),
 then countbot ends with 130, as it does mid-answer. The tool round keeps the signal as raised
 (`RoundResult.interrupt`) instead of turning it into a plain Ctrl-C that left the chat running."""

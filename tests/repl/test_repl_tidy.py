@@ -1,5 +1,5 @@
 """`/memory tidy` in the chat, answered at the REPL's prompt, and the toolbar's hint when
-MEMORY.md has grown enough to be worth tidying (issue 22 point 3)."""
+MEMORY.md has grown enough to be worth tidying."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The REPL's usage line and /tokens with cached prompt tokens and prices (issue 11 items 3, 4)."""
+"""The REPL's usage line and /tokens with cached prompt tokens and prices."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The type-ahead queue on a real terminal (issue 23 point 6): lines typed while an answer
+"""The type-ahead queue on a real terminal: lines typed while an answer
 streams are sent after it, in order, each its own message; Esc Enter stops the answer and sends
 its line at once; a line not ended with Enter waits in the next prompt. And LineQueue's keys."""
 

@@ -1,4 +1,4 @@
-"""The API key out of reach of the commands countbot runs (issue 19, keyguard.py): an approved
+"""The API key out of reach of the commands countbot runs (keyguard.py): an approved
 `cat /proc/$PPID/environ` run by a non-root user gets "Permission denied", not the key; and a
 program countbot starts with its own environment (the `memory edit` editor) does not inherit
 the variable the key came from.

@@ -1,4 +1,4 @@
-"""A running command's output streams into a live tail on screen (issue 13 item 8): `countbot
+"""A running command's output streams into a live tail on screen: `countbot
 ask` on a pty (MarkdownView), against the loopback server. The tail shows an early line while
 the command still runs, and is erased when it ends (the screen, rendered with pyte, keeps the
 tool lines and the answer but not the tail)."""

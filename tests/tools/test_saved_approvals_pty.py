@@ -1,4 +1,4 @@
-"""Approvals that last (issue 13 item 8): `A` at a prompt saves a rule in the user's own config
+"""Approvals that last: `A` at a prompt saves a rule in the user's own config
 folder ($XDG_CONFIG_HOME/countbot/allow.yaml), the next process honours it, a different command
 still asks, `config allow list/remove` show and forget it, and the project's (trusted) config
 and folder are never written to. Driven on a pty against the loopback server."""

@@ -158,7 +158,7 @@ def test_on_a_24_line_terminal_the_padded_command_is_on_screen_at_the_question(
     assert not pwned.exists()
 
 
-# ---- tabs and wide blanks (issue 9): measured in real cells, expanded, counted ----
+# ---- tabs and wide blanks: measured in real cells, expanded, counted ----
 
 PAD = "\t" * 47 + "\u3000"  # 47 tabs and one ideographic space: never 48 [ \t] in a row
 SIZES = [(80, 24), (120, 40), (200, 60)]

@@ -1,4 +1,4 @@
-"""Symlink-swap races (issue 9): while another thread swaps a workspace folder for a symlink to
+"""Symlink-swap races: while another thread swaps a workspace folder for a symlink to
 an outside folder, calls classified as inside never read or write outside, and every failure is
 a tool result for the model, never an exception. Driven through the real dispatch (ToolRunner:
 prepare, the approval policy with `--yes` semantics, run)."""

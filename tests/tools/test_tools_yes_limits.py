@@ -1,4 +1,4 @@
-"""What `--yes` and `allow_outside_workspace` never approve (issue 9): a sensitive path outside
+"""What `--yes` and `allow_outside_workspace` never approve: a sensitive path outside
 the workspace, the `memory` tool, and writing a file with more than one hard link. Each is driven
 as `countbot ask` in-process (run_ask, no terminal) against the loopback server proposing the
 call, checking the tool result the model gets, the stderr notice, and that nothing changed."""

@@ -1,4 +1,4 @@
-"""The pieces of `-a` (issue 14): image sizes read from data URLs, OpenAI's tile rule, which
+"""The pieces of `-a`: image sizes read from data URLs, OpenAI's tile rule, which
 models take images, the message's API and stored forms, the token budget, HTML to text."""
 
 from __future__ import annotations
