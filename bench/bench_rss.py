@@ -53,10 +53,23 @@ def _status(pid: int) -> dict[str, float]:
     return out
 
 
+def _children(pid: int) -> list[int]:
+    """The processes `pid` started, from any of its threads."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
 def repl_idle(
     cmd: list[str], env: dict[str, str], cwd: Path, wait: float, keys: bytes = b""
 ) -> dict[str, float]:
-    """VmRSS/VmHWM (MB) of `cmd` on a pty after `wait` seconds (`keys` typed once it draws)."""
+    """VmRSS/VmHWM (MB) of `cmd` on a pty after `wait` seconds (`keys` typed once it draws),
+    and the VmRSS of the processes it started (`children`: the recall extra's encoders, an
+    embedded model)."""
     master, slave = pty.openpty()
     os.set_blocking(master, False)
     proc = subprocess.Popen(
@@ -78,7 +91,8 @@ def repl_idle(
             if keys:
                 os.write(master, keys)
                 keys = b""
-        return _status(proc.pid)
+        kids = [_status(p).get("VmRSS", 0.0) for p in _children(proc.pid)]
+        return {**_status(proc.pid), "children": sum(kids)}
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -51,7 +51,9 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
-def start_server() -> tuple[subprocess.Popen[str], str]:
+def start_server(*options: str) -> tuple[subprocess.Popen[str], str]:
+    """The loopback server answering every request the same (`options`: more of its flags,
+    e.g. --delay 1, --record FILE); (its process, its base URL)."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -61,6 +63,7 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
             "--text",
             "Hello! **How** can I help?",
             "--default",
+            *options,
         ],
         stdout=subprocess.PIPE,
         text=True,

@@ -319,7 +319,9 @@ def _tool_registry(
         current,
         workspace=str(t.workspace),
         everywhere=t.search_all_sessions,
-        searcher=lambda store: MeaningSearch(store, on_notice=lambda _m: None),
+        searcher=lambda store: MeaningSearch(
+            store, on_notice=lambda _m: None, wait=settings.memory.recall_wait
+        ),
     )
     mine = [] if settings.memory.off else [memory_tool(memory)]  # ask --no-memory: none
     registry = ToolRegistry([*default_tools(ctx), *mine, search], ctx)

@@ -35,7 +35,6 @@ from countbot_cli.conversation.structured import (
     schema_settings,
 )
 from countbot_cli.errors import UsageError
-from countbot_cli.memory import embed
 from countbot_cli.memory.report import Probe
 from countbot_cli.tools.approval import Confirmer
 from countbot_cli.ui.terminal import isatty
@@ -112,7 +111,6 @@ def run_ask(
         from countbot_cli.conversation.input.attachments import compose_message  # -f/-a only
 
         text, attached = compose_message(opts.prompt, stdin_text, refs, settings)
-    embed.shared().wait = True  # the one turn waits for the recall models (the REPL does not)
     views: list[PlainView] = []  # the view, made once the provider says which model answers
     conversation = open_conversation(
         settings,

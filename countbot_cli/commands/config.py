@@ -130,6 +130,7 @@ def settings_dict(s: Settings) -> dict[str, Any]:
             "inject": m.inject,
             "recall_lines": m.recall_lines,
             "recall_tokens": m.recall_tokens,
+            "recall_wait": m.recall_wait,
         },
         "tools": {
             "enabled": t.enabled,

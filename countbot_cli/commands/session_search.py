@@ -43,5 +43,6 @@ def search_command(
     store: SessionStore, words: Sequence[str], out: TextIO, *, json_out: bool, limit: int
 ) -> int:
     """`countbot sessions search`: by words, and by meaning with the `recall` extra."""
-    search = MeaningSearch(store)  # notices go where the store's go (stderr)
+    # notices go where the store's go (stderr); asked for, it waits for every message's vector
+    search = MeaningSearch(store, wait=None)
     return sessions_search(search, words, out, json_out=json_out, limit=limit)

@@ -152,6 +152,9 @@ memory:
   #                         # muted ones (`memory mute N`) are never sent
   recall_lines: 20          # at most this many lines go with a message, oldest first,
   recall_tokens: 1000       #   each with its date, within this many tokens
+  recall_wait: 1            # seconds a message waits for recall by meaning (the recall
+  #                         # extra): lines not embedded by then are recalled by their
+  #                         # words while the rest is embedded (a long wait: all of them)
 
 tools:
   enabled: true             # offer read_file, write_file, edit_file, list_dir, exec, memory

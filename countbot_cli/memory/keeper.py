@@ -117,7 +117,8 @@ class MemoryKeeper:
         self._counter = counter
         self.today = today
         self.summariser = summariser or Summariser(settings, provider)
-        self.recaller = Recall(memory)  # memory.inject: relevant (memory/recall.py)
+        # memory.inject: relevant (memory/recall.py)
+        self.recaller = Recall(memory, wait=settings.memory.recall_wait)
 
     # the upkeep's parts are made (and their modules loaded) when an upkeep first needs them:
     # a plain `ask` never does (tests/helpers/start_up.py)

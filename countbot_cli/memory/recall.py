@@ -14,16 +14,16 @@ is what an in-process evaluation of the same memory and message picks.
 
 from __future__ import annotations
 
-import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from countbot_cli.config.own_files import OLD_MODEL_CACHE_SUFFIX, memory_sidecar
-from countbot_cli.memory import model_cache, rank, sources
-from countbot_cli.memory.embed import Embedder, available, import_numpy, shared
+from countbot_cli.memory import rank, sources
+from countbot_cli.memory.embed import QUESTION_WAIT, available
+from countbot_cli.memory.encoder import USE_DIM
 from countbot_cli.memory.search import Entry, Snapshot, query_words
-from countbot_cli.memory.vectors import VectorCache, vectors_path
+from countbot_cli.memory.vectors import LineVectors, remove_old_model_cache, vectors_path
 
 if TYPE_CHECKING:
     import numpy as np
@@ -33,8 +33,22 @@ if TYPE_CHECKING:
 
 USER_SOURCE = "user"  # a line the user wrote (`memory add`): it may retire an older line
 TIDY_SOURCE = "tidy"  # ... or approved: a line `memory tidy` merged (its sources record)
-# the small-talk vector (embed.SMALL_TALK) is cached as if it were this line (no line holds a newline)
-SMALL_TALK_LINE = "\nsmall talk\n"
+E5_WEIGHT = 2.0  # e5's cosines spread about half as wide as USE's, so it weighs twice
+# Messages about nothing in particular. How close a line is to them (the dot product with
+# their mean vector) is how close it is to any message; recall subtracts it, so a line that
+# is near everything does not come back for "hi" or "explain quicksort".
+SMALL_TALK = (
+    "hi",
+    "thanks",
+    "ok",
+    "hello, how are you?",
+    "can you help me with something?",
+    "what do you think?",
+    "tell me a joke",
+    "你好",
+    "谢谢",
+    "好的",
+)
 
 
 class Budget(NamedTuple):
@@ -175,34 +189,43 @@ class Recall:
         *,
         semantic: bool | None = None,
         notice: Callable[[str], None] = lambda _m: None,
+        wait: float = QUESTION_WAIT,
     ) -> None:
+        """`wait`: seconds a recall waits for its vectors (`memory.recall_wait`)."""
         self.memory = memory
         self.notice = notice
         use = available() if semantic is None else semantic
-        self.embedder: Embedder | None = shared() if use else None
-        self._cache: VectorCache | None = None
-        self._lock = threading.Lock()  # the turn's recall and the upkeep's new lines
-        model_cache.remove_old(memory_sidecar(memory.path, OLD_MODEL_CACHE_SUFFIX))
-        if self.embedder is not None:
+        self.vectors: LineVectors | None = None
+        if use:
+            path = vectors_path(memory.path)
+            self.vectors = LineVectors(path, lambda m: self.notice(m), fixed=SMALL_TALK)
             memory.on_added["recall"] = self._embed_added  # the newest Recall on the store
-        self._said_failure = False
+        remove_old_model_cache(memory.path)
+        self.wait = wait
 
     @property
     def mode(self) -> str:
         """ "semantic" or "lexical" (what `/context` and `config show` report)."""
-        return (
-            "semantic" if self.embedder is not None and self.embedder.error is None else "lexical"
-        )
+        vectors = self.vectors
+        return "semantic" if vectors is not None and vectors.embedder.error is None else "lexical"
 
     def start(self) -> None:
-        """Start loading the models in the background when there is a memory to recall from
-        (no-op when lexical): the REPL while you type, `ask` while the request is prepared."""
+        """Start the encoders and embed the lines without a vector in the background when
+        there is a memory to recall from (no-op when lexical): the REPL while you type, `ask`
+        while the request is prepared."""
         try:
             has_lines = self.memory.path.stat().st_size > 0
         except OSError:
             has_lines = False
-        if self.embedder is not None and has_lines:
-            self.embedder.start()
+        if self.vectors is not None and has_lines:
+            self.vectors.start(self.memory.snapshot().contents)
+
+    def wake(self) -> None:
+        """A message is being typed: start the encoders if they stopped while idle, so that
+        its vector is not waited for."""
+        vectors = self.vectors
+        if vectors is not None and not vectors.embedder.running and not vectors.embedder.error:
+            self.start()
 
     def relevant(
         self,
@@ -221,57 +244,32 @@ class Recall:
 
     def meaning(self, snap: Snapshot, text: str) -> Meaning | None:
         """Each line's score for `text`: the cosine of their vectors, less the line's cosine
-        with small talk (embed.SMALL_TALK), so a line close to every message ranks by what it
-        shares with this one. None when recall is by words."""
-        embedder = self.embedder
-        if embedder is None:
+        with small talk (SMALL_TALK), so a line close to every message ranks by what it shares
+        with this one; what is ready within `wait` seconds (`embedded`: which lines have a
+        vector). None when recall is by words."""
+        vectors = self.vectors
+        if vectors is None:
             return None
-        if not embedder.wait and not embedder.ready:
-            embedder.start()  # by words this turn; by meaning once loaded
+        deadline = time.monotonic() + self.wait
+        meaning = vectors.meaning(snap.contents, text, self.wait)
+        left = max(deadline - time.monotonic(), 0.0)
+        small_talk = vectors.queries(SMALL_TALK, left) if meaning is not None else None
+        if meaning is None or small_talk is None:
             return None
-        import_numpy()
-        try:
-            with self._lock:
-                cache = self._vector_cache(embedder)
-                vectors = cache.matrix(snap.contents)
-                probe = embedder.query(text) - self._small_talk(embedder, cache)
-        except (RuntimeError, OSError, ValueError) as e:
-            if not self._said_failure:
-                self._said_failure = True
-                self.notice(f"recall by meaning is off ({e}); recalling by words")
-            self.embedder = None
-            return None
-        finally:
-            while embedder.notices:  # what loading had to say, in this thread (not the loader's)
-                self.notice(embedder.notices.pop(0))
-        return Meaning(vectors @ probe)
-
-    def _vector_cache(self, embedder: Embedder) -> VectorCache:
-        if self._cache is None:
-            path = vectors_path(self.memory.path)
-            self._cache = VectorCache(path, embedder, self.notice)
-        return self._cache
+        probe = weighted(meaning.question - small_talk.mean(axis=0))
+        scores = weighted(meaning.lines) @ probe
+        return Meaning(scores, meaning.has if meaning.partial else None)
 
     def _embed_added(self, _entries: list[Entry]) -> None:
         """Embed lines as they are written (automatic memory, `--remember`, the memory tool),
-        so the next recall has nothing to embed; only when the models are loaded (`countbot
-        memory add` from the shell leaves them to the next recall)."""
-        embedder = self.embedder
-        if embedder is None or not embedder.ready:
-            return
-        try:
-            with self._lock:
-                self._vector_cache(embedder).matrix(self.memory.snapshot().contents)
-        except (RuntimeError, OSError, ValueError):
-            pass  # the next recall embeds them (and says what went wrong)
+        in the background, so the next recall has nothing to embed."""
+        if self.vectors is not None:
+            self.vectors.added(self.memory.snapshot().contents)
 
-    @staticmethod
-    def _small_talk(embedder: Embedder, cache: VectorCache) -> NDArray[np.float32]:
-        """The small-talk vector: cached with the lines' (so `ask` does not embed its ten
-        sentences), else embedded once and cached."""
-        stored = cache.stored(SMALL_TALK_LINE)
-        if stored is not None:
-            return stored
-        small_talk = embedder.small_talk()
-        cache.store(SMALL_TALK_LINE, small_talk)
-        return small_talk
+
+def weighted(m: NDArray[np.float32]) -> NDArray[np.float32]:
+    """Vectors whose dot product is `(cos_use + E5_WEIGHT * cos_e5) / (1 + E5_WEIGHT)`."""
+    out = m.copy()
+    out[..., :USE_DIM] *= (1.0 / (1.0 + E5_WEIGHT)) ** 0.5
+    out[..., USE_DIM:] *= (E5_WEIGHT / (1.0 + E5_WEIGHT)) ** 0.5
+    return out

@@ -5,8 +5,9 @@ and the `search_sessions` tool.
 BM25: a rare word weighs more). With the `recall` extra, `MeaningSearch` also scores what the user
 said in each session (`SessionSearch.said`: at most ten messages a session, 300 characters
 each, so the cost stays bounded however long the sessions are) against the question, as recall
-scores memory lines (the cosine less the one with small talk; vectors cached by content in
-`sessions/search-vectors.bin`, memory/vectors.py), and takes sessions in recall's order
+scores memory lines (the cosine less the one with small talk; vectors cached by content,
+memory/vectors.py: `sessions search` waits for new messages to be embedded, a search inside a
+conversation takes what is ready within `memory.recall_wait`), and takes sessions in recall's order
 (memory/rank.py): the first places to the sessions best by words, the rest by meaning. A
 session joins by meaning only when it is closer to the question than to small talk. Only a
 sentence is searched by meaning (`is_sentence`: a word or two is looked up as typed); without
@@ -18,13 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from itertools import islice
 
-from countbot_cli.config.derived import derived_file
-from countbot_cli.config.own_files import SEARCH_VECTORS_FILE
 from countbot_cli.conversation.sessions.search import Results, SessionSearch
 from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.memory import rank
-from countbot_cli.memory.embed import Embedder, available, import_numpy, shared
-from countbot_cli.memory.vectors import VectorCache
+from countbot_cli.memory.embed import QUESTION_WAIT, START_TIMEOUT, available
+from countbot_cli.memory.recall import SMALL_TALK, weighted
+from countbot_cli.memory.vectors import LineVectors, search_vectors_path
 from countbot_cli.words import CJK_RUN
 
 
@@ -43,12 +43,20 @@ class MeaningSearch:
         *,
         on_notice: Callable[[str], None] | None = None,
         semantic: bool | None = None,
+        wait: float | None = QUESTION_WAIT,
     ) -> None:
+        """`wait`: seconds a search waits for messages to be embedded (None: for all of them,
+        saying how far it got)."""
         self.words = SessionSearch(store, on_notice=on_notice)
         self.notice = on_notice or store.notice
         use = available() if semantic is None else semantic
-        self.embedder: Embedder | None = shared() if use else None
-        self._cache: VectorCache | None = None
+        self.vectors: LineVectors | None = None
+        if use:
+            path = search_vectors_path(store.root)
+            self.vectors = LineVectors(
+                path, self.notice, what="session messages", purpose="search", fixed=SMALL_TALK
+            )
+        self.wait = wait
 
     def listed_ids(self) -> list[str]:
         return self.words.listed_ids()
@@ -86,24 +94,18 @@ class MeaningSearch:
         self, text: str, workspace: str | None, exclude: Collection[str], limit: int
     ) -> list[tuple[str, str]] | None:
         """(session id, its closest message) best first, by meaning; None without the extra."""
-        embedder = self.embedder
-        if embedder is None:
+        vectors = self.vectors
+        if vectors is None:
             return None
-        import_numpy()
-        try:
-            said = self.words.said(workspace, exclude)
-            if self._cache is None:
-                path = derived_file(self.words.store.root, SEARCH_VECTORS_FILE)
-                self._cache = VectorCache(path, embedder, self.notice, "session messages")
-            vectors = self._cache.matrix([t for _, t in said])
-            scores = vectors @ (embedder.query(text) - embedder.small_talk())
-        except (RuntimeError, OSError, ValueError) as e:
-            self.notice(f"search by meaning is off ({e}); searching by words")
-            self.embedder = None
+        said = self.words.said(workspace, exclude)
+        meaning = vectors.meaning([t for _, t in said], text, self.wait)
+        small_talk = (
+            vectors.queries(SMALL_TALK, self.wait or START_TIMEOUT) if meaning is not None else None
+        )
+        if meaning is None or small_talk is None:
             return None
-        finally:
-            while embedder.notices:  # what loading had to say (a damaged model cache)
-                self.notice(embedder.notices.pop(0))
+        scores = weighted(meaning.lines) @ weighted(meaning.question - small_talk.mean(axis=0))
+        scores[~meaning.has] = -1.0  # not embedded yet: found by its words only
         best: dict[str, tuple[float, str]] = {}
         for (sid, t), score in zip(said, scores.tolist(), strict=True):
             if score > max(0.0, best.get(sid, (0.0, ""))[0]):  # closer to it than to small talk

@@ -1,48 +1,42 @@
-"""The vectors of MEMORY.md's lines: `MEMORY.vectors.bin`, a cache in the cache folder
-(config/derived.py; and, the same way, of what was said in past sessions: `search-vectors.bin`).
+"""The vectors of lines, cached by content: MEMORY.md's (`vectors_path`) and what was said in
+past sessions (`search_vectors_path`), embedded in the background and read by recall and search.
 
-MEMORY.md stays the source of truth; this file only saves embedding every line again. Each
-vector is keyed by a hash of the line's content (not its number, date or source), so an edited
-line is embedded again and nothing else, a moved line keeps its vector, and lines are embedded
-as they appear: a line the conversation writes as it is written (memory/recall.py, when the
-models are loaded), any other at the next recall, which embeds the lines it has no vector
-for (one new line: one call); each writes the file again, keeping only the vectors of lines
-still in the memory.
-
-Layout: a magic line, a JSON header line (`model`, `dim`, `n`), `n` 16-byte keys, then `n`
-float16 vectors of `dim` values. A file that does not parse exactly (wrong magic, model, size)
-is damaged: it is rebuilt, and `notice` says so in one line; a missing one is built with a
-notice and progress when there are many lines to embed (a cold build of 2,000 lines takes
-about a minute on a small machine). Another process's write is picked up by the file's key.
-
-A folder that cannot be written (a read-only memory or sessions folder) keeps its vectors in
-the cache folder instead (`writable_place`: `$XDG_CACHE_HOME/countbot/vectors/`, the file named
-by a hash of where it would be), so its lines are embedded once, not at every run.
+`LineVectors` gives a question what is ready (`meaning`: the question's vector, one row a line,
+which lines have one) after waiting a given time at most, and hands the lines without a vector
+to the encoder process in the background (memory/embed.py), appending each batch to the file
+(memory/vector_file.py) as it comes back: a run cut short keeps what it embedded and the next
+one goes on. Invariant: the file is read up to what the lines asked for can use (twice their
+number plus SLACK records), and one that cannot be used is rebuilt, said in one line.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import contextlib
 import os
+import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from countbot_cli import fileio
 from countbot_cli.config.derived import derived_file
-from countbot_cli.config.home import cache_home
-from countbot_cli.config.own_files import VECTORS_SUFFIX
-from countbot_cli.memory.embed import DIM, MODEL_TAG, Embedder
+from countbot_cli.config.own_files import (
+    OLD_MODEL_CACHE_SUFFIX,
+    SEARCH_VECTORS_FILE,
+    VECTORS_SUFFIX,
+    memory_sidecar,
+)
+from countbot_cli.memory.embed import BATCH_CHARS, QUESTION_WAIT, START_TIMEOUT, Embedder, shared
+from countbot_cli.memory.encoder import BATCH, DIM, LINE_CHARS
+from countbot_cli.memory.vector_file import Damaged, VectorFile, content_key, empty
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-MAGIC = b"countbot-memory-vectors\n"
-KEY_BYTES = 16
-QUIET_BUILD = 32  # embedding this many lines or fewer says nothing
-PROGRESS_STEPS = 4  # a cold build reports progress this many times
+SLACK = 4096  # records read beyond twice the lines asked for, and stale ones kept
+QUIET_BUILD = 32  # waiting for this many lines or fewer says nothing
+PROGRESS_STEPS = 4  # a wait for every line reports its progress this many times
 
 
 def vectors_path(memory_file: Path) -> Path:
@@ -50,68 +44,201 @@ def vectors_path(memory_file: Path) -> Path:
     return derived_file(memory_file.parent, memory_file.stem + VECTORS_SUFFIX)
 
 
-def writable_place(path: Path) -> Path:
-    """`path` when its folder can be written (or is missing: nothing to decide), else its
-    place in the cache folder, named by a hash of `path` resolved and its name."""
-    folder = path.parent
-    if not folder.is_dir() or os.access(folder, os.W_OK):
-        return path
-    key = hashlib.blake2b(os.fsencode(os.path.realpath(path)), digest_size=8).hexdigest()
-    return cache_home(os.environ) / "vectors" / f"{key}-{path.name}"
+def search_vectors_path(sessions_dir: Path) -> Path:
+    """The vectors of what was said in the sessions of `sessions_dir`, in its cache folder."""
+    return derived_file(sessions_dir, SEARCH_VECTORS_FILE)
 
 
-def content_key(content: str) -> bytes:
-    return hashlib.blake2b(content.encode("utf-8", "surrogatepass"), digest_size=KEY_BYTES).digest()
+def remove_old_model_cache(memory_file: Path) -> None:
+    """Remove the recall model's load an older countbot kept beside MEMORY.md (80 MB, never
+    read again). Quiet: a file that cannot be removed (a read-only folder) stays."""
+    with contextlib.suppress(OSError):
+        os.unlink(memory_sidecar(memory_file, OLD_MODEL_CACHE_SUFFIX))
 
 
-class Damaged(ValueError):
-    """The cache file does not parse."""
+class Meaning(NamedTuple):
+    """What recall by meaning has for one question (see docs in SEAM: rows of [USE | e5])."""
+
+    question: NDArray[np.float32]  # (DIM,)
+    lines: NDArray[np.float32]  # (n, DIM), one row a line asked for; zeros where not `has`
+    has: NDArray[np.bool_]  # (n,) which lines have their vector
+    partial: bool  # some have none yet
 
 
-class VectorCache:
-    """The vectors of one memory file's lines, in memory and on disk."""
+class LineVectors:
+    """The vectors of one file's lines (or one folder's sessions), and their embedding."""
 
     def __init__(
         self,
         path: Path,
-        embedder: Embedder,
         notice: Callable[[str], None],
+        *,
         what: str = "memory lines",
+        purpose: str = "recall",
+        fixed: Sequence[str] = (),
+        embedder: Embedder | None = None,
     ) -> None:
-        self.path = writable_place(Path(path))  # beside, unless that folder is read-only
-        self.what = what  # what the vectors are of, for the notices
-        self.embedder = embedder
+        """`fixed`: texts that `queries` will be asked for (small talk), embedded as soon as
+        the encoders are up, before any line."""
+        self.file = VectorFile(Path(path))
         self.notice = notice
+        self.what = what  # what the lines are, for the notices
+        self.purpose = purpose  # "recall" or "search", for the notices
+        self.embedder = embedder or shared()
+        self._lock = threading.Lock()
         self._rows: dict[bytes, int] = {}
-        self._matrix: NDArray[np.float32] | None = None
-        self._file_key: fileio.Key | None = None
-        self._keys: dict[str, bytes] = {}  # content -> key, so a warm recall hashes nothing
-        self.embedded = 0  # lines embedded by the last `matrix` call (for tests and the bench)
+        self._store: NDArray[np.float16] | None = None
+        self._keys: dict[str, bytes] = {}  # content -> key: a warm turn hashes nothing twice
+        self._live: set[bytes] = set()
+        self._pending: list[tuple[bytes, str]] = []
+        self._inflight: set[bytes] = set()  # handed to the embedder, not back yet
+        self._limit = SLACK
+        self._in_memory = False  # the file cannot be written: vectors live in this process
+        self._said: set[str] = set()
+        self.embedded = 0  # lines this process embedded (and added to the file)
+        self._fixed = {content_key(t, b"query"): t for t in fixed}
+        self._fixed_asked = False
 
-    def matrix(self, contents: Sequence[str]) -> NDArray[np.float32]:
-        """One vector per content, in order, embedding (and saving) the ones not cached."""
+    # -- what recall and search call --
+
+    def start(self, contents: Sequence[str]) -> list[bytes]:
+        """Embed the lines without a vector in the background (newest, i.e. last, first);
+        the keys of `contents`."""
+        with self._lock:
+            keys = self._want(contents)
+            pending = bool(self._pending)
+            fixed_missing = [(k, t) for k, t in self._fixed.items() if k not in self._rows]
+            ask_fixed = bool(fixed_missing) and not self._fixed_asked
+            self._fixed_asked = True
+        if self.embedder.error is None:
+            if ask_fixed:
+                done_keys = [k for k, _t in fixed_missing]
+                self.embedder.prefetch(
+                    [t for _k, t in fixed_missing], lambda v: self.done(done_keys, v)
+                )
+            if pending:
+                self.embedder.fill(self)
+            else:
+                self.embedder.start()  # a question's vector will be wanted
+        return keys
+
+    def added(self, contents: Sequence[str]) -> None:
+        """Lines were written (memory.on_added): embedded in the background."""
+        self.start(contents)
+
+    def meaning(
+        self, contents: Sequence[str], question: str, wait: float | None = QUESTION_WAIT
+    ) -> Meaning | None:
+        """The question's vector and the lines' (what is ready after `wait` seconds at most;
+        None: every line, saying how far it got); None when there is no question vector."""
         import numpy as np
 
-        self._reload()
-        keys = [self._key(c) for c in contents]
-        missing = {k: c for k, c in zip(keys, contents, strict=True) if k not in self._rows}
-        self.embedded = len(missing)
+        deadline = time.monotonic() + (START_TIMEOUT if wait is None else wait)
+        keys = self.start(contents)
+        vectors = self.embedder.query([question], deadline)
+        self._pass_on_notices()
+        if vectors is None:
+            self._say_unavailable()
+            return None
+        self._wait_for(keys, deadline if wait is not None else None)
+        with self._lock:
+            has = np.fromiter((k in self._rows for k in keys), dtype=bool, count=len(keys))
+            lines = np.zeros((len(keys), DIM), dtype=np.float32)
+            if has.any() and self._store is not None:
+                rows = [self._rows[k] for k, h in zip(keys, has, strict=True) if h]
+                lines[has] = self._store[rows]
+        partial = not bool(has.all())
+        if partial:
+            self._say_once(
+                f"{self.purpose} by meaning: {int(has.sum()):,} of {len(keys):,} {self.what} "
+                "embedded so far, the others by words (embedding goes on as countbot runs)"
+            )
+        return Meaning(vectors[0], lines, has, partial)
+
+    def queries(
+        self, texts: Sequence[str], wait: float = QUESTION_WAIT
+    ) -> NDArray[np.float32] | None:
+        """`texts` embedded as questions (the `fixed` ones: cached with the lines); None when
+        they are not there within `wait` seconds."""
+        import numpy as np
+
+        deadline = time.monotonic() + wait
+        keys = [content_key(t, b"query") for t in texts]
+        with self._lock:
+            self._sync()
+            prefetched = self._fixed_asked and all(k in self._fixed for k in keys)
+        if prefetched:
+            self._wait_for(keys, deadline)
+        with self._lock:
+            missing = [(k, t) for k, t in zip(keys, texts, strict=True) if k not in self._rows]
         if missing:
-            self._add(list(missing), self._embed(list(missing.values())))
-        assert self._matrix is not None
-        rows = np.fromiter((self._rows[k] for k in keys), dtype=np.int64, count=len(keys))
-        return self._matrix[rows]
+            got = self.embedder.query([t for _k, t in missing], deadline)
+            if got is None:
+                return None
+            self.done([k for k, _t in missing], got)
+        with self._lock:
+            if self._store is None:
+                return np.zeros((0, DIM), dtype=np.float32)
+            return self._store[[self._rows[k] for k in keys]].astype(np.float32)
 
-    def stored(self, content: str) -> NDArray[np.float32] | None:
-        """The cached vector of `content` (None when not cached), embedding nothing."""
-        self._reload()
-        row = self._rows.get(self._key(content))
-        return None if row is None or self._matrix is None else self._matrix[row]
+    def cached(self, contents: Sequence[str]) -> list[bool]:
+        """Which of `contents` have a vector in the file (nothing is embedded)."""
+        with self._lock:
+            self._limit = max(self._limit, 2 * len(contents) + SLACK)
+            self._sync()
+            return [content_key(c) in self._rows for c in contents]
 
-    def store(self, content: str, vector: NDArray[np.float32]) -> None:
-        """Cache a whole vector computed elsewhere (the small-talk one: memory/recall.py)."""
-        self._reload()
-        self._add([self._key(content)], vector.reshape(1, DIM))
+    # -- the embedder's side (memory/embed.py's Fill) --
+
+    def batch(self) -> tuple[list[bytes], list[str]] | None:
+        with self._lock:
+            keys: list[bytes] = []
+            texts: list[str] = []
+            chars = 0
+            while self._pending and len(keys) < BATCH:
+                key, text = self._pending[-1]
+                size = min(len(text), LINE_CHARS)
+                if keys and chars + size > BATCH_CHARS:
+                    break
+                self._pending.pop()
+                if key in self._rows or key in keys or key in self._inflight:
+                    continue
+                self._inflight.add(key)
+                keys.append(key)
+                texts.append(text[:LINE_CHARS])
+                chars += size
+            return (keys, texts) if keys else None
+
+    def done(self, keys: list[bytes], vectors: NDArray[np.float32]) -> None:
+        self._pass_on_notices()  # the first batch comes once loading said what it had to
+        half = vectors.astype("<f2")
+        with self._lock:
+            self._inflight.difference_update(keys)
+            self._sync()
+            new = [i for i, k in enumerate(keys) if k not in self._rows]
+            if not new:
+                return
+            self.embedded += len(new)
+            self._add([keys[i] for i in new], half[new])
+            if self._in_memory:
+                return
+            if not self.file.append([keys[i] for i in new], half[new]):
+                self._rewrite()
+
+    # -- internals (with the lock held) --
+
+    def _want(self, contents: Sequence[str]) -> list[bytes]:
+        """The keys of `contents`; the ones without a vector made pending."""
+        keys = [self._key(c) for c in contents]
+        self._live = set(keys).union(self._fixed)
+        self._limit = max(self._limit, 2 * len(keys) + SLACK)
+        self._sync()
+        rows, inflight = self._rows, self._inflight
+        missing = [(k, c) for k, c in zip(keys, contents, strict=True) if k not in rows]
+        self._pending = [
+            (k, c) for k, c in missing if k not in inflight
+        ]  # the last is embedded first: the newest lines
+        return keys
 
     def _key(self, content: str) -> bytes:
         key = self._keys.get(content)
@@ -119,87 +246,105 @@ class VectorCache:
             key = self._keys[content] = content_key(content)
         return key
 
-    def _embed(self, texts: list[str]) -> NDArray[np.float32]:
-        if len(texts) <= QUIET_BUILD:
-            return self.embedder.lines(texts)
-        self.notice(f"embedding {len(texts):,} {self.what} for search by meaning (once)")
-        step = max(1, len(texts) // PROGRESS_STEPS)
-        said = [0]
+    def _sync(self) -> None:
+        """Take in what the file gained (another process's batches); rebuild a damaged one."""
+        if self._in_memory:
+            return
+        try:
+            chunk = self.file.read_new(self._limit - len(self._rows))
+        except (Damaged, OSError) as e:
+            self._rows, self._store = {}, None
+            self._rebuild(str(e))
+            return
+        if chunk is None:
+            return
+        if chunk.fresh:
+            self._rows, self._store = {}, None
+        new = [i for i, k in enumerate(chunk.keys) if k not in self._rows]
+        if new:
+            self._add([chunk.keys[i] for i in new], chunk.vectors[new])
+        stale = len(self._rows) - len(self._live & self._rows.keys())
+        if not chunk.clean or (self._live and stale > max(len(self._live), SLACK)):
+            self._rewrite()  # a torn or overlong file, or mostly stale: written anew
 
-        def progress(done: int, total: int) -> None:
-            if done - said[0] >= step and done < total:
-                said[0] = done
-                self.notice(f"embedded {done:,} of {total:,} {self.what}")
-
-        return self.embedder.lines_in_batches(texts, progress)
-
-    def _add(self, keys: list[bytes], vectors: NDArray[np.float32]) -> None:
+    def _add(self, keys: list[bytes], vectors: NDArray[np.float16]) -> None:
         import numpy as np
 
-        base = 0 if self._matrix is None else len(self._matrix)
-        old = self._matrix if self._matrix is not None else np.zeros((0, DIM), np.float32)
-        self._matrix = np.concatenate([old, vectors.astype(np.float32)])
+        n = len(self._rows)
+        need = n + len(keys)
+        if self._store is None or len(self._store) < need:
+            grown = np.zeros((max(need, 2 * n, 64), DIM), dtype="<f2")
+            if self._store is not None:
+                grown[:n] = self._store[:n]
+            self._store = grown
+        self._store[n:need] = vectors
         for i, k in enumerate(keys):
-            self._rows[k] = base + i
-        self._save()
+            self._rows[k] = n + i
 
-    def _reload(self) -> None:
-        """Read the file when it changed since it was last read or written (or was never)."""
-        import numpy as np
-
-        key = fileio.key_of(self.path)
-        if key is not None and key == self._file_key:
-            return
-        self._file_key = key
-        if key is None:  # missing: start empty (the first recall builds it)
-            if self._matrix is None:
-                self._rows, self._matrix = {}, np.zeros((0, DIM), np.float32)
-            return
+    def _rewrite(self) -> None:
+        """Write the file anew with the live lines' vectors (OSError: kept in memory)."""
+        keep = [k for k in self._rows if k in self._live] if self._live else list(self._rows)
+        kept = self._store[[self._rows[k] for k in keep]] if self._store is not None else empty()
         try:
-            rows, matrix = _parse(self.path.read_bytes())
-        except (OSError, Damaged) as e:
-            self.notice(f"the vector cache {self.path} was damaged ({e}); rebuilding it")
-            rows, matrix = {}, np.zeros((0, DIM), np.float32)
-        self._rows, self._matrix = rows, matrix
-
-    def _save(self) -> None:
-        """Write the vectors of the lines seen in this process's memory (atomic; best effort:
-        a cache that cannot be written is only slower next time)."""
-        assert self._matrix is not None
-        live = set(self._keys.values())
-        keep = [(k, r) for k, r in self._rows.items() if k in live]
-        head = json.dumps({"model": MODEL_TAG, "dim": DIM, "n": len(keep)}).encode() + b"\n"
-        keys = b"".join(k for k, _ in keep)
-        body = self._matrix[[r for _, r in keep]].astype("<f2").tobytes()
-        try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the cache folder's
-            self._file_key = fileio.atomic_write(
-                self.path, MAGIC + head + keys + body, durable=False
-            )
+            self.file.rewrite(keep, kept)
         except OSError:
-            self._file_key = None
+            self._in_memory = True
+            return
+        self._rows = {k: i for i, k in enumerate(keep)}
+        self._store = kept
 
+    def _rebuild(self, why: str) -> None:
+        try:
+            self.file.rewrite([], empty())
+        except OSError:
+            self._in_memory = True
+            self._say_once(
+                f"the vector cache {self.file.path} cannot be used ({why}); "
+                f"{self.what} are embedded again at each run until it is removed"
+            )
+            return
+        self._say_once(f"the vector cache {self.file.path} was damaged ({why}); rebuilding it")
 
-def _parse(data: bytes) -> tuple[dict[bytes, int], NDArray[np.float32]]:
-    import numpy as np
+    def _wait_for(self, keys: list[bytes], deadline: float | None) -> None:
+        """Until each of `keys` has a vector, `deadline` passes or the encoders fail; with no
+        deadline, saying how far it got (PROGRESS_STEPS times)."""
+        with self._lock:
+            total = sum(1 for k in keys if k not in self._rows)
+        step, said = max(1, total // PROGRESS_STEPS), 0
+        loud = deadline is None and total > QUIET_BUILD
+        if loud:
+            self.notice(f"embedding {total:,} {self.what} for {self.purpose} by meaning (once)")
+        cond = self.embedder.cond
+        with cond:
+            while self.embedder.error is None:
+                with self._lock:
+                    left = sum(1 for k in keys if k not in self._rows)
+                if not left or (deadline is not None and time.monotonic() >= deadline):
+                    break
+                if loud and total - left - said >= step:
+                    said = total - left
+                    self.notice(f"embedded {said:,} of {total:,} {self.what}")
+                timeout = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
+                cond.wait(max(timeout, 0.0))
 
-    if not data.startswith(MAGIC):
-        raise Damaged("not a vector cache")
-    end = data.find(b"\n", len(MAGIC))
-    try:
-        head = json.loads(data[len(MAGIC) : end])
-        n, dim, model = int(head["n"]), int(head["dim"]), head["model"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise Damaged("bad header") from e
-    if model != MODEL_TAG or dim != DIM or n < 0:
-        raise Damaged(f"made by another model ({model})")
-    start = end + 1
-    if len(data) != start + n * KEY_BYTES + n * dim * 2:
-        raise Damaged("wrong size")
-    keys = data[start : start + n * KEY_BYTES]
-    rows = {keys[i * KEY_BYTES : (i + 1) * KEY_BYTES]: i for i in range(n)}
-    vectors = np.frombuffer(data, dtype="<f2", offset=start + n * KEY_BYTES, count=n * dim)
-    matrix = vectors.reshape(n, dim).astype(np.float32)
-    if not np.isfinite(matrix).all():
-        raise Damaged("not a number in a vector")
-    return rows, matrix
+    def _pass_on_notices(self) -> None:
+        """What loading the encoders had to say (a damaged model cache), said here: in the
+        thread that asked, not the embedder's."""
+        with self.embedder.cond:
+            notices, self.embedder.notices = self.embedder.notices, []
+        for text in notices:
+            self.notice(text)
+
+    def _say_unavailable(self) -> None:
+        error = self.embedder.error
+        if error is not None:
+            self._say_once(f"{self.purpose} by meaning is off ({error}); by words")
+        else:
+            self._say_once(
+                f"{self.purpose} by meaning is not ready yet (its models load); by words"
+            )
+
+    def _say_once(self, text: str) -> None:
+        if text not in self._said:
+            self._said.add(text)
+            self.notice(text)

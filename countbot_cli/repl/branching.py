@@ -83,7 +83,7 @@ def cmd_search(repl: ReplHost, arg: str) -> None:
         raise UsageError("usage: /search WORDS (sessions holding the words; /resume WORDS picks)")
     c = repl.conversation
     out = io.StringIO()
-    search = MeaningSearch(c.store, on_notice=repl.info)
+    search = MeaningSearch(c.store, on_notice=repl.info, wait=c.settings.memory.recall_wait)
     sessions_search(search, arg.split(), out)
     repl.write(out.getvalue())
     repl.info("/resume ID switches to one")

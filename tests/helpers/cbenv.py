@@ -267,6 +267,9 @@ def provider_config(base_url: str, **extra: Any) -> dict[str, Any]:
     return {"default_provider": "test", "providers": {"test": provider}}
 
 
+RECALL_WAIT = 120  # seconds: memory.recall_wait in the tests' configs
+
+
 def make_cb(tmp_path: Path, base_url: str | None, **config: Any) -> CB:
     work = tmp_path / "work"
     work.mkdir(parents=True, exist_ok=True)
@@ -274,6 +277,9 @@ def make_cb(tmp_path: Path, base_url: str | None, **config: Any) -> CB:
     if base_url is not None:
         cfg = provider_config(base_url, **config.pop("provider", {}))
         cfg.setdefault("tools", {"enabled": False})
+        # recall by meaning waits for every line's vector (a hang bound), so that what a test
+        # sees does not depend on how busy the machine is; a test of the short wait sets it
+        config["memory"] = {"recall_wait": RECALL_WAIT, **config.get("memory", {})}
         cfg.update(config)
         cb.write_config(cfg)
     return cb

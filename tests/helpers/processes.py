@@ -107,3 +107,15 @@ def run_measured(
             seconds,
             usage.ru_maxrss / 1024,  # KiB on Linux
         )
+
+
+def children(pid: int) -> list[int]:
+    """The processes `pid` started, from any of its threads (a child a thread started is listed
+    under that thread)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass  # the thread ended meanwhile
+    return out

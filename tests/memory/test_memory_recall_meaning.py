@@ -14,7 +14,9 @@ from typing import Any
 
 import fakeserver as fs
 import pytest
-from cbenv import CB, make_cb
+from cbenv import CB, RECALL_WAIT, make_cb
+from recall_env import cached, needs_recall
+from waits import wait_until
 
 from countbot_cli.app import make_provider
 from countbot_cli.config.settings import load_settings
@@ -22,7 +24,7 @@ from countbot_cli.memory import embed
 from countbot_cli.memory.keeper import MemoryKeeper
 from countbot_cli.memory.recall import Budget, Recall
 from countbot_cli.memory.store import MemoryStore
-from countbot_cli.memory.vectors import VectorCache, vectors_path
+from countbot_cli.memory.vectors import vectors_path
 
 BUDGET = Budget(lines=8, tokens=1000)
 LINES = [
@@ -62,6 +64,7 @@ def sent(cb: CB, server: fs.FakeServer, question: str) -> tuple[str, str]:
     return message, proc.stderr
 
 
+@needs_recall
 def test_a_paraphrase_and_the_other_language_find_their_line(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
@@ -128,6 +131,7 @@ def recalled(message: str) -> list[tuple[str, bool, str]]:
     return out
 
 
+@needs_recall
 def test_lines_go_oldest_first_with_their_dates_an_update_beside_the_line_it_updates(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
@@ -151,6 +155,7 @@ def write_sourced(cb: CB, lines: list[tuple[str, str, str]]) -> None:
     cb.memory_file.write_text("# MEMORY\n" + text, encoding="utf-8")
 
 
+@needs_recall
 def test_an_automatic_update_marks_the_users_older_line_older_and_hides_nothing(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
@@ -174,6 +179,7 @@ def test_an_automatic_update_marks_the_users_older_line_older_and_hides_nothing(
     assert ("2025-07-01", False, claims) in music
 
 
+@needs_recall
 def test_the_users_own_update_leaves_the_older_line_out_of_recall(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
@@ -185,6 +191,7 @@ def test_the_users_own_update_leaves_the_older_line_out_of_recall(
     assert PORT_OLD[2] in cb.memory_file.read_text("utf-8")  # left out of recall, never deleted
 
 
+@needs_recall
 def test_recall_through_ask_is_the_in_process_evaluation(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
@@ -219,7 +226,8 @@ def test_recall_through_ask_is_the_in_process_evaluation(
     provider.close()
 
 
-def test_a_line_written_by_the_turn_is_embedded_then_not_at_the_next_recall(
+@needs_recall
+def test_a_line_written_by_the_turn_is_found_by_meaning_at_the_next_recall(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
     cb = setup(tmp_path, server)
@@ -228,12 +236,11 @@ def test_a_line_written_by_the_turn_is_embedded_then_not_at_the_next_recall(
     proc = cb.invoke("ask", "--no-save", "--remember", "my cat is Miso")
     assert proc.returncode == 0, proc.stderr
     assert fact in cb.memory_file.read_text("utf-8")
-    cache = VectorCache(vectors_path(cb.memory_file), embed.Embedder(), lambda _m: None)
-    assert cache.stored(fact) is not None  # in the file already, beside the others
-    assert all(cache.stored(c) is not None for _d, c in LINES)
     assert "Miso" in sent(cb, server, "what is my cat's name?")[0]
+    assert all(cached(cb.memory_file, [fact, *(c for _d, c in LINES)]))
 
 
+@needs_recall
 def test_an_edited_line_is_embedded_again_and_a_damaged_cache_rebuilt(
     tmp_path: Path, server: fs.FakeServer
 ) -> None:
@@ -241,29 +248,26 @@ def test_an_edited_line_is_embedded_again_and_a_damaged_cache_rebuilt(
     sent(cb, server, "what do I grow at home?")
     cache = vectors_path(cb.memory_file)
     assert cache.stat().st_size > 0
-    recall = Recall(MemoryStore(cb.memory_file))
-    recall.relevant(
-        "warm", BUDGET, len
-    )  # this process's cache, read from the file: nothing to embed
-    assert recall._cache is not None and recall._cache.embedded == 0
+    recall = Recall(MemoryStore(cb.memory_file), wait=RECALL_WAIT)
+    recall.relevant("warm", BUDGET, len)  # this process's cache, read from the file
+    assert recall.vectors is not None and recall.vectors.embedded == 0  # nothing to embed
     edited = [
         (d, "grows chillies and mint on the balcony" if "tomatoes" in c else c) for d, c in LINES
     ]
     write_memory(cb, edited)  # as `memory edit` would leave it
     picked = recall.relevant("what do I grow at home?", BUDGET, len)
-    assert recall._cache.embedded == 1  # the edited line alone
+    assert recall.vectors.embedded == 1  # the edited line alone
     assert "grows chillies and mint on the balcony" in [p.entry.content for p in picked]
 
-    cache.write_bytes(b"countbot-memory-vectors\n{not json")
+    cache.write_bytes(b"countbot-vectors\n{not json")
     message, err = sent(cb, server, "which instrument do I play?")
     assert "cello lessons" in message
     notices = [line for line in err.splitlines() if "vector cache" in line]
     assert len(notices) == 1 and "damaged" in notices[0] and "rebuilding it" in notices[0]
-    assert Recall(MemoryStore(cb.memory_file)).relevant(
-        "cello", BUDGET, len
-    )  # the rebuilt file reads
+    assert all(cached(cb.memory_file, [c for _d, c in edited]))  # the rebuilt file reads
 
 
+@needs_recall
 def test_sessions_search_finds_a_paraphrase_and_the_other_language(tmp_path: Path) -> None:
     from countbot_cli.conversation.sessions.session import new_session
     from countbot_cli.conversation.sessions.store import SessionStore
@@ -296,18 +300,22 @@ def test_sessions_search_finds_a_paraphrase_and_the_other_language(tmp_path: Pat
     assert "No session matches 'kumquat'" in kumquat.stdout + kumquat.stderr
 
 
+@needs_recall
 def test_start_loads_both_models_in_the_background() -> None:
     embedder = embed.Embedder()
     embedder.start()
-    assert embedder._thread is not None
-    embedder._thread.join(60)
-    assert embedder.ready and embedder.error is None
+    try:
+        with embedder.cond:
+            assert embedder.cond.wait_for(lambda: embedder.ready or embedder.error, 60)
+        assert embedder.ready and embedder.error is None
+    finally:
+        embedder.stop()
 
 
+@needs_recall
 def test_model_switches_leave_one_recall_listening_to_the_memory(scripted: Any) -> None:
     h = scripted(memory={"inject": "relevant", "overflow_summary": False, "auto_memory": False})
     write_memory(h.cb, LINES)
-    assert embed.shared().load()  # the REPL's background load, done before the chat starts
     h.provider.enqueue("ok", "ok")
     repl = h.run(["/model alpha\r", "/model beta\r", "/model alpha\r", "which instrument?\r"])
     assert "cello lessons" in h.sent_users()[0]  # recall by meaning on the model switched to
@@ -315,6 +323,9 @@ def test_model_switches_leave_one_recall_listening_to_the_memory(scripted: Any) 
     memory = keeper.memory
     assert len(memory.on_added) == 1  # not one more each /model
     assert list(memory.on_added.values()) == [keeper.recaller._embed_added]  # the current one
-    memory.add("practises scales before breakfast")  # a line written: embedded once, as written
-    cache = VectorCache(vectors_path(memory.path), embed.Embedder(), lambda _m: None)
-    assert cache.stored("practises scales before breakfast") is not None
+    memory.add("practises scales before breakfast")  # a line written: embedded in the background
+    wait_until(
+        lambda: cached(memory.path, ["practises scales before breakfast"]) == [True],
+        "the new line embedded",
+        60,
+    )

