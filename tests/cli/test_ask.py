@@ -564,8 +564,10 @@ def test_a_warm_ask_with_recall_loads_numpy_for_its_vectors_and_no_encoder(
     server.default = fs.text("ok")
     encoder = {"countbot_cli.memory.encoder_child", "countbot_cli.speedups.usem3_load"}
     loaded = cb.loaded(HEAVY | encoder, "ask", "--plain", "--no-save", "which instrument?")
-    counting = {"regex", "tiktoken"}  # the recalled lines' tokens are counted (the budget)
-    assert set(loaded) - counting == {"ctypes", "httpx", "numpy", "yaml"}  # ctypes: numpy's
+    assert "numpy" in loaded
+    # what else it may load: the recalled lines' tokens are counted (the budget), and numpy
+    # may bring ctypes; never an encoder
+    assert set(loaded) <= {"httpx", "yaml", "numpy", "ctypes", "regex", "tiktoken"}
     assert "cello lessons" in server.chat_bodies()[-1]["messages"][-1]["content"]
 
 

@@ -114,7 +114,7 @@ def test_a_file_that_is_not_sound_is_said_and_rebuilt_never_waited_on_or_read_wh
         path.mkdir()
     notices, took, peak = load_elsewhere(path)
     assert len(notices) == 1 and why in notices[0] and str(path) in notices[0], notices
-    assert peak < 400, (took, peak)  # /dev/zero read whole is gigabytes
+    assert peak < 1000, (took, peak)  # the package's load and a build: /dev/zero is unbounded
     if kind == "folder":
         assert path.is_dir()
     else:
