@@ -87,11 +87,15 @@ def test_a_1_mb_line_costs_what_its_start_costs_and_is_found_by_it(
     assert proc.returncode == 0, proc.stderr
     assert time.monotonic() - started < 30  # a hang bound; bench/bench_recall_cost.py times it
 
-    from countbot_cli.memory.recall import Recall
+    from countbot_cli.memory.recall import Budget, Recall
     from countbot_cli.memory.store import MemoryStore
 
-    found = Recall(MemoryStore(cb.memory_file)).relevant("the night the payments cluster fell", 4)
-    assert found and found[0].content == big  # first, by what its start means
+    recall = Recall(MemoryStore(cb.memory_file), wait=RECALL_WAIT)
+    meaning = recall.meaning(recall.memory.snapshot(), "payments")
+    assert meaning is not None and meaning.embedded is None  # every line has its vector
+    roomy = Budget(lines=4, tokens=10**7)  # the line whole fits (recall's own budget sends less)
+    found = recall.relevant("the night the payments cluster fell over", roomy, len)
+    assert big in [p.entry.content for p in found]  # found by what its start says
 
 
 def test_a_cold_cache_is_waited_for_recall_wait_said_and_the_next_run_goes_on(
