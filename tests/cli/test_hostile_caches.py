@@ -7,13 +7,13 @@ caches are built again; `sessions search` still finds the session."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import fakeserver as fs
 import pytest
 from cbenv import CB, COUNTBOT, make_cb
+from hostile_files import damage
 from processes import run_measured
 
 from countbot_cli.config.own_files import (
@@ -49,21 +49,6 @@ def _caches(cb: CB) -> list[Path]:
     ]
 
 
-def _damage(path: Path, kind: str) -> None:
-    if path.is_dir() and not path.is_symlink():
-        path.rmdir()
-    else:
-        path.unlink(missing_ok=True)
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "zero":
-        path.symlink_to("/dev/zero")
-    elif kind == "folder":
-        path.mkdir()
-    else:
-        path.write_bytes(b"")
-
-
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_every_cache_damaged_at_once_is_said_once_and_built_again(
     tmp_path: Path, server: fs.FakeServer, kind: str
@@ -73,7 +58,7 @@ def test_every_cache_damaged_at_once_is_said_once_and_built_again(
     assert cb.run("ask", "first question").returncode == 0  # every cache made once
     caches = _caches(cb)
     for path in caches:
-        _damage(path, kind)
+        damage(path, kind)
 
     run = run_measured([COUNTBOT, "ask", "second question"], env=cb.env, cwd=cb.work, timeout=BOUND)
     assert run.returncode == 0, run.stderr
@@ -108,7 +93,7 @@ def test_the_days_cost_tallies_not_files_are_moved_aside_and_counted_afresh(
     cb = make_cb(tmp_path, server.base_url, prices=prices)
     tallies = [cb.work / "costs.json", cb.work / "cache_savings.json"]
     for path in tallies:
-        _damage(path, kind)
+        damage(path, kind)
     server.add(fs.text("a", usage=fs.cached_usage(1200, 85, 1100)))
     run = run_measured([COUNTBOT, "ask", "--json", "x"], env=cb.env, cwd=cb.work, timeout=BOUND)
     assert run.returncode == 0, run.stderr

@@ -16,6 +16,7 @@ from pathlib import Path
 import fakeserver as fs
 import pytest
 from cbenv import CB, COUNTBOT, RECALL_WAIT, make_cb
+from hostile_files import KINDS, damage
 from processes import alive, children
 from recall_env import cached, needs_recall, warm
 from waits import wait_until
@@ -168,22 +169,7 @@ def grown(memory_file: Path, lines: list[str], floor: int) -> list[bool] | None:
     return now if sum(now) > floor else None
 
 
-HOSTILE = ["fifo", "dev-zero", "folder", "empty"]
-
-
-def make_hostile(path: Path, kind: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev-zero":
-        path.symlink_to("/dev/zero")
-    elif kind == "folder":
-        path.mkdir()
-    else:
-        path.write_bytes(b"")
-
-
-@pytest.mark.parametrize("kind", HOSTILE)
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("where", ["vectors", "model"])
 def test_a_hostile_cache_file_is_said_and_never_waited_on_or_read_whole(
     tmp_path: Path, server: fs.FakeServer, kind: str, where: str
@@ -198,7 +184,7 @@ def test_a_hostile_cache_file_is_said_and_never_waited_on_or_read_whole(
 
         cb.env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
         target = tmp_path / "cache" / "countbot" / file_name()
-    make_hostile(target, kind)
+    damage(target, kind)
     server.default = fs.text("ok")
     proc, peak = peak_run(cb, "ask", "--plain", "--no-save", "which instrument do I play?")
     assert proc.returncode == 0, proc.stderr
