@@ -86,7 +86,7 @@ def test_a_1_mb_line_costs_what_its_start_costs_and_is_found_by_it(
     started = time.monotonic()
     proc = cb.run("ask", "--plain", "--no-save", "what happened the night payments fell over?")
     assert proc.returncode == 0, proc.stderr
-    assert time.monotonic() - started < 30  # a hang bound; bench/bench_recall_cost.py times it
+    assert time.monotonic() - started < 120  # a hang bound; bench/bench_recall_cost.py times it
 
     from countbot_cli.memory.recall import Budget, Recall
     from countbot_cli.memory.store import MemoryStore
