@@ -14,8 +14,8 @@ from memory_rig import q
 from countbot_cli.config.settings import load_settings
 from countbot_cli.memory.digest import format_newest, is_no_memory, overflow_batches, summary_line
 from countbot_cli.memory.keeper import MemoryKeeper
-from countbot_cli.memory.recall import Recall
-from countbot_cli.memory.search import query_words
+from countbot_cli.memory.recall import Budget, Meaning, Recall, pick
+from countbot_cli.memory.search import Snapshot, query_words
 from countbot_cli.messages import Message
 from countbot_cli.prompts import NO_MEMORY_SENTINEL
 
@@ -183,3 +183,28 @@ def test_query_words() -> None:
     words = query_words("How do we deploy the API?")
     assert "deploy" in words and "api" in words and "the" not in words
     assert "数据" in query_words("我们的数据库") and "的数" not in query_words("我们的数据库")
+
+
+def test_lines_without_a_vector_yet_come_in_by_their_words() -> None:
+    """A cold or partial vector cache: the lines that have a vector are ranked by meaning, the
+    others can only come in by their words, and the places kept for words grow with their
+    share (memory/rank.py)."""
+    import numpy as np
+
+    rows = [f"2025-01-{k + 1:02d}|user|note {k} on the quarterly figures" for k in range(20)]
+    rows += ["2025-02-01|user|the Hetzner invoice is HZ-2291", "2025-02-02|user|Hetzner box: hz1"]
+    snap = Snapshot.parse(("\n".join(rows) + "\n").encode(), key=None)
+    scores = np.linspace(1.0, 0.0, len(rows)).astype(np.float32)  # meaning favours the notes
+    budget = Budget(lines=4, tokens=1000)
+
+    def picked(embedded: list[bool] | None) -> list[str]:
+        mask = None if embedded is None else np.array(embedded)
+        found = pick(snap, ["hetzner"], Meaning(scores, mask), budget, len)
+        return [p.entry.content for p in found]
+
+    everything = picked(None)  # every line has its vector: one place by words, three by meaning
+    assert everything == [*(f"note {k} on the quarterly figures" for k in range(3)), rows[-1][16:]]
+    half = picked([k < 20 and k % 2 == 0 for k in range(len(rows))])  # Hetzner's: none yet
+    assert "the Hetzner invoice is HZ-2291" in half and "Hetzner box: hz1" in half
+    words = [p.entry.content for p in pick(snap, ["hetzner"], None, budget, len)]
+    assert words == ["the Hetzner invoice is HZ-2291", "Hetzner box: hz1"]  # by words alone
