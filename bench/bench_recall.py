@@ -308,6 +308,9 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="cb-recall-") as t:
         tmp = Path(t)
+        os.environ["XDG_CACHE_HOME"] = str(
+            tmp / "cache"
+        )  # not the runner's ~/.cache (children too)
         old = baseline_tree(args.baseline, tmp / "baseline")
         for name in ("today", "ours", "cost"):
             (tmp / name).mkdir()
