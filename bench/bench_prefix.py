@@ -12,6 +12,7 @@ changes at every window step, as with a real model (`summary_reply`). Printed:
   its last message, the volatile tail, is a prefix of the next) [>= 90 %];
 - the average share of each request's tokens (gpt-4o's encoding, system message and tools
   first) that is a prefix shared with the previous request [>= 85 %];
+- the tokens a request carries, and of them the recalled memory lines sent with its message;
 
 side by side with the behaviour before issue 11, computed by the same script with the OLD RULES
 re-implemented below (`old_history_window`, `old_build_context`, `old_batch_threshold`): a window
@@ -61,6 +62,7 @@ from countbot_cli.memory.store import MemoryStore  # noqa: E402
 from countbot_cli.messages import Message  # noqa: E402
 from countbot_cli.prompts import (  # noqa: E402
     LONG_TERM_MEMORY_HEADER,
+    RECALL_END,
     SUMMARY_MARK,
     PromptFacts,
     system_prompt,
@@ -318,6 +320,13 @@ def local_figures(turns: int, max_history: int) -> None:
         )
 
 
+def recalled_block(body: dict[str, Any]) -> str:
+    """The recalled memory lines sent with a request's current message ("" for none): what
+    recall adds to the turn (`recalled` tokens/req, gpt-4o's encoding)."""
+    current = body["messages"][-1]["content"]
+    return current.split(RECALL_END, 1)[0] if RECALL_END in current else ""
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--turns", type=int, default=200)
@@ -334,18 +343,22 @@ def main() -> int:
             bodies, summaries = run(args.turns, rolling=rolling)
         ext, pairs, share = prefix.stats(bodies, count)
         tokens = sum(count("".join(prefix.layout(b))) for b in bodies) / len(bodies)
-        rows.append((label, ext, pairs, share, tokens, summaries, time.perf_counter() - t0))
+        recalled = sum(count(recalled_block(b)) for b in bodies) / len(bodies)
+        rows.append(
+            (label, ext, pairs, share, tokens, recalled, summaries, time.perf_counter() - t0)
+        )
     print(
         f"{args.turns} turns, max_history_messages {MAX_HISTORY}, memory.inject relevant "
         "(requests as the loopback server received them):"
     )
     print(
-        f"  {'':18} {'extend previous':>22} {'shared prefix':>14} {'tokens/req':>11} {'summaries':>10}"
+        f"  {'':18} {'extend previous':>22} {'shared prefix':>14} {'tokens/req':>11}"
+        f" {'recalled':>9} {'summaries':>10}"
     )
-    for label, ext, pairs, share, tokens, summaries, secs in rows:
+    for label, ext, pairs, share, tokens, recalled, summaries, secs in rows:
         print(
             f"  {label:18} {ext:>5}/{pairs:<5} = {100 * ext / pairs:5.1f} % {100 * share:12.1f} %"
-            f" {tokens:>11.0f} {summaries:>10}   ({secs:.1f} s)"
+            f" {tokens:>11.0f} {recalled:>9.0f} {summaries:>10}   ({secs:.1f} s)"
         )
     print("  targets: extend previous >= 90 %, shared prefix >= 85 %")
     if args.local:

@@ -53,7 +53,7 @@ from countbot_cli.memory.digest import (
     overflow_batches,
     summary_line,
 )
-from countbot_cli.memory.recall import Budget, Recall, label, newest
+from countbot_cli.memory.recall import Budget, Recall, label, line_tokens, newest
 from countbot_cli.memory.summariser import Postponed, Summariser, SummaryError
 from countbot_cli.messages import Message
 from countbot_cli.prompts import (
@@ -392,14 +392,10 @@ class MemoryKeeper:
 
         budget = Budget(self.settings.memory.recall_lines, self.settings.memory.recall_tokens)
         if mode == "recent":
-            picked = newest(self.memory.snapshot(), budget, self._line_cost, skip)
+            picked = newest(self.memory.snapshot(), budget, line_tokens, skip)
         else:
-            picked = self.recaller.relevant(user_text, budget, self._line_cost, skip)
+            picked = self.recaller.relevant(user_text, budget, line_tokens, skip)
         return [label(e, older) for e, older in picked]
-
-    def _line_cost(self, text: str) -> int:
-        """Tokens of a recalled line as sent (`- ` before it, a newline after)."""
-        return self.counter.count_text(text) + 2
 
 
 def _turns(session: Session) -> int:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from countbot_cli.conversation.token_estimate import estimate_tokens
 from countbot_cli.memory import rank, sources
 from countbot_cli.memory.embed import QUESTION_WAIT, available
 from countbot_cli.memory.encoder import USE_DIM
@@ -69,6 +70,13 @@ class Meaning(NamedTuple):
 
     scores: NDArray[np.float32]
     embedded: NDArray[np.bool_] | None = None
+
+
+def line_tokens(text: str) -> int:
+    """The tokens a recalled line costs as sent (`- ` before it, a newline after), estimated
+    (conversation/token_estimate.py): counting them exactly would load the tokenizer in every
+    `ask` that recalls, for a budget that is a bound of the order of a thousand tokens."""
+    return estimate_tokens(text) + 2
 
 
 def label(entry: Entry, older: bool = False) -> str:
@@ -124,7 +132,7 @@ def pick(
     words: list[str],
     meaning: Meaning | None,
     budget: Budget,
-    cost: Callable[[str], int],
+    cost: Callable[[str], int] = line_tokens,
     skip: Callable[[Entry], bool] = lambda _e: False,
     users: Callable[[Entry], bool] = written_by_user,
 ) -> list[Picked]:
