@@ -269,8 +269,13 @@ def section_warm(bots: list[tuple[str, str, Path, dict[str, str]]], n: int) -> N
         )
 
 
-def section_cold(bots: list[tuple[str, str, Path, dict[str, str]]], limit: float) -> None:
-    print("\n## cold vector cache (the recall model's cache warm): asks until one is quiet")
+def section_cold(
+    bots: list[tuple[str, str, Path, dict[str, str]]], limit: float, delay: float
+) -> None:
+    print(
+        "\n## cold vector cache (the recall model's cache warm): asks until one is quiet; "
+        f"the answer takes {6 * delay:.1f} s"
+    )
     print(f"{'countbot':10} {'first answer s':>15} {'runs':>5} {'all embedded s':>15}")
     for name, path, tmp, env in bots:
         remove_vectors(tmp)
@@ -387,15 +392,18 @@ def main() -> None:
     ap.add_argument("--countbot", action="append", required=True, help="NAME=PATH")
     ap.add_argument("--lines", type=int, default=2000)
     ap.add_argument("-n", type=int, default=7)
-    ap.add_argument("--only", default="warm,cold,1mb,sigterm,repl")
+    ap.add_argument("--only", default="cold,warm,repl,1mb,sigterm")
+    ap.add_argument(
+        "--answer-delay", type=float, default=0.0, help="seconds between the answer's 6 chunks"
+    )
     ap.add_argument("--timeout", type=float, default=120.0, help="1 MB line: cut after this")
     ap.add_argument("--cold-limit", type=float, default=900.0)
     ap.add_argument("--sigterm-after", type=float, default=3.0)
-    ap.add_argument("--wait", type=float, default=8.0, help="REPL idle: seconds")
+    ap.add_argument("--wait", default="8,30", help="REPL idle: seconds, comma-separated")
     args = ap.parse_args()
     only = set(args.only.split(","))
     print(f"load average at start: {os.getloadavg()}")
-    server, base = start_server()
+    server, base = start_server("--delay", str(args.answer_delay))
     top = Path(tempfile.mkdtemp(prefix="bench-recall-cost-"))
     try:
         bots = []
@@ -406,12 +414,13 @@ def main() -> None:
             write_home(tmp, base, memory_lines(args.lines))
             env = bench_env(tmp, XDG_CACHE_HOME=str(tmp / "cache"))
             bots.append((name, os.path.abspath(path), tmp, env))
+        if "cold" in only:  # first: it leaves every vector embedded for the next ones
+            section_cold(bots, args.cold_limit, args.answer_delay)
         if "warm" in only:
             section_warm(bots, args.n)
         if "repl" in only:
-            section_repl(bots, args.wait, 1)
-        if "cold" in only:
-            section_cold(bots, args.cold_limit)
+            for wait in args.wait.split(","):
+                section_repl(bots, float(wait), 1)
         if "1mb" in only:
             section_big(bots, top, args.timeout)
         if "sigterm" in only:

@@ -177,8 +177,10 @@ class Embedder:
             while (work := self._next()) is not None:
                 self._do(encoder, work)
             encoder.close()  # idle, or stopped
-        except (EncoderDied, OSError, ValueError) as e:
+        except EncoderDied as e:
             self._failed(str(e))
+        except Exception as e:  # a bug here must not leave every later turn waiting for it
+            self._failed(f"{type(e).__name__}: {e}")
 
     def _next(self) -> _Query | tuple[Fill, list[bytes], list[str]] | None:
         """The next thing to embed (questions first), waiting for one; None once stopped."""

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import fakeserver as fs
 import pytest
@@ -316,3 +317,39 @@ def test_the_encoder_process_ends_when_idle_and_starts_again_when_wanted() -> No
         assert again is not None and (again == first).all()
     finally:
         embedder.stop()
+
+
+def test_the_chat_stops_idle_encoders_and_typing_a_message_starts_them_again(
+    scripted: Any,
+) -> None:
+    from countbot_cli.memory import embed
+
+    memory = {"inject": "relevant", "auto_memory": False, "overflow_summary": False}
+    h = scripted(memory=memory)
+    lines = memory_lines(12)
+    body = "".join(f"2025-01-{1 + i:02d}|user|{c}\n" for i, c in enumerate(lines))
+    h.cb.memory_file.write_text("# MEMORY\n" + body, encoding="utf-8")
+    embedder = embed.shared()  # the chat runs in this process: its encoders are this one's
+    idle, embedder.idle_stop = embedder.idle_stop, 0.5
+    h.provider.enqueue("ok", "ok")
+
+    def stopped(_h: Any) -> None:
+        wait_until(lambda: not embedder.running, "the idle encoder process to end", 60)
+
+    def started(_h: Any) -> None:
+        wait_until(lambda: embedder.running, "typing to start the encoders", 10)
+
+    try:
+        h.run(
+            [
+                "which instrument do I play?\r",
+                stopped,
+                lambda h: h.send("which "),
+                started,
+                lambda h: h.send("instrument is it?\r"),
+            ]
+        )
+    finally:
+        embedder.idle_stop = idle
+    first, second = h.sent_users()
+    assert "cello lessons" in first and "cello lessons" in second  # by meaning, both times
