@@ -97,6 +97,14 @@ class FolderWatch:
         self._seen = mtime
         return True
 
+    def wrote(self, folder: Path) -> None:
+        """This process just wrote into `folder`: its own write is no reason to look again (a
+        copy landing in the same instant waits for the next change or the next process)."""
+        try:
+            self._seen = os.stat(folder).st_mtime_ns
+        except OSError:
+            self._seen = None
+
     def again(self) -> None:
         """Look at the next call whatever the folder's mtime (a look that could not finish)."""
         self._seen = None

@@ -408,6 +408,7 @@ class MemoryStore:
     def _write(self, data: bytes) -> None:
         try:
             fileio.atomic_write(self._target(), data)
+            self._watch.wrote(self._target().parent)
         except OSError as exc:
             raise StorageError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
 

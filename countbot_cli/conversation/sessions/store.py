@@ -248,6 +248,7 @@ class SessionStore:
         data, chunks = _encode(doc, prev.chunks if prev else {})
         try:
             key = fileio.atomic_write(path, data, durable=True)
+            self._watch.wrote(self.root)
         except OSError as e:
             self._remember(session.id, None)
             raise StorageError(f"could not save {path}: {e.strerror or e}") from e
