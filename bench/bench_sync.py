@@ -19,6 +19,7 @@ brought 100 changed sessions (of 2,000), against a warm search and a cold build,
 medians.
 
 Run: .venv/bin/python bench/bench_sync.py [--turns 1000] [--offline 0.1] [--seed 1]
+     (`--tree DIR --no-search`: the same turns with another checkout's countbot, say an older one)
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class Machine:
         )
 
 
-def machine(tmp: Path, name: str, base_url: str) -> Machine:
+def machine(tmp: Path, name: str, base_url: str, tree: Path | None) -> Machine:
     home = tmp / name
     (home / "sync").mkdir(parents=True)
     env = {
@@ -85,6 +86,7 @@ def machine(tmp: Path, name: str, base_url: str) -> Machine:
         "XDG_CACHE_HOME": str(home / ".cache"),
         "LANG": "C.UTF-8",
         **{k: v for k, v in os.environ.items() if k in ("PYTHONPATH", "TMPDIR")},
+        **({"PYTHONPATH": str(tree)} if tree else {}),
     }
     config = {
         "default_provider": "t",
@@ -356,12 +358,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--many", type=int, default=2000, help="sessions for the search figure")
+    parser.add_argument("--tree", type=Path, help="run another checkout's countbot (e.g. main)")
+    parser.add_argument("--no-search", action="store_true", help="skip the search figure")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="cb-bench-sync-"))
     print(f"load average at start: {os.getloadavg()[0]:.1f}")
     with fs.FakeServer() as server:
         server.responder = responder
-        a, b = machine(tmp, "A", server.base_url), machine(tmp, "B", server.base_url)
+        a, b = (machine(tmp, n, server.base_url, args.tree) for n in "AB")
         sync = Sync(a, b)
         t0 = time.perf_counter()
         run = converse(args, a, b, sync)
@@ -373,6 +377,8 @@ def main() -> None:
         for m in (a, b):
             print(f"machine {m.name}: {count(m, run['asked'])}")
         print(f"the two machines' shared folders are the same: {_same(a, b)}")
+        if args.no_search:
+            return
         times = search_after_sync(a, b, sync, args.runs, args.many)
     print(
         "search on A (of {n} sessions), medians of {r}: warm {warm:.2f} s; after a sync brought "
