@@ -48,6 +48,7 @@ import fakeserver as fs  # noqa: E402
 from countbot_cli.config.home import derived_dir  # noqa: E402
 from countbot_cli.config.own_files import SEARCH_INDEX_FILE  # noqa: E402
 from countbot_cli.conflicts import original_name  # noqa: E402
+from countbot_cli.conversation.sessions.listing import is_session_file  # noqa: E402
 
 COUNTBOT = str(Path(sys.executable).parent / "countbot")
 LOCKER = re.compile(r"locker (\d+)")
@@ -262,7 +263,8 @@ def _same(a: Machine, b: Machine) -> bool:
 
 def count(m: Machine, asked: list[str]) -> dict[str, int]:
     said: collections.Counter[str] = collections.Counter()
-    for path in (m.shared / "sessions").glob("*.json"):
+    sessions = [p for p in (m.shared / "sessions").glob("*.json") if is_session_file(p.name)]
+    for path in sessions:  # what countbot lists (a conflict copy is not a session)
         doc = json.loads(path.read_bytes())
         for msg in [*doc.get("archived", []), *doc.get("messages", [])]:
             said[msg["content"]] += 1
@@ -286,7 +288,7 @@ def count(m: Machine, asked: list[str]) -> dict[str, int]:
         "memory lines twice": sum(1 for n in want if kept[n] > 1),
         "conflict copies left": len(_copies(m)),
         "derived files in the shared folder": len(extra),
-        "sessions": len(list((m.shared / "sessions").glob("*.json"))),
+        "sessions": len(sessions),
     }
 
 
