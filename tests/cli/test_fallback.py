@@ -299,3 +299,26 @@ def test_jsonl_says_so_in_a_notice_and_the_end_event(
     end = events[-1]
     assert end["type"] == "end" and end["model"] == "model-b" and end["answer"] == "from b"
     assert end["fallback"] == {"from": "test", "to": "b", "reason": "server error (503)"}
+
+
+def test_a_link_uses_its_own_model_and_key_not_the_chosen_providers_variables(
+    tmp_path: Path, server: fs.FakeServer, second: fs.FakeServer
+) -> None:
+    cb = two_providers(tmp_path, server.base_url, second.base_url)
+    cfg = yaml.safe_load(cb.config_file.read_text())
+    cfg["providers"]["b"]["api_key"] = "sk-b-own-key-0123456789"
+    cb.write_config(cfg)
+    server.add(fs.status(503))
+    second.add(fs.text("from b", model="model-b"))
+    env = {"COUNTBOT_MODEL": "env-model", "COUNTBOT_API_KEY": "sk-env-key-0123456789"}
+    proc = cb.invoke("ask", "hello", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "from b\n"
+    for srv, model, key in (
+        (server, "env-model", "sk-env-key-0123456789"),  # the chosen provider takes them
+        (second, "model-b", "sk-b-own-key-0123456789"),  # the link is its own config
+    ):
+        chats = [r for r in srv.requests if r.path.endswith("/chat/completions")]
+        assert [(r.json["model"], r.headers["authorization"]) for r in chats] == [
+            (model, f"Bearer {key}")
+        ]
