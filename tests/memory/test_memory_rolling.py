@@ -9,8 +9,9 @@ from typing import Any
 import fakeserver as fs
 from memory_rig import backlog_lines, dialogue_lines, messages_of, q
 
+from countbot_cli import app
 from countbot_cli.conversation.sessions.session import Session
-from countbot_cli.memory.rolling import ROLLING_CHARS, clean_summary, split_reply
+from countbot_cli.memory.rolling import BACKLOG_CHARS, ROLLING_CHARS, clean_summary, split_reply
 from countbot_cli.prompts import MEMORY_MARK, ROLLING_LEAD, SUMMARY_MARK, TITLE_MARK
 
 ROLLING = {"auto_memory": False, "inject": "off"}
@@ -173,3 +174,56 @@ def test_a_model_made_title_replaces_the_first_questions_once_never_the_users(
         mine.turn(q(k))
     assert f"{TITLE_MARK} …" not in mine.summariser.of("overflow")[0]
     assert mine.saved()["title"] == "My own name"
+
+
+def test_a_title_the_user_gives_while_the_call_runs_is_kept(rig_factory: Any) -> None:
+    titled = f"{MEMORY_MARK} fact\n{SUMMARY_MARK} a trip\n{TITLE_MARK} Planning the Lisbon trip"
+    rig = rig_factory(persona={"max_history_messages": 6}, memory=ROLLING)
+    rig.summariser.replies = [fs.text(titled)]
+    elsewhere = app.make_store(rig.settings)  # `countbot sessions rename` in another terminal
+
+    def rename_first(body: dict[str, Any]) -> fs.Reply:
+        if body["messages"][0]["role"] != "system":  # the summary call, asking for a title
+            elsewhere.rename(rig.sid, "My own name")
+        return rig.summariser(body)
+
+    rig.server.responder = rename_first
+    for k in range(1, 5):
+        rig.turn(q(k))
+    (call,) = rig.summariser.of("overflow")
+    assert f"{TITLE_MARK} …" in call  # the title was still the first question's when it began
+    assert rig.saved()["title"] == "My own name"
+    assert rig.saved()["rolling_summary"] == "a trip"  # the rest of the reply is written
+
+
+def newest_that_fit(lines: list[str], cap: int) -> list[str]:
+    """The last of `lines` whose text (each with its newline) fits in `cap` characters."""
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines):
+        if used + len(line) + 1 > cap:
+            break
+        kept.insert(0, line)
+        used += len(line) + 1
+    return kept
+
+
+def test_a_backlog_past_its_cap_keeps_the_newest_messages(rig_factory: Any) -> None:
+    rig = rig_factory(
+        provider={"context_window": 200_000}, persona={"max_history_messages": 120}, memory=ROLLING
+    )
+    rig.summariser.replies = [fs.text(f"{MEMORY_MARK} fact {i}") for i in range(8)]  # no summary
+    filler = " ".join(f"w{i}" for i in range(100))  # a message is cut at 300 characters
+    for k in range(1, 51):
+        rig.turn(f"{q(k)} {filler}")
+    rig.conversation.compact()  # /compact: a long session in several calls of one run
+    rig.turn(q(51))
+    rig.turn(q(52))
+    rig.conversation.compact()  # a later run: the backlog from what the session archived
+    calls = rig.summariser.of("overflow")
+    assert len(calls) >= 4
+    shown = dialogue_lines(calls[0])
+    for call in calls[1:]:
+        assert backlog_lines(call) == newest_that_fit(shown, BACKLOG_CHARS)
+        shown += dialogue_lines(call)
+    assert sum(len(line) + 1 for line in shown[:-4]) > 2 * BACKLOG_CHARS  # well past the cap
