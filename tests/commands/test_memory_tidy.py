@@ -114,9 +114,14 @@ def test_a_merge_keeps_the_pin_and_the_model_never_removes_a_pinned_line(
     assert p.keep == pinned and [e.content for e in p.remove] == [
         "the user prefers dark mode everywhere!"
     ]  # the pinned one stays, older or not
-    group = [pinned, next(e for e in store.entries() if e.content == PLAIN)]
-    bad = json.dumps({"kind": "drop", "keep": numbers[PLAIN], "remove": [store.number_of(pinned)]})
-    assert ask_model(store, [group], lambda prompt, what: bad, "en") == []
+    plain = next(e for e in store.entries() if e.content == PLAIN)
+    now = {e.content: n for n, e in store.numbered()}  # the lines were renumbered by the edit
+    ok = {"kind": "drop", "keep": now[pinned.content], "remove": [now[PLAIN]]}
+    bad = {"kind": "drop", "keep": now[PLAIN], "remove": [now[pinned.content]]}
+    for proposal, removed in ((ok, [plain]), (bad, [])):  # the model proposes; a pin stays
+        reply = json.dumps(proposal)
+        found = ask_model(store, [[pinned, plain]], lambda _p, _w, r=reply: r, "en")
+        assert [e for p in found for e in p.remove] == removed
 
 
 def test_without_a_terminal_it_only_prints(tmp_path: Path) -> None:
