@@ -276,6 +276,20 @@ def test_local_ask_runs_the_three_shapes_and_answers_bad_calls_with_errors(
 
 
 @needs_local
+@pytest.mark.parametrize("lead", range(7))  # the model's pieces are 7 characters long
+def test_local_ask_runs_a_tag_cut_between_pieces_at_any_offset(
+    local_cb: tuple[CB, ScriptedModel], lead: int
+) -> None:
+    cb, model = local_cb
+    before = "Let me read" + "!" * lead  # moves every cut through the tag's first letters
+    model.answers = [f"{before}\n<tool_call>{json.dumps(READ)}</tool_call>", "It says alpha."]
+    proc = cb.invoke("ask", "-p", "local", "what is in a.txt?")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"{before}\nIt says alpha.\n"  # not a letter of the tag
+    assert model.tool_results(1) == ["[File: a.txt | Lines: 1]\n1| alpha"]
+
+
+@needs_local
 def test_local_ask_stops_a_model_repeating_one_call(local_cb: tuple[CB, ScriptedModel]) -> None:
     cb, model = local_cb
     call = '<tool_call>{"name": "read_file", "arguments": {"path": "nowhere.txt"}}</tool_call>'
