@@ -377,11 +377,11 @@ def test_the_same_call_a_third_time_stops_the_turn_with_a_notice(
     (cb.work / "a.txt").write_text("alpha\n", encoding="utf-8")
     (cb.work / "b.txt").write_text("beta\n", encoding="utf-8")
     server.add(
-        fs.tool_calls([("read_file", {"path": "a.txt"})], content="Reading."),
-        fs.tool_calls([("read_file", {"path": "b.txt"})]),  # another call between them
-        fs.tool_calls([("read_file", '{"start_line": 1, "path": "a.txt"}')]),  # not the same
-        fs.tool_calls([("read_file", '{ "path" : "a.txt" }')], content="Again."),
-        fs.tool_calls([("read_file", {"path": "a.txt"})], content="And again."),
+        fs.tool_calls([("read_file", {"path": "a.txt", "start_line": 1})], content="Reading."),
+        fs.tool_calls([("read_file", {"path": "b.txt", "start_line": 1})]),  # another call
+        fs.tool_calls([("read_file", '{"path": "a.txt"}')]),  # not the same
+        fs.tool_calls([("read_file", '{ "start_line" : 1, "path" : "a.txt" }')], content="Again."),
+        fs.tool_calls([("read_file", '{"start_line":1,"path":"a.txt"}')], content="And again."),
         fs.text("never asked for"),
     )
     proc = cb.invoke("ask", "--json", "read it")
