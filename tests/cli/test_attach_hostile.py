@@ -261,6 +261,40 @@ def test_a_public_url_may_not_redirect_into_the_lan_but_a_lan_url_may_reach_the_
         assert "PAGEWORD" in server.chat_bodies()[-1]["messages"][-1]["content"]
 
 
+@pytest.mark.parametrize("loopback_first", [False, True])
+def test_a_redirect_to_a_name_with_a_public_and_a_loopback_address_is_refused(
+    tmp_path: Path,
+    server: fs.FakeServer,
+    pages: ThreadingHTTPServer,
+    monkeypatch: pytest.MonkeyPatch,
+    loopback_first: bool,
+) -> None:
+    """`both.example` resolves to a public address that does not answer and to 127.0.0.1,
+    where a secret is served: a connection would fall through to the second address."""
+    secret = _serve("127.0.0.1")
+    fake = _fake_internet(pages)
+    dark = "93.184.215.99"  # public, and nothing answers there
+    both = ["127.0.0.1", dark] if loopback_first else [dark, "127.0.0.1"]
+
+    def resolve(host: str, port: int) -> list[str]:
+        return both if host == "both.example" else fake.resolve(host, port)
+
+    def connect(address: str, port: int, timeout: float) -> httpcore.NetworkStream:
+        if address == dark:
+            raise httpcore.ConnectError(f"{address}: connection refused")
+        return fake.connect(address, port, timeout)
+
+    monkeypatch.setattr(netguard, "DIALER", Dialer(resolve, connect))
+    try:
+        cb = make_cb(tmp_path, server.base_url)
+        url = _url(pages, f"/to/{_url(secret, '/secret', 'both.example')}", "site.example")
+        line = refused(cb, server, cb.invoke("ask", "x", "-a", url), EXIT_USAGE)
+        assert "not following a redirect to both.example (127.0.0.1), a loopback address" in line
+        assert secret.seen == []  # type: ignore[attr-defined]
+    finally:
+        _stop(secret)
+
+
 @pytest.mark.parametrize(
     ("address", "rank"),
     [
