@@ -347,3 +347,37 @@ def test_ask_c_prints_the_answer_before_its_memory_upkeep(
     assert "User asked once." in cb.memory_file.read_text(encoding="utf-8")
     one_off = cb.invoke("ask", "--plain", "another question")
     assert one_off.returncode == 0 and len(summaries) == 1  # no upkeep call for a one-off
+
+
+# ---- what /undo and /edit took out is not found again ----
+
+
+def found(h: Any, words: str) -> list[str]:
+    """The snippets `countbot sessions search --json WORDS` shows, of every session found."""
+    proc = h.cb.invoke("sessions", "search", "--json", words)
+    assert proc.returncode == 0, proc.stderr
+    return [s["text"] for hit in json.loads(proc.stdout) for s in hit["snippets"]]
+
+
+def test_search_no_longer_finds_what_undo_or_edit_took_out(scripted: Any) -> None:
+    h = scripted()
+    earlier = [f"question {k} about lighthouses\r" for k in range(15)]
+    h.provider.enqueue(*[f"answer {k}" for k in range(15)], "Okapis.", "Giraffes.", "Zebras?")
+    h.run(
+        [
+            *earlier,
+            "okapiword?\r",  # the 32nd message: the index's first piece is full
+            "/search okapiword\r",
+            "/edit giraffes?\r",  # that piece changes
+            "zebraquux?\r",  # a piece of its own
+            "/search zebraquux\r",
+            "/undo\r",  # the piece goes
+        ]
+    )
+    shown = h.text()
+    assert "You: okapiword?" in shown and "You: zebraquux?" in shown  # found while there
+    assert [m["content"] for m in h.session_data()["messages"][-2:]] == ["giraffes?", "Giraffes."]
+    assert not any("okapiword" in s for s in found(h, "okapiword"))
+    assert not any("zebraquux" in s for s in found(h, "zebraquux"))
+    assert any("giraffes?" in s for s in found(h, "giraffes"))
+    assert any("lighthouses" in s for s in found(h, "lighthouses"))
