@@ -92,6 +92,18 @@ def test_an_idle_gap_past_the_cache_lifetime_is_a_reason(
     assert late["changes"] == [{"reason": "idle", "detail": detail}]
 
 
+@pytest.mark.parametrize(("prompt", "missed"), [(900, False), (1100, True)])
+def test_on_openai_a_prompt_under_1024_tokens_is_no_miss(
+    tmp_path: Path, server: fs.FakeServer, prompt: int, missed: bool
+) -> None:
+    """OpenAI caches no prompt under 1,024 tokens: nothing read from the cache is no miss then."""
+    cb = make_cb(tmp_path, server.base_url, provider={"preset": "openai"}, **QUIET_MEMORY)
+    server.default = fs.text("ok", usage=fs.cached_usage(prompt, 5, 0))
+    sid = ask_json(cb, "one")["session_id"]
+    again = ask_json(cb, "-s", sid, "two")["cache"]
+    assert again == {"previous_request": True, "changes": [], "missed": missed}
+
+
 def test_the_usage_line_shows_a_miss_in_short() -> None:
     from countbot_cli.conversation.turn_record import ModelCall, TurnResult
     from countbot_cli.messages import Message, Usage

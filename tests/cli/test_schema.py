@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import fakeserver as fs
+import pytest
 from cbenv import make_cb
 
 SCHEMA = {
@@ -56,6 +57,20 @@ def test_without_the_field_the_schema_is_an_instruction(
     assert "conforms to this JSON schema" in system and '"required": ["name", "age"]' in system
 
 
+@pytest.mark.parametrize("preset", ["deepseek", "llamacpp"])
+def test_a_preset_without_structured_output_gets_the_schema_as_an_instruction(
+    tmp_path: Path, server: fs.FakeServer, preset: str
+) -> None:
+    cb = make_cb(tmp_path, server.base_url, provider={"preset": preset})
+    server.add(fs.text('{"name": "Ada", "age": 36}'))
+    proc = cb.invoke("ask", "--schema", json.dumps(SCHEMA), "who?")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"name": "Ada", "age": 36}
+    body = server.chat_bodies()[-1]
+    assert "response_format" not in body
+    assert "conforms to this JSON schema" in body["messages"][0]["content"]
+
+
 def test_an_invalid_answer_is_repaired_once(tmp_path: Path, server: fs.FakeServer) -> None:
     cb = make_cb(tmp_path, server.base_url)
     server.add(fs.text('{"name": "Ada"}'), fs.text('{"name": "Ada", "age": 36}'))
@@ -66,6 +81,22 @@ def test_an_invalid_answer_is_repaired_once(tmp_path: Path, server: fs.FakeServe
     assert len(bodies) == 2
     repair = bodies[1]["messages"][-1]["content"]
     assert "property 'age' is required" in repair and '{"name": "Ada"}' in repair
+
+
+def test_json_usage_counts_the_repair_request_too(tmp_path: Path, server: fs.FakeServer) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    first = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+    second = {"prompt_tokens": 160, "completion_tokens": 12, "total_tokens": 172}
+    server.add(
+        fs.text('{"name": "Ada"}', usage=first), fs.text('{"name": "Ada", "age": 36}', usage=second)
+    )
+    proc = cb.invoke("ask", "--json", "--schema", json.dumps(SCHEMA), "who?")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["parsed"] == {"name": "Ada", "age": 36}
+    usage = data["usage"]
+    assert (usage["prompt_tokens"], usage["completion_tokens"]) == (260, 22)
+    assert usage["total_tokens"] == 282
 
 
 def test_still_invalid_after_the_repair_exits_7_with_the_error(

@@ -68,3 +68,20 @@ def test_a_skill_without_a_description_is_left_out_and_said(
     proc = cb.invoke("ask", "hi")
     assert "## Skills" not in _system(server)
     assert "has no description" in proc.stderr
+
+
+def test_a_trusted_project_skill_never_shadows_the_users_own_of_that_name(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url, tools={"enabled": True})
+    mine = _skill(cb.user_home, "deploy", "Deploy my way.")
+    theirs = _skill(cb.work, "deploy", "Deploy the site.")
+    trusted = cb.invoke("config", "trust", "--yes", "skills/deploy/SKILL.md")
+    assert trusted.returncode == 0, trusted.stderr
+    server.add(fs.text("ok"))
+    proc = cb.invoke("ask", "deploy it")
+    assert proc.returncode == 0, proc.stderr
+    system = _system(server)
+    assert f"- deploy: Deploy my way. (file: {mine})" in system
+    assert "Deploy the site." not in system
+    assert f"ignored {theirs}: a skill named deploy came first" in proc.stderr

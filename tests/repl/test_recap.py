@@ -75,3 +75,22 @@ def test_the_picker_and_sessions_list_show_the_gist(scripted: Any) -> None:
     plain = next(i for i, line in enumerate(listing) if "Plain" in line)
     assert plain + 1 == len(listing) or "↳" not in listing[plain + 1]
     assert japan[:6] in listing[at]
+
+
+HOSTILE = "\x1b]0;pwned\x07Planning the trip.\x1b[2J Trains only.\x1b[?1049h"
+
+
+def test_escapes_in_a_stored_summary_never_reach_the_terminal(scripted: Any) -> None:
+    """A rolling summary is a model's text kept in a file: resume, /recap, `sessions show`
+    and `sessions list` show it without its escape sequences."""
+    h = scripted()
+    sid = long_session(h, "Japan", rolling=HOSTILE)
+    h.run(["/recap\r"], session=h.store.load(sid), is_new=False)
+    shown = h.text()
+    assert shown.count("Recap: ") == 2 and shown.count("Trains only.") == 2  # resume, /recap
+    listing = h.cb.invoke("sessions", "list").stdout
+    show = h.cb.invoke("sessions", "show", sid).stdout
+    assert "Recap: " in show and "Trains only." in show
+    assert "Planning the trip." in listing
+    for text in (shown, show, listing):
+        assert "\x1b" not in text and "\x07" not in text
