@@ -14,11 +14,10 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
-import contextvars
+import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -35,6 +34,7 @@ STATE_CRASHED = "stopped responding"
 STATE_STOPPED = "stopped"
 STOP_WAIT = 8.0  # the SDK's stop: close stdin, 2 s, SIGTERM to the group, 2 s, SIGKILL
 STDERR_TAIL = 300  # characters of a failed server's stderr shown in its error
+HTTP_TIMEOUT, HTTP_READ_TIMEOUT = 30.0, 300.0  # the SDK's defaults (a stream may stay open)
 
 
 @dataclass
@@ -209,7 +209,7 @@ class McpHub:
         """One server's whole life, inside its transport's and session's contexts."""
         conn.stop_event = stop = asyncio.Event()
         start, generation = conn.config.start_timeout, conn.generation
-        conn.pid = conn.leader = None  # this start's process, once spawned (_watch_spawns)
+        conn.pid = conn.leader = None  # this start's process, once spawned (_transport)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 try:
@@ -296,34 +296,6 @@ def _import_sdk() -> None:
     import mcp.client.stdio  # noqa: F401
     import mcp.client.streamable_http  # noqa: F401
 
-    _watch_spawns()
-
-
-_SPAWNED: contextvars.ContextVar[Callable[[int], None] | None] = contextvars.ContextVar(
-    "countbot_mcp_spawned", default=None
-)
-
-
-def _watch_spawns() -> None:
-    """Learn each stdio server's pid: the SDK keeps its process to itself, so its spawn
-    function is wrapped once to tell the task that spawned it (`_SPAWNED`). An SDK without
-    that function starts servers as before, without the descendants' reaping."""
-    import mcp.client.stdio as stdio
-
-    real = getattr(stdio, "_create_platform_compatible_process", None)
-    if real is None or getattr(real, "countbot_watched", False):
-        return
-
-    async def spawn(*args: Any, **kwargs: Any) -> Any:
-        process = await real(*args, **kwargs)
-        tell = _SPAWNED.get()
-        if tell is not None:
-            tell(process.pid)
-        return process
-
-    spawn.countbot_watched = True  # type: ignore[attr-defined]
-    stdio._create_platform_compatible_process = spawn
-
 
 def _timed_out(timeout: float) -> CallOutcome:
     return CallOutcome(error=f"no answer within {timeout:g} s (timed out)", timed_out=True)
@@ -355,30 +327,30 @@ async def _transport(conn: ServerConn) -> Any:
     """The SDK's stdio or streamable-HTTP transport for `conn` (stderr kept for errors)."""
     cfg = conn.config
     if cfg.url:
+        import httpx2
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
 
-        client = create_mcp_http_client(headers=dict(cfg.headers))
+        # the SDK documents passing a client of one's own to set headers; its default timeouts
+        timeout = httpx2.Timeout(HTTP_TIMEOUT, read=HTTP_READ_TIMEOUT)
+        client = httpx2.AsyncClient(headers=dict(cfg.headers), timeout=timeout)
         async with client, streamable_http_client(cfg.url, http_client=client) as streams:
             yield streams
         return
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
+    mark = f"{os.getpid()}-{conn.name}-{conn.generation}"  # how its process is found
     params = StdioServerParameters(
         command=cfg.command or "",
         args=list(cfg.args),
-        env=dict(cfg.env) or None,
+        env=dict(cfg.env) | {proctree.MARK: mark},
         cwd=cfg.cwd,
     )
     conn.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-    _SPAWNED.set(lambda pid: _spawned(conn, pid))  # this task's spawn (_watch_spawns)
     async with stdio_client(params, errlog=conn.stderr) as streams:
+        # the SDK started it (the leader of its own group) and keeps its process to itself
+        conn.pid = proctree.child_marked(mark)
+        conn.leader = proctree.identity(conn.pid) if conn.pid is not None else None
         yield streams
-
-
-def _spawned(conn: ServerConn, pid: int) -> None:
-    """The stdio server's process, as the SDK started it: the leader of its own group."""
-    conn.pid, conn.leader = pid, proctree.identity(pid)
 
 
 async def _open_session(

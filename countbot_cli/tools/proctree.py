@@ -8,7 +8,9 @@ running, so what is left of it (`group`) is ended after its transport has closed
 to the server while the server runs, so the server's whole tree is read just before it is
 stopped, and whatever of it is still alive afterwards is ended (SIGTERM, a short grace,
 SIGKILL). Each process is known by (pid, start time), so a pid reused meanwhile by an
-unrelated process is never signalled. What escaped before (a daemon whose parent already
+unrelated process is never signalled. The SDK keeps the server's process to itself: it is
+found as this process's child whose environment holds `MARK` with the value countbot gave it
+(`child_marked`). What escaped before (a daemon whose parent already
 exited, reparented to init) cannot be found this way; other platforms read nothing here.
 """
 
@@ -21,6 +23,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 Proc = tuple[int, int]  # (pid, start time in clock ticks since boot)
+MARK = "COUNTBOT_MCP_SERVER"  # in a server's environment: which child of countbot it is
 GRACE = 0.5  # seconds between SIGTERM and SIGKILL
 
 
@@ -59,6 +62,21 @@ def _living() -> list[tuple[int, _Stat]]:
             if st is not None and st.state != "Z":
                 out.append((int(name), st))
     return out
+
+
+def child_marked(value: str) -> int | None:
+    """The pid of this process's living child whose environment holds `MARK=value` (put there
+    when another library was asked to start it), or None."""
+    needle = f"{MARK}={value}".encode()
+    for pid, st in _living():
+        if st.parent == os.getpid():
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if needle in f.read().split(b"\0"):
+                        return pid
+            except OSError:  # gone meanwhile
+                continue
+    return None
 
 
 def identity(pid: int) -> Proc | None:
