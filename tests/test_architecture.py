@@ -186,7 +186,6 @@ FEATURES = {
 KNOWN_REACHES = {
     "countbot_cli.__main__": "atexit._run_exitfuncs before os._exit (a quick exit)",
     "countbot_cli.conversation.input.netguard": "httpx.HTTPTransport's _pool replaced",
-    "countbot_cli.ui.rendermemo": "rich Table._calculate_column_widths replaced",
 }
 
 

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from markdown_it.rules_core import inline as parse_inlines
 from rich.markdown import MarkdownElement, Paragraph, TableElement
-from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
@@ -42,8 +41,6 @@ class RenderMemo:
     def __init__(self) -> None:
         self._used: dict[Hashable, Any] = {}  # used or made by the render under way
         self._last: dict[Hashable, Any] = {}  # those of the render before
-        # the render is a frame that shows only its bottom `shown` lines (MemoTable), or None
-        self.shown: int | None = None
 
     def get(self, key: Hashable) -> Any:
         """The value kept under `key`, or `MISSING`."""
@@ -181,21 +178,7 @@ class MemoParagraph(_WithMemo, Paragraph):
 
 
 class MemoTable(_WithMemo, TableElement):
-    """rich's table, the Text of each body cell rendered and measured through the memo.
-
-    In a frame that shows only its bottom lines (`RenderMemo.shown`), a table that ends the
-    render and has more rows than that is drawn from its last rows only, at the column widths
-    of the whole table (computed from the memo's measures, not drawn): its rows and bottom
-    edge are the lines the whole table ends with, and a long table's frame costs what a
-    screenful of it does, not what the table does."""
-
-    last = False  # the table ends the document (create)
-
-    @classmethod
-    def create(cls, markdown: Markdown, token: Token) -> MemoTable:
-        element = super().create(markdown, token)
-        element.last = token.level == 0 and _ends(markdown.parsed, token)
-        return element
+    """rich's table, the Text of each body cell rendered and measured through the memo."""
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         rows = self.body.rows if self.body is not None else []
@@ -203,35 +186,7 @@ class MemoTable(_WithMemo, TableElement):
             for cell in row.cells:
                 if isinstance(cell.content, Text):  # rich's TableElement adds it to the Table
                     cell.content = cast(Text, Remembered(cell.content, self.memo))
-        shown = self.memo.shown if self.last and _WIDTHS else None
-        if self.body is None or shown is None or len(rows) <= shown:
-            yield from super().__rich_console__(console, options)
-            return
-        whole = self._table(console, options)  # not drawn: it gives the widths
-        self.body.rows = rows[-shown:]
-        try:
-            table = self._table(console, options)
-        finally:
-            self.body.rows = rows
-        table._calculate_column_widths = whole._calculate_column_widths  # type: ignore[method-assign]
-        yield table
-
-    def _table(self, console: Console, options: ConsoleOptions) -> Table:
-        """The rich Table that rich's TableElement makes of the rows (it yields one)."""
-        (table,) = super().__rich_console__(console, options)
-        assert isinstance(table, Table)
-        return table
-
-
-# rich's Table lays its columns out in this method (private, in rich since 2020): the table of
-# the last rows takes the whole table's widths from it; without it, tables are drawn whole.
-_WIDTHS = hasattr(Table, "_calculate_column_widths")
-
-
-def _ends(tokens: list[Token], table_open: Token) -> bool:
-    """Whether no top-level block follows the table `table_open` opens among `tokens`."""
-    at = next(i for i, tok in enumerate(tokens) if tok is table_open)
-    return not any(tok.level == 0 and tok.nesting >= 0 for tok in tokens[at + 1 :])
+        yield from super().__rich_console__(console, options)
 
 
 ELEMENTS = {"paragraph_open": MemoParagraph, "table_open": MemoTable}

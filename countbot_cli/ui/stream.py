@@ -410,8 +410,4 @@ class StreamView:
         src = self._blocks.fence_window(self._tail, keep)
         if self._rows_only():
             src = src[: src.rfind("\n") + 1]
-        self._memo.shown = keep  # a long table is drawn from its last rows (rendermemo.py)
-        try:
-            return self._blocks.bottom(self._lines(src, options), keep)
-        finally:
-            self._memo.shown = None
+        return self._blocks.bottom(self._lines(src, options), keep)

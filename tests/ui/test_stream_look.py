@@ -238,10 +238,9 @@ def test_a_bullet_list_taller_than_the_terminal_looks_as_rich_draws_it() -> None
 
 
 def test_a_table_taller_than_the_terminal_looks_as_rich_draws_it() -> None:
-    """A frame draws such a table from its last rows, at the whole table's column widths
-    (ui/rendermemo.py MemoTable): an early row, long out of sight, keeps two columns wide; a late
-    wide cell narrows them again; cells wrap over several lines; a row arrives a character at
-    a time."""
+    """A frame shows such a table's last rows at the whole table's column widths: an early
+    row, long out of sight, keeps two columns wide; a late wide cell narrows them again; cells
+    wrap over several lines; a row arrives a character at a time."""
     rows = [f"| item {i} | {i * 37} | {'word ' * (i % 7)}|\n" for i in range(30)]
     rows.insert(3, f"| {'a long name ' * 2}| 1234567 | x |\n")  # wide columns, long scrolled away
     rows.insert(25, f"| y | 2 | {'wide ' * 9}|\n")  # a late wide cell that narrows the others
