@@ -1,13 +1,13 @@
 """Is a process still running, and waiting for it to end: for the tests that check a child
 (a shell, an MCP server, the local model) does not outlive what started it. Linux's /proc
 tells a zombie (ended, not yet reaped) from a running process. `run_measured` runs a command
-under an address-space cap and reports its exit code, wall time and peak RSS (wait4's own
-figure for that one process)."""
+under an address-space cap and reports its exit code, wall time and peak RSS (peak_rss.py)."""
 
 from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -65,7 +65,10 @@ class Measured(NamedTuple):
     stdout: str
     stderr: str
     seconds: float
-    peak_mib: float  # the process's peak resident memory
+    peak_mib: float  # the process's own peak resident memory
+
+
+PEAK_RSS = Path(__file__).resolve().parent / "peak_rss.py"
 
 
 def run_measured(
@@ -77,35 +80,34 @@ def run_measured(
     cap_mib: int = 1024,
 ) -> Measured:
     """Run `argv` (stdin closed) with its address space capped at `cap_mib` MiB, so a runaway
-    read fails fast instead of taking the machine's memory; fails the test naming the command
-    when it has not ended after `timeout` seconds (a hang bound; it is killed)."""
-    shell = ["/bin/sh", "-c", f'ulimit -v {cap_mib * 1024} && exec "$@"', "sh", *argv]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    read fails fast instead of taking the machine's memory (peak_rss.py); fails the test naming
+    the command when it has not ended after `timeout` seconds (a hang bound; its process group
+    is killed)."""
+    with tempfile.TemporaryDirectory() as folder:
+        report = Path(folder) / "peak"
         start = time.monotonic()
         proc = subprocess.Popen(
-            shell, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=cwd
+            [sys.executable, str(PEAK_RSS), str(cap_mib << 20), str(report), *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
         )
-
-        def reaped() -> tuple[int, os.struct_rusage] | None:  # wait4: this process's rusage
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            return (status, usage) if pid else None
-
         try:
-            status, usage = wait_until(reaped, f"{' '.join(argv[1:3])} to end", timeout)
-        except AssertionError:
-            proc.kill()
-            proc.wait()
-            raise
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise AssertionError(f"waited {timeout} s for {' '.join(argv[1:3])} to end") from None
         seconds = time.monotonic() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
         return Measured(
             proc.returncode,
-            out.read().decode("utf-8", "replace"),
-            err.read().decode("utf-8", "replace"),
+            out.decode("utf-8", "replace"),
+            err.decode("utf-8", "replace"),
             seconds,
-            usage.ru_maxrss / 1024,  # KiB on Linux
+            int(report.read_text(encoding="utf-8")) / 1024,  # KiB on Linux
         )
 
 
