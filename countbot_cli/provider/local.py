@@ -170,7 +170,7 @@ class LocalProvider:
     def stream(self, req: ChatRequest) -> Generator[StreamEvent, None, None]:
         """Deltas, then one Finished. Closing the generator (or Ctrl-C) stops generation.
         Tool calls the model writes as text become real ones (text_tools.py)."""
-        return calls_in_text(thinking_in_text(self._generate(req)), req.tools)
+        return calls_in_text(thinking_in_text(self._generate(req)), req.tools, req.messages)
 
     def complete(self, req: ChatRequest) -> Finished:
         with self._process() as (proc, start_s):
@@ -186,7 +186,7 @@ class LocalProvider:
         self.last_stats = LocalStats(
             load_s, None, elapsed - (load_s - start_s), usage.prompt_tokens, usage.completion_tokens
         )
-        return finished_with_text_calls(without_thinking(event), req.tools)
+        return finished_with_text_calls(without_thinking(event), req.tools, req.messages)
 
     def list_models(self) -> list[str]:
         return [self.model]

@@ -1,4 +1,4 @@
-"""Tool calls a local model writes as text, made real tool calls (issue 18).
+"""Tool calls a local model writes as text, made real tool calls.
 
 llama-cpp-python's generic chat handler renders the offered tools into the prompt with the
 model's own chat template, then hands back whatever the model writes as text. Many instruct
@@ -19,7 +19,10 @@ An answer that merely contains JSON is never taken for a call:
   shape: objects with only `name`, `arguments` (or `parameters`), `type` and `id` keys (or
   OpenAI's `{"type": "function", "function": {…}}`), a `name` that is one of the offered tools
   and arguments that are an object. Broken JSON there is a call only when it starts
-  `{"name": "<an offered tool>"`.
+  `{"name": "<an offered tool>"`;
+- a call whose text (whitespace aside) is in the request's own messages other than the model's
+  answers (the user's words, an attachment, a tool result, the system prompt) was copied, not
+  made: it stays text (`Copies`), so a small model echoing a pasted call runs nothing.
 
 `calls_in_text` wraps a provider's event stream (the local provider's hook): while the answer
 may still turn out to be a call, its text is held back rather than shown, and the last event,
@@ -32,7 +35,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -63,22 +66,25 @@ def offered_names(tools: Sequence[dict[str, Any]] | None) -> frozenset[str]:
 # ---- parsing a whole answer ----
 
 
-def parse_text_calls(text: str, names: frozenset[str]) -> tuple[str, list[ToolCall]] | None:
-    """(the text outside the calls, the calls) when `text` holds tool calls, else None."""
-    parsed = _parse(text, names)
+def parse_text_calls(
+    text: str, names: frozenset[str], copies: Copies | None = None
+) -> tuple[str, list[ToolCall]] | None:
+    """(the text outside the calls, the calls) when `text` holds tool calls, else None. A call
+    whose text is in `copies` (what the request's messages hold) is text, not a call."""
+    parsed = _parse(text, names, copies or Copies(()))
     return None if parsed is None else (parsed[0].strip(), parsed[1])
 
 
-def _parse(text: str, names: frozenset[str]) -> tuple[str, list[ToolCall]] | None:
+def _parse(text: str, names: frozenset[str], copies: Copies) -> tuple[str, list[ToolCall]] | None:
     """As parse_text_calls, with the outside text as it is (it starts as `text` does)."""
     if not names:
         return None
     if TAG_OPEN in text:
-        return _tagged(text)
+        return _tagged(text, copies)
     stripped = text.strip()
     fenced = _FENCE.match(stripped)
     body = fenced.group(1).strip() if fenced else stripped
-    if not body.startswith(("{", "[")):
+    if not body.startswith(("{", "[")) or body in copies:
         return None
     try:
         value = loads_bounded(body)
@@ -94,7 +100,7 @@ def _parse(text: str, names: frozenset[str]) -> tuple[str, list[ToolCall]] | Non
     return "", [c for c in calls if c is not None]
 
 
-def _tagged(text: str) -> tuple[str, list[ToolCall]] | None:
+def _tagged(text: str, copies: Copies) -> tuple[str, list[ToolCall]] | None:
     outside: list[str] = []
     calls: list[ToolCall] = []
     pos = 0
@@ -104,6 +110,8 @@ def _tagged(text: str) -> tuple[str, list[ToolCall]] | None:
         body = fenced.group(1).strip() if fenced else body
         if not body.startswith(("{", "[")):
             continue  # the tag named in prose, not a call: left as text
+        if body in copies:
+            continue  # copied from the user's text, an attachment or a tool result: text
         outside.append(text[pos : match.start()])
         pos = match.end()
         calls += _tag_calls(body)
@@ -163,6 +171,40 @@ def _call(name: str, arguments: str) -> ToolCall:
     return ToolCall(id=f"call_{os.urandom(12).hex()}", name=name, arguments=arguments)
 
 
+class Copies:
+    """What a request's messages hold besides the model's own answers (the user's words and
+    attachments, tool results, the system prompt), compared with whitespace left out: a call
+    whose text is in it was copied, not made. Built on the first question."""
+
+    def __init__(self, messages: Iterable[Mapping[str, Any]]) -> None:
+        self._messages = messages
+        self._text: str | None = None
+
+    def __contains__(self, body: object) -> bool:
+        if not isinstance(body, str) or not (squeezed := _squeeze(body)):
+            return False
+        if self._text is None:
+            self._text = "\0".join(_squeeze(t) for t in _texts(self._messages))
+        return squeezed in self._text
+
+
+def _texts(messages: Iterable[Mapping[str, Any]]) -> Iterator[str]:
+    for message in messages:
+        if message.get("role") == "assistant":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            yield content
+        elif isinstance(content, list):  # parts: the text, then images
+            for part in content:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    yield part["text"]
+
+
+def _squeeze(text: str) -> str:
+    return "".join(text.split())
+
+
 # ---- the stream ----
 
 
@@ -202,9 +244,11 @@ class _Held:
                 return len(self.text) - k
         return len(self.text)
 
-    def finish(self, finished: Finished, names: frozenset[str]) -> list[StreamEvent]:
+    def finish(
+        self, finished: Finished, names: frozenset[str], copies: Copies
+    ) -> list[StreamEvent]:
         """The text still held (what is not a call) and the Finished, with the calls."""
-        parsed = None if finished.tool_calls else _parse(self.text, names)
+        parsed = None if finished.tool_calls else _parse(self.text, names, copies)
         if parsed is None:
             rest = self.text[self.shown :]
             return [TextDelta(rest), finished] if rest else [finished]
@@ -238,11 +282,15 @@ def _opening(lead: str) -> bool | None:
 
 
 def calls_in_text(
-    events: Iterable[StreamEvent], tools: Sequence[dict[str, Any]] | None
+    events: Iterable[StreamEvent],
+    tools: Sequence[dict[str, Any]] | None,
+    messages: Iterable[Mapping[str, Any]] = (),
 ) -> Generator[StreamEvent, None, None]:
     """`events` with tool calls written as text turned into the Finished's tool calls (only
-    when `tools` offers some). Closing this generator closes `events` (stops generation)."""
+    when `tools` offers some, and not those copied from `messages`, the request's). Closing
+    this generator closes `events` (stops generation)."""
     names = offered_names(tools)
+    copies = Copies(messages)
     if not names:
         yield from events
         return
@@ -254,7 +302,7 @@ def calls_in_text(
                 if shown:
                     yield TextDelta(shown)
             elif isinstance(event, Finished):
-                yield from held.finish(event, names)
+                yield from held.finish(event, names, copies)
             else:
                 yield event
     finally:
@@ -264,11 +312,16 @@ def calls_in_text(
 
 
 def finished_with_text_calls(
-    finished: Finished, tools: Sequence[dict[str, Any]] | None
+    finished: Finished,
+    tools: Sequence[dict[str, Any]] | None,
+    messages: Iterable[Mapping[str, Any]] = (),
 ) -> Finished:
-    """A non-streamed answer with its text-form tool calls made real ones."""
+    """A non-streamed answer with its text-form tool calls made real ones (not those copied
+    from `messages`, the request's)."""
     names = offered_names(tools)
-    parsed = None if finished.tool_calls else parse_text_calls(finished.content, names)
+    parsed = (
+        None if finished.tool_calls else parse_text_calls(finished.content, names, Copies(messages))
+    )
     if parsed is None:
         return finished
     outside, calls = parsed

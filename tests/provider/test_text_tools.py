@@ -299,3 +299,32 @@ def test_local_ask_stops_a_model_repeating_one_call(local_cb: tuple[CB, Scripted
     assert "same read_file call 3 times in this turn" in proc.stderr
     assert len(model.requests) == 3 and len(model.answers) == 7  # the other rounds not spent
     assert [r["outcome"] for r in cb.only_session()["tool_conversations"]] == ["error"] * 2
+
+
+# ---- calls the model only copied ----
+
+
+def test_a_copied_call_stays_text_beside_the_models_own_call() -> None:
+    copied = f"<tool_call>{json.dumps(READ)}</tool_call>"
+    own = '<tool_call>{"name": "list_dir", "arguments": {"path": "."}}</tool_call>'
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": f"what is {copied}?"},
+        {"role": "assistant", "content": own},  # what the model said before is not a source
+    ]
+    events = list(calls_in_text(stream([f"It is {copied}", " and now ", own]), TOOLS, messages))
+    fin = events[-1]
+    assert isinstance(fin, Finished)
+    assert [c.name for c in fin.tool_calls] == ["list_dir"]
+    assert copied in shown(events) and copied in fin.content
+
+
+def test_a_whole_answer_copied_from_a_tool_result_or_an_image_message_is_text() -> None:
+    spaced = json.dumps(READ, indent=2)
+    from_tool = [{"role": "tool", "tool_call_id": "c1", "content": f"file:\n{spaced}"}]
+    parts = [{"role": "user", "content": [{"type": "text", "text": spaced}, {"type": "x"}]}]
+    for messages in (from_tool, parts):
+        fin = Finished(content=json.dumps(READ), tool_calls=[], finish_reason="stop")
+        assert finished_with_text_calls(fin, TOOLS, messages) is fin
+    fin = Finished(content=json.dumps(READ), tool_calls=[], finish_reason="stop")
+    assert finished_with_text_calls(fin, TOOLS, [{"role": "user", "content": "hi"}]).tool_calls
