@@ -267,9 +267,11 @@ class LocalProvider:
         return msg
 
     def _crashed(self, died: ChildDied, partial: str) -> ModelCrashed:
+        what = f"crashed: llama.cpp was {died.how()}"
+        if died.broke is not None:
+            what = f"broke off: its process sent {died.broke} and was stopped"
         err = ModelCrashed(
-            f"the local model {self.model} ({Path(self.model_path).name}) crashed: "
-            f"llama.cpp was {died.how()}",
+            f"the local model {self.model} ({Path(self.model_path).name}) {what}",
             hint="your message is kept; the next message or /retry starts the model again; "
             "if it crashes again, try a smaller context_window or another model_path",
         )

@@ -11,7 +11,9 @@ The script is the JSON file named by FAKE_LLAMA (fake_llama.py writes it):
   model's (the user's text, an attachment, a tool result): a model that copies what it read.
 - `pid_file`: the child writes its pid there once it is importing us.
 - `ready`: "hang" never finishes importing (the child never says it is ready).
-- `chunk_bytes`: the answer is one chunk of that many bytes (one protocol line that long).
+- `line_bytes`: the child's first reply to a chat is one protocol line that many bytes long
+  (a chunk whose text is all "x", written a MiB at a time); with `"newline": false` it never
+  ends, and the child then waits forever.
 - `stall`: after the first chunk the answer stops coming and cancels are not heard (a model
   stuck in native code).
 - `reply`: the child's replies to a chat are replaced by a malformed one: "no-kind" (neither
@@ -50,7 +52,9 @@ def _break_replies(kind: str) -> None:
     def broken(self: Any, obj: dict[str, Any]) -> None:
         if "chunk" not in obj and "end" not in obj:
             return send(self, obj)
-        if kind == "not-json":
+        if kind == "long-line":
+            _long_line(self.out, obj["id"], int(_SCRIPT["line_bytes"]))
+        elif kind == "not-json":
             self.out.write(b"this is not JSON\n")
             self.out.flush()
         elif kind == "bad-end":
@@ -62,7 +66,27 @@ def _break_replies(kind: str) -> None:
     child.send = broken
 
 
-if _SCRIPT.get("reply"):
+def _long_line(out: Any, rid: int, size: int) -> None:
+    """One reply line of `size` bytes, written a MiB at a time (the child stays small)."""
+    head = b'{"id": %d, "chunk": {"text": "' % rid
+    out.write(head)
+    left = size - len(head) - len(b'"}}')
+    block = b"x" * (1 << 20)
+    while left > 0:
+        out.write(block[: min(left, len(block))])
+        left -= len(block)
+    if _SCRIPT.get("newline", True):
+        out.write(b'"}}\n')
+        out.flush()
+        return
+    out.flush()
+    while True:
+        time.sleep(3600)
+
+
+if _SCRIPT.get("line_bytes"):
+    _break_replies("long-line")
+elif _SCRIPT.get("reply"):
     _break_replies(_SCRIPT["reply"])
 
 
@@ -99,8 +123,6 @@ class Llama:
         text = str(answers[min(_calls, len(answers) - 1)])
         _calls += 1
         text = text.replace("{ECHO}", _echo(kw.get("messages") or []))
-        if _SCRIPT.get("chunk_bytes"):
-            text = "x" * int(_SCRIPT["chunk_bytes"])
         self.n_tokens = len(self.tokenize(text.encode()))
         if not kw.get("stream"):
             message = {"role": "assistant", "content": text}
@@ -111,8 +133,7 @@ class Llama:
 
     def _stream(self, text: str) -> Iterator[dict[str, Any]]:
         yield _chunk({"role": "assistant", "content": ""})
-        pieces = [text] if _SCRIPT.get("chunk_bytes") else re.findall(r".{1,8}", text, re.S)
-        for piece in pieces:
+        for piece in re.findall(r".{1,8}", text, re.S):
             yield _chunk({"content": piece})
             if _SCRIPT.get("stall"):
                 while True:
