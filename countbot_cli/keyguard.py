@@ -1,23 +1,11 @@
 """The API key kept out of reach of the commands countbot runs (Linux, as a non-root user).
 
-An approved `exec` command runs with the user's rights, and without more it could read the key
-from countbot's own process: `cat /proc/$PPID/environ` or `ps eww $PPID` show the environment
-block the process started with, whatever was removed from `os.environ` since (`unsetenv` does
-not touch that block). So:
-
-- `undumpable()` (called first thing by the entry point) makes countbot's process
-  non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): its `/proc/PID/environ`, `mem`, `fd/` and the
-  like are then owned by root, a process of the same user can no longer open them or ptrace
-  countbot, and no core dump is written (it would hold the key). The process itself still
-  reads its own `/proc/self` (the tools' `/proc/self/fd/N` working folders keep working), and
-  a command it starts is dumpable again once it execs, so its own `/proc` is unchanged.
-  A debugger or profiler (gdb, py-spy) cannot attach to countbot either.
-- `forget()` removes from `os.environ` the variables a key was read from, once the settings
-  hold it, so no child countbot starts inherits them, whatever their name.
-
-Neither is a sandbox: root (or a process with CAP_SYS_PTRACE) still reads everything; on other
-platforms `undumpable` does nothing; the key stays in countbot's memory and in whatever file
-the user keeps it in (the config file, what `api_key_cmd` reads), which a command can read.
+`undumpable()`, called first thing by the entry point, makes countbot's process non-dumpable
+(`prctl(PR_SET_DUMPABLE, 0)`), so a command running with the user's rights cannot read the
+environment block countbot started with through /proc, nor attach to it; `forget()` removes
+the variables a key was read from, so no child inherits them. Neither is a sandbox: root still
+reads everything, and other platforms get only `forget`. Why and what still reads the key:
+docs/design/tools.md.
 """
 
 from __future__ import annotations

@@ -56,16 +56,27 @@ def pulled_json(folder: Path) -> dict[str, Any]:
     return {
         "models_dir": str(folder),
         "pulled": [
-            {"name": p.name, "path": str(p.path), "size": p.size, "source": p.source,
-             "sha256": p.sha256}
+            {
+                "name": p.name,
+                "path": str(p.path),
+                "size": p.size,
+                "source": p.source,
+                "sha256": p.sha256,
+            }
             for p in pulled_models(folder)
         ],
         "catalogue": [
-            {"name": e.name, "repo": e.repo, "file": e.file, "size": e.size,
-             "licence": e.licence, "good_for": e.good_for}
+            {
+                "name": e.name,
+                "repo": e.repo,
+                "file": e.file,
+                "size": e.size,
+                "licence": e.licence,
+                "good_for": e.good_for,
+            }
             for e in CATALOGUE
         ],
-    }  # fmt: skip
+    }
 
 
 @contextlib.contextmanager

@@ -1,17 +1,12 @@
 """What countbot derives from a data folder, and where it lives: never in that folder.
 
-A data folder (the sessions folder, the folder of MEMORY.md, the data folder) may be shared by
-a file-sync tool (Syncthing, Dropbox, iCloud, Nextcloud, git). What countbot can rebuild from
-it (the search index and its vectors, the listing cache, the recall vectors, the token and
-window caches) lives in the cache folder instead, one folder per data folder
-(`home.derived_dir`), and so do the lock files of its data files (`lock_file`), which mean
-something on one machine only. A copy an older countbot left in the data folder is moved to
-its new place the first time a process asks for it (removed when the new place has one):
-nothing is lost, nothing is rebuilt for it. When the cache folder cannot be written (a
-read-only home, another user's cache), the data folder keeps them, as it did before.
-
-Invariant: `derived_file` and `lock_file` are where such a path is computed; each derived
-file's module calls one of them in exactly one function.
+A data folder (sessions, MEMORY.md's folder, the data folder) may be shared by a file-sync
+tool, so what countbot can rebuild from it (search index and vectors, listing cache, recall
+vectors, token and window caches) and its lock files live in the cache folder, one folder per
+data folder (`home.derived_dir`); a copy an older countbot left behind is moved once, and an
+unwritable cache folder leaves them where they were. Invariant: `derived_file` and `lock_file`
+are where such a path is computed; each derived file's module calls one of them in exactly one
+function. docs/sync.md says what a user sees.
 """
 
 from __future__ import annotations

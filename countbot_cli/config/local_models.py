@@ -42,29 +42,46 @@ class CatalogueEntry(NamedTuple):
 _GB = 1_000_000_000
 CATALOGUE: tuple[CatalogueEntry, ...] = (
     CatalogueEntry(
-        "qwen3-0.6b", "Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf", int(0.64 * _GB),
-        "Apache-2.0", "the smallest that calls tools reliably; quick answers on any laptop",
+        "qwen3-0.6b",
+        "Qwen/Qwen3-0.6B-GGUF",
+        "Qwen3-0.6B-Q8_0.gguf",
+        int(0.64 * _GB),
+        "Apache-2.0",
+        "the smallest that calls tools reliably; quick answers on any laptop",
     ),
     CatalogueEntry(
-        "qwen3-1.7b", "Qwen/Qwen3-1.7B-GGUF", "Qwen3-1.7B-Q8_0.gguf", int(1.83 * _GB),
-        "Apache-2.0", "the best all-rounder here: tools, code, several languages",
+        "qwen3-1.7b",
+        "Qwen/Qwen3-1.7B-GGUF",
+        "Qwen3-1.7B-Q8_0.gguf",
+        int(1.83 * _GB),
+        "Apache-2.0",
+        "the best all-rounder here: tools, code, several languages",
     ),
     CatalogueEntry(
-        "qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B-Instruct-GGUF",
-        "qwen2.5-1.5b-instruct-q4_k_m.gguf", int(1.12 * _GB),
-        "Apache-2.0", "steady instruction following and tool calls, no thinking pass",
+        "qwen2.5-1.5b",
+        "Qwen/Qwen2.5-1.5B-Instruct-GGUF",
+        "qwen2.5-1.5b-instruct-q4_k_m.gguf",
+        int(1.12 * _GB),
+        "Apache-2.0",
+        "steady instruction following and tool calls, no thinking pass",
     ),
     CatalogueEntry(
-        "smollm2-1.7b", "HuggingFaceTB/SmolLM2-1.7B-Instruct-GGUF",
-        "smollm2-1.7b-instruct-q4_k_m.gguf", int(1.06 * _GB),
-        "Apache-2.0", "English chat and summaries; the bundled model's big sibling",
+        "smollm2-1.7b",
+        "HuggingFaceTB/SmolLM2-1.7B-Instruct-GGUF",
+        "smollm2-1.7b-instruct-q4_k_m.gguf",
+        int(1.06 * _GB),
+        "Apache-2.0",
+        "English chat and summaries; the bundled model's big sibling",
     ),
     CatalogueEntry(
-        "llama-3.2-1b", "bartowski/Llama-3.2-1B-Instruct-GGUF",
-        "Llama-3.2-1B-Instruct-Q4_K_M.gguf", int(0.81 * _GB),
-        "Llama 3.2 Community Licence", "fast English chat with tool calls",
+        "llama-3.2-1b",
+        "bartowski/Llama-3.2-1B-Instruct-GGUF",
+        "Llama-3.2-1B-Instruct-Q4_K_M.gguf",
+        int(0.81 * _GB),
+        "Llama 3.2 Community Licence",
+        "fast English chat with tool calls",
     ),
-)  # fmt: skip
+)
 
 
 def catalogue_entry(name: str) -> CatalogueEntry | None:

@@ -1,22 +1,12 @@
 """Countbot's own files: the one list of what countbot keeps for itself (SPEC §6).
 
-The file tools never write (or read) one of these without asking, not with `--yes`, `/tools
-auto`, "always" or `allow_outside_workspace`, wherever the data folder is: a trusted project's
-`config.yaml` puts it in the project folder, so the workspace holds them too. What they steer
-is why: `MEMORY.marks.json` pins lines into every system prompt, `config.yaml` can run a
-command (`api_key_cmd`), `allow.yaml` approves commands, `trusted.json` trusts project files.
-
-- `OwnFiles.paths`: each of them, and a folder's whole contents (sessions, with the search
-  index); its lock (`<name>.lock`) and copies moved aside (`<name>.corrupt-<time>`) too;
-- `OwnFiles.families`: every file named `<stem>.<anything>` beside one: `MEMORY.md`'s
-  sidecars (`MEMORY.marks.json`, `MEMORY.sources.jsonl`, and whatever cache or archive is
-  kept beside it later);
-- the cache folder (`$XDG_CACHE_HOME/countbot`: the recall model's load, which steers what
-  recall finds).
-
-A new file countbot keeps for itself gets its name here (`DATA_FILES` for the data folder) or
-lives beside MEMORY.md as `MEMORY.<something>`; the modules that write them take their names
-from here. `exec` runs arbitrary commands and is asked about anyway; it is not checked.
+The file tools never read or write one of these without asking, not with `--yes`, `/tools
+auto`, "always" or `allow_outside_workspace`: `OwnFiles.paths` (each file, a folder's whole
+contents, their locks and copies moved aside), `OwnFiles.families` (every `MEMORY.<anything>`
+beside MEMORY.md) and the cache folder. The invariant: a new file countbot keeps for itself gets
+its name here (`DATA_FILES` for the data folder) or lives beside MEMORY.md as
+`MEMORY.<something>`, and the modules that write them take their names from here. Why each
+matters: docs/design/tools.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Roles: `<config folder>/roles/NAME.md`, markdown whose text is added to the system prompt.
 
-A role may start with a small front-matter block setting the model and per-call options::
-
-    ---
-    model: gpt-4o-mini
-    temperature: 0.2
-    ---
-    You are a terse reviewer of shell scripts.
-
-The block is YAML read by config/file.py's bounded loader (size, nesting and alias limits), and
-each option is checked by config/options.py. Roles come only from the user's own config folder
-(`$XDG_CONFIG_HOME/countbot/roles`), never from a project folder: a role's text steers the model
-as much as the system prompt does, and a cloned repository must not choose it.
+A role may start with a front matter setting `model`, `description` and per-call options,
+read by config/file.py's bounded loader and checked by config/options.py (a typo is an error
+naming the file and line). Roles come only from the user's own config folder, never from a
+project folder: a role's text steers the model as much as the system prompt does, and a cloned
+repository must not choose it. docs/roles.md shows one.
 """
 
 from __future__ import annotations

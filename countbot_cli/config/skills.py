@@ -1,23 +1,12 @@
-"""Skills (issue 23 point 9; CountBot's and the Agent Skills convention): folders of
-instructions for particular tasks, `skills/NAME/SKILL.md`, in the user's own config folder
-(`$XDG_CONFIG_HOME/countbot/skills/`) and in the workspace (`./skills/`).
+"""Skills (the Agent Skills convention, as CountBot has them): folders of instructions for
+particular tasks, `skills/NAME/SKILL.md`, in the user's own config folder and in the workspace.
 
-A SKILL.md starts with a front matter naming it and saying in one line what it is for::
-
-    ---
-    name: release-notes
-    description: Write release notes from the git log, grouped by kind of change.
-    ---
-    (the instructions, read only when needed)
-
-Only the name, the description and the file's path go into the stable head of the system
-prompt (`listing`, prompts.SKILLS_HEADER); the model reads the body with `read_file` when a task
-matches, so a skill costs a line until it is used. The user's own skill files may be read
-outside the workspace without asking (tools.ToolContext.readable). A project's skill may come
-from a cloned repository, so it follows the rule of AGENTS.md (config/instructions.py): it is
-listed only when the user trusted its SKILL.md as it is (`countbot config trust
-skills/NAME/SKILL.md`); otherwise it is left out and a notice says so once. The user's skill
-wins over a project's of the same name. Each SKILL.md is read capped (fileio.read_capped).
+A SKILL.md starts with a front matter giving `name` and a one-line `description`. Only those
+and the file's path go into the stable head of the system prompt (`listing`); the model reads
+the body with `read_file` when a task matches, the user's own without asking. A project's skill
+is listed only once the user trusted its SKILL.md as it is (the rule of AGENTS.md,
+config/instructions.py); the user's skill wins over a project's of the same name. Each SKILL.md
+is read capped. docs/roles.md says what a user sees.
 """
 
 from __future__ import annotations

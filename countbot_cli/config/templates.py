@@ -1,19 +1,11 @@
 """Templates: prompt files with arguments, `<config folder>/templates/NAME.md`, and the same
-placeholders in roles (issue 23 point 8).
+placeholders in roles.
 
-A template is markdown with the front matter of a role (config/roles.py: `model`,
-`description`, the `-o` keys, `options:`), checked the same way. Its text is a message with
-placeholders, filled from the arguments:
-
-- `$ARGUMENTS`: every argument, as given (in the chat: the text after `/NAME`);
-- `$1` … `$9`: one argument each (in the chat split like a shell does: quotes group words);
-- `$$`: a literal `$`.
-
-Too few arguments for the highest `$N`, arguments for a template with no placeholder, or more
-than its `$1…$N` take (without `$ARGUMENTS`) are UsageErrors (exit 2) that say how many it
-takes. A role's placeholders take the first words of the prompt (`-r NAME ARGS… QUESTION`):
-`$1…$N` the first N, `$ARGUMENTS` all of them; the words left are the question. Like roles,
-templates come only from the user's own config folder, never from a project.
+A template has a role's front matter (config/roles.py), checked the same way, and a text with
+placeholders: `$ARGUMENTS` every argument as given, `$1` … `$9` one each (split like a shell
+does), `$$` a literal `$`. Too few arguments, or more than it takes, is a UsageError saying how
+many it takes. A role's placeholders take the first words of the prompt and leave the rest as
+the question. Templates come only from the user's own config folder. docs/roles.md shows them.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """The context window a server runs a model with, asked of the server: never a model's trained
 maximum, which a server that loads models (Ollama, LM Studio) does not run.
 
-- Ollama: the loaded model's `context_length` (`GET /api/ps`); not loaded, a Modelfile's
-  `num_ctx` (`POST /api/show`), else Ollama's default, 4,096 (`model_info` is never used).
-- LM Studio: a loaded instance's context length (`GET /api/v1/models`, else v0's
-  `loaded_context_length`); not loaded, an assumed 4,096 until it is.
-- llama.cpp's server: `n_ctx` of `GET /props`; vLLM and OpenRouter-like lists: `max_model_len`
-  / `context_length` in `GET {api_base}/models`.
-
-Each answer is a `ContextWindow`: the figure and where it came from. A server's own places are asked
-only of a server known to be of that kind (its preset, or its model list); answers that do not
-depend on a load are cached per base URL and model in `context_windows.json` (`cache_path`).
-Anything missing, slow, malformed or implausible is no answer (jsonsafe's limits on bodies).
+Ollama's `/api/ps` (else a Modelfile's `num_ctx`, else 4,096), LM Studio's loaded instance,
+llama.cpp's `/props`, vLLM's and OpenRouter's `/models`, each asked only of a server known to be
+of that kind. Each answer is a `ContextWindow`, the figure and where it came from; answers that
+do not depend on a load are cached per base URL and model (`cache_path`). Anything missing,
+slow, malformed or implausible is no answer. docs/design/providers.md lists the places.
 """
 
 from __future__ import annotations

@@ -1,29 +1,12 @@
 """The embedded model's own process: `python -m countbot_cli.provider.local_child` (SPEC §9).
 
 countbot (provider/local.py) starts it on the first request to the local model and stops it
-when it ends, so that a native crash of llama.cpp (a SIGSEGV in `llama_decode`) kills this
-process, never countbot. It reads one JSON request per line on stdin and writes JSON lines on
-stdout; it exits as soon as stdin closes (countbot ended, even by SIGKILL).
-
-- Requests: `{"id": N, "op": OP, "model_path": ..., "n_ctx": ...}` plus, for OP `chat`,
-  `"request"` (messages, tools, tool_choice, temperature, max_tokens, model), `"stream"` and
-  `"keep_state"`; OP `tokens` has `"text"`; OP `info` says whether the chat template takes
-  tools; `models` lists the loaded models, `unload` frees them. `{"op": "cancel", "id": N}`,
-  read by a thread while request N runs, stops its generation before the next token.
-- Replies: `{"ready": true}` once llama_cpp is imported; for a chat, one `{"id": N, "chunk":
-  {...}}` per OpenAI-shaped chunk llama-cpp-python yields, then `{"id": N, "end": {...}}` (usage,
-  cached tokens, load time; the whole response when not streamed), or `{"cancelled": true}`;
-  any request may end with `{"id": N, "error": {"kind": "config" | "call", "message", ...}}`.
-- Models are loaded on first use and only once per process (cached by file and context size)
-  through llama_load (the way that runs on every CPU); they are used by one request at a time.
-- `keep_state` (memory upkeep's summary calls): the model's state (KV cache and the tokens it
-  holds) is saved before the call and restored after it, so the chat's next turn reuses its
-  prefix as if the summary had not run.
-- Native code printing to fd 1 would corrupt the protocol: replies go to a duplicate of fd 1,
-  and fd 1 itself is pointed at stderr.
-- Test hook: when the environment names a file in CRASH_FILE_ENV and that file exists, the
-  child deletes it and kills itself with SIGSEGV after CRASH_AFTER chunks of an answer (the
-  way llama.cpp dies), so tests can crash one answer mid-stream.
+when it ends, so a native crash of llama.cpp kills this process, never countbot. One JSON
+request a line on stdin (`chat`, `tokens`, `info`, `models`, `unload`, `cancel`), JSON lines on
+stdout (chunks, then `end`, or an `error`); it exits when stdin closes. Models load once per
+process through llama_load; `keep_state` saves and restores the model's state around an upkeep
+call. Replies go to a duplicate of fd 1, fd 1 itself to stderr. The protocol in full:
+docs/design/providers.md.
 """
 
 from __future__ import annotations

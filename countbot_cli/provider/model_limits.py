@@ -58,7 +58,7 @@ server's window is asked of it (conversation/server_window.py); ``context_window
 
 _K128, _K131 = 128_000, 131_072
 CONTEXT_WINDOWS: dict[str, int] = {
-    # OpenAI (developers.openai.com model pages; research/protocol_safety.md §3.5)
+    # OpenAI (developers.openai.com model pages)
     "gpt-5": 400_000,  # 5.4/5.5 may allow ~1.05M; 400k is the safe family figure
     "gpt-4.1": 1_047_576,
     **dict.fromkeys(("gpt-4o", "chatgpt-4o", "gpt-4.5", "gpt-4-turbo"), _K128),

@@ -1,18 +1,11 @@
 """What an OpenAI-compatible server says about itself, fitted into the provider's settings: the
 model when none was chosen, and what kind of server it is (llama.cpp's, Ollama).
 
-- No model chosen (`COUNTBOT_API_BASE=…` with no `COUNTBOT_MODEL`, `-m` or `model:`): the
-  server's `GET /models` is asked; a server that serves one model (llama.cpp, llama-cpp-python,
-  vLLM, LM Studio with one loaded) gives it; several or none is a ConfigError naming them.
-- A provider with no preset is asked once (cached a day per base URL in
-  `servers.json`, `cache_path`) what it is: llama.cpp's `llama-server` or llama-cpp-python's
-  server (the `Server: llama.cpp` header, `owned_by: "llamacpp"` or `owned_by: "me"` with
-  `permissions` in its model list, or a llama.cpp `GET /props` answer), which gets the
-  `llamacpp` preset's request shape (requests that carry tools go non-streamed); or Ollama
-  (`owned_by: "library"`), whose window is the one it loaded the model with.
-
-Requests use provider/context_window_probe.py's short-timeout client; a server that does not
-answer changes nothing (and is asked again next time).
+With no model chosen the server's `GET /models` is asked: one model is taken, several or none
+is a ConfigError naming them. A provider with no preset is asked once (cached a day per base
+URL in `servers.json`) what it is; llama.cpp's and llama-cpp-python's servers get the
+`llamacpp` preset's request shape. Requests use context_window_probe.py's short-timeout client;
+a server that does not answer changes nothing. docs/design/providers.md says how each is known.
 """
 
 from __future__ import annotations

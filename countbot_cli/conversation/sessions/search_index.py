@@ -1,42 +1,12 @@
 """The session search index: an SQLite database derived from the sessions folder
 (`search-index.sqlite3`, in the cache folder: `index_path`).
 
-A cache of the session files, which stay the source of truth. Its tables:
-
-    files(rowid, sid, ino, mtime, size, ws, chunks)   a session file, under its key (inode, mtime_ns,
-                                                      size), the workspace it was started in and
-                                                      how many chunks of messages it has
-    chunks(rowid, file, n, hash, crc, z)              a piece of a session: n = -1 its title, 0, 1,
-                                                      ... runs of its messages (`CHUNK_MESSAGES`
-                                                      messages or `CHUNK_CHARS` characters, cut
-                                                      from the start); z the piece verbatim,
-                                                      zlib-compressed; hash what it holds
-    docs                                              FTS5 over the chunks' words (CJK as bigrams,
-                                                      search_text), rowid = chunks.rowid
-    said(file, text)                                  what the user said (a bounded part), for
-                                                      search by meaning
-    meta(k, v)                                        the schema version
-
-Why this shape:
-
-- Small. `docs` is contentless and `detail=none`: it records which chunks hold a word, not where
-  or how often (about 5 % of the text it indexes). The messages are kept once, compressed: SQLite
-  before 3.43 deletes a row of a contentless index only when given the text it indexed (the
-  'delete' command), and the same copy gives the excerpts of a result without reading its
-  session file. Together under half the text: 0.15 of bench_search's corpus (repetitive), 0.36
-  of Python sources and docs cut into messages (zlib keeps about 0.28 of such text).
-- Incremental. Re-indexing a session compares each chunk's hash with the stored one and replaces
-  only the chunks that changed: a new turn touches the last chunk, a rename the title. The store
-  puts every session it saves in the index (search_saves.py), so a session is there when it is
-  saved, not at the next search; a search only reads the files that changed behind the store's
-  back (another version, a copy, an editor).
-- Resumable. A cold build reads the sessions in batches of `BATCH`, each committed with the keys
-  of its files; a build stopped anywhere (Ctrl-C, a crash, SIGKILL) leaves whole sessions only,
-  and the next one reads just the files whose key the index does not hold. It reports progress
-  through `notice` when there are `LOUD_BUILD` sessions or more to read.
-
-A chunk's indexed text is recomputed from its copy when it is deleted; `crc` (of the text as it
-was inserted) notices when search_text's rules changed since, and the whole index is rebuilt.
+A cache of the session files, which stay the source of truth: each session's chunks of messages
+kept once, zlib-compressed, under a contentless FTS5 table (`detail=none`) that says which
+chunks hold a word, plus what the user said for search by meaning. Re-indexing replaces only
+the chunks whose hash changed; a cold build commits in batches with each file's key, so a build
+stopped anywhere leaves whole sessions and the next one goes on. A change of the text rules
+(`crc`) rebuilds it. The tables and why this shape: docs/design/storage.md.
 """
 
 from __future__ import annotations

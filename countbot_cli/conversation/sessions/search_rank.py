@@ -1,17 +1,10 @@
 """Which sessions a query finds, and in what order (for conversation/sessions/search.py).
 
-The index (search_index.py) says which chunks of which sessions hold a word. Each query word is
-looked up on its own, most recently written chunks first and at most `CANDIDATES` of them: a
-rare word brings every chunk that holds it, a word in every session the most recent ones, so a
-search costs the same at 50 or 50,000 sessions. The rarest word is looked up first; a session
-holds every word when each of the others is in one of its chunks (a common word is then looked
-up in those sessions' chunks only, so nothing is lost to the bound).
-
-A session's score is BM25 over chunks: for each word, its rarity (inverse chunk frequency) times
-a saturating count of the session's chunks that hold it, normalised by the session's length in
-chunks, plus `TITLE_WEIGHT` when its title holds the word. A CJK word of three characters or more
-is looked up as its bigrams (detail=none keeps no positions), and the chunks found are checked
-for the word itself.
+Each query word is looked up on its own in the index, most recently written chunks first and
+at most `CANDIDATES` of them, the rarest word first, so a search costs the same at 50 or 50,000
+sessions and a session holding every word is never lost to the bound. A session's score is BM25
+over chunks, plus `TITLE_WEIGHT` when its title holds the word; a long CJK word is looked up as
+its bigrams and checked in the chunks found. docs/design/storage.md says more.
 """
 
 from __future__ import annotations
