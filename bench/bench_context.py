@@ -39,8 +39,8 @@ from countbot_cli.conversation.tokens import TokenCounter  # noqa: E402
 from countbot_cli.conversation.view import SilentView  # noqa: E402
 from countbot_cli.memory.digest import summary_line  # noqa: E402
 from countbot_cli.memory.store import MemoryStore  # noqa: E402
+from countbot_cli.memory.summary_prompts import overflow_summary_prompt  # noqa: E402
 from countbot_cli.messages import Message  # noqa: E402
-from countbot_cli.prompts import overflow_summary_prompt  # noqa: E402
 
 MAX_HISTORY = 50
 SENTENCES = (

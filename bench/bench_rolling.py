@@ -45,7 +45,7 @@ from countbot_cli.conversation.tokens import TokenCounter  # noqa: E402
 from countbot_cli.conversation.view import SilentView  # noqa: E402
 from countbot_cli.memory.rolling import ROLLING_CHARS  # noqa: E402
 from countbot_cli.memory.store import MemoryStore  # noqa: E402
-from countbot_cli.prompts import conversation_memory_prompt  # noqa: E402
+from countbot_cli.memory.summary_prompts import conversation_memory_prompt  # noqa: E402
 
 AUTO_MARK = conversation_memory_prompt("", "en").split("\n")[0]
 

@@ -18,6 +18,7 @@ from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.errors import EXIT_OK, CountbotError, UsageError
 from countbot_cli.memory import marks as memory_marks
 from countbot_cli.memory import sources
+from countbot_cli.memory.distilled import KEPT_BACK
 from countbot_cli.memory.store import DEFAULT_HEADER, Entry, MemoryStore
 from countbot_cli.textsafe import json_text, sanitize, sanitize_line
 
@@ -67,6 +68,9 @@ def memory_why(memory: MemoryStore, sessions: SessionStore, number: int, out: Te
         out.write(f"From session {sanitize_line(sid)}, which cannot be read: {e.user_message()}\n")
         return EXIT_OK
     title = sanitize_line(session.title) or "(untitled)"
+    kept_back = rec.get(KEPT_BACK)
+    if isinstance(kept_back, str):  # written from what was said: why not the model's line
+        out.write(f"Kept as said: the model's summary was not used ({sanitize_line(kept_back)}).\n")
     out.write(f"From session {sid} · {title} · {len(wanted)} message(s):\n")
     archived = {m.id for m in session.archived}
     by_id = {m.id: m for m in session.all_messages()}

@@ -34,6 +34,15 @@ from countbot_cli.errors import CountbotError
 UPKEEP_INTERRUPTED = "memory upkeep interrupted; it runs again after the next turn"
 
 
+class UpkeepFailed(CountbotError):
+    """A hook's call failed but the hook did what it could: the message says what happened
+    (shown as it is, as a failure), `notes` the normal outcomes of the same run."""
+
+    def __init__(self, message: str, *, notes: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.notes = list(notes)
+
+
 def run_upkeep(
     hooks: Sequence[Callable[[str], str | None]], session_id: str, view: ConversationView
 ) -> bool:
@@ -44,12 +53,15 @@ def run_upkeep(
     try:
         for hook in hooks:
             try:
-                note = hook(session_id)
-                if note:
+                for note in (hook(session_id) or "").splitlines():
                     view.upkeep_note(note, failed=False)
             except KeyboardInterrupt:
                 view.upkeep_note(UPKEEP_INTERRUPTED, failed=False)
                 break
+            except UpkeepFailed as exc:
+                for note in exc.notes:
+                    view.upkeep_note(note, failed=False)
+                view.upkeep_note(exc.user_message(), failed=True)
             except CountbotError as exc:
                 view.upkeep_note(f"memory upkeep failed: {exc.user_message()}", failed=True)
             except Exception as exc:  # upkeep never ends the conversation

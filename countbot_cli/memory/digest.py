@@ -13,8 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from countbot_cli.conversation.context import sendable
+from countbot_cli.memory.dates import annotate, said_on
 from countbot_cli.messages import Message
 from countbot_cli.prompts import is_sentinel
+from countbot_cli.textsafe import CJK_CHARS, LazyPattern
 from countbot_cli.words import WORD_EDGE
 
 MESSAGE_CHARS = 300  # CountBot: longer messages are cut to 300 characters + "..."
@@ -31,6 +33,8 @@ PLEASANTRIES = frozenset(_ACKS.split()) | frozenset(
     {"thank you", "thanks a lot", "got it", "ok thanks", "好的谢谢", "谢谢你"}
 )
 
+_CJK = LazyPattern(f"[{CJK_CHARS}]")
+
 TextCost = Callable[[str], int]  # tokens of a text (a TokenCounter's count_text)
 
 
@@ -44,13 +48,28 @@ def is_pleasantry(text: str) -> bool:
 
 
 def summary_line(m: Message, limit: int = MESSAGE_CHARS) -> str | None:
-    """`ROLE: content` on one line, content cut to `limit` + "..."; None when not worth sending."""
+    """`ROLE: content` on one line, content cut to `limit` + "...", its relative dates resolved
+    against the day it was said (memory/dates.py); None when not worth sending."""
     text = " ".join(m.content.split())
     if not text or is_pleasantry(text):
         return None
     if len(text) > limit:
         text = text[:limit] + "..."
-    return f"{m.role.upper()}: {text}"
+    day = said_on(m.created_at)
+    return f"{m.role.upper()}: {annotate(text, day) if day is not None else text}"
+
+
+def separators(line: str) -> str:
+    """The full-width "；" only between Chinese items (items holding CJK text); "; " wherever
+    one side is not."""
+    items = [item.strip() for item in line.split("；") if item.strip()]
+    if len(items) <= 1:
+        return items[0] if items else line
+    out = items[0]
+    for before, item in zip(items, items[1:], strict=False):
+        chinese = _CJK.re.search(before) and _CJK.re.search(item)
+        out += ("；" if chinese else "; ") + item
+    return out
 
 
 def format_newest(

@@ -1,29 +1,13 @@
-"""Memory upkeep: overflow summaries, automatic memory, /compact and recall.
+"""`MemoryKeeper`: the memory upkeep after a turn, /compact, and recall for the engine.
 
-SPEC §5, seed `000_…`, with CountBot's bugs fixed (research/countbot_digest.md §2, §3, §9):
-
-- **Overflow.** Messages older than the next request's history window are *overflow*: the window
-  (`context.history_window`) holds at most `max_history_messages` sendable messages, its start
-  moving in steps of `context.window_step` (half the window), starting on a user message, and
-  trimmed further by the token budget in the same blocks (overflow_region.py, without tool
-  definitions, pinned lines or recalled memory, so it is never smaller than the window the
-  engine sends: nothing still sent is archived). The block a step leaves behind is summarised
-  and archived at once — the same call updates the session's rolling summary (rolling.py) — so
-  a full window costs one call every window / 4 turns, and between two steps each request
-  extends the previous. A batch is summarised oldest first within a character budget and, on a
-  small context window, a token budget (longer batches become several calls). On success one
-  MEMORY.md line (`auto-overflow`) is written — nothing when the reply is exactly the sentinel
-  — and the batch moves from `messages` to `archived` (kept, no longer sent) inside one
-  `store.update`: a message is never summarised twice. A failed, timed-out or empty call
-  changes nothing and raises `SummaryError`; the batch is tried again after a later turn.
-- **Automatic memory.** First when the session has `auto_messages` sendable messages or
-  `auto_chars` characters, then every `auto_messages` new ones: the messages after the cursor
-  of what MEMORY.md holds (memory/coverage.py, shared with the steps: a step's call also
-  distils the newer messages, so a message is distilled once and a session whose window steps
-  needs no automatic-memory calls), newest kept within 4,000 characters, with the
-  conversation-to-memory prompt (`auto-memory`). The cursor moves only on success or sentinel.
-- **Bounded.** Summary calls go through `summariser.Summariser` (no retries, a short timeout,
-  one deadline per upkeep run, no second call after a failure).
+The upkeep is one bounded run (memory/summariser.py) after a saved turn: the window's steps
+first — each block of messages leaving the request's window (memory/overflow_region.py) is
+archived in the same session write that stores what it leaves in MEMORY.md (the model's line,
+or what was said: memory/distilled.py) and brings the rolling summary up to date
+(memory/rolling.py), one call a step — then automatic memory (memory/auto.py). A message is
+distilled once (memory/coverage.py) and never lost: a failed or kept-back summary keeps what
+was said, an interrupted or out-of-time run leaves the rest for a later turn. Failures in a
+row space the next tries out (1, 2, 4 … 16 turns); /compact always tries.
 """
 
 from __future__ import annotations
@@ -33,51 +17,53 @@ from datetime import date
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from countbot_cli.conversation.context import sendable, window_step
+from countbot_cli.conversation.context import window_step
+from countbot_cli.conversation.sessions.session import plural
 from countbot_cli.conversation.tokens import TokenCounter
+from countbot_cli.conversation.upkeep import UpkeepFailed
 from countbot_cli.errors import UsageError
 from countbot_cli.interrupts import sigint_deferred
 from countbot_cli.memory import coverage
 from countbot_cli.memory import marks as memory_marks
 from countbot_cli.memory.coverage import (
-    CURSOR_AUTO,
     NEWER_CHARS,
     Share,
 )
+from countbot_cli.memory.dates import said_on
 from countbot_cli.memory.digest import (
-    AUTO_CHARS,
     OVERFLOW_CHARS,
+    Batch,
     TextCost,
-    format_newest,
     message_key,
     overflow_batches,
-    summary_line,
 )
 from countbot_cli.memory.recall import Budget, Recall, label, line_tokens, newest
 from countbot_cli.memory.summariser import Postponed, Summariser, SummaryError
-from countbot_cli.messages import Message
-from countbot_cli.prompts import (
-    conversation_memory_prompt,
+from countbot_cli.memory.summary_prompts import (
     overflow_summary_prompt,
+    written_on,
 )
+from countbot_cli.messages import Message
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
     from countbot_cli.conversation.sessions.session import Session
     from countbot_cli.conversation.sessions.store import SessionStore
+    from countbot_cli.memory.auto import AutoMemory
+    from countbot_cli.memory.distilled import Distilled, Distiller
     from countbot_cli.memory.overflow_region import OverflowRegion
     from countbot_cli.memory.quality import ReplyFilter
+    from countbot_cli.memory.rolling import Rolling
     from countbot_cli.memory.search import Entry
     from countbot_cli.memory.store import MemoryStore
     from countbot_cli.provider import Provider
 
 SOURCE_OVERFLOW = "auto-overflow"
-SOURCE_AUTO = "auto-memory"
+KEPT_NONE = "nothing said in those messages to keep without it"
 CURSOR_OVERFLOW = "overflow"  # key of the last archived message (archiving is the real cursor)
 CURSOR_FAILURES = "summary_failures"  # consecutive upkeep runs whose summary call failed
 CURSOR_RETRY_AT = "summary_retry_at"  # no summary call before this many turns (user messages)
 MAX_BACKOFF_TURNS = 16
-NOTHING_NOTE = "memory: nothing worth keeping in the older messages"
 MIN_BATCH = 4
 
 
@@ -136,6 +122,21 @@ class MemoryKeeper:
 
         return ReplyFilter()
 
+    @cached_property
+    def distiller(self) -> Distiller:
+        """The summary calls and what they leave (memory/distilled.py)."""
+        from countbot_cli.memory.distilled import Distiller
+
+        return Distiller(
+            self.summariser, self.memory, self.reply_filter, self._language(), self.today
+        )
+
+    @cached_property
+    def auto(self) -> AutoMemory:
+        from countbot_cli.memory.auto import AutoMemory
+
+        return AutoMemory(self.settings, self.store, self.distiller, self._input_budget)
+
     @property
     def counter(self) -> TokenCounter:
         if self._counter is None:
@@ -172,11 +173,12 @@ class MemoryKeeper:
         from countbot_cli.memory.rolling import Rolling
 
         roll = Rolling.start(self.settings, session, self.summariser.context_window)  # same calls
-        cost, max_tokens = self._input_budget(roll.prompt(Share()))
+        cost, max_tokens = self._input_budget(roll.template())
         everything = session.all_messages()
         at, mem = len(session.archived), self.settings.memory
         cursor = coverage.start(session, everything, steps_distil=mem.overflow_summary)
         batches = overflow_batches(region, OVERFLOW_CHARS, cost=cost, max_tokens=max_tokens)
+        failures: list[SummaryError] = []
         for i, batch in enumerate(batches):
             end = at + len(batch.messages)
             newer = mem.auto_memory and roll.memory and i == len(batches) - 1
@@ -189,29 +191,61 @@ class MemoryKeeper:
                 cost=cost,
                 max_tokens=max_tokens,
             )
-            reply = summary = None
-            if roll.wants_call(part):
-                try:
-                    reply = self.summariser.summarise(roll.prompt(part), "overflow summary")
-                except SummaryError as exc:
-                    exc.written = written
-                    raise
-                except Postponed:
-                    break
-                reply, summary = roll.read(reply)
             try:
-                line = self._commit_overflow(
-                    session_id, batch.messages, reply, roll.commit(summary, batch.messages), part
+                lines = self._step(
+                    session_id, roll, batch, part, everything[:end], failures, force=force
                 )
-            except _Stale:
+            except SummaryError as exc:  # /compact: the user asked for a summary now
+                exc.written = written
+                raise
+            except (Postponed, _Stale):
                 break
             at, cursor = end, part.upto
-            roll.written(summary, batch.messages)
             written.archived += len(batch.messages)
-            if line is not None:
-                written.append(line)
-        self.reply_filter.report(written)
+            written.extend(lines)
+        if failures:
+            failures[0].written = written
+            raise failures[0]
         return written
+
+    def _step(
+        self,
+        session_id: str,
+        roll: Rolling,
+        batch: Batch,
+        part: Share,
+        upto: list[Message],
+        failures: list[SummaryError],
+        *,
+        force: bool,
+    ) -> list[str]:
+        """One batch: its call (a failed one is added to `failures`, unless /compact's, which
+        raises), its memory lines, the summary and the archiving. Raises Postponed (out of
+        time: the batch waits) and _Stale."""
+        job, summary = self.distiller.job([]), None
+        if roll.wants_call(part):
+            days = batch_days(batch, part)
+            prompt = roll.prompt(part, written_on(days, self._language()))
+            if roll.asked:
+                job = self.distiller.job(part.distilled)
+            try:
+                reply = self.distiller.call(prompt, "overflow summary", job)
+            except SummaryError as exc:
+                if force:
+                    raise
+                failures.append(exc)
+                reply = None
+            job.reply, summary = roll.read(reply)
+            job.grounds = roll.grounds(part, self._language(), days)
+            summary = roll.usable(summary, job.grounds)
+        said = None
+        if summary is None and roll.said_instead(self.summariser.writes_summaries):
+            said = roll.recap(upto)
+        recap = said is not None
+        change = roll.commit(summary or said, batch.messages, said=recap)
+        lines = self._commit_overflow(session_id, batch.messages, job, change, part)
+        roll.written(summary or said, batch.messages, said=recap)
+        return lines
 
     def _input_budget(self, template: str) -> tuple[TextCost | None, int | None]:
         """How many tokens of conversation one summary call may carry on this model: None when
@@ -228,93 +262,41 @@ class MemoryKeeper:
         self,
         session_id: str,
         batch: list[Message],
-        reply: str | None,
+        job: Distilled,
         also: Callable[..., None],
         part: Share,
-    ) -> str | None:
+    ) -> list[str]:
         assert self.store is not None
         ids = [m.id for m in batch]
         box: list[str] = []
+        wrote = job.reply is not None or job.why_not is not None
 
         def apply(s: Session) -> None:
             if [m.id for m in s.messages[: len(ids)]] != ids:
                 raise _Stale
             instructions = overflow_summary_prompt("", self._language())
-            if reply is not None and self.reply_filter.keep(reply, instructions, self._stored()):
-                origin = {"session": session_id, "messages": [m.id for m in part.distilled]}
-                entry = self.memory.add(reply, SOURCE_OVERFLOW, date=self.today(), origin=origin)
-                if entry is not None:
-                    box.append(entry.line)
+            box.extend(self.distiller.write(job, SOURCE_OVERFLOW, session_id, instructions))
             s.archived.extend(s.messages[: len(ids)])
             del s.messages[: len(ids)]
             s.cursors[CURSOR_OVERFLOW] = message_key(ids[-1])
             if self.settings.memory.overflow_summary:  # distilled once (memory/coverage.py)
-                done = part.distilled if reply is not None else []  # no memory part: newer wait
+                done = part.distilled if wrote else []  # no memory part: newer wait
                 coverage.mark(s, (done or batch)[-1])
             also(s)  # the rolling summary (memory/rolling.py)
 
         with sigint_deferred():
             self.store.update(session_id, apply, touch=False)
-        return box[0] if box else None
+        return box
 
-    # ---- automatic memory ----
+    # ---- automatic memory (memory/auto.py) ----
 
     def auto_memory(self, session_id: str) -> list[str]:
-        """Summarise the messages since the cursor when a threshold is reached."""
-        if self.store is None:
-            return []
-        session = self.store.load(session_id)
-        everything = session.all_messages()
-        mem = self.settings.memory
-        start = coverage.start(session, everything, steps_distil=mem.overflow_summary)
-        new = sendable(everything[start:])
-        if CURSOR_AUTO in session.cursors:
-            due = len(new) >= mem.auto_messages
-        else:
-            due = (
-                len(new) >= mem.auto_messages or sum(len(m.content) for m in new) >= mem.auto_chars
-            )
-        if not due or not everything:
-            return []
-        cost, max_tokens = self._input_budget(conversation_memory_prompt("", self._language()))
-        text = format_newest(new, AUTO_CHARS, cost=cost, max_tokens=max_tokens)
-        reply = None
-        if text:
-            prompt = conversation_memory_prompt(text, self._language())
-            try:
-                reply = self.summariser.summarise(prompt, "automatic memory")
-            except Postponed:
-                return []
-        used = [m.id for m in new if (line := summary_line(m)) is not None and line in text]
-        lines = self._commit_auto(session_id, everything[-1], reply, used)
-        self.reply_filter.report(lines)
-        return lines
+        """Distil the messages since the cursor when a threshold is reached."""
+        return self.auto.run(session_id)
 
-    def _stored(self) -> list[str]:
-        return [e.content for e in self.memory.entries()]
-
-    def _commit_auto(
-        self, session_id: str, last: Message, reply: str | None, ids: list[str]
-    ) -> list[str]:
-        assert self.store is not None
-        box: list[str] = []
-
-        def apply(s: Session) -> None:
-            if not coverage.mark(s, last):
-                raise _Stale  # the message is gone, or another process got there first
-            instructions = conversation_memory_prompt("", self._language())
-            if reply is not None and self.reply_filter.keep(reply, instructions, self._stored()):
-                origin = {"session": session_id, "messages": ids}
-                entry = self.memory.add(reply, SOURCE_AUTO, date=self.today(), origin=origin)
-                if entry is not None:
-                    box.append(entry.line)
-
-        try:
-            with sigint_deferred():
-                self.store.update(session_id, apply, touch=False)
-        except _Stale:
-            return []
-        return box
+    def remember(self, session_id: str | None, messages: list[Message]) -> list[str]:
+        """`--remember`: `messages` distilled into MEMORY.md now; the notes."""
+        return self.auto.remember(session_id, messages)
 
     # ---- the hook for the conversation (conversation.chat runs it after each saved turn) ----
 
@@ -322,13 +304,28 @@ class MemoryKeeper:
         m = self.settings.memory
         return [self.upkeep] if m.overflow_summary or m.session_summary or m.auto_memory else []
 
+    def upkeep_due(self, session_id: str) -> bool:
+        """Whether the upkeep after this turn would summarise something now (a step of the
+        window, or automatic memory), with nothing held back by failures."""
+        if self.store is None:
+            return False
+        mem, session = self.settings.memory, self.store.load(session_id)
+        if session.cursors.get(CURSOR_RETRY_AT, 0) > _turns(session):
+            return False
+        if mem.overflow_summary or mem.session_summary:
+            region = self.overflow_region.messages(session)
+            if len(region) >= batch_threshold(self._max_history()):
+                return True
+        return mem.auto_memory and self.auto.due(session)[0]
+
     def upkeep(self, session_id: str) -> str | None:
         """After a saved turn: overflow, then automatic memory, as one bounded run. A failed
-        overflow call is reported after automatic memory had its chance (which makes no call
-        in the same run: the summariser just failed). After failures in a row the next tries
-        wait longer: the next turn, then 2, 4 ... turns (at most 16), so a summariser that is
-        down does not cost every turn a timeout; /compact always tries. Returns a note when a
-        summary said there was nothing worth keeping (a normal outcome)."""
+        call keeps what its messages said instead (memory/distilled.py) and is reported after
+        automatic memory had its chance (which makes no call in the same run: the summariser
+        just failed). After failures in a row the next tries wait longer: the next turn, then
+        2, 4 ... turns (at most 16), so a summariser that is down does not cost every turn a
+        timeout; /compact always tries. Returns the notes of normal outcomes (nothing worth
+        keeping, a summary kept back); raises UpkeepFailed for a failed call."""
         if self.store is None:
             return None
         mem = self.settings.memory
@@ -336,7 +333,7 @@ class MemoryKeeper:
         if session.cursors.get(CURSOR_RETRY_AT, 0) > _turns(session):
             return None
         failure: SummaryError | None = None
-        self.reply_filter.nothing = 0
+        self.reply_filter.reset()
         calls = self.summariser.calls
         with self.summariser.run():
             if mem.overflow_summary or mem.session_summary:
@@ -351,9 +348,12 @@ class MemoryKeeper:
                     failure = failure or exc
         if self.summariser.calls > calls and (failure or CURSOR_FAILURES in session.cursors):
             self._note_outcome(session_id, failed=failure is not None)
+        own = self.reply_filter.own_words
+        notes = self.reply_filter.notes()
         if failure is not None:
-            raise failure
-        return NOTHING_NOTE if self.reply_filter.nothing else None
+            kept = f"kept what was said instead ({plural(own, 'line')})" if own else KEPT_NONE
+            raise UpkeepFailed(f"memory: {failure.message}; {kept}", notes=notes)
+        return "\n".join(notes) or None
 
     def _note_outcome(self, session_id: str, *, failed: bool) -> None:
         """Count failed runs in a row in the session; a success clears the count."""
@@ -396,6 +396,11 @@ class MemoryKeeper:
         else:
             picked = self.recaller.relevant(user_text, budget, line_tokens, skip)
         return [label(e, older) for e, older in picked]
+
+
+def batch_days(batch: Batch, part: Share) -> list[date]:
+    """The days a step's call shows messages of: the batch and the newer ones it distils."""
+    return [d for m in [*batch.messages, *part.distilled] if (d := said_on(m.created_at))]
 
 
 def _turns(session: Session) -> int:

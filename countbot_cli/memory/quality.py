@@ -30,16 +30,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from countbot_cli.memory.summariser import SummaryError
 from countbot_cli.prompts import is_sentinel
 from countbot_cli.textsafe import CJK_CHARS, LazyPattern
 
+if TYPE_CHECKING:
+    from countbot_cli.memory.grounding import Grounds
+
 MAX_CHARS = 600
 NOTHING = "it said there was nothing to keep"
+NOTHING_NOTE = "memory: nothing worth keeping in the older messages"
+REPEATED = "it repeated a stored line"
 _ECHO_SHARE = 0.5
 _PUNCT = re.compile(r"[\W_]+")
 _CJK = LazyPattern(f"[{CJK_CHARS}]")
+_WORDS = LazyPattern(f"[^\\W\\d_]{{2}}|[{CJK_CHARS}]")  # two letters in a row, or CJK
 
 # whole replies (punctuation, case and spacing ignored) that mean "nothing to keep"
 _NOTHING = LazyPattern(
@@ -92,11 +98,17 @@ def words_of(text: str) -> str:
     return " ".join(_PUNCT.sub(" ", text.casefold()).split())
 
 
-def rejection(reply: str, *, instructions: str, existing: Iterable[str]) -> str | None:
-    """Why `reply` must not be stored (a short phrase for the notice), or None to store it."""
+def rejection(
+    reply: str, *, instructions: str, existing: Iterable[str], grounds: Grounds | None = None
+) -> str | None:
+    """Why `reply` must not be stored (a short phrase for the notice), or None to store it.
+    With `grounds` (the text it was made from), a reply naming what that text never said is
+    not stored either."""
     plain = words_of(reply)
     if not plain or is_sentinel(reply) or _NOTHING.re.match(plain):
         return NOTHING
+    if not _WORDS.re.search(plain):
+        return "it held no words"
     if _REFUSAL.re.match(plain):
         return "it was a refusal"
     if _SYSTEM_ECHO.re.search(plain) or _echoes(plain, words_of(instructions)):
@@ -108,7 +120,11 @@ def rejection(reply: str, *, instructions: str, existing: Iterable[str]) -> str 
     if len(reply) > MAX_CHARS:
         return f"it was longer than {MAX_CHARS} characters"
     if any(words_of(line) == plain for line in existing):
-        return "it repeated a stored line"
+        return REPEATED
+    missing = grounds.missing(reply) if grounds is not None else []
+    if missing:
+        named = ", ".join(f'"{m}"' for m in missing[:3]) + (" …" if len(missing) > 3 else "")
+        return f"it named {named}, which the messages never said"
     return None
 
 
@@ -129,32 +145,50 @@ def _echoes(plain: str, instructions: str) -> bool:
     return len(mine & theirs) >= _ECHO_SHARE * len(mine)
 
 
-class SummaryRejected(SummaryError):
-    """Summary replies were not stored (junk); their messages were skipped like a sentinel's."""
-
-
 class ReplyFilter:
-    """The junk filter of one keeper: `keep` says whether to store a reply and remembers why not;
-    `report` raises SummaryRejected once for what was rejected since the last report."""
+    """The junk filter of one keeper: `keep` says whether to store a reply and remembers why
+    not; `notes` says once what was kept back since the last call (a normal outcome: the
+    filter did its job, never "upkeep failed")."""
 
     def __init__(self) -> None:
-        self.reasons: list[str] = []
+        self.reasons: list[str] = []  # why replies were kept back
         self.nothing = 0  # replies that said there was nothing to keep (a normal "no")
+        self.own_words = 0  # lines written from what was said instead of a kept-back reply
 
-    def keep(self, reply: str | None, instructions: str, existing: Iterable[str]) -> bool:
-        if reply is None:
-            return False
-        why = rejection(reply, instructions=instructions, existing=existing)
+    def keep(
+        self,
+        reply: str | None,
+        instructions: str,
+        existing: Iterable[str],
+        grounds: Grounds | None = None,
+    ) -> bool:
+        return self.check(reply, instructions, existing, grounds) is None if reply else False
+
+    def check(
+        self,
+        reply: str,
+        instructions: str,
+        existing: Iterable[str],
+        grounds: Grounds | None = None,
+    ) -> str | None:
+        """`rejection`, remembered: None (store it), NOTHING, or the reason it is kept back."""
+        why = rejection(reply, instructions=instructions, existing=existing, grounds=grounds)
         if why == NOTHING:
             self.nothing += 1
         elif why is not None:
             self.reasons.append(why)
-        return why is None
+        return why
 
-    def report(self, written: list[str]) -> None:
-        if not self.reasons:
-            return
-        why, self.reasons = self.reasons[0], []
-        exc = SummaryRejected(f"the model's summary was not stored ({why}); skipped")
-        exc.written = written
-        raise exc
+    def reset(self) -> None:
+        self.reasons, self.nothing, self.own_words = [], 0, 0
+
+    def notes(self) -> list[str]:
+        """What to tell the user of the replies since the last call: one kept back (with how
+        many lines of what was said stand for it), and "nothing worth keeping"."""
+        out = [NOTHING_NOTE] if self.nothing else []
+        if self.reasons:
+            why, own = self.reasons[0], self.own_words
+            said = f"; kept what was said instead ({own} line{'s' if own != 1 else ''})"
+            out.insert(0, f"memory: the model's summary was kept back ({why}){said if own else ''}")
+        self.reset()
+        return out

@@ -15,11 +15,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from countbot_cli.errors import CountbotError, UsageError
 from countbot_cli.memory import sources
-from countbot_cli.memory.digest import AUTO_CHARS, format_newest
-from countbot_cli.memory.keeper import NOTHING_NOTE, SOURCE_AUTO, MemoryKeeper
+from countbot_cli.memory.keeper import MemoryKeeper
 from countbot_cli.memory.store import MemoryStore
 from countbot_cli.messages import Message
-from countbot_cli.prompts import conversation_memory_prompt
 
 
 class Shown(Protocol):
@@ -129,18 +127,5 @@ class Probe:
 
 
 def remember(keeper: MemoryKeeper, session_id: str | None, exchange: Sequence[Message]) -> str:
-    """Distil `exchange` into one MEMORY.md line now (source auto-memory); the note to show."""
-    language = keeper.settings.persona.language
-    text = format_newest(exchange, AUTO_CHARS)
-    if not text:
-        return NOTHING_NOTE
-    reply = keeper.summariser.summarise(conversation_memory_prompt(text, language), "--remember")
-    instructions = conversation_memory_prompt("", language)
-    keeper.reply_filter.nothing = 0
-    existing = [e.content for e in keeper.memory.entries()]
-    if not keeper.reply_filter.keep(reply, instructions, existing):
-        keeper.reply_filter.report([])  # a junk reply raises, like automatic memory's
-        return NOTHING_NOTE
-    origin = {"session": session_id, "messages": [m.id for m in exchange]} if session_id else None
-    entry = keeper.memory.add(reply, SOURCE_AUTO, date=keeper.today(), origin=origin)
-    return "" if entry is not None else "--remember: already in memory"
+    """Distil `exchange` into MEMORY.md now (source auto-memory); the note to show."""
+    return "\n".join(keeper.remember(session_id, list(exchange)))

@@ -4,7 +4,7 @@ CountBot's short-context summary (research/countbot_digest.md §2), made to fit 
 window. The window's start moves in steps (`context.window_step`) and the block a step leaves
 behind is archived by the overflow summary (keeper.py); the same call now also brings the
 session's `rolling_summary` up to date with that block, so a step costs one call, not two
-(`prompts.rolling_summary_prompt` asks for `MEMORY: …` and `SUMMARY: …`; with
+(`summary_prompts.rolling_summary_prompt` asks for `MEMORY: …` and `SUMMARY: …`; with
 `memory.overflow_summary` off only the summary is asked for and nothing goes to MEMORY.md).
 
 - **In the stable head.** The request carries `Session.context_summary()` in the system prompt:
@@ -30,20 +30,28 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from typing import TYPE_CHECKING
 
 from countbot_cli.conversation.context import sendable
 from countbot_cli.conversation.sessions.session import title_from
 from countbot_cli.memory.coverage import Share
 from countbot_cli.memory.digest import format_newest, is_no_memory, message_key, summary_line
+from countbot_cli.memory.grounding import Grounds
+from countbot_cli.memory.statements import recap
+from countbot_cli.memory.summary_prompts import (
+    overflow_summary_prompt,
+    rolling_summary_prompt,
+    written_on,
+)
 from countbot_cli.messages import Message
-from countbot_cli.prompts import overflow_summary_prompt, rolling_summary_prompt
 
 if TYPE_CHECKING:
     from countbot_cli.config.settings import Settings
     from countbot_cli.conversation.sessions.session import Session
 
 CURSOR_ROLLING = "rolling"  # message_key of the last message folded into the rolling summary
+CURSOR_SAID = "rolling_said"  # 1: the summary is made of what was said (`recap`), not a model's
 ROLLING_CHARS = 1200  # the summary is cut here (at a word) if the model wrote more
 ROLLING_WORDS = 150  # what the prompt asks for
 BACKLOG_CHARS = 4000  # older messages the summary missed, newest kept
@@ -89,7 +97,7 @@ def clean_summary(text: str | None, limit: int = ROLLING_CHARS) -> str | None:
     if text is None:
         return None
     text = " ".join(text.split())
-    if not text or is_no_memory(text):
+    if not any(ch.isalnum() for ch in text) or is_no_memory(text):
         return None
     if len(text) > limit:
         cut = text[: limit - 1]
@@ -124,6 +132,7 @@ class Rolling:
     title: bool = False  # a title asked for too (the first question's is still the title)
     new_title: str | None = None  # the last reply's
     asked: bool = False  # the last prompt asked for a memory line
+    said: bool = False  # the summary is a recap of what was said, not a model's
 
     @classmethod
     def start(cls, settings: Settings, session: Session, context_window: int) -> Rolling:
@@ -144,6 +153,7 @@ class Rolling:
             limit=limit,
             backlog_chars=backlog_chars,
             title=enabled and auto_title(session),
+            said=bool(session.cursors.get(CURSOR_SAID)),
         )
 
     def wants_call(self, part: Share) -> bool:
@@ -151,12 +161,13 @@ class Rolling:
         does not hold yet (memory/coverage.py)."""
         return bool(part.known or part.fresh) if self.enabled else bool(part.fresh or part.newer)
 
-    def prompt(self, part: Share) -> str:
+    def prompt(self, part: Share, written: str = "") -> str:
         """The call for one batch: memory only of `part.fresh` and `part.newer`, the summary of
-        the whole batch (`part.known` and `part.fresh`)."""
+        the whole batch (`part.known` and `part.fresh`); `written`, when they were said."""
         self.asked = self.memory and bool(part.fresh or part.newer)
         if not self.enabled:
-            return overflow_summary_prompt("\n".join([*part.fresh, *part.newer]), self.language)
+            text = "\n".join([*part.fresh, *part.newer])
+            return overflow_summary_prompt(text, self.language, written)
         split = self.asked  # without a memory line to ask for, the batch is one block
         return rolling_summary_prompt(
             self.summary,
@@ -168,7 +179,37 @@ class Rolling:
             title=self.title,
             known="\n".join(part.known) if split else "",
             newer="\n".join(part.newer) if split else "",
+            written=written,
         )
+
+    def template(self) -> str:
+        """The longest prompt a step sends, without its messages (the input budget's share)."""
+        asked = self.asked
+        text = self.prompt(Share(fresh=[""]), written_on([date.today()], self.language))
+        self.asked = asked
+        return text
+
+    def grounds(self, part: Share, language: str, days: Sequence[date]) -> Grounds:
+        """What a reply to `prompt(part)` may name: the summary so far and the messages shown."""
+        texts = [self.summary, *self.backlog, *part.known, *part.fresh, *part.newer]
+        instructions = rolling_summary_prompt("", "", "", language, memory=True, words=0)
+        return Grounds(texts, days, instructions)
+
+    def usable(self, summary: str | None, grounds: Grounds) -> str | None:
+        """The summary part of a reply when it names only what was said, else None."""
+        if summary is None or grounds.missing(summary):
+            return None
+        return summary
+
+    def said_instead(self, model_summaries: bool) -> bool:
+        """Whether a step without a usable summary from the model makes one of what was said:
+        the model writes none (`model_summaries` False), there is none yet, or the one there is
+        was made so. A model's summary otherwise stays until its next call catches up."""
+        return self.enabled and (not model_summaries or not self.summary or self.said)
+
+    def recap(self, messages: Sequence[Message]) -> str | None:
+        """The summary made of what was said in `messages` (memory/statements.py)."""
+        return recap(messages, self.language, self.limit)
 
     def read(self, reply: str | None) -> tuple[str | None, str | None]:
         """(the reply for a memory line, the new summary) of one call's reply."""
@@ -182,29 +223,38 @@ class Rolling:
         self.new_title = clean_title(parts.get("TITLE")) if self.title else None
         return (memory if self.asked else None), clean_summary(summary, self.limit)
 
-    def commit(self, summary: str | None, batch: Sequence[Message]) -> Callable[[Session], None]:
-        """The batch's change to the session (applied inside the write that archives it)."""
+    def commit(
+        self, summary: str | None, batch: Sequence[Message], *, said: bool = False
+    ) -> Callable[[Session], None]:
+        """The batch's change to the session (applied inside the write that archives it);
+        `said`: the summary is a recap of what was said."""
 
         title = self.new_title
 
         def apply(s: Session) -> None:
             if summary is not None and batch:
                 s.rolling_summary = summary
-                s.cursors[CURSOR_ROLLING] = message_key(batch[-1].id)
+                if said:  # the model's next summary still gets the block, as a backlog
+                    s.cursors[CURSOR_SAID] = 1
+                else:
+                    s.cursors[CURSOR_ROLLING] = message_key(batch[-1].id)
+                    s.cursors.pop(CURSOR_SAID, None)
             if title is not None and auto_title(s):  # never over a title the user gave
                 s.title = title
 
         return apply
 
-    def written(self, summary: str | None, batch: Sequence[Message]) -> None:
+    def written(self, summary: str | None, batch: Sequence[Message], *, said: bool = False) -> None:
         """After the batch's write: the next batch builds on what this one left."""
         if not self.enabled:
             return
         if self.new_title is not None:
             self.title = False  # titled once: the first question no longer names it
         if summary is not None:
-            self.summary, self.backlog = summary, []
-            return
+            self.summary, self.said = summary, said
+            if not said:
+                self.backlog = []
+                return
         lines = [line for m in sendable(batch) if (line := summary_line(m)) is not None]
         self.backlog = [*self.backlog, *lines]
         while self.backlog and sum(len(x) + 1 for x in self.backlog) > self.backlog_chars:

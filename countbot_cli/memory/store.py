@@ -4,6 +4,10 @@ Format (SPEC §5; CountBot's `{date}|{source}|{content}`)::
 
     YYYY-MM-DD|source|content
 
+- The date is the day the content was said: a line distilled from messages carries the local
+  date of those messages (the newest of them), not the day it was written, so a session resumed
+  days later or `/compact` of old messages dates its facts right; `add`, `memory add` and the
+  tool date a line today (`date=None`).
 - `source` is `auto-overflow`, `auto-memory`, `tool` or `user` (CountBot channel names such as
   `web-chat` are read too). `content` is one line: on `add` escape sequences and control characters
   are dropped and every run of whitespace, newlines included, becomes one space. `|` inside content is fine:
@@ -50,7 +54,15 @@ from countbot_cli.memory.sources import append as _append_sources
 from countbot_cli.memory.sources import line_key
 from countbot_cli.textsafe import sanitize, sanitize_line
 
-__all__ = ["DEFAULT_HEADER", "SOURCES", "Entry", "MemoryStats", "MemoryStore", "normalize_content"]
+__all__ = [
+    "DEFAULT_HEADER",
+    "SOURCES",
+    "Entry",
+    "MemoryStats",
+    "MemoryStore",
+    "NewLine",
+    "normalize_content",
+]
 
 SOURCES = ("auto-overflow", "auto-memory", "tool", "user")
 
@@ -63,6 +75,15 @@ DEFAULT_HEADER = (
     "# like, or use `countbot memory show|search|add|delete`.\n"
     "\n"
 )
+
+
+class NewLine(NamedTuple):
+    """A line to add: its content, the day it was said (None: today) and where it came from
+    (`session`, `messages`, kept in the sources sidecar; None: nowhere recorded)."""
+
+    content: str
+    date: Date | str | None = None
+    origin: dict[str, Any] | None = None
 
 
 class MemoryStats(NamedTuple):
@@ -246,28 +267,37 @@ class MemoryStore:
 
         An empty item raises UsageError before anything is written.
         """
-        texts = [normalize_content(c) for c in contents]
-        if any(not t for t in texts):
+        return self.add_lines([NewLine(c, date, origin) for c in contents], source)
+
+    def add_lines(self, items: Iterable[NewLine], source: str) -> list[Entry]:
+        """`add_many` with a date (when it was said) and an origin for each line."""
+        rows = [NewLine(normalize_content(c), _date_text(d), o) for c, d, o in items]
+        if any(not r.content for r in rows):
             raise UsageError("a memory entry cannot be empty")
-        src, day = _check_source(source), _date_text(date)
+        src = _check_source(source)
         with self._locked():
             snap = self._load()
             seen = snap.normalized()
-            fresh: list[str] = []
-            for t in texts:
-                if t not in seen:
-                    seen.add(t)
-                    fresh.append(t)
+            fresh: list[NewLine] = []
+            for r in rows:
+                if r.content not in seen:
+                    seen.add(r.content)
+                    fresh.append(r)
             if not fresh:
                 return []
-            new = snap.appended([(day, src, t) for t in fresh], header=DEFAULT_HEADER)
+            new = snap.appended(
+                [(str(r.date), src, r.content) for r in fresh], header=DEFAULT_HEADER
+            )
             self._write(new.render())
             self._snap = new.with_key(self._stat_key())
             total = len(new.contents)
             added = [new.entry(i) for i in range(total - len(fresh), total)]
-            if origin is not None:  # under the same lock as the lines it describes
-                records = [{"key": line_key(e.line), "source": src, **origin} for e in added]
-                _append_sources(self._target(), records)
+            records = [
+                {"key": line_key(e.line), "source": src, **r.origin}
+                for e, r in zip(added, fresh, strict=True)
+                if r.origin is not None
+            ]
+            _append_sources(self._target(), records)  # under the lock of the lines they describe
         for listener in list(self.on_added.values()):  # after the lock: recall embeds them
             listener(added)
         return added

@@ -42,18 +42,23 @@ if TYPE_CHECKING:
 SUMMARY_TEMPERATURE = 0.3
 SUMMARY_READ_TIMEOUT = 30.0  # a summary call fails after this long (in all, inside a run)
 UPKEEP_SECONDS = 30.0  # no summary call starts later than this after the run began
-LATER = "the messages stay and are tried again after a later turn"
+# models that answer to show countbot runs, too small to summarise: their upkeep keeps what
+# was said (memory/statements.py) and makes no call (the bundled SmolLM2-135M-Instruct)
+SMOKE_TEST_MODELS = ("smollm2-135m",)
 
 
 class SummaryError(CountbotError):
-    """A memory summary call failed; its messages were not changed and are tried again later.
-    `written` holds the lines earlier batches of the same run wrote before it."""
+    """A memory summary call failed. `written` holds the lines the run wrote before it."""
 
     written: list[str] = []  # replaced per instance, never mutated
 
 
 class Postponed(Exception):
-    """The run is out of time or a call of it failed: the rest waits for a later turn."""
+    """The run is out of time or a turn wants the model: the rest waits for a later turn."""
+
+
+class AfterFailure(Postponed):
+    """An earlier call of this run failed: no other call is made in it."""
 
 
 class Summariser:
@@ -76,6 +81,17 @@ class Summariser:
         self.calls = 0  # summary calls made (the keeper's upkeep: did this run call the model)
         self._deadline: float | None = None
         self._failed = False
+
+    @property
+    def writes_summaries(self) -> bool:
+        """False for a smoke-test model (`SMOKE_TEST_MODELS`): its summaries are not asked for."""
+        model = self.provider.model.casefold()
+        return not any(name in model for name in SMOKE_TEST_MODELS)
+
+    @property
+    def failed(self) -> bool:
+        """A call of the current run failed."""
+        return self._failed
 
     @property
     def context_window(self) -> int:
@@ -107,14 +123,14 @@ class Summariser:
             text = self._call(prompt, total)
         except ReadTimeoutError:
             self._failed = True
-            raise SummaryError(f"{what} failed: no answer within {total:.0f} s; {LATER}") from None
+            raise SummaryError(f"{what} failed: no answer within {total:.0f} s") from None
         except CountbotError as exc:
             self._failed = True
-            raise SummaryError(f"{what} failed: {exc.user_message()}; {LATER}") from exc
+            raise SummaryError(f"{what} failed: {exc.user_message()}") from exc
         text = " ".join(text.split())
         if not text:
             self._failed = True
-            raise SummaryError(f"{what} failed: the model returned nothing; {LATER}")
+            raise SummaryError(f"{what} failed: the model returned nothing")
         return text
 
     def _time_for_call(self) -> float:
@@ -122,7 +138,7 @@ class Summariser:
         if self._deadline is None:
             return 2 * self.read_timeout
         if self._failed:
-            raise Postponed("an earlier summary call of this run failed")
+            raise AfterFailure("an earlier summary call of this run failed")
         if self.clock() >= self._deadline:
             raise Postponed("memory upkeep is out of time for this turn")
         return self.read_timeout

@@ -23,12 +23,12 @@ from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.conversation.turn_record import TurnResult
 from countbot_cli.conversation.view import SilentView
 from countbot_cli.memory.keeper import MemoryKeeper
-from countbot_cli.prompts import (
+from countbot_cli.memory.summary_prompts import (
     MEMORY_MARK,
-    RECALL_END,
     SUMMARY_MARK,
     conversation_memory_prompt,
 )
+from countbot_cli.prompts import RECALL_END
 
 AUTO_MARKS = tuple(conversation_memory_prompt("", lang).split("\n")[0] for lang in ("en", "zh"))
 LEAVING = "Messages leaving the window:"  # the block's header in the rolling prompt (English)
@@ -65,6 +65,37 @@ def backlog_lines(prompt: str) -> list[str]:
     return dialogue_lines(prompt.rsplit(LEAVING, 1)[0])
 
 
+NUMBER_WORDS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+]
+
+
+def summary_of(n: int) -> str:
+    """The rolling summary the rig's n-th summary call answers (`summary three`: in words, a
+    summary names no number the messages did not say)."""
+    return f"summary {NUMBER_WORDS[n] if n < len(NUMBER_WORDS) else 'many'}"
+
+
+def grounded_fact(prompt: str) -> str:
+    """A memory line naming only what the prompt's messages say: `user asked question 3 and
+    question 4` (the first two words of at most four user lines of the block leaving the
+    window, or of the whole prompt)."""
+    asked = [ln.removeprefix("USER: ") for ln in dialogue_lines(prompt) if ln.startswith("USER: ")]
+    return "user asked " + " and ".join([" ".join(a.split()[:2]) for a in asked][:4] or ["nothing"])
+
+
 @dataclass
 class Summariser:
     """Answers chat turns with `answer K` and records/answers summary requests."""
@@ -82,10 +113,10 @@ class Summariser:
         self.calls.append((kind, prompt, body))
         if self.replies:
             return self.replies.pop(0)
-        fact = f"fact {len(self.calls)}: user likes tea；uses Python 3.12"
+        fact = grounded_fact(prompt)
         if kind == "overflow" and ROLLING_ASKED in prompt:  # the rolling summary asked too
             memory = f"{MEMORY_MARK} {fact}\n" if MEMORY_MARK + " …" in prompt else ""
-            return fs.text(f"{memory}{SUMMARY_MARK} summary {len(self.calls)}")
+            return fs.text(f"{memory}{SUMMARY_MARK} {summary_of(len(self.calls))}")
         return fs.text(fact)
 
     def of(self, kind: str) -> list[str]:

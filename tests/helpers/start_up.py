@@ -34,6 +34,10 @@ NOT_AT_START_UP = frozenset(
         "countbot_cli.memory.rolling",
         # which newer lines replace a recalled one (memory/recall.py): only once lines are sent
         "countbot_cli.memory.versions",
+        "countbot_cli.memory.distilled",
+        "countbot_cli.memory.auto",
+        "countbot_cli.memory.grounding",
+        "countbot_cli.memory.statements",
     }
 )
 

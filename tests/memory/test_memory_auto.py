@@ -55,21 +55,22 @@ def test_auto_memory_at_15000_characters_keeps_the_newest(rig_factory: Any) -> N
     assert len(rig.summariser.of("auto")) == 1
 
 
-def test_auto_memory_failure_keeps_the_cursor(rig_factory: Any) -> None:
+def test_auto_memory_failure_keeps_what_was_said(rig_factory: Any) -> None:
     rig = rig_factory(persona={"max_history_messages": 0}, memory={"auto_messages": 4})
     rig.summariser.replies = [fs.status(500)]
-    rig.turn(q(1))
+    rig.turn("I am learning Rust this winter.")
     rig.turn(q(2))
-    assert len(rig.summariser.calls) == 1 and CURSOR_AUTO not in rig.saved()["cursors"]
-    assert any("automatic memory failed" in n for n in rig.view.notices)
-    rig.turn(q(3))  # retried: the first 4 messages are still pending
-    assert dialogue_lines(rig.summariser.calls[1][1])[0] == "USER: question 1"
-    assert rig.saved()["cursors"][CURSOR_AUTO] == 6
+    assert len(rig.summariser.calls) == 1 and rig.saved()["cursors"][CURSOR_AUTO] == 4
+    assert [e.split("|", 2)[1:] for e in rig.entries()] == [
+        ["auto-memory", 'the user said: "I am learning Rust this winter."']
+    ]
+    assert any("automatic memory failed" in n for n in rig.view.failures)
     rig.summariser.replies = [fs.text(NO_MEMORY_SENTINEL)]
-    rig.turn(q(4))
-    rig.turn(q(5))
+    rig.turn(q(3))
+    rig.turn(q(4))  # due again after the backoff's one turn: the sentinel
+    assert len(rig.summariser.calls) == 2
     assert len(rig.entries()) == 1  # the sentinel wrote nothing ...
-    assert rig.saved()["cursors"][CURSOR_AUTO] == 10  # ... but moved the cursor
+    assert rig.saved()["cursors"][CURSOR_AUTO] == 8  # ... but moved the cursor
 
 
 # ---- the cursor after /undo and /retry ----
@@ -116,18 +117,19 @@ def test_a_retried_turn_is_summarised_after_its_failed_attempt_was(rig_factory: 
     rig.turn(q(1))
     rig.turn(q(2))  # automatic memory: 4 messages consumed
     rig.turn(q(3))
-    rig.summariser.replies = [fs.status(500)]
-    rig.turn(q(4))  # due, but the summary call fails: the cursor stays
+    rig.keeper.summariser.run_seconds = 0.0
+    rig.turn(q(4))  # due, but the upkeep is out of time: the cursor stays
+    rig.keeper.summariser.run_seconds = 30.0
     rig.server.add(fs.status(400))
     assert rig.turn(q(5), ok=False).status == "failed"
     # after the failed turn the summary works: consumed up to the failed question
     calls = rig.summariser.of("auto")
-    assert len(calls) == 3 and rig.saved()["cursors"][CURSOR_AUTO] == 9
+    assert len(calls) == 2 and rig.saved()["cursors"][CURSOR_AUTO] == 9
     backdate(rig)
     session = rig.store.load(rig.sid)
     failed_id = session.messages[-1].id
     rig.turn(q(5), replaces=failed_id)  # /retry: the failed attempt is replaced
     rig.turn(q(6))
     calls = rig.summariser.of("auto")
-    assert len(calls) == 4
-    assert dialogue_lines(calls[3]) == [f"{r.upper()}: {t}" for r, t in messages_of(range(5, 7))]
+    assert len(calls) == 3
+    assert dialogue_lines(calls[2]) == [f"{r.upper()}: {t}" for r, t in messages_of(range(5, 7))]

@@ -14,7 +14,7 @@ import pytest
 from memory_rig import LEAVING, RigFactory, dialogue_lines, messages_of, q
 
 from countbot_cli.memory.coverage import CURSOR_AUTO
-from countbot_cli.prompts import MEMORY_MARK
+from countbot_cli.memory.summary_prompts import MEMORY_MARK
 
 KNOWN_HEAD = "Messages leaving the window that long-term memory already holds"
 

@@ -12,15 +12,17 @@ import pytest
 from memory_rig import q
 
 from countbot_cli.memory import sources
-from countbot_cli.memory.keeper import NOTHING_NOTE
-from countbot_cli.memory.quality import MAX_CHARS, rejection
-from countbot_cli.prompts import NO_MEMORY_SENTINEL, overflow_summary_prompt
+from countbot_cli.memory.quality import MAX_CHARS, NOTHING_NOTE, rejection
+from countbot_cli.memory.summary_prompts import overflow_summary_prompt
+from countbot_cli.prompts import NO_MEMORY_SENTINEL
 
 SMOL = (
     "You are a helpful AI assistant named SmolLM, trained by Hugging Face. "
     "How can I help you today?"
 )
 FACT = "User deploys with Ansible；prefers Redis 7 with appendonly"
+STORED_FACT = "User deploys with Ansible; prefers Redis 7 with appendonly"  # "；" between English
+SAYS_FACT = "We deploy with Ansible, and I prefer Redis 7 with appendonly."
 JUNK = [
     ("sentinel", NO_MEMORY_SENTINEL, "nothing to keep"),
     ("sentinel with stop", NO_MEMORY_SENTINEL + "。", "nothing to keep"),
@@ -52,6 +54,7 @@ JUNK = [
     ("a question", "What is the capital of France?", "copied the conversation"),
     ("chinese question", "用户住在哪里？", "copied the conversation"),
     ("too long", "User likes tea. " * 60, f"longer than {MAX_CHARS}"),
+    ("punctuation and a number", "… 2.", "no words"),
     ("duplicate", "user deploys with ansible; PREFERS redis 7, with appendonly!", "stored line"),
 ]
 
@@ -81,23 +84,27 @@ def test_real_facts_pass(reply: str) -> None:
     assert rejection(reply, instructions=overflow_summary_prompt("", "en"), existing=[FACT]) is None
 
 
-def test_junk_is_skipped_with_one_notice_and_a_real_fact_is_stored(rig_factory: Any) -> None:
+def test_junk_is_kept_back_with_one_note_and_a_real_fact_is_stored(rig_factory: Any) -> None:
     rig = rig_factory(persona={"max_history_messages": 2}, memory={"auto_memory": False})
     rig.summariser.replies = [fs.text(SMOL), fs.text("Nothing worth keeping."), fs.text(FACT)]
     for k in range(1, 4):
         rig.turn(q(k))
-    assert rig.entries() == []
+    assert rig.entries() == []  # and the questions held nothing to keep in the user's words
     assert len(rig.saved()["archived"]) == 4  # skipped like the sentinel: not summarised again
-    notes = [n for n in rig.view.notices if "not stored" in n]
-    assert len(notes) == 1 and "system prompt" in notes[0]
-    assert rig.view.failures == notes
-    for k in range(4, 8):
+    notes = [n for n in rig.view.notices if "kept back" in n]
+    assert notes == [
+        "memory: the model's summary was kept back (it repeated the instructions "
+        "or a system prompt)"
+    ]
+    for k in range(4, 6):
         rig.turn(q(k))
-    assert [e.split("|", 2)[1:] for e in rig.entries()] == [["auto-overflow", FACT]]
-    # "nothing worth keeping" is a normal outcome: a dimmed note, never "upkeep failed"
-    assert rig.view.failures == notes
+    rig.turn(SAYS_FACT)
+    rig.turn(q(7))
+    assert [e.split("|", 2)[1:] for e in rig.entries()] == [["auto-overflow", STORED_FACT]]
+    # kept back and "nothing worth keeping" are normal outcomes: dimmed notes, never failures
+    assert rig.view.failures == []
     assert rig.view.notices.count(NOTHING_NOTE) == 1
-    assert not any("failed" in n for n in rig.view.notices if n not in notes)
+    assert not any("failed" in n for n in rig.view.notices)
     assert len(rig.summariser.calls) == 3
 
 
@@ -110,13 +117,14 @@ def test_overflow_of_the_small_models_sum_archives_and_stores_nothing(rig_factor
         rig.turn(q(k))
     assert rig.entries() == []
     assert [m["content"] for m in rig.saved()["archived"]][:2] == [q(1), "answer 1"]
-    assert any("worked answer" in n for n in rig.view.notices if "not stored" in n)
+    assert any("worked answer" in n for n in rig.view.notices if "kept back" in n)
 
 
 def test_memory_lines_are_traced_to_their_messages_through_archiving(rig_factory: Any) -> None:
     rig = rig_factory(persona={"max_history_messages": 2}, memory={"auto_memory": False})
     rig.summariser.replies = [fs.text(FACT)]
-    for k in range(1, 4):
+    rig.turn(SAYS_FACT)
+    for k in range(2, 4):
         rig.turn(q(k))
     (line,) = rig.entries()
     links = sources.load(rig.memory_file)
@@ -124,7 +132,7 @@ def test_memory_lines_are_traced_to_their_messages_through_archiving(rig_factory
     assert record["session"] == rig.sid and record["source"] == "auto-overflow"
     archived = rig.saved()["archived"]
     assert record["messages"] == [m["id"] for m in archived]  # the batch, now archived
-    assert [m["content"] for m in archived][:2] == [q(1), "answer 1"]
+    assert [m["content"] for m in archived][:2] == [SAYS_FACT, "answer deploy"]
     assert "|" in line and "session" not in line  # the line users read is unchanged
     side = sources.sidecar_path(rig.memory_file)
     assert side.name == "MEMORY.sources.jsonl" and (side.stat().st_mode & 0o777) == 0o600
@@ -134,7 +142,7 @@ def test_memory_lines_are_traced_to_their_messages_through_archiving(rig_factory
 def test_automatic_memory_is_traced_to_the_messages_it_was_shown(rig_factory: Any) -> None:
     rig = rig_factory(memory={"overflow_summary": False, "auto_messages": 4})
     rig.summariser.replies = [fs.text("User is learning Rust")]
-    rig.turn(q(1))
+    rig.turn("I am learning Rust.")
     rig.turn(q(2))
     (line,) = rig.entries()
     record = sources.load(rig.memory_file)[sources.line_key(line)]

@@ -7,12 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import fakeserver as fs
-from memory_rig import backlog_lines, dialogue_lines, messages_of, q
+from memory_rig import backlog_lines, dialogue_lines, messages_of, q, summary_of
 
 from countbot_cli import app
 from countbot_cli.conversation.sessions.session import Session
 from countbot_cli.memory.rolling import BACKLOG_CHARS, ROLLING_CHARS, clean_summary, split_reply
-from countbot_cli.prompts import MEMORY_MARK, ROLLING_LEAD, SUMMARY_MARK, TITLE_MARK
+from countbot_cli.memory.summary_prompts import MEMORY_MARK, SUMMARY_MARK, TITLE_MARK
+from countbot_cli.prompts import ROLLING_LEAD
 
 ROLLING = {"auto_memory": False, "inject": "off"}
 
@@ -36,23 +37,26 @@ def test_the_summary_is_in_the_stable_head_after_a_step_and_unchanged_between_st
     assert all(ROLLING_LEAD not in h for h in sent[:4])  # turns 1-4: nothing has left yet
     for k in range(5, 11):  # the request of turn k carries the summary of the last step
         n = (k - 3) // 2  # calls made before turn k
-        assert f"{ROLLING_LEAD}\nsummary {n}" in sent[k - 1], k
-        assert f"summary {n + 1}" not in sent[k - 1]
+        assert f"{ROLLING_LEAD}\n{summary_of(n)}" in sent[k - 1], k
+        assert summary_of(n + 1) not in sent[k - 1]
     assert sent[4] == sent[5] and sent[6] == sent[7] and sent[8] == sent[9]  # between steps
     assert len(set(sent[4:])) == 3  # and one new head a step
     # each call brings the summary so far up to date with the block leaving the window
     assert "Summary so far:\n(none yet)" in calls[0]
-    assert "Summary so far:\nsummary 1\n" in calls[1] and "Summary so far:\nsummary 3" in calls[3]
+    assert (
+        f"Summary so far:\n{summary_of(1)}\n" in calls[1]
+        and f"Summary so far:\n{summary_of(3)}" in calls[3]
+    )
     assert dialogue_lines(calls[1]) == [
         f"{role.upper()}: {text}" for role, text in messages_of(range(3, 5))
     ]
     assert all(backlog_lines(c) == [] for c in calls)
     saved = rig.saved()
-    assert saved["rolling_summary"] == "summary 4" and saved["summary"] == ""
+    assert saved["rolling_summary"] == summary_of(4) and saved["summary"] == ""
     assert [e.split("|", 2)[2] for e in rig.entries()] == [
-        f"fact {n}: user likes tea；uses Python 3.12" for n in range(1, 5)
+        f"user asked question {2 * n + 1} and question {2 * n + 2}" for n in range(4)
     ]  # the labels are not in the memory lines
-    assert rig.store.list()[0]["gist"] == "summary 4"
+    assert rig.store.list()[0]["gist"] == summary_of(4)
 
 
 def test_a_user_summary_wins_and_clearing_it_brings_the_rolling_one_back(
@@ -69,33 +73,36 @@ def test_a_user_summary_wins_and_clearing_it_brings_the_rolling_one_back(
     assert not any(ROLLING_LEAD in h for h in sent)
     saved = rig.saved()
     assert saved["summary"] == "We are planning the Lisbon trip."  # never overwritten
-    assert saved["rolling_summary"] == "summary 3"  # kept up to date meanwhile
+    assert saved["rolling_summary"] == summary_of(3)  # kept up to date meanwhile
     rig.conversation.set_summary("")  # /summary clear
     rig.turn(q(9))
-    assert f"{ROLLING_LEAD}\nsummary 3" in heads(rig)[-1]
+    assert f"{ROLLING_LEAD}\n{summary_of(3)}" in heads(rig)[-1]
     assert "Lisbon" not in heads(rig)[-1]
 
 
-def test_a_failed_call_keeps_the_old_summary_and_is_tried_again(rig_factory: Any) -> None:
+def test_a_failed_call_keeps_the_old_summary_and_its_block_comes_back_as_backlog(
+    rig_factory: Any,
+) -> None:
     rig = rig_factory(persona={"max_history_messages": 6}, memory=ROLLING)
     for k in range(1, 5):
         rig.turn(q(k))
-    assert rig.saved()["rolling_summary"] == "summary 1"
+    assert rig.saved()["rolling_summary"] == summary_of(1)
     rig.summariser.replies = [fs.status(500)]
     rig.turn(q(5))
-    rig.turn(q(6))  # the step's call fails
+    rig.turn(q(6))  # the step's call fails: the block leaves the window, the summary stays
     assert any("overflow summary failed" in n for n in rig.view.failures)
-    assert rig.saved()["rolling_summary"] == "summary 1"
-    rig.turn(q(7))  # its request still carries the summary that was kept; then the retry
-    assert f"{ROLLING_LEAD}\nsummary 1" in heads(rig)[-1]
+    assert rig.saved()["rolling_summary"] == summary_of(1)
+    rig.turn(q(7))  # its request still carries the summary that was kept
+    assert f"{ROLLING_LEAD}\n{summary_of(1)}" in heads(rig)[-1]
+    rig.turn(q(8))  # the next step: the failed block comes back for the summary, as a backlog
     calls = rig.summariser.of("overflow")
     assert len(calls) == 3
-    retry = calls[2]
-    assert "Summary so far:\nsummary 1\n" in retry  # built on the summary that was kept
-    assert dialogue_lines(retry)[0] == "USER: question 3"  # the failed block, nothing skipped
-    assert rig.saved()["rolling_summary"] == "summary 3"
-    rig.turn(q(8))
-    assert f"{ROLLING_LEAD}\nsummary 3" in heads(rig)[-1]
+    assert f"Summary so far:\n{summary_of(1)}\n" in calls[2]  # built on the summary kept
+    assert backlog_lines(calls[2]) == [f"{r.upper()}: {t}" for r, t in messages_of(range(3, 5))]
+    assert dialogue_lines(calls[2])[0] == "USER: question 5"  # its own block: nothing twice
+    assert rig.saved()["rolling_summary"] == summary_of(3)
+    rig.turn(q(9))
+    assert f"{ROLLING_LEAD}\n{summary_of(3)}" in heads(rig)[-1]
 
 
 def test_a_reply_without_its_summary_part_writes_the_line_and_shows_the_backlog_next_time(
@@ -112,7 +119,7 @@ def test_a_reply_without_its_summary_part_writes_the_line_and_shows_the_backlog_
     assert backlog_lines(second) == [
         f"{role.upper()}: {text}" for role, text in messages_of(range(1, 3))
     ]  # the messages the first summary missed, for the summary only
-    assert saved["rolling_summary"] == "summary 2"
+    assert saved["rolling_summary"] == summary_of(2)
 
 
 def test_session_summary_alone_writes_no_memory(rig_factory: Any) -> None:
@@ -124,8 +131,8 @@ def test_session_summary_alone_writes_no_memory(rig_factory: Any) -> None:
     (prompt,) = rig.summariser.of("overflow")
     assert f"{MEMORY_MARK} …" not in prompt and f"{SUMMARY_MARK} …" in prompt
     assert rig.entries() == []
-    assert rig.saved()["rolling_summary"] == "summary 1"
-    assert f"{ROLLING_LEAD}\nsummary 1" in heads(rig)[-1]
+    assert rig.saved()["rolling_summary"] == summary_of(1)
+    assert f"{ROLLING_LEAD}\n{summary_of(1)}" in heads(rig)[-1]
 
 
 def test_replies_are_read_by_their_labels_and_the_summary_is_bounded() -> None:

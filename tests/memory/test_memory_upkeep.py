@@ -68,7 +68,7 @@ def test_twenty_turns_max_history_6(rig_factory: Any) -> None:
     assert all(ENTRY_RE.match(e) for e in entries), entries
     assert all(e.split("|")[0] in (before, date.today().isoformat()) for e in entries)
     assert [e.split("|", 2)[2] for e in entries] == [
-        f"fact {n}: user likes tea；uses Python 3.12" for n in range(1, 10)
+        f"user asked question {2 * n + 1} and question {2 * n + 2}" for n in range(9)
     ]
     saved = rig.saved()
     assert [(m["role"], m["content"]) for m in saved["archived"]] == messages_of(range(1, 19))
@@ -76,53 +76,58 @@ def test_twenty_turns_max_history_6(rig_factory: Any) -> None:
     assert saved["cursors"]["overflow"] > 0
 
 
-def test_failed_summary_is_retried_on_a_later_turn(rig_factory: Any) -> None:
+ADA = "My name is Ada and I live in Lyon."
+CELLO = "I play the cello on weekends."
+SAID = [
+    ["auto-overflow", f'the user said: "{ADA}"'],
+    ["auto-overflow", f'the user said: "{CELLO}"'],
+]
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        (fs.status(500), "overflow summary failed: "),
+        (fs.text("   "), "overflow summary failed: the model returned nothing"),
+    ],
+)
+def test_a_failed_summary_keeps_what_the_user_said(
+    rig_factory: Any, reply: fs.Reply, why: str
+) -> None:
     rig = rig_factory(persona={"max_history_messages": 2}, memory={"auto_memory": False})
-    rig.summariser.replies = [fs.status(500)]
-    for k in range(1, 4):
-        rig.turn(q(k))
-    # after turn 3: 4 messages outside the window; the call failed -> nothing changed
+    rig.summariser.replies = [reply]
+    rig.turn(ADA)
+    rig.turn(CELLO)
+    rig.turn(q(3))
+    # after turn 3: 4 messages outside the window; the call failed: what the user said in
+    # them is kept, in their words, and the block leaves the window as after a summary
     assert len(rig.summariser.calls) == 1
-    assert rig.entries() == []
+    assert [e.split("|", 2)[1:] for e in rig.entries()] == SAID
     saved = rig.saved()
-    assert saved["archived"] == [] and len(saved["messages"]) == 6
-    assert "overflow" not in saved["cursors"]
-    assert len(rig.view.notices) == 1
-    assert "overflow summary failed" in rig.view.notices[0]
-    assert "tried again" in rig.view.notices[0]
+    assert [m["content"] for m in saved["archived"]] == [ADA, "answer name", CELLO, "answer play"]
+    assert len(rig.view.failures) == 1, rig.view.notices
+    assert rig.view.failures[0].startswith("memory: " + why)
+    assert rig.view.failures[0].endswith("; kept what was said instead (2 lines)")
     rig.turn(q(4))
-    # the retry covers the failed batch and the new overflow: nothing skipped
-    retry = rig.summariser.calls[1][1]
-    assert dialogue_lines(retry) == [f"{r.upper()}: {t}" for r, t in messages_of(range(1, 4))]
-    assert len(rig.entries()) == 1
-    saved = rig.saved()
-    assert [(m["role"], m["content"]) for m in saved["archived"]] == messages_of(range(1, 4))
-    assert [(m["role"], m["content"]) for m in saved["messages"]] == messages_of(range(4, 5))
+    rig.turn(q(5))
+    # the next step summarises the next block only, with the model again
+    assert dialogue_lines(rig.summariser.calls[1][1])[0] == "USER: question 3"
+    assert rig.entries()[2].endswith("|auto-overflow|user asked question 3 and question 4")
 
 
-def test_timed_out_summary_is_retried(rig_factory: Any) -> None:
+def test_a_timed_out_summary_keeps_what_the_user_said(rig_factory: Any) -> None:
     rig = rig_factory(
         provider={"read_timeout": 0.5},
         persona={"max_history_messages": 2},
         memory={"auto_memory": False},
     )
     rig.summariser.replies = [fs.hang(5, send_headers=False)]
-    for k in range(1, 4):
-        rig.turn(q(k))
-    assert rig.entries() == [] and rig.saved()["archived"] == []
-    assert any("overflow summary failed" in n for n in rig.view.notices)
-    rig.turn(q(4))
-    assert len(rig.entries()) == 1
-    assert len(rig.saved()["archived"]) == 6
-
-
-def test_empty_summary_reply_changes_nothing(rig_factory: Any) -> None:
-    rig = rig_factory(persona={"max_history_messages": 2}, memory={"auto_memory": False})
-    rig.summariser.replies = [fs.text("   ")]
-    for k in range(1, 4):
-        rig.turn(q(k))
-    assert rig.entries() == [] and rig.saved()["archived"] == []
-    assert any("returned nothing" in n for n in rig.view.notices)
+    rig.turn(ADA)
+    rig.turn(CELLO)
+    rig.turn(q(3))
+    assert [e.split("|", 2)[1:] for e in rig.entries()] == SAID
+    assert len(rig.saved()["archived"]) == 4
+    assert any("no answer within" in n for n in rig.view.failures), rig.view.notices
 
 
 def test_sentinel_reply_writes_nothing_but_archives(rig_factory: Any) -> None:
@@ -143,7 +148,8 @@ def test_reply_containing_the_sentinel_is_written(rig_factory: Any) -> None:
     rig = rig_factory(persona={"max_history_messages": 2}, memory={"auto_memory": False})
     line = f"用户的测试数据{NO_MEMORY_SENTINEL}；用户偏好 Redis 7"
     rig.summariser.replies = [fs.text(line)]
-    for k in range(1, 4):
+    rig.turn(f"我的测试数据{NO_MEMORY_SENTINEL}，我偏好 Redis 7")
+    for k in range(2, 4):
         rig.turn(q(k))
     assert [e.split("|", 2)[1:] for e in rig.entries()] == [["auto-overflow", line]]
 
@@ -311,13 +317,12 @@ def test_a_hung_summariser_costs_one_short_call(rig_factory: Any) -> None:
     returns_within(lambda: rig.turn(q(3)), "a turn whose summariser hangs", 20)
     assert len(rig.summariser.calls) == 1  # no retry, and no second call after a failure
     assert any("no answer within 1 s" in n for n in rig.view.notices), rig.view.notices
-    saved = rig.saved()
-    assert saved["archived"] == [] and "auto_memory" not in saved["cursors"]
-    rig.turn(q(4))  # the step runs again after the next turn, and distils the newer messages
+    saved = rig.saved()  # the block left the window, its newer messages distilled without a call
+    assert len(saved["archived"]) == 4 and saved["cursors"]["auto_memory"] == 6
+    rig.turn(q(4))
+    rig.turn(q(5))  # the next step calls the model again
     assert [k for k, _, _ in rig.summariser.calls] == ["overflow", "overflow"]  # auto: not due
-    saved = rig.saved()
-    assert len(saved["archived"]) == 6 and len(rig.entries()) == 1
-    assert saved["cursors"]["auto_memory"] == 8  # all eight messages are in MEMORY.md now
+    assert rig.entries()[-1].endswith("|user asked question 4 and question 5")  # 3: distilled
 
 
 def test_a_slow_run_stops_between_batches(rig_factory: Any) -> None:
@@ -356,19 +361,20 @@ def test_a_summariser_that_keeps_failing_is_tried_less_often(rig_factory: Any) -
     rig = rig_factory(persona={"max_history_messages": 2}, memory={"auto_memory": False})
     rig.summariser.replies = [fs.status(500)] * 4
     tried: list[int] = []
-    for k in range(1, 19):
+    for k in range(1, 20):
         before = len(rig.summariser.calls)
         rig.turn(q(k))
         if len(rig.summariser.calls) > before:
             tried.append(k)
-    # due from turn 3; after failures in a row: the next turn, then 2, 4, 8 turns later
-    assert tried == [3, 4, 6, 10, 18]
+    # due from turn 3, then every other turn; after failures in a row no call for 1, 2, 4, 8
+    # turns: the next due turn after that (each failed block left the window all the same)
+    assert tried == [3, 5, 7, 11, 19]
     assert len([n for n in rig.view.notices if "overflow summary failed" in n]) == 4
     saved = rig.saved()
     assert "summary_failures" not in saved["cursors"]  # the success cleared the count
-    assert [m["content"] for m in saved["messages"]] == [q(18), a(18)]
-    summarised = [ln for _, p, _ in rig.summariser.calls[4:] for ln in dialogue_lines(p)]
-    assert summarised == [f"{r.upper()}: {t}" for r, t in messages_of(range(1, 18))]
+    assert [m["content"] for m in saved["messages"]] == [q(19), a(19)]
+    summarised = [ln for _, p, _ in rig.summariser.calls for ln in dialogue_lines(p)]
+    assert summarised == [f"{r.upper()}: {t}" for r, t in messages_of(range(1, 19))]
 
 
 def test_compact_says_how_many_messages_left_the_window(rig_factory: Any) -> None:
