@@ -5,7 +5,7 @@ connection, a timeout, a 5xx, 429, no quota) and nothing of an answer was shown 
 ran, it runs again on the next link (`fallback:`, `ask --fallback NAME`), replacing the failed
 attempt as /retry does; a 401/403 or a rejected request never falls back. A provider that could
 not answer is passed over for DOWN_FOR seconds; links are built once and kept; the upkeep of a
-failed turn is postponed, not lost. The rules and why: docs/design/turn.md.
+failed turn is postponed, not lost (said only when it had something to do). The rules and why: docs/design/turn.md.
 """
 
 from __future__ import annotations
@@ -60,16 +60,18 @@ class UpkeepNotes(Protocol):
 
 class Upkeep(Protocol):  # chat.MemoryKeeping
     def upkeep_hooks(self) -> list[Callable[[str], str | None]]: ...
+    def upkeep_due(self, session_id: str) -> bool: ...
 
 
 def postponed(result: TurnResult, view: UpkeepNotes, keeper: Upkeep | None) -> bool:
     """The provider could not answer this saved turn: its memory upkeep, when there is any,
-    waits for a later turn (the view says so)."""
+    waits for a later turn (the view says so when it had something to do now)."""
     if result.session_id is None or (result.fallback is None and not can_fall_back(result)):
         return False
     if keeper is None or not keeper.upkeep_hooks():  # no upkeep configured: nothing waits
         return False
-    view.upkeep_note(UPKEEP_POSTPONED, failed=False)
+    if keeper.upkeep_due(result.session_id):
+        view.upkeep_note(UPKEEP_POSTPONED, failed=False)
     return True
 
 

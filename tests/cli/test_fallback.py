@@ -241,6 +241,25 @@ def test_memory_upkeep_of_an_unanswered_turn_runs_after_a_later_turn(
     assert "green tea" in cb.memory_file.read_text()
 
 
+def test_nothing_due_means_nothing_is_said_to_be_postponed(
+    tmp_path: Path, server: fs.FakeServer, second: fs.FakeServer
+) -> None:
+    """A one-off `ask` that failed, and one a fallback answered, had no upkeep due (nothing
+    left the window, no automatic memory): nothing is said to be postponed."""
+    alone = make_cb(tmp_path / "alone", server.base_url, provider={"max_retries": 0})
+    server.add(fs.status(503))
+    failed = alone.run("ask", "hello")
+    assert failed.returncode == 6, failed.stderr
+    assert "postponed" not in failed.stderr and "upkeep" not in failed.stderr, failed.stderr
+    cb = two_providers(tmp_path / "chain", server.base_url, second.base_url)
+    server.add(fs.status(503))
+    second.add(fs.text("from b", model="model-b"))
+    answered = cb.run("ask", "hello")
+    assert answered.returncode == 0, answered.stderr
+    assert "answering with b" in answered.stderr
+    assert "postponed" not in answered.stderr and "upkeep" not in answered.stderr
+
+
 def test_no_upkeep_configured_means_none_is_said_to_be_postponed(
     tmp_path: Path, server: fs.FakeServer, second: fs.FakeServer
 ) -> None:

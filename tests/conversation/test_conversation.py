@@ -37,6 +37,9 @@ class Keeper:
     def upkeep_hooks(self) -> list[Callable[[str], str | None]]:
         return self.hooks
 
+    def upkeep_due(self, session_id: str) -> bool:
+        return bool(self.hooks)
+
     def compact(self, session_id: str) -> list[str]:
         self.compacted.append(session_id)
         return ["a line"]
