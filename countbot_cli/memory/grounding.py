@@ -35,90 +35,27 @@ _ZH_NUMERAL = LazyPattern(
     r"(?=[个岁年月日号天次人本只辆元块公里小时分钟周位名台家套间])"
 )
 _ZH_VALUES = dict(zip("一二三四五六七八九", range(1, 10), strict=True)) | {"两": 2}
-_EN_NUMBER_WORDS = [
-    "zero",
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-    "thirteen",
-    "fourteen",
-    "fifteen",
-    "sixteen",
-    "seventeen",
-    "eighteen",
-    "nineteen",
-    "twenty",
-]
+_NUMBER_WORDS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty"
+)
+_EN_NUMBER_WORDS = _NUMBER_WORDS.split()
 _EN_TENS = {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80}
 _EN_TENS |= {"ninety": 90, "hundred": 100, "thousand": 1000, "dozen": 12}
-_MONTHS = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-]
-_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-# words a summary opens an item with, and the CJK characters it writes around what was said
-_SUMMARY_WORDS = frozenset(
-    [
-        "user",
-        "users",
-        "assistant",
-        "name",
-        "named",
-        "project",
-        "prefers",
-        "preference",
-        "preferences",
-        "likes",
-        "favourite",
-        "favorite",
-        "decided",
-        "decision",
-        "decisions",
-        "plans",
-        "plan",
-        "wants",
-        "uses",
-        "works",
-        "lives",
-        "has",
-        "owns",
-        "agreed",
-        "recommended",
-        "recommends",
-        "suggested",
-        "mentioned",
-        "said",
-        "asked",
-        "note",
-        "goal",
-        "setting",
-        "settings",
-        "currently",
-        "now",
-        "today",
-        "also",
-        "both",
-    ]
+_MONTH_NAMES = (
+    "january february march april may june july august september october november december"
 )
+_MONTHS = _MONTH_NAMES.split()
+_WEEKDAY_NAMES = "monday tuesday wednesday thursday friday saturday sunday"
+_WEEKDAYS = _WEEKDAY_NAMES.split()
+# words a summary opens an item with, and the CJK characters it writes around what was said
+_SUMMARY_TEXT = (
+    "user users assistant name named project prefers preference preferences likes favourite "
+    "favorite decided decision decisions plans plan wants uses works lives has owns agreed "
+    "recommended recommends suggested mentioned said asked note goal setting settings "
+    "currently now today also both"
+)
+_SUMMARY_WORDS = frozenset(_SUMMARY_TEXT.split())
 _SUMMARY_CJK = frozenset(
     "用户助手偏好喜欢习惯决定项目配置设置计划建议推荐名字叫住在工作使用正在目前提到表示说过希望想要"
     "需要已经打算考虑关于以及并且其中主要包括通过进行相关信息内容记录"

@@ -65,27 +65,10 @@ def backlog_lines(prompt: str) -> list[str]:
     return dialogue_lines(prompt.rsplit(LEAVING, 1)[0])
 
 
-NUMBER_WORDS = [
-    "zero",
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-]
-
-
 def summary_of(n: int) -> str:
-    """The rolling summary the rig's n-th summary call answers (`summary three`: in words, a
-    summary names no number the messages did not say)."""
-    return f"summary {NUMBER_WORDS[n] if n < len(NUMBER_WORDS) else 'many'}"
+    """The rolling summary the rig's n-th summary call answers (`summary c` for the third: a
+    letter, as a summary names no number the messages did not say)."""
+    return f"summary {chr(ord('a') + n - 1)}"
 
 
 def grounded_fact(prompt: str) -> str:
