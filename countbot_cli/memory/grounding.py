@@ -25,6 +25,7 @@ _CJK_RUN = LazyPattern(f"[{CJK_CHARS}]+")
 # a token: letters, digits and the joiners identifiers use (CJK runs cut it, quotes end it)
 _TOKEN = LazyPattern(rf"[^\s{CJK_CHARS}\"“”‘’'`「」『』《》()（）\[\]{{}},;；，。！？!?、：:…*|]+")
 _WORD = LazyPattern(r"[^\W\d_]+")
+_NOT_ALNUM = LazyPattern(r"[\W_]+")
 _NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)*")
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _QUOTES = LazyPattern(
@@ -72,7 +73,7 @@ def _fold(word: str) -> str:
 
 
 def _compact(text: str) -> str:
-    return "".join(ch for ch in text.casefold() if ch.isalnum())
+    return _NOT_ALNUM.re.sub("", text.casefold())
 
 
 def _number(text: str) -> str:
@@ -100,8 +101,8 @@ class Grounds:
         source = "\n".join(sanitize_line(t) for t in texts)  # escape sequences glue words
         self.compact = _compact(source)
         self.chars = set(source) | set(allowed) | _SUMMARY_CJK | CJK_STOP
-        self.words = {_fold(w) for w in _WORD.re.findall(source)}
-        self.common = {_fold(w) for w in _WORD.re.findall(allowed)} | STOP | _SUMMARY_WORDS
+        self.words = {_fold(w) for w in set(_WORD.re.findall(source))}
+        self.common = {_fold(w) for w in set(_WORD.re.findall(allowed))} | STOP | _SUMMARY_WORDS
         self.numbers = {_number(n) for n in _NUMBER.findall(source)}
         for i, word in enumerate(_EN_NUMBER_WORDS):
             if word in self.words:
@@ -109,7 +110,7 @@ class Grounds:
         self.numbers |= {str(v) for w, v in _EN_TENS.items() if w in self.words}
         self.numbers |= {str(_zh_value(n)) for n in _ZH_NUMERAL.re.findall(source)}
         self.dates: set[str] = set()
-        for day in days:
+        for day in set(days):
             self.dates |= {day.isoformat(), *resolved_dates(source, day)}
         for d in list(self.dates):
             parts = d.split("-")

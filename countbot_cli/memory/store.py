@@ -78,12 +78,12 @@ DEFAULT_HEADER = (
 
 
 class NewLine(NamedTuple):
-    """A line to add: its content, the day it was said (None: today) and where it came from
-    (`session`, `messages`, kept in the sources sidecar; None: nowhere recorded)."""
+    """A line to add: its content, the day it was said (None: today) and the link to where it
+    came from (`session`, `messages`, kept in the sources sidecar; None: nothing recorded)."""
 
     content: str
     date: Date | str | None = None
-    origin: dict[str, Any] | None = None
+    link: dict[str, Any] | None = None
 
 
 class MemoryStats(NamedTuple):
@@ -270,7 +270,7 @@ class MemoryStore:
         return self.add_lines([NewLine(c, date, origin) for c in contents], source)
 
     def add_lines(self, items: Iterable[NewLine], source: str) -> list[Entry]:
-        """`add_many` with a date (when it was said) and an origin for each line."""
+        """`add_many` with a date (when it was said) and a link to its messages for each line."""
         rows = [NewLine(normalize_content(c), _date_text(d), o) for c, d, o in items]
         if any(not r.content for r in rows):
             raise UsageError("a memory entry cannot be empty")
@@ -293,9 +293,9 @@ class MemoryStore:
             total = len(new.contents)
             added = [new.entry(i) for i in range(total - len(fresh), total)]
             records = [
-                {"key": line_key(e.line), "source": src, **r.origin}
+                {"key": line_key(e.line), "source": src, **r.link}
                 for e, r in zip(added, fresh, strict=True)
-                if r.origin is not None
+                if r.link is not None
             ]
             _append_sources(self._target(), records)  # under the lock of the lines they describe
         for listener in list(self.on_added.values()):  # after the lock: recall embeds them
