@@ -72,10 +72,12 @@ class _Stale(Exception):
 
 
 class Compacted(list[str]):
-    """What /compact wrote to MEMORY.md (one line a batch; a sentinel reply writes none), and in
-    `archived` how many messages it moved out of the window."""
+    """What /compact wrote to MEMORY.md (a line a batch, or what was said when its summary was
+    kept back; a sentinel reply writes none), in `archived` how many messages it moved out of
+    the window, in `notes` what the filter had to say."""
 
     archived: int = 0
+    notes: list[str] = []  # replaced per instance, never mutated
 
 
 def batch_threshold(max_history: int) -> int:
@@ -160,7 +162,10 @@ class MemoryKeeper:
         request is smaller by what was summarised. Raises SummaryError."""
         if self.store is None:
             raise UsageError("this conversation is not saved: there is nothing to compact")
-        return self._overflow(session_id, force=True)
+        self.reply_filter.reset()
+        done = self._overflow(session_id, force=True)
+        done.notes = self.reply_filter.notes()
+        return done
 
     def _overflow(self, session_id: str, *, force: bool) -> Compacted:
         written = Compacted()

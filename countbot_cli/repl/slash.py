@@ -207,10 +207,17 @@ def cmd_compact(repl: ReplHost, arg: str) -> None:
         repl.info(f"Could not compact: {exc.user_message()}; the messages stay in the history.")
         return
     repl.meter.invalidate()
-    if not lines:
+    archived = getattr(lines, "archived", 0)
+    if not lines and not archived:
         repl.info("Nothing to compact.")
         return
-    repl.write("".join(sanitize(line).rstrip("\n") + "\n" for line in lines))
+    for note in getattr(lines, "notes", []):
+        repl.info(note)
+    if lines:
+        repl.write("".join(sanitize(line).rstrip("\n") + "\n" for line in lines))
+    else:
+        left = plural(archived, "message")
+        repl.info(f"{left} left the history window; nothing in them to keep in memory.")
 
 
 # ---- completion of arguments ----

@@ -33,7 +33,7 @@ def test_compact_shrinks_the_next_request_and_the_toolbar_shows_it(
         b = h.repl.meter.breakdown(h.repl.conversation)
         seen.append((h.toolbar(), b.total, b.messages))
 
-    turns = [f"trip question {k}\r" for k in range(1, 5)]
+    turns = [f"Lisbon trip, budget 900 EUR: question {k}\r" for k in range(1, 5)]
     h.run(
         [
             *turns,
@@ -54,4 +54,4 @@ def test_compact_shrinks_the_next_request_and_the_toolbar_shows_it(
     chats = [b for b in server.chat_bodies() if b["messages"][0]["role"] == "system"]
     before, after = chats[3]["messages"], chats[4]["messages"]
     assert len(after) <= len(before) - 6 + 2  # six messages summarised, one exchange added
-    assert [m["content"] for m in after[1:-1]][0] == "trip question 4"
+    assert [m["content"] for m in after[1:-1]][0] == "Lisbon trip, budget 900 EUR: question 4"

@@ -204,11 +204,14 @@ def test_search_lists_matches_with_id_title_date_and_snippet(scripted: Any) -> N
 # ---- memory traced through /undo, /retry and a fork ----
 
 
+WORDS = "one two three four five six seven eight nine ten"
+
+
 def test_memory_lines_trace_to_their_messages_through_undo_retry_and_fork(
     harness: Any, server: fs.FakeServer
 ) -> None:
     h = harness(memory={"auto_messages": 2})
-    facts = iter(f"User fact number {i}." for i in range(1, 20))
+    facts = iter(f"User fact number {w}." for w in WORDS.split())  # no number the messages lack
 
     def respond(body: dict[str, Any]) -> fs.Reply:
         msgs = body["messages"]
@@ -247,21 +250,21 @@ def test_memory_lines_trace_to_their_messages_through_undo_retry_and_fork(
     shown = json.loads(h.cb.invoke("memory", "show", "--json").stdout)
     by_fact = {e["content"]: e for e in shown}
     # the line from "alpha": its messages were undone; why says so instead of inventing them
-    first = by_fact["User fact number 1."]
+    first = by_fact["User fact number one."]
     assert first["sources"][0]["session"] == original
     assert why(first["number"]).count("no longer in the session (undone or retried)") == 2
     # "beta" was answered, then retried: the first answer's line names the replaced pair,
     # the retried answer's line the pair as it stands
-    replaced = by_fact["User fact number 2."]
+    replaced = by_fact["User fact number two."]
     assert replaced["sources"][0]["session"] == original
     assert why(replaced["number"]).count("no longer in the session (undone or retried)") == 2
-    again = by_fact["User fact number 3."]
+    again = by_fact["User fact number three."]
     live = [m.id for m in h.store.load(original).messages]
     assert again["sources"][0] == {"session": original, "messages": live}
     text = why(again["number"])
     assert f"From session {original}" in text and "beta" in text and "answer to beta" in text
     # in the fork, "gamma" made a line traced to the fork's own messages
-    forked = by_fact["User fact number 4."]
+    forked = by_fact["User fact number four."]
     assert forked["sources"][0]["session"] == fork
     text = why(forked["number"])
     assert f"From session {fork}" in text and "gamma" in text and "answer to gamma" in text

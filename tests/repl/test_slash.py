@@ -344,12 +344,12 @@ def test_compact_summarises_old_messages_into_memory(harness: Any, server: fs.Fa
     server.responder = answer
     h.run(["/compact\r", "I like Rust\r", "project is countbot\r", "/compact\r", "/compact\r"])
     out = h.text()
-    assert "user likes Rust；project is called countbot" in out
+    assert "user likes Rust; project is called countbot" in out  # "；" only between Chinese
     assert out.count("Nothing to compact.") == 2  # before the session exists, and when done
     memory = (h.cb.work / "MEMORY.md").read_text(encoding="utf-8").splitlines()
     entries = [line for line in memory if line and not line.startswith("#")]
     assert len(entries) == 1 and entries[0].endswith(
-        "|auto-overflow|user likes Rust；project is called countbot"
+        "|auto-overflow|user likes Rust; project is called countbot"
     )
     data = h.session_data()
     assert [m["content"] for m in data["archived"]] == ["I like Rust", "ok"]
