@@ -31,7 +31,7 @@ from countbot_cli.conversation.sessions.session import (
 )
 from countbot_cli.conversation.tuning import Tuning
 from countbot_cli.conversation.turn_record import TurnResult
-from countbot_cli.conversation.upkeep import UpkeepWorker, run_upkeep
+from countbot_cli.conversation.upkeep import UpkeepWorker, run_upkeep, warm_head
 from countbot_cli.conversation.view import ConversationView
 from countbot_cli.errors import Terminated, UsageError
 from countbot_cli.textsafe import sanitize_line
@@ -56,6 +56,7 @@ class MemoryKeeping(Protocol):
     # each hook takes a session id; a string it returns is a normal note (shown dimmed)
     def upkeep_hooks(self) -> list[Callable[[str], str | None]]: ...
     def upkeep_due(self, session_id: str) -> bool: ...
+    def preempt(self, on: bool = True) -> None: ...  # a turn wants the model: stop, or go on
     def compact(self, session_id: str) -> list[str]: ...
 
 
@@ -108,6 +109,7 @@ class Conversation:
         # the REPL's: the upkeep runs in a worker thread and the prompt comes back at once
         self.worker: UpkeepWorker | None = None
         self._runs_seen = 0
+        self._waited = 0.0  # seconds the coming turn waited for the upkeep (give_way)
         self.fallback = fb.Fallback(())  # where a failed turn moves on to (app.py sets it)
 
     @property
@@ -131,6 +133,7 @@ class Conversation:
         """One turn, saved; then the view settles it; then the memory upkeep. Ctrl-C held
         during the save arrives after it (KeyboardInterrupt): the conversation is saved then."""
         self._before_turn()
+        waited, self._waited = self._waited, 0.0
         run = partial(self._attempt, text=text, view=view, attached=attached)
         try:
             # on the chosen provider, or the chain's next when it cannot answer (fallback.py)
@@ -139,6 +142,7 @@ class Conversation:
             if self.save and not self.is_new and not isinstance(exc, Terminated):
                 self.reload()
             raise
+        result.upkeep_wait = waited
         view.turn_ended(result)
         sid = None if fb.postponed(result, view, self.pair.keeper) else result.session_id
         if sid is not None and self.worker is not None:
@@ -254,18 +258,34 @@ class Conversation:
 
     def _before_turn(self) -> None:
         """A turn may start while the upkeep runs (their writes merge in the file), except on
-        the embedded model, which cannot answer two calls at once: then it waits."""
+        the embedded model, which cannot answer two calls at once: its upkeep gives way."""
         if self.worker is None:
             return
         if self.settings.provider.type in SERIAL_PROVIDERS:
-            self.wait_upkeep()
+            self.give_way()
         elif not self.worker.running:
             self.settle_session()
 
-    def _upkeep(self, session_id: str, view: ConversationView) -> bool:
-        """The memory upkeep after a saved turn (`run_upkeep`); False when there is none."""
+    def give_way(self) -> float:
+        """A turn wants the serial model: its upkeep stops at its next safe point; seconds waited."""
+        if self.worker is None:
+            return 0.0
         keeper = self.pair.keeper
-        return run_upkeep(keeper.upkeep_hooks() if keeper is not None else [], session_id, view)
+        waited = self.worker.give_way(keeper.preempt if keeper is not None else None)
+        self._waited += waited
+        self.settle_session()
+        return waited
+
+    def _upkeep(self, session_id: str, view: ConversationView) -> bool:
+        """The memory upkeep after a saved turn (`run_upkeep`); False when there is none. On a
+        serial model in the worker, the next request's head is evaluated after (`warm_head`)."""
+        keeper = self.pair.keeper
+        hooks = keeper.upkeep_hooks() if keeper is not None else []
+        if self.worker is None or self.settings.provider.type not in SERIAL_PROVIDERS:
+            return run_upkeep(hooks, session_id, view)
+        system = self.tuning.system(self.system_override)
+        warm = partial(warm_head, self.engine, system=system)
+        return run_upkeep(hooks, session_id, view, warm=(self.store, warm))
 
     def last_question(self) -> tuple[Message, bool] | None:
         """What /retry would ask again: (the last user message, True when its attempt failed

@@ -135,6 +135,7 @@ class TurnResult(TurnRecord):
     saved_today: float | None = None  # what the cache saved on them (prices set)
     memory: dict[str, Any] = field(default_factory=dict)  # ask's memory_used/_written (--json)
     fallback: dict[str, str] | None = None  # answered by a fallback link: from, to, reason
+    upkeep_wait: float = 0.0  # seconds the turn waited for the memory upkeep to give way
 
     @classmethod
     def of(cls, record: TurnRecord, session_id: str | None) -> TurnResult:

@@ -21,15 +21,28 @@ main thread only (`Conversation.settle`).
 
 Notes of a run (a failure, a rejected summary) are kept for the REPL to show before its next
 prompt; Ctrl-C does not reach the thread (quitting waits for a running save, see `wait`).
+
+On a model that answers one call at a time (the embedded one) a turn never waits for a whole
+run: the run gives way (`Conversation.give_way`), and after a run that moved the window on,
+`warm_head` has the model evaluate the next request's head, so the next turn's first token
+costs what any turn's does.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from countbot_cli.conversation.view import ConversationView, SilentView
 from countbot_cli.errors import CountbotError
+from countbot_cli.messages import ChatRequest, Message
+
+if TYPE_CHECKING:
+    from countbot_cli.conversation.engine import Engine
+    from countbot_cli.conversation.sessions.session import Session
+    from countbot_cli.conversation.sessions.store import SessionStore
 
 UPKEEP_INTERRUPTED = "memory upkeep interrupted; it runs again after the next turn"
 
@@ -43,12 +56,21 @@ class UpkeepFailed(CountbotError):
         self.notes = list(notes)
 
 
+Warm = tuple["SessionStore", Callable[["Session"], None]]  # where the session is, and how
+
+
 def run_upkeep(
-    hooks: Sequence[Callable[[str], str | None]], session_id: str, view: ConversationView
+    hooks: Sequence[Callable[[str], str | None]],
+    session_id: str,
+    view: ConversationView,
+    *,
+    warm: Warm | None = None,
 ) -> bool:
-    """Run each hook for `session_id`, its notes to the view; False when there is none."""
+    """Run each hook for `session_id`, its notes to the view; False when there is none. With
+    `warm`, a run that moved the window on (`head_of`) is followed by the warm-up."""
     if not hooks:
         return False
+    before = head_of(warm[0].load(session_id)) if warm is not None else None
     view.upkeep_started()
     try:
         for hook in hooks:
@@ -69,7 +91,38 @@ def run_upkeep(
                 view.upkeep_note(f"memory upkeep failed: {why}", failed=True)
     finally:
         view.upkeep_ended()
+    if warm is not None:
+        session = warm[0].load(session_id)
+        if head_of(session) != before:
+            warm[1](session)
     return True
+
+
+def head_of(session: Session) -> tuple[int, str]:
+    """What the head of the session's next request depends on that the upkeep changes: how
+    many messages left the window, and the rolling summary."""
+    return len(session.archived), session.rolling_summary
+
+
+def warm_head(engine: Engine, session: Session, *, system: str | None) -> None:
+    """Have the model evaluate the head of the next request of `session` (system prompt,
+    summary and history window, without the coming question): one call for one token, so a
+    model that keeps its KV cache between calls starts the next turn from there. Best effort:
+    a failure here is the next turn's to meet."""
+    ctx = engine.context_for(session, Message(role="user", content=""), system=system)
+    head = ctx.api_messages()[:-1]
+    req = ChatRequest(
+        model=engine.provider.model,
+        messages=head,
+        tools=engine.tool_schemas() or None,
+        temperature=engine.settings.temperature,
+        max_tokens=1,
+        stream=False,
+    )
+    try:
+        engine.provider.complete(req)
+    except CountbotError:
+        pass
 
 
 class NoteKeeper(SilentView):
@@ -125,6 +178,21 @@ class UpkeepWorker:
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the runs asked for so far to end; False on timeout."""
         return self._idle.wait(timeout)
+
+    def give_way(self, preempt: Callable[[bool], None] | None) -> float:
+        """A turn wants the model: a running run is told to stop at its next safe point
+        (`preempt(True)`), waited for, then `preempt(False)`; the seconds waited."""
+        if not self.running:
+            return 0.0
+        start = time.monotonic()
+        if preempt is not None:
+            preempt(True)
+        try:
+            self.wait()
+        finally:
+            if preempt is not None:
+                preempt(False)
+        return time.monotonic() - start
 
     def _loop(self) -> None:
         while True:

@@ -309,6 +309,11 @@ class MemoryKeeper:
         m = self.settings.memory
         return [self.upkeep] if m.overflow_summary or m.session_summary or m.auto_memory else []
 
+    def preempt(self, on: bool = True) -> None:
+        """A turn wants the model: the running upkeep stops at its next safe point (on), or
+        the turn has it (off)."""
+        self.summariser.preempt(on)
+
     def upkeep_due(self, session_id: str) -> bool:
         """Whether the upkeep after this turn would summarise something now (a step of the
         window, or automatic memory), with nothing held back by failures."""

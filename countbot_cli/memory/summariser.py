@@ -14,7 +14,11 @@ provider a hung summariser would cost 3 attempts of 120 s each, per call. So a s
   a slow one about a minute at worst. What was not summarised waits, untouched, for a later
   turn;
 - asks for at most the reply reserve (`max_tokens`, else min(4096, context window / 8)),
-  so a small local model cannot ramble until its context is full.
+  so a small local model cannot ramble until its context is full;
+- gives way to a turn: `preempt()` (a turn wants a model that answers one call at a time)
+  stops the run before its next call or between two events of the current one, whose stream
+  is closed (the local model stops generating and gets the chat's KV cache back); the run's
+  rest waits for a later turn, untouched.
 
 Ctrl-C during a call raises KeyboardInterrupt with nothing changed; `sigint_deferred` holds it
 while a result is written (MEMORY.md line and archive move), so that pair is never half done.
@@ -22,6 +26,7 @@ while a result is written (MEMORY.md line and archive move), so that pair is nev
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -57,6 +62,10 @@ class Postponed(Exception):
     """The run is out of time or a turn wants the model: the rest waits for a later turn."""
 
 
+class Preempted(Postponed):
+    """A turn wants the model (`Summariser.preempt`)."""
+
+
 class AfterFailure(Postponed):
     """An earlier call of this run failed: no other call is made in it."""
 
@@ -81,6 +90,14 @@ class Summariser:
         self.calls = 0  # summary calls made (the keeper's upkeep: did this run call the model)
         self._deadline: float | None = None
         self._failed = False
+        self._preempted = threading.Event()
+
+    def preempt(self, on: bool = True) -> None:
+        """A turn wants the model now (on) or is done waiting for it (off): see the module."""
+        if on:
+            self._preempted.set()
+        else:
+            self._preempted.clear()
 
     @property
     def writes_summaries(self) -> bool:
@@ -121,6 +138,8 @@ class Summariser:
         self.calls += 1
         try:
             text = self._call(prompt, total)
+        except _Stopped:
+            raise Preempted("a turn wants the model") from None
         except ReadTimeoutError:
             self._failed = True
             raise SummaryError(f"{what} failed: no answer within {total:.0f} s") from None
@@ -135,6 +154,8 @@ class Summariser:
 
     def _time_for_call(self) -> float:
         """Seconds this call may take in all: the read timeout (outside a run, twice that)."""
+        if self._preempted.is_set():
+            raise Preempted("a turn wants the model")
         if self._deadline is None:
             return 2 * self.read_timeout
         if self._failed:
@@ -155,7 +176,7 @@ class Summariser:
         provider, own = self._provider(min(self.read_timeout, total))
         end = self.clock() + total
         try:
-            return _collect(provider.stream(req), lambda: self.clock() > end)
+            return _collect(provider.stream(req), lambda: self.clock() > end, self._preempted)
         finally:
             if own:
                 provider.close()
@@ -181,11 +202,18 @@ class Summariser:
         return make_provider(quick), True
 
 
-def _collect(events: Iterator[Any], late: Callable[[], bool]) -> str:
-    """The text of a streamed reply; ReadTimeoutError once `late()` turns true."""
+class _Stopped(Exception):
+    """The call was stopped for a turn."""
+
+
+def _collect(events: Iterator[Any], late: Callable[[], bool], stop: threading.Event) -> str:
+    """The text of a streamed reply; ReadTimeoutError once `late()` turns true, _Stopped once
+    `stop` is set (the stream is closed either way)."""
     parts: list[str] = []
     try:
         for ev in events:
+            if stop.is_set():
+                raise _Stopped
             if isinstance(ev, TextDelta):
                 parts.append(ev.text)
             elif isinstance(ev, Finished):

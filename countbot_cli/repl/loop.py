@@ -234,7 +234,7 @@ class Repl:
             keys = TypeAhead(sys.stdin if self._input is None else None, self.typed)
             with keys as self.screen.keys:
                 if upkeep:
-                    self.conversation.wait_upkeep()
+                    self.conversation.give_way()  # the usage line says how long it took
                     view.waiting(waiting)
                 result = op(view)
         except KeyboardInterrupt as exc:  # Ctrl-C held during the save is delivered after it

@@ -275,6 +275,8 @@ def usage_line(result: TurnResult, elapsed: float, stats: ProviderStats | None =
     if result.cache.missed:  # a turn that should have read the cache did not: why
         parts.append(sanitize_line(result.cache.short()))
     parts.append(f"{elapsed:.1f} s")
+    if result.upkeep_wait >= 0.05:  # the embedded model finished (part of) a memory upkeep first
+        parts.append(f"waited {result.upkeep_wait:.1f} s for the memory upkeep")
     if result.tool_calls:
         n = len(result.tool_calls)
         parts.append(f"{n} tool call{'s' if n != 1 else ''}")

@@ -40,6 +40,9 @@ class Keeper:
     def upkeep_due(self, session_id: str) -> bool:
         return bool(self.hooks)
 
+    def preempt(self, on: bool = True) -> None:
+        pass
+
     def compact(self, session_id: str) -> list[str]:
         self.compacted.append(session_id)
         return ["a line"]
