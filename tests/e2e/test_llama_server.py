@@ -241,5 +241,36 @@ def test_long_chat_with_overflow_summaries(tmp_path: Path, recorder: Recorder) -
             for ln in memory.read_text(encoding="utf-8").splitlines()
             if ln.strip() and not ln.startswith("#")
         ]
-        assert len(lines) <= len(summaries)
+        # a summary line each, or the user's own words where a summary was kept back
+        assert len(lines) <= len(summaries) + len(questions)
         assert all(re.match(r"\d{4}-\d{2}-\d{2}\|auto-overflow\|\S", ln) for ln in lines), lines
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_the_bundled_model_keeps_what_the_user_said(tmp_path: Path, recorder: Recorder) -> None:
+    """The bundled smoke-test model (by its own name) is not asked for summaries: what the user
+    said leaves the window as they said it, into MEMORY.md, and the recap is made of it."""
+    cb = countbot(
+        tmp_path,
+        recorder,
+        provider={"model": "SmolLM2-135M-Instruct"},
+        persona={"max_history_messages": 4},
+        memory={"inject": "off"},
+    )
+    said = [
+        "My name is Ada and I live in Lyon.",
+        "I play the cello on weekends.",
+        "My project is called ferrox and it is written in Rust.",
+        "What should I cook tonight?",
+        "Any idea for a weekend trip?",
+        "Tell me a short joke.",
+    ]
+    for i, question in enumerate(said):
+        ask(cb, *(["-c"] if i else []), question)
+    assert [x for x in recorder.chats() if x.body.get("temperature") == 0.3] == []
+    memory = cb.memory_file.read_text(encoding="utf-8")
+    for statement in said[:3]:
+        assert f'the user said: "{statement}"' in memory, memory
+    recap = cb.only_session()["rolling_summary"]
+    assert "Ada" in recap and "cello" in recap, recap

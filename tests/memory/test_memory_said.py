@@ -204,3 +204,31 @@ def test_what_the_user_said_is_kept_with_its_own_date_when_the_summary_fails(
         ["2026-03-10", "auto-overflow", "用户说：“I moved to Berlin yesterday (2026-03-09).”"],
     ]
     assert json.loads(json.dumps(cb.only_session()["archived"]))  # the block left the window
+
+
+def test_a_resumed_session_with_a_backlog_answers_before_any_summary_call(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """A session saved with many steps of backlog (its window's steps not yet summarised):
+    `ask -s` sends the question first; the summary calls come after the answer."""
+    cb = make_cb(
+        tmp_path,
+        server.base_url,
+        provider={"context_window": 2048},
+        persona={"max_history_messages": 16},
+        memory={"inject": "off"},
+    )
+    store = SessionStore(cb.sessions_dir)
+    session = new_session(provider="test", model="test-model")
+    for k in range(40):
+        session.messages += [
+            Message(role="user", content=f"I keep note {k}: " + "blah " * 150),
+            Message(role="assistant", content=f"Noted {k}. " + "blah " * 150),
+        ]
+    store.create(session)
+    server.responder = summaries = Summaries("MEMORY: the user keeps notes\nSUMMARY: Notes.")
+    proc = cb.run("ask", "-s", session.id, "What did I note first?")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "Noted."
+    assert summaries.order[0] == "chat" and summaries.order.count("chat") == 1
+    assert summaries.order.count("summary") >= 3, summaries.order  # the backlog, after it
