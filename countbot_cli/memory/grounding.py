@@ -23,7 +23,15 @@ from countbot_cli.words import CJK_STOP, STOP
 
 _CJK_RUN = LazyPattern(f"[{CJK_CHARS}]+")
 # a token: letters, digits and the joiners identifiers use (CJK runs cut it, quotes end it)
-_TOKEN = LazyPattern(rf"[^\s{CJK_CHARS}\"“”‘’'`「」『』《》()（）\[\]{{}},;；，。！？!?、：:…*|]+")
+_TOKEN = LazyPattern(
+    r"[$€£¥]?\d{1,3}(?:,\d{3})+(?:\.\d+)?"  # $2,000 and 1,250.5 whole: a comma ends others
+    rf"|[^\s{CJK_CHARS}\"“”‘’'`「」『』《》()（）\[\]{{}},;；，。！？!?、：:…*|]+"
+)
+_EDGES = ".-/+#@'’$€£¥%"  # stripped off a token
+_JOINED = re.compile(r"[-–/]")
+_DATE_WORDS = LazyPattern(
+    r"(?i)\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\b|[月日号]"
+)  # 8-10, five-frame, and/or: parts checked one by one
 _WORD = LazyPattern(r"[^\W\d_]+")
 _NOT_ALNUM = LazyPattern(r"[\W_]+")
 _NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)*")
@@ -112,9 +120,11 @@ class Grounds:
         self.dates: set[str] = set()
         for day in set(days):
             self.dates |= {day.isoformat(), *resolved_dates(source, day)}
+        self._dated = False  # the line being checked names a month (its numbers may be a date)
+        self.date_numbers: set[str] = set()  # a known date's year, month, day: in a date only
         for d in list(self.dates):
             parts = d.split("-")
-            self.numbers |= {p.lstrip("0") or "0" for p in parts} | set(parts)
+            self.date_numbers |= {p.lstrip("0") or "0" for p in parts} | set(parts)
             if len(parts) == 3:
                 when = date.fromisoformat(d)
                 self.words |= {_MONTHS[when.month - 1], _WEEKDAYS[when.weekday()]}
@@ -139,10 +149,11 @@ class Grounds:
 
     def missing(self, line: str) -> list[str]:
         """What `line` names that the text never said, in order (none: it is grounded)."""
+        self._dated = bool(_DATE_WORDS.re.search(line))  # "4 December": a date's numbers
         out: dict[str, None] = {}
         quoted = {m.start(): m.end() for m in _QUOTES.re.finditer(line)}
         for m in _TOKEN.re.finditer(line):
-            token = m.group().strip(".-/+#@'’")
+            token = m.group().strip(_EDGES)
             if token and not self._grounded(token, m.start(), quoted):
                 out[token] = None
         for run in _CJK_RUN.re.findall(line):
@@ -151,14 +162,17 @@ class Grounds:
         return list(out)
 
     def _grounded(self, token: str, at: int, quoted: dict[int, int]) -> bool:
+        if _ISO_DATE.match(token):
+            return token in self.dates or token in self.compact or self.has_name(token)
+        parts = [p.strip(_EDGES) for p in _JOINED.split(token)]
+        if len(parts) > 1 and all(parts):  # a range or a compound: each part as itself
+            return all(self._grounded(p, at, quoted) for p in parts)
         if any(ch.isdigit() for ch in token):
-            if _ISO_DATE.match(token):
-                return token in self.dates or token in self.compact or self.has_name(token)
             if _NUMBER.fullmatch(token):
-                return self.has_number(token)
+                return self.has_number(token) or (self._dated and token in self.date_numbers)
             return self.has_name(token)
         body = token.removesuffix("'s").removesuffix("’s")
-        if not _WORD.re.fullmatch(body):  # snake_case, a.b, a/b: an identifier
+        if not _WORD.re.fullmatch(body):  # snake_case, a.b, a@b: an identifier
             return self.has_name(body)
         upper_inside = any(ch.isupper() for ch in body[1:])
         if upper_inside:  # camelCase, iPhone, AWS

@@ -64,7 +64,7 @@ _PASSING = LazyPattern(
     r"|^(?:我觉得|我认为|我看|我明白|我懂|我知道了|我不知道|我不确定|我有个问题|我有一个问题|谢谢|好的|嗯|哦)"
 )
 _ADVICE = LazyPattern(
-    r"\b(?:i (?:would |'d )?(?:recommend|suggest)|my (?:recommendation|suggestion)|you should|"
+    r"\b(?:i(?: would|'d|’d)? (?:recommend|suggest)|my (?:recommendation|suggestion)|you should|"
     r"i'd go with|the best (?:option|choice)|the plan is|we agreed|next steps?|comes to|"
     r"works out to|in total|total of|costs? about|roughly|approximately|estimated?)\b"
     r"|建议|推荐|最好|计划是|方案是|总共|合计|大约|约为|预计"

@@ -1,0 +1,137 @@
+"""The parts of memory written right, one by one: what a line may name (grounding), the durable
+statements kept as said, and relative dates resolved against the day they were said."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from countbot_cli.memory.dates import annotate, resolved_dates
+from countbot_cli.memory.grounding import Grounds
+from countbot_cli.memory.statements import is_assistant_statement, is_user_statement, recap
+from countbot_cli.memory.summary_prompts import overflow_summary_prompt
+from countbot_cli.messages import Message
+
+FRIDAY = date(2026, 12, 4)
+SAID = [
+    "USER: My name is Ada and I live in Lyon. My project is called ferrox, written in Rust.",
+    "USER: We paid $92,000 for the flat; I do 8 to 10 reps, and I like hands on work.",
+    "USER: I sold my cello yesterday. My API key var is OPENAI_KEY, in src/main.rs.",
+    "ASSISTANT: I recommend PostgreSQL 16; gpt-4o handles it. 我住在上海，有三个孩子。",
+]
+
+
+@pytest.fixture(scope="module")
+def grounds() -> Grounds:
+    return Grounds(SAID, [FRIDAY], overflow_summary_prompt("", "en"))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "User's name is Ada; lives in Lyon",  # case, a possessive
+        "Ada's project ferrox is written in Rust",
+        "Paid $92,000 for the flat",  # 2,000 as written
+        "does 8-10 reps; likes hands-on work",  # a range, a compound word
+        "Sold the cello on 2026-12-03",  # "yesterday", resolved
+        "Sold the cello on Thursday",  # the weekday of a day said
+        "The key is in OPENAI_KEY (src/main.rs)",
+        "The assistant recommended PostgreSQL 16 with gpt-4o",
+        "Ada's cellos",  # an inflection
+        "Sold the cello on 3 December",  # a day said, in words
+        "用户住在上海，有三个孩子",
+    ],
+)
+def test_a_line_naming_only_what_was_said_passes(grounds: Grounds, line: str) -> None:
+    assert grounds.missing(line) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ('Your project is called "Ferrum"', "Ferrum"),
+        ("User is called Bob", "Bob"),
+        ("Paid $93,000 for the flat", "93,000"),
+        ("does 8-12 reps", "8-12"),
+        ("Sold the cello on 2026-12-01", "2026-12-01"),
+        ("Keeps the key in src/lib.rs", "src/lib.rs"),
+        ("Uses gpt-5o", "gpt-5o"),
+        ("The assistant recommended PostgreSQL 17", "17"),
+        ("用户住在北京", "北京"),
+        ("用户有五个孩子", "五"),
+        ("project is named 'ferrum'", "ferrum"),  # a quoted word must have been said
+    ],
+)
+def test_a_line_naming_what_was_never_said_is_caught(
+    grounds: Grounds, line: str, named: str
+) -> None:
+    assert named in grounds.missing(line)
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "My name is Ada and I live in Lyon.",
+        "I'm allergic to peanuts.",
+        "We decided to ship on Fridays.",
+        "Let's use Postgres for this.",
+        "Remember that the gate code is 4512.",
+        "我住在上海，有三个孩子。",
+        "记住我的车牌号是沪A12345",
+    ],
+)
+def test_a_durable_statement_of_the_user_is_kept(sentence: str) -> None:
+    assert is_user_statement(sentence)
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Can you help me plan a trip?",
+        "What is 12 times 7?",
+        "I think so.",
+        "Thanks!",
+        "Please write a haiku about rain.",
+        "帮我写一首诗。",
+        "我觉得可以。",
+        "这个怎么用？",
+    ],
+)
+def test_a_question_request_or_passing_remark_is_not(sentence: str) -> None:
+    assert not is_user_statement(sentence)
+
+
+def test_the_assistants_recommendation_or_figure_is_kept_its_chatter_not() -> None:
+    assert is_assistant_statement("I'd recommend the ThinkPad X1 Carbon for travel.")
+    assert is_assistant_statement("The trip comes to about 2,400 euros in total.")
+    assert not is_assistant_statement("Sure, happy to help with that.")
+    assert not is_assistant_statement("You should rest more.")  # names nothing
+
+
+def test_relative_dates_are_resolved_against_the_day_they_were_said() -> None:
+    said = "I sold my cello yesterday; my sister comes next Friday, 上周五我去了上海。"
+    assert annotate(said, FRIDAY) == (
+        "I sold my cello yesterday (2026-12-03); my sister comes next Friday (2026-12-11), "
+        "上周五（2026-11-27）我去了上海。"
+    )
+    assert annotate(annotate(said, FRIDAY), FRIDAY) == annotate(said, FRIDAY)  # once only
+    assert annotate("in 3 days, 两个月后, last week", FRIDAY) == (
+        "in 3 days (2026-12-07), 两个月后（2027-02）, last week (week of 2026-11-23)"
+    )
+    assert annotate("之后天气很好", FRIDAY) == "之后天气很好"  # 后天 inside another word
+    assert resolved_dates("去年 and the day before yesterday", FRIDAY) == {"2025", "2026-12-02"}
+
+
+def test_the_recap_is_made_of_what_the_user_said_never_punctuation() -> None:
+    msgs = [
+        Message(role="user", content="Can you help me plan a garden?"),
+        Message(role="assistant", content="…"),
+        Message(role="user", content="I live in Lyon. I grow tomatoes."),
+        Message(role="user", content="Which soil is best?"),
+    ]
+    assert recap(msgs, "en", 400) == (
+        "The user's goal: Can you help me plan a garden? The user said: I live in Lyon. "
+        "I grow tomatoes. Latest open question: Which soil is best?"
+    )
+    assert recap([Message(role="user", content="…")], "en", 400) is None
