@@ -186,7 +186,6 @@ FEATURES = {
 # plain library call) or moved behind the wall by the module's owner, and its line here with it
 KNOWN_REACHES = {
     "countbot_cli.__main__": "atexit._run_exitfuncs before os._exit (a quick exit)",
-    "countbot_cli.conversation.input.netguard": "httpx.HTTPTransport's _pool replaced",
 }
 
 

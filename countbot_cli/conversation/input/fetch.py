@@ -62,7 +62,7 @@ def fetch_page(url: str, *, max_bytes: int, timeout: float, max_redirects: int) 
     backend = netguard.GuardedBackend(netguard.Deadline(time.monotonic() + timeout))
     t = httpx.Timeout(timeout, connect=min(timeout, 10.0))
     headers = {"Accept": "text/html,text/plain;q=0.9,*/*;q=0.1", "User-Agent": "countbot"}
-    transport = netguard.guarded_transport(httpx, backend)
+    transport = netguard.GuardedTransport(backend)
     try:
         with httpx.Client(
             timeout=t, follow_redirects=False, headers=headers, transport=transport

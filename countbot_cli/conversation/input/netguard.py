@@ -1,24 +1,27 @@
 """The connections of `-a URL` (conversation/input/fetch.py): one deadline, and where a hop may go.
 
-An httpcore network backend (`guarded_transport`, httpcore's public backend interface) gives
+An httpcore network backend (`GuardedBackend`, httpcore's public backend interface) gives
 every name lookup, connect, TLS handshake, read and write at most the time left until the
 fetch's deadline, and ranks each address from public to this machine. The invariant: a
 redirect never connects to an address more private than the user's own URL's (`HopRefused`),
-checked on the addresses actually connected to. `HTTP(S)_PROXY` is not used. `DIALER` is the
+checked on the addresses actually connected to. `GuardedTransport` is httpx's transport
+interface over an httpcore pool of those connections. `HTTP(S)_PROXY` is not used. `DIALER` is the
 seam tests replace. Why and how: docs/design/attachments.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpcore
+import httpx
 
 PUBLIC, PRIVATE, LINK_LOCAL, LOOPBACK = range(4)
 RANK_NAMES = ("public", "private", "link-local", "loopback")
@@ -182,12 +185,85 @@ class GuardedBackend(httpcore.NetworkBackend):
         time.sleep(min(seconds, max(self.deadline.at - time.monotonic(), 0.0)))
 
 
-def guarded_transport(httpx: Any, backend: GuardedBackend) -> Any:
-    """An httpx transport whose connections come from `backend` (no proxy, TLS verified)."""
-    transport = httpx.HTTPTransport()
-    # httpx takes no network backend; its transport is a thin shell around this pool, which
-    # maps httpcore's errors (timeouts included) to httpx's
-    transport._pool = httpcore.ConnectionPool(
-        ssl_context=httpx.create_ssl_context(), network_backend=backend
-    )
-    return transport
+# httpcore's errors as httpx's of the same name, the most specific first (as httpx's own
+# transport maps them)
+_ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.TimeoutException, httpx.TimeoutException),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.NetworkError, httpx.NetworkError),
+    (httpcore.ProxyError, httpx.ProxyError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.ProtocolError, httpx.ProtocolError),
+)
+
+
+@contextlib.contextmanager
+def _as_httpx_errors() -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        theirs = next((t for ours, t in _ERRORS if isinstance(exc, ours)), None)
+        if theirs is None:  # not httpcore's (HopRefused among them): as it is
+            raise
+        raise theirs(str(exc)) from exc
+
+
+class _Body(httpx.SyncByteStream):
+    """httpcore's response body as httpx's, its errors httpx's."""
+
+    def __init__(self, stream: Iterable[bytes]) -> None:
+        self.stream = stream
+
+    def __iter__(self) -> Iterator[bytes]:
+        with _as_httpx_errors():
+            yield from self.stream
+
+    def close(self) -> None:
+        close = getattr(self.stream, "close", None)
+        if close is not None:
+            close()
+
+
+class GuardedTransport(httpx.BaseTransport):
+    """An httpx transport whose connections come from a `GuardedBackend` (no proxy, TLS
+    verified): httpx's transport interface over an httpcore connection pool, the request and
+    response mapped field by field as httpx's own transport does."""
+
+    def __init__(self, backend: GuardedBackend) -> None:
+        self.pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(), network_backend=backend
+        )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.SyncByteStream)  # an httpx.Client's request
+        url = request.url
+        sent = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        with _as_httpx_errors():
+            got = self.pool.handle_request(sent)
+        assert isinstance(got.stream, Iterable)  # the sync pool's
+        return httpx.Response(
+            status_code=got.status,
+            headers=got.headers,
+            stream=_Body(got.stream),
+            extensions=got.extensions,
+        )
+
+    def close(self) -> None:
+        with _as_httpx_errors():
+            self.pool.close()
