@@ -4,18 +4,17 @@
 in cli/main.py, once SIGTERM and SIGHUP stop countbot as Ctrl-C does (interrupts.py) and the
 process is non-dumpable (keyguard.py). The garbage collector is off for the first
 START_UP_SECONDS (what start-up made is then frozen), and the `countbot` command (`entry`)
-leaves without the interpreter's teardown once its atexit handlers ran and its streams are
-flushed. The imports inside `main` are the start-up order itself. Why, with the figures:
+leaves without the interpreter's teardown (speedups/quick_exit.py). The imports inside `main` are the start-up order itself. Why, with the figures:
 docs/design/startup.md.
 """
 
 from __future__ import annotations
 
-import atexit
 import gc
-import os
 import sys
 import threading
+
+from countbot_cli.speedups.quick_exit import leave
 
 START_UP_SECONDS = 0.5
 
@@ -62,33 +61,13 @@ def _collector_on() -> None:
 
 
 def entry() -> None:
-    """The `countbot` command: `main`, then a quick exit (see the module docstring)."""
+    """The `countbot` command: `main`, then a quick exit (speedups/quick_exit.py)."""
     try:
         main()
         code: object = 0
     except SystemExit as exc:
         code = exc.code
-    others = [t for t in threading.enumerate() if t is not threading.main_thread()]
-    if any(t.is_alive() and not t.daemon for t in others):
-        raise SystemExit(code)
-    atexit._run_exitfuncs()
-    status = _status(code)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe (`countbot ask … | head`): nothing to add
-            pass
-    os._exit(status)
-
-
-def _status(code: object) -> int:
-    """The exit status SystemExit(code) would give: None 0, an int itself, else 1 (printed)."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    sys.stderr.write(f"{code}\n")
-    return 1
+    leave(code)
 
 
 if __name__ == "__main__":

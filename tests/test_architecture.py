@@ -182,11 +182,6 @@ FEATURES = {
     # wheel, so it works fully offline"): tiktoken's encodings are built from them
     "countbot_cli.conversation.encodings": {"resource files (submodule_search_locations)"},
 }
-# modules reaching into a library outside the wall today: each reach is to be deleted (the
-# plain library call) or moved behind the wall by the module's owner, and its line here with it
-KNOWN_REACHES = {
-    "countbot_cli.__main__": "atexit._run_exitfuncs before os._exit (a quick exit)",
-}
 
 
 @functools.cache
@@ -274,9 +269,7 @@ def test_library_internals_are_reached_from_the_speedups_folder_alone() -> None:
     """A speed-up that reaches into a library (a private module or name, `sys.modules`, socket
     options, httpcore, another package's files) is an adapter in `speedups/` with a plain
     fallback; everywhere else the code calls libraries as they document themselves."""
-    found = reaches_outside_the_wall()
-    modules_found = {line.split(": ")[0] for line in found}
-    assert modules_found == set(KNOWN_REACHES), "\n".join(sorted(found))
+    assert sorted(reaches_outside_the_wall()) == []
 
 
 @pytest.mark.parametrize(
