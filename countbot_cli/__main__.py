@@ -14,8 +14,6 @@ import gc
 import sys
 import threading
 
-from countbot_cli.speedups.quick_exit import leave
-
 START_UP_SECONDS = 0.5
 
 
@@ -67,6 +65,9 @@ def entry() -> None:
         code: object = 0
     except SystemExit as exc:
         code = exc.code
+    # here, not at the top: what it imports (typing) would load before SIGTERM's handler
+    from countbot_cli.speedups.quick_exit import leave
+
     leave(code)
 
 
