@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, TextIO
 
 from countbot_cli.config.options import parse_pairs
-from countbot_cli.errors import UsageError
+from countbot_cli.errors import ConfigError, UsageError
 from countbot_cli.textsafe import sanitize_line
 
 
@@ -71,8 +71,14 @@ def roles_list(out: TextIO, err: TextIO) -> int:
     if not names:
         err.write(f"countbot: no roles yet: write markdown files into {folder}/NAME.md\n")
         return 0
-    width = max(len(n) for n in names)
+    rows: list[tuple[str, str]] = []
     for name in names:
-        first = parse_role(name, folder / f"{name}.md").first_line
+        try:
+            rows.append((name, parse_role(name, folder / f"{name}.md").first_line))
+        except ConfigError as e:  # one bad file: the others are still listed, it is named
+            why = sanitize_line(e.user_message())[:200]
+            err.write(f"countbot: role {name!r} left out: {why}\n")
+    width = max((len(name) for name, _ in rows), default=0)
+    for name, first in rows:
         out.write(f"{name:<{width}}  {sanitize_line(first)[:100]}\n")
     return 0

@@ -1,0 +1,34 @@
+"""The command line's rough edges, each as a user meets it, by running `countbot`: a bad role
+file among good ones, a typo in an `-o` key, folders countbot cannot make, a session from a
+newer countbot, `-t <Tab>`, notices said once, one prefix style, the exit-code block of --help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fakeserver as fs
+from cbenv import CB, make_cb
+
+
+def _md(cb: CB, kind: str, name: str, text: str) -> Path:
+    folder = cb.user_home / kind
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.md"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_roles_lists_the_good_roles_and_names_a_bad_one(tmp_path: Path) -> None:
+    cb = make_cb(tmp_path, None)
+    _md(cb, "roles", "alpha", "---\ndescription: the first\n---\nA.\n")
+    bad = _md(cb, "roles", "broken", "---\nmodel: [unclosed\n---\nB.\n")
+    _md(cb, "roles", "typo", "---\ntemprature: 0.2\n---\nT.\n")
+    _md(cb, "roles", "zulu", "Z is for zulu.\n")
+    proc = cb.run("roles")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["alpha  the first", "zulu   Z is for zulu."]
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2, proc.stderr
+    assert lines[0].startswith(f"countbot: role 'broken' left out: {bad}:2: invalid YAML")
+    assert lines[1].startswith("countbot: role 'typo' left out: ")
+    assert lines[1].endswith("unknown key 'temprature' (did you mean 'temperature'?)")
