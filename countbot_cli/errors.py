@@ -21,12 +21,36 @@ EXIT_EMPTY_ANSWER = 7  # `ask`: the answer was empty, or -x/--extract found no c
 EXIT_MAX_ITERATIONS = 8  # `ask`: countbot stopped the tool loop (max_iterations, a repeated call)
 EXIT_INTERRUPTED = 130
 
-EXIT_CODES_HELP = """Exit codes:
-  0 success                   5 rate limit or quota, after retries
-  1 unexpected error          6 network, timeout or server error, after retries
-  2 usage, config or data    7 empty answer (with -x: no code block in it)
-  3 provider rejected (4xx)   8 the tool-round limit (max_iterations) or a repeated call
-  4 authentication (401/403)  130 interrupted"""
+_EXIT_ROWS = (
+    (EXIT_OK, "success"),
+    (EXIT_ERROR, "unexpected error"),
+    (EXIT_USAGE, "usage, config or data"),
+    (EXIT_PROVIDER, "provider rejected (4xx)"),
+    (EXIT_AUTH, "authentication (401/403)"),
+    (EXIT_RATE_LIMIT, "rate limit or quota, after retries"),
+    (EXIT_NETWORK, "network, timeout or server error, after retries"),
+    (EXIT_EMPTY_ANSWER, "empty answer (with -x: no code block in it)"),
+    (EXIT_MAX_ITERATIONS, "the tool-round limit (max_iterations) or a repeated call"),
+    (EXIT_INTERRUPTED, "interrupted"),
+)
+
+
+def _columns(rows: tuple[tuple[int, str], ...]) -> str:
+    """The rows in two columns, each code right-aligned and each text starting at one place."""
+    half = (len(rows) + 1) // 2
+    left, right = rows[:half], rows[half:]
+    code_w = [max(len(str(c)) for c, _ in col) for col in (left, right)]
+    text_w = max(len(t) for _, t in left)
+    lines = []
+    for i, (code, text) in enumerate(left):
+        line = f"  {code:>{code_w[0]}} {text:<{text_w}}"
+        if i < len(right):
+            line += f"  {right[i][0]:>{code_w[1]}} {right[i][1]}"
+        lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
+EXIT_CODES_HELP = "Exit codes:\n" + _columns(_EXIT_ROWS)
 
 
 class CountbotError(Exception):

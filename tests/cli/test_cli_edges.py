@@ -4,6 +4,7 @@ newer countbot, `-t <Tab>`, notices said once, one prefix style, the exit-code b
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import fakeserver as fs
@@ -32,3 +33,27 @@ def test_roles_lists_the_good_roles_and_names_a_bad_one(tmp_path: Path) -> None:
     assert lines[0].startswith(f"countbot: role 'broken' left out: {bad}:2: invalid YAML")
     assert lines[1].startswith("countbot: role 'typo' left out: ")
     assert lines[1].endswith("unknown key 'temprature' (did you mean 'temperature'?)")
+
+
+def _exit_code_rows(help_text: str) -> list[str]:
+    block = help_text.split("Exit codes:\n", 1)[1].split("\n\n", 1)[0]
+    return block.rstrip("\n").splitlines()
+
+
+def test_the_exit_code_block_of_help_is_aligned(tmp_path: Path) -> None:
+    cb = make_cb(tmp_path, None)
+    for args in (["--help"], ["ask", "--help"]):
+        proc = cb.run(*args)
+        assert proc.returncode == 0, proc.stderr
+        rows = [
+            re.fullmatch(r"(\s*(\d+)) (\S.*?)(?:(\s\s+(\d+)) (\S.*))?", ln)
+            for ln in _exit_code_rows(proc.stdout)
+        ]
+        assert all(rows), _exit_code_rows(proc.stdout)
+        codes = {int(m[2]) for m in rows if m} | {int(m[5]) for m in rows if m and m[5]}
+        assert codes == {0, 1, 2, 3, 4, 5, 6, 7, 8, 130}
+        # each column: the codes end at one place and the texts start at one place
+        assert len({m.end(1) for m in rows if m}) == 1, proc.stdout
+        assert len({m.start(3) for m in rows if m}) == 1, proc.stdout
+        assert len({m.end(4) for m in rows if m and m[5]}) == 1, proc.stdout
+        assert len({m.start(6) for m in rows if m and m[5]}) == 1, proc.stdout
