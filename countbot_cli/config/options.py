@@ -2,7 +2,8 @@
 
 Known keys are checked (a number in range, a whole number, one of a few words); any other key is
 passed through as an extra field of the request body (a JSON value when the text parses as one,
-else the text). The fields countbot itself builds (model, messages, stream, tools, …) cannot be
+else the text), unless it is one edit away from a checked key (`temprature`: refused with
+"did you mean"; `top_k` and `top_a`, other APIs' fields, pass). The fields countbot itself builds (model, messages, stream, tools, …) cannot be
 replaced. `apply_options` puts temperature and max_tokens where the config file's keys go
 (`Settings.temperature`, `Settings.max_tokens`) and the rest into the provider's `extra_body`,
 which provider/openai_compat.py adds to the request.
@@ -16,6 +17,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from countbot_cli.config.file import did_you_mean
 from countbot_cli.errors import UsageError
 from countbot_cli.jsonsafe import loads_bounded
 
@@ -34,6 +36,8 @@ KNOWN: dict[str, tuple[str, float | None, float | None]] = {
     "presence_penalty": ("number", -2.0, 2.0),
 }
 RESERVED = ("model", "messages", "stream", "stream_options", "tools", "tool_choice")
+# request fields of other APIs one edit away from a checked key: passed through, not typos
+NEIGHBOURS = ("top_k", "top_a")
 MAX_VALUE_CHARS = 10_000
 
 
@@ -111,6 +115,24 @@ def _check_key(key: str) -> None:
         raise OptionError(f"{key} is set by countbot itself and cannot be changed with an option")
     if not key or not key.replace("_", "").replace("-", "").replace(".", "").isalnum():
         raise OptionError(f"{key!r} is not an option name (letters, digits and _ only)")
+    if key not in KNOWN and key not in NEIGHBOURS:
+        hint = did_you_mean(key, [k for k in KNOWN if _one_edit(key, k)])
+        if hint:  # a typo of a checked key would be sent as a field the provider refuses
+            raise OptionError(f"{key}: unknown option ({hint})")
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """`a` and `b` differ by one character inserted, removed, replaced, or two swapped."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    i = 0
+    while i < min(len(a), len(b)) and a[i] == b[i]:
+        i += 1
+    if len(a) != len(b):
+        short, long = sorted((a, b), key=len)
+        return long[i + 1 :] == short[i:]
+    swapped = a[i : i + 2] == b[i : i + 2][::-1] and a[i + 2 :] == b[i + 2 :]
+    return a[i + 1 :] == b[i + 1 :] or swapped
 
 
 def _expected(key: str) -> str:

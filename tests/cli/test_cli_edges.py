@@ -57,3 +57,22 @@ def test_the_exit_code_block_of_help_is_aligned(tmp_path: Path) -> None:
         assert len({m.start(3) for m in rows if m}) == 1, proc.stdout
         assert len({m.end(4) for m in rows if m and m[5]}) == 1, proc.stdout
         assert len({m.start(6) for m in rows if m and m[5]}) == 1, proc.stdout
+
+
+def test_an_option_key_one_edit_from_a_checked_one_is_refused(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    cb = make_cb(tmp_path, server.base_url)
+    proc = cb.run("ask", "-o", "temprature", "0.2", "hi")
+    assert proc.returncode == 2, proc.stderr
+    assert "temprature" in proc.stderr and "did you mean 'temperature'?" in proc.stderr
+    assert cb.run("-o", "max_token", "9", "hi").returncode == 2
+    assert server.chat_bodies() == []  # nothing was sent with the typo
+    # a key that is no typo of a checked one still goes to the provider as it is
+    server.add(fs.text("ok"))
+    proc = cb.run(
+        "ask", "-o", "top_k", "40", "-o", "logit_bias", '{"7": 1}', "-o", "top_p", "0.5", "hi"
+    )
+    assert proc.returncode == 0, proc.stderr
+    body = server.chat_bodies()[-1]
+    assert (body["top_k"], body["logit_bias"], body["top_p"]) == (40, {"7": 1}, 0.5)
