@@ -445,7 +445,11 @@ def run(argv: list[str]) -> None:
 
         from countbot_cli.commands.complete import run_complete
 
-        raise SystemExit(run_complete(typer.main.get_command(whole_app()), argv[1:]))
+        *before, current = argv[1:] or [""]
+        if before:  # the words as they will run: `countbot -t <Tab>` is `countbot ask -t <Tab>`
+            before = route(before, command_names(), stdin_tty=True)
+        root = typer.main.get_command(whole_app())
+        raise SystemExit(run_complete(root, [*before, current]))
     stop_on_termination()  # done by __main__ already; again for a caller of run()
     names = command_names()
     argv = join_option_pairs(route(argv, names, stdin_tty=_stdin_is_tty()))

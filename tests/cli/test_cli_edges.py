@@ -5,9 +5,11 @@ newer countbot, `-t <Tab>`, notices said once, one prefix style, the exit-code b
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import fakeserver as fs
+import pytest
 from cbenv import CB, make_cb
 
 
@@ -76,3 +78,16 @@ def test_an_option_key_one_edit_from_a_checked_one_is_refused(
     assert proc.returncode == 0, proc.stderr
     body = server.chat_bodies()[-1]
     assert (body["top_k"], body["logit_bias"], body["top_p"]) == (40, {"7": 1}, 0.5)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_tab_after_t_completes_template_names(tmp_path: Path) -> None:
+    cb = make_cb(tmp_path, None)
+    _md(cb, "templates", "summarise", "Summarise $ARGUMENTS\n")
+    _md(cb, "templates", "review", "Review $1 for $2.\n")
+    _md(cb, "roles", "reviewer", "A role, not a template.\n")
+    assert sorted(cb.bash_complete(["-t", ""])[0]) == ["review", "summarise"]
+    assert cb.bash_complete(["--template", "su"])[0] == ["summarise"]
+    assert cb.bash_complete(["-m", "x", "-t", "re"])[0] == ["review"]
+    assert cb.bash_complete(["ask", "-t", ""])[0] == ["review", "summarise"]
+    assert cb.bash_complete(["se"])[0] == ["sessions"]  # a command's name is still one
