@@ -1,11 +1,11 @@
 """`/context`: what exactly went into the last request.
 
 The context window it was fitted to and where that figure comes from (the server, the config, a
-preset, countbot's table); the system prompt and its parts; the memory lines recalled for the
-message (each with its `countbot memory pin N` / `mute N` hint, numbered as `memory show`
-numbers them); the history window; the tools; the current message; how much of the request the
-provider read from its prompt cache (as whole parts of the request); and what changed since
-the session's previous request (conversation/cache_report.py).
+preset, countbot's table); the system prompt and its parts; the pinned memory lines and those
+recalled for the message (each with its `countbot memory unpin N` / `pin N` hint, numbered as
+`memory show` numbers them); the history window; the tools; the current message; how much of
+the request the provider read from its prompt cache (as whole parts of the request); and what
+changed since the session's previous request (conversation/cache_report.py).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def _system_rows(
     if ctx.instructions:
         rows.append(f"    instructions file: {sanitize_line(ctx.instructions)}")
     for entry in ctx.pinned:
-        rows.append(f"    pinned memory: {_quote(entry)}{_hint(entry, memory_file, 'mute')}")
+        rows.append(f"    pinned memory: {_quote(entry)}{_hint(entry, memory_file, 'unpin')}")
     return rows
 
 
