@@ -305,6 +305,10 @@ class Repl:
         if text:
             self.console.print(Text(text.rstrip("\n")), soft_wrap=True)
 
+    def columns(self) -> int:
+        """The width of the chat's output, in columns (the terminal's, as it is now)."""
+        return self.console.width
+
     def raw_write(self, data: str) -> None:
         """`data` straight to the terminal, unrendered: a control sequence (OSC 52)."""
         out = self._raw_out()

@@ -39,6 +39,7 @@ from countbot_cli.repl.conversation_cmds import (
     cmd_undo,
 )
 from countbot_cli.repl.copy_answer import cmd_copy
+from countbot_cli.repl.help_layout import paragraph, two_columns
 from countbot_cli.repl.template_cmds import cmd_skills, custom_help, run_custom
 from countbot_cli.repl.tidy_cmd import cmd_memory_tidy
 from countbot_cli.repl.toolbar import token_report
@@ -114,17 +115,17 @@ def dispatch(repl: ReplHost, line: str) -> None:
 
 
 def cmd_help(repl: ReplHost, arg: str) -> None:
+    width = max(20, repl.columns() - 1)  # the last column left free: no terminal wraps there
     if arg:
         cmd = lookup(arg.lstrip("/").lower())
         if cmd is None:
             raise UsageError(f"no command /{sanitize_line(arg.lstrip('/'))}")
-        repl.write(f"/{cmd.name} {cmd.args}".rstrip() + f"\n  {cmd.help}\n")
+        lines = paragraph(f"/{cmd.name} {cmd.args}".rstrip(), width, "  ", first="")
+        repl.write("\n".join(lines + paragraph(cmd.help, width, "  ")) + "\n")
         return
-    width = max(len(f"/{c.name} {c.args}") for c in COMMANDS)
-    rows = [f"  {f'/{c.name} {c.args}'.ljust(width)}  {c.help}" for c in COMMANDS]
-    repl.write(
-        "Commands:\n" + "\n".join(rows) + "\n\n" + custom_help() + "\nKeys: " + KEYS_HELP + "\n"
-    )
+    rows = two_columns([(f"/{c.name} {c.args}".rstrip(), c.help) for c in COMMANDS], width)
+    keys = paragraph("Keys: " + KEYS_HELP, width, "  ", first="")
+    repl.write("\n".join(["Commands:", *rows, "", custom_help(width), *keys]) + "\n")
 
 
 def cmd_last_tool(repl: ReplHost, arg: str) -> None:

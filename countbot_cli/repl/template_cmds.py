@@ -28,6 +28,7 @@ from countbot_cli.config.templates import (
     templates_dir,
 )
 from countbot_cli.errors import CountbotError
+from countbot_cli.repl.help_layout import paragraph, two_columns
 from countbot_cli.textsafe import sanitize_line
 
 if TYPE_CHECKING:
@@ -92,9 +93,11 @@ def cmd_skills(repl: ReplHost, arg: str) -> None:
         repl.info("Tools are off: the model cannot read a skill's file")
 
 
-def custom_help() -> str:
-    """The lines /help adds for the templates and roles, or where to write templates."""
-    rows = [f"  /{name}  {meta}" for name, meta, _ in custom_commands()]
+def custom_help(width: int) -> str:
+    """The lines /help adds for the templates and roles, or where to write templates, within
+    `width` columns."""
+    rows = two_columns([(f"/{name}", meta) for name, meta, _ in custom_commands()], width)
     if not rows:
-        return f"Templates: none yet (write {templates_dir()}/NAME.md; $ARGUMENTS, $1…$9)\n"
+        none = f"Templates: none yet (write {templates_dir()}/NAME.md; $ARGUMENTS, $1…$9)"
+        return "\n".join(paragraph(none, width, "  ", first="")) + "\n"
     return "Templates and roles:\n" + "\n".join(rows) + "\n"

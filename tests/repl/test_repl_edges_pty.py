@@ -1,9 +1,10 @@
-"""The chat's rough edges, in a real pseudo-terminal against the loopback server: what
-`/context` offers for a pinned memory line."""
+"""The chat's rough edges, in a real pseudo-terminal against the loopback server: `/help` in
+the terminal's width, what `/context` offers for a pinned memory line."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -11,11 +12,52 @@ import fakeserver as fs
 import pexpect
 import pytest
 from cbenv import make_cb
-from terminal import TOOLBAR_END, expect, spawn
+from terminal import TOOLBAR_END, expect, plain, spawn
+
+from countbot_cli.repl.slash import COMMANDS, KEYS_HELP
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")
 
 NO_UPKEEP = {"overflow_summary": False, "session_summary": False, "auto_memory": False}
+TOOLBAR = "/8.2k ("  # the toolbar's context meter: drawn in 40 columns too
+TEMPLATE = "Review this code for bugs, unclear names and missing tests"  # its first line: ≤ 60
+
+
+@pytest.mark.parametrize("cols", [120, 60, 40])
+def test_help_wraps_at_word_boundaries_in_the_terminals_width(tmp_path: Path, cols: int) -> None:
+    """No line of `/help` is wider than the terminal (which would cut a word where it wraps it),
+    no word is cut, nothing is lost; a description beside its command when there is room, under
+    it when the terminal is narrow."""
+    cb = make_cb(tmp_path, "http://127.0.0.1:9/v1")
+    (cb.user_home / "templates").mkdir(parents=True)
+    (cb.user_home / "templates" / "review.md").write_text(
+        TEMPLATE + "\n\n$ARGUMENTS\n", encoding="utf-8"
+    )
+    child = spawn(cb, cols=cols, rows=60)
+    try:
+        expect(child, TOOLBAR)
+        child.send("/help\r")
+        expect(child, "Commands:")
+        child.expect(r"last\s+queued\s+line")
+        shown = plain(child.before + child.after).replace("\r\n", "\n")
+        expect(child, TOOLBAR)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    commands, rest = shown.split("Templates and roles:")
+    template, keys = rest.split("Keys:")
+    assert max(len(line) for line in shown.splitlines()) <= cols, shown
+    said = [f"/{c.name} {c.args} {c.help}" for c in COMMANDS]
+    assert commands.split() == " ".join(said).split()
+    assert template.split() == ["/review", "template:", *TEMPLATE.split()]
+    assert keys.split() == KEYS_HELP.split()
+    help_row = next(i for i, line in enumerate(shown.splitlines()) if "/help [COMMAND]" in line)
+    row, below = shown.splitlines()[help_row : help_row + 2]
+    if cols >= 100:  # side by side
+        assert re.fullmatch(r"  /help \[COMMAND\] +commands and keys", row), row
+    else:  # stacked: the description under its command
+        assert (row, below.strip()) == ("  /help [COMMAND]", "commands and keys"), (row, below)
 
 
 def test_context_offers_unpin_for_a_pinned_line_and_unpin_works(tmp_path: Path) -> None:
