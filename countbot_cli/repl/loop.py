@@ -118,6 +118,7 @@ class Repl:
                     break
                 self._handle_safely(text)
                 self._send_typed_ahead()
+            self._keep_unsent(prompt)
         finally:
             self._close()
         if not self.conversation.is_new:  # how to come back to it
@@ -168,6 +169,17 @@ class Repl:
             waiting = " · ".join(f"«{sanitize_line(q)[:40]}»" for q in self.typed.lines)
             self.info(f"› {sanitize_line(line)}" + (f"   (queued: {waiting})" if waiting else ""))
             self._handle_safely(line)
+
+    def _keep_unsent(self, prompt: PromptSession[str]) -> None:
+        """Lines typed ahead that quitting (Ctrl-D during an answer) left unsent go to the
+        input history, where Up finds them next time; said once."""
+        if not self.typed.lines:
+            return
+        for line in self.typed.lines:
+            prompt.history.append_string(line)
+        waiting = " · ".join(f"«{sanitize_line(q)[:40]}»" for q in self.typed.lines)
+        self.info(f"not sent (kept in the input history): {waiting}")
+        self.typed.lines.clear()
 
     def request_exit(self) -> None:
         self._exit = True
@@ -245,6 +257,8 @@ class Repl:
         finally:
             self.screen.keys = None
             self.screen.view = None
+            if self.typed.quit:  # Ctrl-D stopped the answer: the chat ends after it
+                self.request_exit()
         if result is not None:
             self.meter.note(result)
         if time.monotonic() - started >= self.chat.notify_after:

@@ -2,7 +2,8 @@
 
 While a turn runs, `TypeAhead` puts the terminal in a quiet non-canonical mode (no echo, Ctrl-C
 still a SIGINT) and a reader thread feeds every key to the REPL's `LineQueue`: Enter queues the
-line, Esc Enter queues it in front and stops the answer, Up takes the last queued line back.
+line, Esc Enter queues it in front and stops the answer, Up takes the last queued line back,
+Ctrl-D on an empty line stops the answer and ends the chat.
 The invariant: nothing typed is lost, and two lines are never merged into one message. The
 approval prompt stops the reader first (`normal()`). Does nothing unless stdin is a POSIX
 terminal. docs/design/chat.md says more.
@@ -32,6 +33,7 @@ class LineQueue:
 
     lines: list[str] = field(default_factory=list)
     typing: str = ""
+    quit: bool = False  # Ctrl-D on an empty line: stop the answer, then end the chat
     _escape: str = ""  # an escape sequence begun in an earlier chunk
 
     def feed(self, keys: str) -> bool:
@@ -61,6 +63,9 @@ class LineQueue:
             self._escape = ch
         elif ch in "\r\n":
             self._queue(front=False)
+        elif ch == "\x04" and not self.typing:  # Ctrl-D, as at the prompt
+            self.quit = True
+            return True
         elif ch in "\x7f\b":
             self.typing = self.typing[:-1]
         elif ch == "\x15":  # Ctrl-U

@@ -1,5 +1,5 @@
 """The chat's rough edges, in a real pseudo-terminal against the loopback server: `/help` in
-the terminal's width, what `/context` offers for a pinned memory line."""
+the terminal's width, what `/context` offers for a pinned memory line, Ctrl-D during an answer."""
 
 from __future__ import annotations
 
@@ -89,3 +89,39 @@ def test_context_offers_unpin_for_a_pinned_line_and_unpin_works(tmp_path: Path) 
         assert done.returncode == 0 and "Unpinned: entry 2" in done.stdout, done.stdout
         shown = json.loads(cb.run("memory", "show", "--json").stdout)
         assert [(e["number"], e["pinned"]) for e in shown] == [(1, False), (2, False)]
+
+
+def test_ctrl_d_during_an_answer_stops_it_keeps_it_and_quits(tmp_path: Path) -> None:
+    """Ctrl-D while an answer streams stops it, keeps what arrived (as Ctrl-C does), and ends
+    the chat as Ctrl-D at the prompt does: exit 0, the session saved and named; a line typed
+    ahead and not sent is kept in the input history."""
+    with fs.FakeServer() as server:
+        cb = make_cb(tmp_path, server.base_url, memory=NO_UPKEEP)
+        server.add(fs.text("".join(f"para {i}\n\n" for i in range(400)), chunk_size=8, delay=0.03))
+        child = spawn(cb)
+        try:
+            expect(child, TOOLBAR_END)
+            child.send("tell me everything\r")
+            expect(child, "para 6")
+            child.send("a queued line\r")
+            child.sendcontrol("d")
+            child.expect(pexpect.EOF, timeout=10)  # the whole answer takes 15 s
+            shown = plain(child.before)
+        finally:
+            child.close(force=True)
+        assert child.exitstatus == 0, (child.exitstatus, child.signalstatus, shown[-300:])
+        assert (
+            "interrupted" in shown
+            and "not sent (kept in the input history): «a queued line»" in shown
+        )
+        sid = cb.only_session()["id"]
+        assert f"Session {sid} saved" in shown
+        msgs = cb.only_session()["messages"]
+        assert [m["role"] for m in msgs] == ["user", "assistant"]
+        assert msgs[1]["status"] == "interrupted"
+        assert (
+            msgs[1]["content"].startswith("para 0\n\npara 1")
+            and "para 399" not in msgs[1]["content"]
+        )
+        assert len(server.chat_bodies()) == 1  # the queued line was not sent
+        assert "+a queued line" in (cb.work / ".countbot_history").read_text(encoding="utf-8")
