@@ -146,6 +146,17 @@ class Fallback:
         self._said.discard(name)
         return None
 
+    def standing_in(self, name: str) -> Engine | None:
+        """The link the next turn goes to while provider `name` is passed over (the first built
+        one that has not failed lately, as `answer` picks it), else None."""
+        if self.failed_lately(name) is None:
+            return None
+        for link in self.chain:
+            engine = self._built.get(link) if link != name else None
+            if engine is not None and self.failed_lately(link) is None:
+                return engine
+        return None
+
     def answer(
         self,
         held: Held,

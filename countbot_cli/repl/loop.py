@@ -27,7 +27,7 @@ from countbot_cli.repl import slash
 from countbot_cli.repl.host import TurnOp
 from countbot_cli.repl.prompt import editing_mode, make_prompt, redraw_soon, trim_history
 from countbot_cli.repl.tool_outputs import ToolOutputs
-from countbot_cli.repl.toolbar import ContextMeter, toolbar_text
+from countbot_cli.repl.toolbar import ContextMeter, answering, toolbar_text
 from countbot_cli.repl.typeahead import LineQueue, TypeAhead
 from countbot_cli.repl.view import ReplView, TurnOnScreen, write_banner
 from countbot_cli.textsafe import sanitize, sanitize_line
@@ -227,7 +227,7 @@ class Repl:
         the answer streams, then the conversation settles it on screen and runs the memory
         upkeep under a spinner. Keys typed meanwhile wait for the next prompt."""
         self._join_preload()
-        model = self.conversation.provider.model
+        model = answering(self.conversation).provider.model  # a fallback link's, while it answers
         spin = self._spinner if self._spinner is not None else isatty(self.side.file)
         waiting = f"waiting for {sanitize_line(model)}"
         upkeep = self.conversation.turn_waits_for_upkeep  # the embedded model is busy with it
@@ -236,7 +236,7 @@ class Repl:
             self.side,
             waiting=UPKEEP_WAIT if upkeep else waiting,
             spinner=spin,
-            stats=lambda: self.conversation.provider.last_stats,
+            stats=lambda: answering(self.conversation).provider.last_stats,
             keep_tool=self.tool_outputs.keep,
             typed=self.typed.summary,
         )

@@ -100,11 +100,12 @@ class ContextMeter:
         """The context window the conversation's engine budgets against: the settings of the
         model in use (after /model, with --context-window and COUNTBOT_CONTEXT_WINDOW still
         applied)."""
-        budget = conversation.engine.budget
+        engine = answering(conversation)  # a fallback link while the provider is passed over
+        budget = engine.budget
         if budget is not None:  # with what the server reported since the budget was made
             return budget.context_window
-        model = conversation.provider.model
-        cfg = conversation.engine.settings.provider
+        model = engine.provider.model
+        cfg = engine.settings.provider
         return context_window_for(model, cfg.context_window if model == cfg.model else None)
 
     def counter(self, model: str) -> TokenCounter:
@@ -142,7 +143,7 @@ class ContextMeter:
         """The next request, counted. wait=False never blocks on loading the tokenizer: it
         counts with the estimate meanwhile (and starts the load when `autoload` is set and the
         estimate is EXACT_FROM of the context window or more)."""
-        model = conversation.provider.model
+        model = answering(conversation).provider.model
         exact = wait or self.ready(model)
         counter = self.counter(model) if exact else self._estimator_for(model)
         key = _fingerprint(conversation, counter)
@@ -150,7 +151,7 @@ class ContextMeter:
         if cached is not None and cached[0] == key:
             result = cached[1]
         else:
-            self._calibrate(counter, conversation.engine)
+            self._calibrate(counter, answering(conversation))
             result = _count(
                 counter, conversation, self.context_window(conversation), self._tools_sent
             )
@@ -188,8 +189,15 @@ class ContextMeter:
         return f"{used}/{short_count(b.context_window)}{pct}"
 
 
+def answering(conversation: Conversation) -> Engine:
+    """The engine the next turn goes to: the chosen provider's, or the fallback link that
+    answers while that provider is passed over (conversation/fallback.py)."""
+    c = conversation
+    return c.fallback.standing_in(c.settings.provider.name) or c.engine
+
+
 def _fingerprint(conversation: Conversation, counter: TokenCounter) -> tuple[Any, ...]:
-    engine, session = conversation.engine, conversation.session
+    engine, session = answering(conversation), conversation.session
     msgs = session.messages
     last = msgs[-1] if msgs else None
     return (
@@ -215,7 +223,7 @@ def _count(
     tools_sent: bool | None,
 ) -> Breakdown:
     engine, session, system = (
-        conversation.engine,
+        answering(conversation),
         conversation.session,
         conversation.tuning.system(conversation.system_override),  # with the role's text
     )
@@ -330,17 +338,20 @@ def short_count(n: int) -> str:
 def toolbar_text(
     conversation: Conversation, meter: ContextMeter, width: int = 200, *, upkeep: bool = False
 ) -> str:
-    """The REPL's bottom toolbar: provider/model · title · context used/window (percent) · the
-    tool mode, `--yes` and the tools allowed for the session (`tools ask --yes +write_file`) ·
-    the memory upkeep, or a hint to tidy a grown MEMORY.md. At most `width` columns: the title goes first, then the upkeep mark,
-    then the tools; the model and the context stay longest (the model is cut last of all)."""
+    """The REPL's bottom toolbar: provider/model (who answers now: a fallback link while the
+    chosen provider is passed over, with its window and tools) · title · context used/window
+    (percent) · the tool mode, `--yes` and the tools allowed for the session (`tools ask --yes
+    +write_file`) · the memory upkeep, or a hint to tidy a grown MEMORY.md. At most `width`
+    columns: the title goes first, then the upkeep mark, then the tools; the model and the
+    context stay longest (the model is cut last of all)."""
     c = conversation
-    p = c.provider
+    engine = answering(c)  # who answers now: a fallback link while the provider is passed over
+    p = engine.provider
     title = sanitize_line(c.session.title) or ("new conversation" if c.is_new else "(untitled)")
     if len(title) > 40:
         title = title[:39] + "…"
     tools = "no tools"
-    if c.engine.tool_schemas():  # drawn at the prompt: no MCP server started
+    if engine.tool_schemas():  # drawn at the prompt: no MCP server started
         granted = sorted(c.policy.session_allowed)
         yes = " --yes" if c.policy.yes_writes else ""
         tools = f"tools {c.policy.mode}{yes}" + (f" +{','.join(granted)}" if granted else "")

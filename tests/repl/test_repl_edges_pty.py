@@ -1,5 +1,6 @@
 """The chat's rough edges, in a real pseudo-terminal against the loopback server: `/help` in
-the terminal's width, what `/context` offers for a pinned memory line, Ctrl-D during an answer."""
+the terminal's width, the toolbar after a fallback, what `/context` offers for a pinned memory
+line, Ctrl-D during an answer."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import fakeserver as fs
 import pexpect
 import pytest
-from cbenv import make_cb
+from cbenv import make_cb, provider_config
 from terminal import TOOLBAR_END, expect, plain, spawn
 
 from countbot_cli.repl.slash import COMMANDS, KEYS_HELP
@@ -125,3 +126,32 @@ def test_ctrl_d_during_an_answer_stops_it_keeps_it_and_quits(tmp_path: Path) -> 
         )
         assert len(server.chat_bodies()) == 1  # the queued line was not sent
         assert "+a queued line" in (cb.work / ".countbot_history").read_text(encoding="utf-8")
+
+
+def test_after_a_fallback_the_toolbar_names_the_link_that_answers_and_its_window(
+    tmp_path: Path,
+) -> None:
+    """The chosen provider (`test`, 32k window) is down; the fallback link `b` (model-b, a 4k
+    window) answers, and answers the next turns: the toolbar names it and its window."""
+    with fs.FakeServer() as down, fs.FakeServer() as second:
+        down.default = fs.status(503)
+        first = provider_config(down.base_url, max_retries=0, context_window=32000)
+        link = provider_config(second.base_url, model="model-b", max_retries=0, context_window=4096)
+        providers = {"test": first["providers"]["test"], "b": link["providers"]["test"]}
+        cb = make_cb(tmp_path, down.base_url, providers=providers, fallback=["b"], memory=NO_UPKEEP)
+        second.add(fs.text("b answers", model="model-b"))
+        child = spawn(cb)
+        try:
+            expect(child, "test/test-model · new conversation · ~")
+            expect(child, "/32k (")
+            child.send("hello\r")
+            expect(child, "answering with b (model-b)")
+            expect(child, "b answers")
+            expect(child, " b/model-b · hello · ~")  # the next prompt's toolbar
+            expect(child, "/4.1k (")
+            child.sendcontrol("d")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+        assert child.exitstatus == 0
+        assert len(down.chat_bodies()) == 1 and len(second.chat_bodies()) == 1
