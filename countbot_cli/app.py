@@ -274,7 +274,7 @@ def build_pair(
 def _skills(settings: Settings, notices: Notices) -> list[tuple[str, str, str]]:
     """The skills' lines for the stable head (config/skills.py); left-out ones named once.
     Only with tools on (the module docstring)."""
-    from countbot_cli.config.skills import listing, skills_for
+    from countbot_cli.config.skills import listing, skills_for  # with tools only (start-up)
 
     found = skills_for(settings, notices)
     return listing(found, settings.tools.workspace)
@@ -294,11 +294,11 @@ def _tool_registry(
 ) -> ToolRegistry:
     """`current()`: the session the tools serve (search_sessions leaves it out). Imported here:
     a plain `ask` without tools loads none of it (the module docstring)."""
-    from countbot_cli.config.skills import skills_for
-    from countbot_cli.conversation.sessions.search_tool import search_sessions_tool
-    from countbot_cli.memory.session_meaning import MeaningSearch
-    from countbot_cli.memory.tool import memory_tool
-    from countbot_cli.tools.registry import ToolContext, ToolRegistry, default_tools
+    from countbot_cli.config.skills import skills_for  # with tools only (start-up)
+    from countbot_cli.conversation.sessions.search_tool import search_sessions_tool  # likewise
+    from countbot_cli.memory.session_meaning import MeaningSearch  # with tools only (start-up)
+    from countbot_cli.memory.tool import memory_tool  # with tools only (start-up)
+    from countbot_cli.tools.registry import ToolContext, ToolRegistry, default_tools  # likewise
 
     t = settings.tools
     ctx = ToolContext(

@@ -290,7 +290,7 @@ class Engine:
                 return rnd
             # a tool round: loaded by the first (a turn without tools never needs it)
             from countbot_cli.conversation.round_fit import RoundFit
-            from countbot_cli.conversation.tool_round import RepeatedCalls, ToolRunner
+            from countbot_cli.conversation.tool_round import RepeatedCalls, ToolRunner  # likewise
 
             if repeats is None:
                 repeats = RepeatedCalls()

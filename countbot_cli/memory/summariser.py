@@ -184,7 +184,7 @@ class Summariser:
     def _provider(self, read_timeout: float) -> tuple[Provider, bool]:
         """A dedicated HTTP provider (no retries, short read timeout), the local model's
         upkeep view (it keeps the chat's KV cache), or the chat provider itself (test doubles)."""
-        from countbot_cli.provider.local import LocalProvider
+        from countbot_cli.provider.local import LocalProvider  # not for a remote ask (start-up)
 
         if isinstance(self.provider, LocalProvider):
             return self.provider.for_upkeep(), False

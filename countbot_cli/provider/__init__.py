@@ -21,11 +21,12 @@ __all__ = ["Provider", "ProviderSettings", "ProviderStats", "make_provider"]
 def make_provider(cfg: ProviderSettings, client: httpx.Client | None = None, **kw: Any) -> Provider:
     """The provider for `cfg.type`; `client` and `kw` go to the OpenAI-compatible provider."""
     if cfg.type == "openai":  # the embedded model's runs never load httpx
+        # here, not at the top: local_child.py's process imports this package, not this module
         from countbot_cli.provider.openai_compat import OpenAICompatProvider
 
         return OpenAICompatProvider(cfg, client, **kw)
     if cfg.type == "local":  # a remote provider's ask never loads the local model's modules
-        from countbot_cli.provider.local import LocalProvider
+        from countbot_cli.provider.local import LocalProvider  # not for a remote ask (start-up)
 
         return LocalProvider(cfg)
     raise ConfigError(

@@ -44,13 +44,14 @@ def preload() -> None:
 
     from rich.console import Console
 
-    from countbot_cli.ui import mdblocks
+    from countbot_cli.ui import mdblocks  # rich.markdown: what this warms up
 
     mdblocks.parser()
     warm = Console(file=io.StringIO(), force_terminal=True, width=80, color_system="truecolor")
     warm.print(
         mdblocks.Lines(mdblocks.render_lines(warm, _WARM_DOC, separated=True, code_theme="monokai"))
     )
+    # the console's and the live region's modules too: the first answer finds them loaded
     from countbot_cli.ui import console, liveregion  # noqa: F401
 
 
@@ -59,7 +60,7 @@ _WARM_DOC = "# a\n\n- *b* `c`\n\n| d |\n|---|\n| e |\n\n```python\nx = 1\n```\n"
 
 def is_plain_console(console: Console) -> bool:
     """True for a console made by `make_console` for a pipe or `force_plain`."""
-    from countbot_cli.ui.console import OutputConsole
+    from countbot_cli.ui.console import OutputConsole  # rich: on first use
 
     return isinstance(console, OutputConsole) and console.plain
 
@@ -70,7 +71,7 @@ def make_console(
     """A Console for countbot output. Plain (raw text, no colour, no wrapping) when `force_plain`,
     or by default when the stream is not a terminal. On a terminal with `NO_COLOR` set, markdown
     is rendered without colours (styles such as bold stay)."""
-    from countbot_cli.ui.console import OutputConsole
+    from countbot_cli.ui.console import OutputConsole  # rich: on first use
 
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
     plain = force_plain
@@ -111,7 +112,7 @@ def render_markdown(console: Console, text: str, *, code_theme: str = "monokai")
         if text:
             _write_raw(console.file, text if text.endswith("\n") else text + "\n")
         return
-    from countbot_cli.ui import mdblocks
+    from countbot_cli.ui import mdblocks  # rich.markdown: on a rendered console only
 
     lines = mdblocks.render_lines(console, text, separated=False, code_theme=code_theme)
     console.print(mdblocks.Lines(mdblocks.rstrip_line(line) for line in lines))
@@ -286,7 +287,7 @@ class StreamView:
     @property
     def _blocks(self) -> Any:
         if self._blocks_mod is None:
-            from countbot_cli.ui import mdblocks
+            from countbot_cli.ui import mdblocks  # rich.markdown: on first render
 
             self._blocks_mod = mdblocks
             self._memo = mdblocks.RenderMemo()
@@ -384,7 +385,7 @@ class StreamView:
             return
         started = time.perf_counter()
         if self._region is None:
-            from countbot_cli.ui.liveregion import LiveRegion
+            from countbot_cli.ui.liveregion import LiveRegion  # on a terminal only (start-up)
 
             console = self._console
             self._region = LiveRegion(

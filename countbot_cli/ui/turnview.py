@@ -89,7 +89,7 @@ class PlainView:
 
     def tool_end(self, prepared: PreparedCall, result: ToolResult, decision: Decision) -> None:
         from countbot_cli.memory.tool import shown_lines  # with tools only (start-up)
-        from countbot_cli.tools.shell import failed_stderr_tail
+        from countbot_cli.tools.shell import failed_stderr_tail  # with tools only (start-up)
 
         if prepared.call.name == "memory" and result.ok:  # for --json's memory_used
             self.memory_shown += shown_lines(result.content)
