@@ -10,14 +10,19 @@ plain `ask` without them loads none of it (tests/helpers/start_up.py, docs/desig
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from datetime import date
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
+from countbot_cli import fileio
 from countbot_cli.config.instructions import instructions_for
 from countbot_cli.config.options import apply_options
+from countbot_cli.config.own_files import NOTICES_FILE
 from countbot_cli.config.settings import Settings, untrusted_notice
 from countbot_cli.config.settings import load_settings as settings_from
 from countbot_cli.conversation.budget import make_budget
@@ -77,7 +82,7 @@ def load_settings(
         require_model=require_model,
     )
     if note := untrusted_notice(settings):
-        _notice(err or sys.stderr, note)
+        _notice_daily(err or sys.stderr, settings, note, settings.ignored_config)
     settings = apply_options(settings, opts.options)
     if opts.context_window is not None:  # --context-window N
         return with_context_window(settings, opts.context_window)
@@ -97,11 +102,18 @@ def make_provider(settings: Settings, err: TextIO | None = None) -> Provider:
     stream = err or sys.stderr
     p = settings.provider
     if p.type == "local" and p.implicit:
-        _notice(
+        other = (
+            f"or set up a provider in {settings.config_file}"
+            if settings.config_file is not None
+            else "`countbot config init` sets up another provider"
+        )
+        _notice_daily(
             stream,
+            settings,
             f"no provider configured: using the embedded local model {p.model} (offline, for "
             "a smoke test and short answers; `countbot models pull qwen3-1.7b` fetches a "
-            "capable one, `countbot config init` sets up another provider)",
+            f"capable one, {other})",
+            p.model,
         )
     return provider_of(p, on_notice=lambda m: _notice(stream, m))
 
@@ -109,6 +121,24 @@ def make_provider(settings: Settings, err: TextIO | None = None) -> Provider:
 def _notice(err: TextIO, text: str) -> None:
     err.write(f"countbot: {sanitize(text)}\n")
     err.flush()
+
+
+def _notice_daily(err: TextIO, settings: Settings, text: str, about: object) -> None:
+    """`_notice`, said once a day about one file (`about`): a notice that comes back on every
+    `ask` is noise. The data folder's NOTICES_FILE holds what was said today; where it cannot
+    be read or written, the notice is said every time."""
+    path = settings.data_dir / NOTICES_FILE
+    key, today = f"{about}\t{text}", date.today().isoformat()
+    doc = fileio.read_json_cache(path, 64_000, lambda _why: None)
+    said = doc.get("said") if doc.get("day") == today else None
+    said = [k for k in said if isinstance(k, str)] if isinstance(said, list) else []
+    if key in said:
+        return
+    _notice(err, text)
+    record = json.dumps({"day": today, "said": [*said, key]}).encode()
+    with contextlib.suppress(OSError, CountbotError):
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fileio.atomic_write(path, record, durable=False)
 
 
 class Notices:

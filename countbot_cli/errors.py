@@ -120,6 +120,14 @@ class DamagedDataError(StorageError):
     exit_code = EXIT_USAGE
 
 
+class NotUsableError(StorageError):
+    """A folder or file countbot keeps cannot be used as it is: a file where its folder goes,
+    no permission, a session written by a newer countbot. Not a bug (exit 1) but the user's to
+    fix, as the message says, so exit 2 like a bad config file."""
+
+    exit_code = EXIT_USAGE
+
+
 class ProviderError(CountbotError):
     """The provider answered with an error. `status` is the HTTP status when there was one."""
 

@@ -25,7 +25,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from countbot_cli.errors import DamagedDataError, SessionLockedError, StorageError
+from countbot_cli.errors import (
+    DamagedDataError,
+    NotUsableError,
+    SessionLockedError,
+    StorageError,
+)
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.textsafe import sanitize
 
@@ -186,12 +191,40 @@ def _say(text: str) -> None:
 
 def read_error(path: Path, e: OSError, what: str = "") -> StorageError:
     """Why `path` could not be read: DamagedDataError (exit 2) when a folder or another thing
-    that is not a file stands where countbot keeps `what`, StorageError otherwise."""
+    that is not a file stands where countbot keeps `what`, NotUsableError (exit 2) when a file
+    stands in its folder's way or permission is refused, StorageError otherwise."""
     if isinstance(e, IsADirectoryError) or e.errno == errno.EISDIR:
         return DamagedDataError(
             f"{path} is a folder, not {what or 'a file'}", hint="move it away or rename it"
         )
+    if e.errno == errno.ENOTDIR:
+        return folder_error(path.parent, e, f"folder of {what or path.name}", verb="read")
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return NotUsableError(
+            f"cannot read {path}: {e.strerror or e}", hint="check its permissions"
+        )
     return StorageError(f"cannot read {path}: {e.strerror or e}")
+
+
+def folder_error(folder: Path, e: OSError, what: str, verb: str = "make") -> StorageError:
+    """Why the `what` (e.g. "sessions folder") at `folder` cannot be made or read: when a file
+    stands in its way or access is refused, NotUsableError (exit 2) naming the folder and what
+    to do; StorageError (exit 1) for anything else."""
+    head = f"cannot {verb} the {what} {folder}"
+    if e.errno in (errno.ENOTDIR, errno.EEXIST):
+        chain = [*reversed(folder.parents), folder]
+        file = next((p for p in chain if p.exists() and not p.is_dir()), None)
+        if file is not None:
+            return NotUsableError(
+                f"{head}: {file} is a file, not a folder",
+                hint="move that file away, or choose another folder in the config file",
+            )
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return NotUsableError(
+            f"{head}: {e.strerror or e}",
+            hint="check the permissions, or choose another folder in the config file",
+        )
+    return StorageError(f"{head}: {e.strerror or e}")
 
 
 def key_of(path: Path) -> Key | None:

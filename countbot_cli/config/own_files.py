@@ -27,6 +27,7 @@ CONTEXT_WINDOWS_FILE = (
 RATIOS_FILE = ".countbot_tokens.json"  # learned token ratios (conversation/budget.py)
 HISTORY_FILE = ".countbot_history"  # the REPL's input history (repl/loop.py)
 SERVERS_FILE = "servers.json"  # what each server said it is (provider/server_facts.py)
+NOTICES_FILE = "notices.json"  # the notices said today, said once a day (app.py)
 DATA_FILES = (
     COSTS_FILE,
     SAVED_FILE,
@@ -34,6 +35,7 @@ DATA_FILES = (
     RATIOS_FILE,
     HISTORY_FILE,
     SERVERS_FILE,
+    NOTICES_FILE,
 )
 SEARCH_INDEX_FILE = (
     "search-index.sqlite3"  # in the sessions folder (conversation/sessions/search.py)

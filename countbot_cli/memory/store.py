@@ -394,7 +394,7 @@ class MemoryStore:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise StorageError(f"cannot read {self.path}: {exc.strerror}") from exc
+            raise fileio.read_error(self.path, exc, "the memory file") from exc
         return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
     def _load(self) -> _mi.Snapshot:
@@ -429,7 +429,7 @@ class MemoryStore:
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StorageError(f"cannot lock {self.path}: {exc.strerror}") from exc
+            raise fileio.folder_error(target.parent, exc, "folder of the memory file") from exc
         lock = lock_file(target)
         with self._watch.holding(), fileio.locked(lock, self.lock_timeout, str(self.path)):
             _remove_stale_temps(target)

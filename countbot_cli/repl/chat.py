@@ -93,18 +93,21 @@ def _check(opts: ChatOptions) -> None:
 
 class _SideStream:
     """stderr for the provider's notices (retries): written through the turn's view, if any, so
-    the spinner's line is erased first."""
+    the spinner's line is erased first. Without `ask`'s "countbot: " prefix: the chat's own lines
+    (its "error: …" after a failed turn, its notes) carry none, and one screen has one style."""
 
     def __init__(self, screen: TurnOnScreen) -> None:
         self.screen = screen
 
     def write(self, text: str) -> int:
+        length = len(text)
+        text = "\n".join(ln.removeprefix("countbot: ") for ln in text.split("\n"))
         view = self.screen.view
         if view is not None:
             view.side_note(text)
         else:
             sys.stderr.write(text)
-        return len(text)
+        return length
 
     def flush(self) -> None:
         sys.stderr.flush()

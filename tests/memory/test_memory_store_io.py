@@ -67,10 +67,10 @@ def test_unusable_paths_are_storage_errors(tmp_path: Path) -> None:
         MemoryStore(folder).add("x")
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
-    with pytest.raises(StorageError, match="cannot"):
-        MemoryStore(not_a_dir / "MEMORY.md").add("x")
-    with pytest.raises(StorageError, match="Not a directory"):
-        MemoryStore(not_a_dir / "MEMORY.md").entries()
+    for use in (lambda s: s.add("x"), lambda s: s.entries()):
+        with pytest.raises(StorageError, match=f"{not_a_dir} is a file, not a folder") as info:
+            use(MemoryStore(not_a_dir / "MEMORY.md"))
+        assert info.value.exit_code == 2  # the user's to fix, as the message says
 
 
 APPENDER = textwrap.dedent(

@@ -32,7 +32,7 @@ from countbot_cli.conversation.sessions.session import (
     header_from_dict,
     new_session_id,
 )
-from countbot_cli.errors import DamagedDataError, StorageError, UsageError
+from countbot_cli.errors import DamagedDataError, NotUsableError, StorageError, UsageError
 from countbot_cli.fileio import Key
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.messages import utc_now
@@ -234,7 +234,7 @@ class SessionStore:
         try:
             session = Session.from_dict(snap.doc)
         except SchemaVersionError as e:
-            raise StorageError(
+            raise NotUsableError(
                 f"{self.path(sid)} was written by a newer countbot ({e})",
                 hint="upgrade countbot to open it",
             ) from e
@@ -304,7 +304,7 @@ class SessionStore:
             if st.st_mode & 0o077 and st.st_uid == getattr(os, "getuid", lambda: -1)():
                 os.chmod(self.root, 0o700)  # the sessions folder is private (SPEC §8)
         except OSError as e:
-            raise StorageError(f"cannot create the sessions folder {self.root}: {e}") from e
+            raise fileio.folder_error(self.root, e, "sessions folder") from e
         self._root_ready = True
 
     # ---- listing and the index ----
@@ -315,6 +315,8 @@ class SessionStore:
                 return [e.name[:-5] for e in it if is_session_file(e.name)]
         except FileNotFoundError:
             return []
+        except OSError as e:
+            raise fileio.folder_error(self.root, e, "sessions folder", verb="read") from e
 
     def _ambiguous(self, ref: str, matches: builtins.list[str]) -> NoReturn:
         titles = {h["id"]: h["title"] for h in self.list()}
@@ -331,6 +333,8 @@ class SessionStore:
                     entries = builtins.list(it)
         except FileNotFoundError:
             return {}
+        except OSError as e:
+            raise fileio.folder_error(self.root, e, "sessions folder", verb="read") from e
         index = self._listing.read()
         rows: dict[str, Row] = {}
         fixes: dict[str, Row] = {}
@@ -369,7 +373,10 @@ class SessionStore:
         try:
             return listing.row(key, header_from_dict(_loads(data)))
         except SchemaVersionError as e:
-            self._report(str(path), f"{path} was written by a newer countbot ({e}); skipped")
+            self._report(
+                str(path),
+                f"{path} was written by a newer countbot ({e}); skipped (upgrade countbot to open it)",
+            )
         except ValueError as e:
             try:
                 if self._git_merged(sid, data, key, locked=False):
