@@ -141,7 +141,7 @@ def _for(
         elif "--template" in pending.opts:
             yield from _templates()
         elif "--option" in pending.opts:
-            from countbot_cli.config.options import KNOWN
+            from countbot_cli.config.options import KNOWN  # a TAB loads only what it completes
 
             yield from ((key, "") for key in KNOWN)
         return
@@ -160,8 +160,8 @@ def _for(
 
 
 def _sessions(config: str | None) -> Iterator[tuple[str, str]]:
-    from countbot_cli.config.settings import load_settings
-    from countbot_cli.conversation.sessions.store import SessionStore
+    from countbot_cli.config.settings import load_settings  # a TAB: for --session only
+    from countbot_cli.conversation.sessions.store import SessionStore  # likewise
 
     settings = load_settings(config_path=config, require_provider=False)
     for head in SessionStore(settings.sessions_dir).list():
@@ -169,7 +169,7 @@ def _sessions(config: str | None) -> Iterator[tuple[str, str]]:
 
 
 def _roles() -> Iterator[tuple[str, str]]:
-    from countbot_cli.config.roles import parse_role, role_names, roles_dir
+    from countbot_cli.config.roles import parse_role, role_names, roles_dir  # a TAB: --role
 
     for name in role_names():
         try:
@@ -180,7 +180,7 @@ def _roles() -> Iterator[tuple[str, str]]:
 
 
 def _templates() -> Iterator[tuple[str, str]]:
-    from countbot_cli.config.templates import load_template, template_names
+    from countbot_cli.config.templates import load_template, template_names  # a TAB: --template
 
     for name in template_names():
         try:

@@ -17,8 +17,17 @@ from typing import Any, Protocol, TextIO
 
 from countbot_cli.app import make_provider
 from countbot_cli.config.file import did_you_mean
+from countbot_cli.config.local_models import models_dir
 from countbot_cli.config.providers import NO_PROVIDER_HINT, ProviderConfig
 from countbot_cli.config.settings import Settings
+from countbot_cli.conversation.server_window import (
+    ASSUMED_SOURCE,
+    context_window_of,
+    raise_hint,
+    server_context_window_now,
+    user_set,
+    with_server_context_window,
+)
 from countbot_cli.errors import (
     EXIT_ERROR,
     EXIT_OK,
@@ -55,7 +64,6 @@ def check_command(settings: Settings, out: TextIO) -> int:
 
 def models_command(settings: Settings, out: TextIO, *, json_out: bool) -> int:
     """`countbot models`: `models` on the configured provider, with the pulled models."""
-    from countbot_cli.config.local_models import models_dir
 
     def factory(_cfg: ProviderConfig) -> CheckedProvider:
         return make_provider(settings)
@@ -266,15 +274,6 @@ def _check_reply(
 def _check_context_window(settings: Settings, report: _Report) -> None:
     """The window a turn is budgeted against, where that figure comes from, and whether the
     server runs a smaller one (asked after the reply, which has loaded the model)."""
-    from countbot_cli.conversation.server_window import (
-        ASSUMED_SOURCE,
-        context_window_of,
-        raise_hint,
-        server_context_window_now,
-        user_set,
-        with_server_context_window,
-    )
-
     cfg = settings.provider
     if cfg.type != "openai" or not cfg.model:
         return
@@ -308,7 +307,7 @@ def models(
 ) -> int:
     """`GET {api_base}/models`: one id a line (the current one marked on a terminal), or JSON;
     then, with the models `folder`, what is pulled there (and on a terminal the catalogue)."""
-    from countbot_cli.commands.models import pulled_json, pulled_rows
+    from countbot_cli.commands.models import pulled_json, pulled_rows  # `models` only
 
     cfg = settings.provider
     if cfg.type == "none":

@@ -46,6 +46,7 @@ from countbot_cli.errors import (
     StorageError,
     UsageError,
 )
+from countbot_cli.speedups.httpx_import import import_httpx
 
 HUB = "https://huggingface.co"
 CHUNK = 1 << 20
@@ -281,8 +282,6 @@ class _Refetch(Exception):
 
 def _get(source: Source, f: IO[bytes], have: int, digest: Any, progress: Any) -> tuple[int, bool]:
     """One GET from byte `have` on, appended to `f`; (bytes now, whether the file is whole)."""
-    from countbot_cli.speedups.httpx_import import import_httpx
-
     httpx = import_httpx()
     headers = {"Accept-Encoding": "identity", **source.same_host_auth}
     if have:

@@ -108,7 +108,7 @@ def progress_on(err: TextIO, source: Any) -> Iterator[Any]:
 
 def pull_command(target: str, name: str | None, err: TextIO) -> int:
     """`countbot models pull NAME|URL [--name NAME]`."""
-    from countbot_cli.commands.model_pull import pull
+    from countbot_cli.commands.model_pull import pull  # pull/rm only, not the listing
 
     folder = models_dir()
     found, seconds = pull(target, folder, lambda s: progress_on(err, s), name=name)
@@ -122,7 +122,7 @@ def pull_command(target: str, name: str | None, err: TextIO) -> int:
 
 def rm_command(name: str, err: TextIO) -> int:
     """`countbot models rm NAME`."""
-    from countbot_cli.commands.model_pull import remove
+    from countbot_cli.commands.model_pull import remove  # pull/rm only, not the listing
 
     gone = remove(name, models_dir())
     err.write(f"countbot: removed {gone.name} ({_gb(gone.size)})\n")

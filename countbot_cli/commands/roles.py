@@ -48,15 +48,15 @@ def choose(
     rest = list(prompt or [])
     options: dict[str, Any] = {}
     if template is not None:
-        from countbot_cli.config.templates import fill, load_template
+        from countbot_cli.config.templates import fill, load_template  # with --template only
 
         t = load_template(template)
         model, options = model or t.model, dict(t.options)
         rest = [fill(t, rest)]
     if role is None:
         return Chosen(system, model, {**options, **given}, rest)
-    from countbot_cli.config.roles import load_role
-    from countbot_cli.config.templates import role_with_arguments
+    from countbot_cli.config.roles import load_role  # with --role only (ask's start-up)
+    from countbot_cli.config.templates import role_with_arguments  # likewise
 
     r, rest = role_with_arguments(load_role(role), rest)
     text = "\n\n".join(t for t in (r.text, system) if t)
@@ -64,7 +64,7 @@ def choose(
 
 
 def roles_list(out: TextIO, err: TextIO) -> int:
-    from countbot_cli.config.roles import parse_role, role_names, roles_dir
+    from countbot_cli.config.roles import parse_role, role_names, roles_dir  # ask loads `choose`
 
     folder = roles_dir()
     names = role_names()
