@@ -2,8 +2,8 @@
 
 `pick` chooses: candidates in memory/rank.py's order (by meaning, the first places kept for the
 lines holding the message's rarest words), taken while they fit the budget (`memory.recall_lines`
-lines within `memory.recall_tokens` tokens), each with the newer lines that replace it
-(memory/versions.py: the rule `memory tidy` proposes by). A line replaced by a line the user
+lines within `memory.recall_tokens` tokens; one too long goes cut to its start), each with the
+newer lines that replace it (memory/versions.py: the rule `memory tidy` proposes by). A line replaced by a line the user
 wrote (`memory add`) or approved (`memory tidy`) is left out, its replacement sent instead; one
 replaced only by an automatic line is sent marked `(older)`. The lines go oldest first, each
 with its date, so the model sees which is newest. `Recall` feeds it: the message's vector and
@@ -60,7 +60,7 @@ class Budget(NamedTuple):
 
 
 class Picked(NamedTuple):
-    entry: Entry
+    entry: Entry  # as sent: its content cut to its start (`cut`) when it did not fit whole
     older: bool  # a newer automatic line sent with it replaces it
 
 
@@ -82,6 +82,26 @@ def line_tokens(text: str) -> int:
 def label(entry: Entry, older: bool = False) -> str:
     """How a recalled line is sent: `date: content`, or `date (older): content`."""
     return f"{entry.date}{' (older)' if older else ''}: {entry.content}"
+
+
+def cut(entry: Entry, older: bool, room: int, cost: Callable[[str], int]) -> Entry | None:
+    """`entry` cut to the longest start of its content that, ending in "…", costs at most `room`
+    tokens as sent (`cost(label(...))`); None when not even its first character does."""
+    text = entry.content
+
+    def fits(n: int) -> bool:
+        return cost(label(entry._replace(content=text[:n] + "…"), older)) <= room
+
+    if not text or not fits(1):
+        return None
+    lo, hi = 1, 2  # fits(lo); hi: the first length found too long, or the whole
+    while hi < len(text) and fits(hi):  # doubling: a 1 MB line is measured by its start
+        lo, hi = hi, hi * 2
+    hi = min(hi, len(text))
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return entry._replace(content=text[:lo].rstrip() + "…")
 
 
 def newest(
@@ -155,7 +175,11 @@ def pick(
     replaced = Replacements(entries, index)
     chosen: list[int] = []
     seen: set[int] = set()
+    sent_as: dict[int, Entry] = {}  # the lines sent cut to their start
     used = 0
+
+    def whole(i: int) -> int:
+        return cost(label(entries[i], bool(replaced.of(i))))
 
     def take(i: int) -> None:
         nonlocal used
@@ -169,9 +193,14 @@ def pick(
             for j in newer:  # that one goes instead
                 take(j)
             return
-        tokens = cost(label(entries[i], bool(newer)))
-        if used + tokens > budget.tokens:
-            return
+        tokens = whole(i)
+        if used + tokens > budget.tokens:  # too long: its start, leaving room for its newer lines
+            follow = [j for j in newer if j not in seen and not skip(entries[j])]
+            room = budget.tokens - used - sum(map(whole, follow[: budget.lines - len(chosen) - 1]))
+            if (short := cut(entries[i], bool(newer), room, cost)) is None:
+                return
+            sent_as[i] = short
+            tokens = cost(label(short, bool(newer)))
         chosen.append(i)
         used += tokens
         for j in newer:  # a newer line that replaces it goes with it
@@ -183,7 +212,7 @@ def pick(
         take(i)
     sent = set(chosen)
     return [
-        Picked(entries[i], any(j in sent for j in replaced.of(i)))
+        Picked(sent_as.get(i, entries[i]), any(j in sent for j in replaced.of(i)))
         for i in sorted(chosen, key=lambda i: (index.rank[i], i))
     ]
 

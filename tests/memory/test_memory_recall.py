@@ -14,7 +14,7 @@ from memory_rig import q
 from countbot_cli.config.settings import load_settings
 from countbot_cli.memory.digest import format_newest, is_no_memory, overflow_batches, summary_line
 from countbot_cli.memory.keeper import MemoryKeeper
-from countbot_cli.memory.recall import Budget, Meaning, Recall, line_tokens, pick
+from countbot_cli.memory.recall import Budget, Meaning, Recall, label, line_tokens, pick
 from countbot_cli.memory.search import Snapshot, query_words
 from countbot_cli.messages import Message
 from countbot_cli.prompts import NO_MEMORY_SENTINEL
@@ -64,11 +64,11 @@ def test_recall_modes_and_budget(tmp_path: Path) -> None:
 
     relevant = keeper("relevant", tokens=200)
     got = relevant.recall("how did deployment go?")
-    cost = [line_tokens(g) for g in got]
-    assert sum(cost) <= 200 < sum(cost) + cost[0]  # as many as fit the tokens (3 of these)
-    assert len(got) == 3 and all("deployment" in g for g in got)
+    assert sum(line_tokens(g) for g in got) <= 200  # three whole, a fourth cut to what remains
+    assert len(got) == 4 and all("deployment" in g for g in got)
+    assert got[0].endswith("…") and not any(g.endswith("…") for g in got[1:])
     today = date.today().isoformat()
-    assert [g.split(" ", 3)[2] for g in got] == ["37", "38", "39"]  # newest on ties ...
+    assert [g.split(" ", 3)[2] for g in got] == ["36", "37", "38", "39"]  # newest on ties ...
     assert all(g.startswith(f"{today}: note ") for g in got)  # ... sent oldest first, dated
     assert len(keeper("relevant", lines=3).recall("how did deployment go?")) == 3
     assert relevant.recall("数据库用什么") == [f"{today}: 用户偏好使用 PostgreSQL 数据库"]
@@ -125,17 +125,32 @@ def test_recall_by_words_sends_the_lines_holding_the_words_of_the_question(
     assert contents("what do you think?") == []
 
 
-def test_recall_skips_a_line_too_long_for_its_budget(tmp_path: Path) -> None:
-    keeper = recall_keeper(
-        tmp_path,
-        [
-            "Redis cache runs on port 6380",
-            "Redis notes: " + " ".join(f"redis cluster node{i} port {7000 + i}" for i in range(80)),
-        ],
-        recall_tokens=300,
-    )
-    got = keeper.recall("which redis port?")
-    assert [g.split(": ", 1)[1] for g in got] == ["Redis cache runs on port 6380"]
+def test_a_line_too_long_for_what_remains_of_the_budget_goes_cut_to_its_start(
+    tmp_path: Path,
+) -> None:
+    notes = "Redis notes: " + " ".join(f"redis cluster node{i} port {7000 + i}" for i in range(80))
+    keeper = recall_keeper(tmp_path, ["Redis cache runs on port 6380", notes], recall_tokens=300)
+    got = keeper.recall("which port does the redis cache run on?")
+    assert len(got) == 2 and got[0].endswith(": Redis cache runs on port 6380")  # whole
+    start = got[1].split(": ", 1)[1]
+    assert start.endswith("…") and notes.startswith(start[:-1])  # the notes' start ...
+    assert len(start) > 500  # ... as long as fits: the 300 tokens less the first line
+    assert 300 - 1 <= sum(line_tokens(g) for g in got) <= 300
+
+
+def test_a_cut_line_leaves_room_for_the_newer_line_that_replaces_it() -> None:
+    """The older line is cut to what remains after its update, so both go, it marked `(older)`."""
+    import numpy as np
+
+    old = "the staging server runs on port 6380 in rack 4" + ", rack 4" * 40
+    rows = ["2025-01-01|auto|" + old, "2025-03-01|auto|the staging server now runs on port 6390"]
+    snap = Snapshot.parse(("\n".join(rows) + "\n").encode(), key=None)
+    meaning = Meaning(np.array([1.0, 0.5], dtype=np.float32))  # the old line ranks first
+    found = pick(snap, [], meaning, Budget(lines=4, tokens=150), len)
+    assert [(p.entry.date, p.older) for p in found] == [("2025-01-01", True), ("2025-03-01", False)]
+    assert found[0].entry.content.endswith("…") and old.startswith(found[0].entry.content[:-1])
+    assert found[1].entry.content == "the staging server now runs on port 6390"  # whole
+    assert sum(len(label(p.entry, p.older)) for p in found) <= 150
 
 
 class _NoProvider:

@@ -80,7 +80,7 @@ def test_a_1_mb_line_costs_what_its_start_costs_and_is_found_by_it(
 ) -> None:
     filler = " ".join(("alpha", "retry", "timeout", "shard")[i % 4] for i in range(200_000))
     big = f"{BIG_START}: {filler}"[:1_000_000]
-    cb = setup(tmp_path, server, [*memory_lines(12), big], wait=RECALL_WAIT)
+    cb = setup(tmp_path, server, [*memory_lines(12), big], wait=RECALL_WAIT)  # the default budget
     warm(cb.memory_file)  # the 1 MB line among them: embedded by its start, in a moment
     assert cached(cb.memory_file, [big]) == [True]
     server.add(fs.text("ok"))
@@ -88,16 +88,16 @@ def test_a_1_mb_line_costs_what_its_start_costs_and_is_found_by_it(
     proc = cb.run("ask", "--plain", "--no-save", "what happened the night payments fell over?")
     assert proc.returncode == 0, proc.stderr
     assert time.monotonic() - started < 120  # a hang bound; bench/bench_recall_cost.py times it
+    assert "by words" not in proc.stderr  # recalled by meaning, every line's vector ready
 
-    from countbot_cli.memory.recall import Budget, Recall
-    from countbot_cli.memory.store import MemoryStore
+    from countbot_cli.config.settings import MemorySettings
+    from countbot_cli.memory.recall import line_tokens
 
-    recall = Recall(MemoryStore(cb.memory_file), wait=RECALL_WAIT)
-    meaning = recall.meaning(recall.memory.snapshot(), "payments")
-    assert meaning is not None and meaning.embedded is None  # every line has its vector
-    roomy = Budget(lines=4, tokens=10**7)  # the line whole fits (recall's own budget sends less)
-    found = recall.relevant("the night the payments cluster fell over", roomy, len)
-    assert big in [p.entry.content for p in found]  # found by what its start says
+    sent = server.chat_bodies()[-1]["messages"][-1]["content"]
+    line = next(ln for ln in sent.splitlines() if BIG_START in ln)  # found by what its start says
+    start = line.split(": ", 1)[1]
+    assert start.endswith("…") and big.startswith(start[:-1])  # ... and sent cut to its start
+    assert line_tokens(line.removeprefix("- ")) <= MemorySettings._field_defaults["recall_tokens"]
 
 
 def test_a_cold_cache_is_waited_for_recall_wait_said_and_the_next_run_goes_on(
