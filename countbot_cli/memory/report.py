@@ -51,8 +51,12 @@ def without_memory(settings: Settings) -> Settings:
 
 def entry_for(text: str, numbered: Sequence[tuple[int, Entry]]) -> tuple[int, Entry] | None:
     """The numbered entry a memory line as a request carries it stands for (`DATE: CONTENT`,
-    or any wording that holds the content and its date): the longest such content wins."""
+    or any wording that holds the content and its date; a line recall cut, `DATE: START…`, by
+    its start): the longest such content wins."""
     hits = [(n, e) for n, e in numbered if e.content and e.content in text and e.date in text]
+    start = text.split(": ", 1)[-1].removesuffix("…") if text.endswith("…") else ""
+    if not hits and start:
+        hits = [(n, e) for n, e in numbered if e.content.startswith(start) and e.date in text]
     return max(hits, key=lambda hit: len(hit[1].content), default=None)
 
 

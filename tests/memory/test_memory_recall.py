@@ -15,6 +15,7 @@ from countbot_cli.config.settings import load_settings
 from countbot_cli.memory.digest import format_newest, is_no_memory, overflow_batches, summary_line
 from countbot_cli.memory.keeper import MemoryKeeper
 from countbot_cli.memory.recall import Budget, Meaning, Recall, label, line_tokens, pick
+from countbot_cli.memory.report import entry_for
 from countbot_cli.memory.search import Snapshot, query_words
 from countbot_cli.messages import Message
 from countbot_cli.prompts import NO_MEMORY_SENTINEL
@@ -136,6 +137,8 @@ def test_a_line_too_long_for_what_remains_of_the_budget_goes_cut_to_its_start(
     assert start.endswith("…") and notes.startswith(start[:-1])  # the notes' start ...
     assert len(start) > 500  # ... as long as fits: the 300 tokens less the first line
     assert 300 - 1 <= sum(line_tokens(g) for g in got) <= 300
+    hit = entry_for(got[1], keeper.memory.numbered())  # what `ask --json` and /context report
+    assert hit is not None and hit[1].content == notes
 
 
 def test_a_cut_line_leaves_room_for_the_newer_line_that_replaces_it() -> None:
