@@ -2,8 +2,9 @@
 
 `pick` chooses: candidates in memory/rank.py's order (by meaning, the first places kept for the
 lines holding the message's rarest words), taken while they fit the budget (`memory.recall_lines`
-lines within `memory.recall_tokens` tokens; one too long goes cut to its start), each with the
-newer lines that replace it (memory/versions.py: the rule `memory tidy` proposes by). A line replaced by a line the user
+lines within `memory.recall_tokens` tokens; what the whole lines leave goes to the best line too
+long for it, cut to its start), each with the newer lines that replace it (memory/versions.py:
+the rule `memory tidy` proposes by). A line replaced by a line the user
 wrote (`memory add`) or approved (`memory tidy`) is left out, its replacement sent instead; one
 replaced only by an automatic line is sent marked `(older)`. The lines go oldest first, each
 with its date, so the model sees which is newest. `Recall` feeds it: the message's vector and
@@ -160,8 +161,6 @@ def pick(
     (`query_words`); `meaning`: None when recall is by words; `cost`: the tokens of a line as
     sent; `skip`: lines never recalled (muted, or pinned: in the system prompt already);
     `users`: whether a line is the user's own (it may retire older lines)."""
-    from countbot_cli.memory.versions import Replacements  # once lines are sent (start-up)
-
     n = len(snap.contents)
     index = snap.index()
     word_order = rank.by_words(rank.idf_scores(index, words, n), index.rank)
@@ -171,50 +170,87 @@ def pick(
         meaning_order = rank.by_meaning(meaning.scores, meaning.embedded)
         unembedded = n - len(meaning_order)
     places = rank.word_places(budget.lines, unembedded, n)
-    entries = snap.entries()
-    replaced = Replacements(entries, index)
-    chosen: list[int] = []
-    seen: set[int] = set()
-    sent_as: dict[int, Entry] = {}  # the lines sent cut to their start
-    used = 0
-
-    def whole(i: int) -> int:
-        return cost(label(entries[i], bool(replaced.of(i))))
-
-    def take(i: int) -> None:
-        nonlocal used
-        if i in seen or len(chosen) >= budget.lines:
-            return
-        seen.add(i)
-        if skip(entries[i]):
-            return
-        newer = replaced.of(i)
-        if any(users(entries[j]) for j in newer):  # retired by the user's own line:
-            for j in newer:  # that one goes instead
-                take(j)
-            return
-        tokens = whole(i)
-        if used + tokens > budget.tokens:  # too long: its start, leaving room for its newer lines
-            follow = [j for j in newer if j not in seen and not skip(entries[j])]
-            room = budget.tokens - used - sum(map(whole, follow[: budget.lines - len(chosen) - 1]))
-            if (short := cut(entries[i], bool(newer), room, cost)) is None:
-                return
-            sent_as[i] = short
-            tokens = cost(label(short, bool(newer)))
-        chosen.append(i)
-        used += tokens
-        for j in newer:  # a newer line that replaces it goes with it
-            take(j)
-
+    picking = _Picking(snap, budget, cost, skip, users)
     for i in rank.candidates(meaning_order, word_order, places):
-        if len(chosen) >= budget.lines:
+        if picking.full():
             break
-        take(i)
-    sent = set(chosen)
-    return [
-        Picked(sent_as.get(i, entries[i]), any(j in sent for j in replaced.of(i)))
-        for i in sorted(chosen, key=lambda i: (index.rank[i], i))
-    ]
+        picking.take(i)
+    for i in picking.too_long:  # what the whole lines left goes to the best of them, cut
+        if picking.full() or picking.used >= budget.tokens:
+            break
+        picking.take(i, last=True)
+    return picking.picked()
+
+
+class _Picking:
+    """`pick`'s state: the lines chosen so far, in the order taken, and the tokens they use."""
+
+    def __init__(
+        self,
+        snap: Snapshot,
+        budget: Budget,
+        cost: Callable[[str], int],
+        skip: Callable[[Entry], bool],
+        users: Callable[[Entry], bool],
+    ) -> None:
+        from countbot_cli.memory.versions import Replacements  # once lines are sent (start-up)
+
+        self.index, self.entries = snap.index(), snap.entries()
+        self.replaced = Replacements(self.entries, self.index)
+        self.budget, self.cost, self.skip, self.users = budget, cost, skip, users
+        self.chosen: list[int] = []
+        self.seen: set[int] = set()
+        self.sent_as: dict[int, Entry] = {}  # the lines sent cut to their start
+        self.too_long: list[int] = []  # lines that did not fit whole, in rank order
+        self.used = 0
+
+    def full(self) -> bool:
+        return len(self.chosen) >= self.budget.lines
+
+    def whole(self, i: int) -> int:
+        return self.cost(label(self.entries[i], bool(self.replaced.of(i))))
+
+    def take(self, i: int, last: bool = False) -> None:
+        """Line `i` with the newer lines that replace it; one retired by the user's own line
+        gives way to it. A line too long for what is left waits (`too_long`) until `last`,
+        when it goes cut to its start, leaving room for its newer lines."""
+        if i in self.seen or self.full():
+            return
+        self.seen.add(i)
+        if self.skip(self.entries[i]):
+            return
+        newer = self.replaced.of(i)
+        if any(self.users(self.entries[j]) for j in newer):  # retired by the user's own line:
+            for j in newer:  # that one goes instead
+                self.take(j)
+            return
+        tokens = self.whole(i)
+        if self.used + tokens > self.budget.tokens:
+            if not last:  # whole lines first
+                self.seen.discard(i)
+                self.too_long.append(i)
+                return
+            follow = [j for j in newer if j not in self.seen and not self.skip(self.entries[j])]
+            left = self.budget.lines - len(self.chosen) - 1
+            room = self.budget.tokens - self.used - sum(map(self.whole, follow[:left]))
+            if (short := cut(self.entries[i], bool(newer), room, self.cost)) is None:
+                return
+            self.sent_as[i] = short
+            tokens = self.cost(label(short, bool(newer)))
+        self.chosen.append(i)
+        self.used += tokens
+        for j in newer:  # a newer line that replaces it goes with it
+            self.take(j)
+
+    def picked(self) -> list[Picked]:
+        """The chosen lines oldest first, each marked `(older)` when a line replacing it goes."""
+        sent = set(self.chosen)
+        return [
+            Picked(
+                self.sent_as.get(i, self.entries[i]), any(j in sent for j in self.replaced.of(i))
+            )
+            for i in sorted(self.chosen, key=lambda i: (self.index.rank[i], i))
+        ]
 
 
 class Recall:

@@ -141,6 +141,26 @@ def test_a_line_too_long_for_what_remains_of_the_budget_goes_cut_to_its_start(
     assert hit is not None and hit[1].content == notes
 
 
+def test_a_long_line_ranked_first_never_crowds_out_the_short_lines_after_it() -> None:
+    """A pasted log that ranks first goes cut to what the whole lines leave, not first."""
+    import numpy as np
+
+    log = "build log: " + " ".join(f"step {i} ok" for i in range(400))
+    rows = [
+        "2025-01-01|auto|" + log,
+        "2025-02-01|user|the build server is called hopper",
+        "2025-03-01|user|builds run nightly at 02:00",
+    ]
+    snap = Snapshot.parse(("\n".join(rows) + "\n").encode(), key=None)
+    meaning = Meaning(np.array([1.0, 0.6, 0.5], dtype=np.float32))  # the log ranks first
+    found = pick(snap, [], meaning, Budget(lines=4, tokens=120), len)
+    assert [p.entry.date for p in found] == ["2025-01-01", "2025-02-01", "2025-03-01"]
+    assert found[1].entry.content == "the build server is called hopper"  # whole
+    assert found[2].entry.content == "builds run nightly at 02:00"  # whole
+    assert found[0].entry.content.endswith("…") and log.startswith(found[0].entry.content[:-1])
+    assert sum(len(label(p.entry, p.older)) for p in found) <= 120
+
+
 def test_a_cut_line_leaves_room_for_the_newer_line_that_replaces_it() -> None:
     """The older line is cut to what remains after its update, so both go, it marked `(older)`."""
     import numpy as np
