@@ -98,6 +98,12 @@ def words_of(text: str) -> str:
     return " ".join(_PUNCT.sub(" ", text.casefold()).split())
 
 
+def has_words(text: str) -> bool:
+    """Whether `text` holds a word (two letters in a row, or a CJK character): a reply of
+    punctuation, numbers or symbols alone says nothing."""
+    return bool(_WORDS.re.search(text))
+
+
 def rejection(
     reply: str, *, instructions: str, existing: Iterable[str], grounds: Grounds | None = None
 ) -> str | None:
@@ -107,7 +113,7 @@ def rejection(
     plain = words_of(reply)
     if not plain or is_sentinel(reply) or _NOTHING.re.match(plain):
         return NOTHING
-    if not _WORDS.re.search(plain):
+    if not has_words(plain):
         return "it held no words"
     if _REFUSAL.re.match(plain):
         return "it was a refusal"

@@ -38,6 +38,7 @@ from countbot_cli.conversation.sessions.session import title_from
 from countbot_cli.memory.coverage import Share
 from countbot_cli.memory.digest import format_newest, is_no_memory, message_key, summary_line
 from countbot_cli.memory.grounding import Grounds
+from countbot_cli.memory.quality import has_words
 from countbot_cli.memory.statements import recap
 from countbot_cli.memory.summary_prompts import (
     overflow_summary_prompt,
@@ -93,11 +94,11 @@ def clean_title(text: str | None) -> str | None:
 
 def clean_summary(text: str | None, limit: int = ROLLING_CHARS) -> str | None:
     """The summary as kept: one paragraph, at most `limit` characters (cut at a word); None
-    when empty or a "nothing" reply."""
+    when it holds no word (punctuation, a bare number) or is a "nothing" reply."""
     if text is None:
         return None
     text = " ".join(text.split())
-    if not any(ch.isalnum() for ch in text) or is_no_memory(text):
+    if not has_words(text) or is_no_memory(text):
         return None
     if len(text) > limit:
         cut = text[: limit - 1]

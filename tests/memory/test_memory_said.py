@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
+import pytest
 from cbenv import CB, make_cb
 
 from countbot_cli.conversation.sessions.session import new_session
@@ -89,13 +90,15 @@ def test_a_summary_naming_what_was_never_said_is_kept_back_and_the_users_words_k
     assert FERROX in why.stdout
 
 
+@pytest.mark.parametrize("junk", ["…", "3."])
 def test_a_junk_summariser_leaves_the_users_facts_and_a_recap_made_of_them(
-    tmp_path: Path, server: fs.FakeServer
+    tmp_path: Path, server: fs.FakeServer, junk: str
 ) -> None:
-    """The issue's 24-turn walk with a summariser that answers `… 2.` to everything: what the
-    user said reaches MEMORY.md, and the recap (`sessions list`'s gist) is made of it."""
+    """A 24-turn walk with a summariser that answers `… 2.` to everything and a summary of
+    punctuation or a bare number (what the bundled model wrote): what the user said reaches
+    MEMORY.md, and the recap (`sessions list`'s gist) is made of it."""
     cb = make_cb(tmp_path, server.base_url, persona={"max_history_messages": 16})
-    server.responder = summaries = Summaries("MEMORY: … 2.\nSUMMARY: …")
+    server.responder = summaries = Summaries(f"MEMORY: … 2.\nSUMMARY: {junk}")
     said = {4: ADA, 9: CELLO, 14: FERROX, 19: TEA}
     for k in range(1, 25):
         args = ["ask", *(["-c"] if k > 1 else []), said.get(k, f"Tell me fact number {k}.")]
