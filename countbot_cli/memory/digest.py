@@ -1,9 +1,9 @@
 """The text side of memory upkeep: what the summariser is shown, and the sentinel.
 
-CountBot's `format_messages_for_summary` (research/countbot_digest.md §3) with its faults fixed:
-no head bias (automatic memory keeps the newest content), only whole-message acknowledgements
-are dropped (CountBot dropped every short message *starting* with `好的`, `no`, `yes` ...), and
-the sentinel must be the whole reply (CountBot matched any substring).
+The newest content is kept when a batch must be cut (automatic memory is about what was just
+said); a message is dropped as an acknowledgement only when it is one whole (`好的`, `ok`,
+`yes`: a message that merely starts with one is kept); the "nothing to keep" sentinel counts
+only as the whole reply, never as a substring of one.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which summary replies may become a MEMORY.md line: junk is never stored (issue 12).
+"""Which summary replies may become a MEMORY.md line: junk is never stored.
 
 A memory line is injected into later prompts of every session, so a reply is stored only if
 it passes every check (`rejection` names the first one it fails):

@@ -1,7 +1,7 @@
-"""The rolling session summary: what left the window, kept in the session (issue 22 point 1).
+"""The rolling session summary: what left the window, kept in the session.
 
-CountBot's short-context summary (research/countbot_digest.md §2), made to fit countbot's
-window. The window's start moves in steps (`context.window_step`) and the block a step leaves
+A short summary of the conversation so far, so a long session keeps its thread after its oldest
+messages leave the history window. The window's start moves in steps (`context.window_step`) and the block a step leaves
 behind is archived by the overflow summary (keeper.py); the same call now also brings the
 session's `rolling_summary` up to date with that block, so a step costs one call, not two
 (`summary_prompts.rolling_summary_prompt` asks for `MEMORY: …` and `SUMMARY: …`; with
