@@ -9,7 +9,12 @@ import pytest
 
 from countbot_cli.memory.dates import annotate, resolved_dates
 from countbot_cli.memory.grounding import Grounds
-from countbot_cli.memory.statements import is_assistant_statement, is_user_statement, recap
+from countbot_cli.memory.statements import (
+    is_assistant_statement,
+    is_user_statement,
+    recap,
+    statements,
+)
 from countbot_cli.memory.summary_prompts import overflow_summary_prompt
 from countbot_cli.messages import Message
 
@@ -102,11 +107,93 @@ def test_a_question_request_or_passing_remark_is_not(sentence: str) -> None:
     assert not is_user_statement(sentence)
 
 
+@pytest.mark.parametrize(
+    ("sentence", "kept"),
+    [
+        ("Since I moved to Denver, which climbing gym should I join?", True),
+        ("我在成都做律师，周末有什么好去处吗？", True),
+        ("Can you suggest novels like 'Piranesi', which I just finished?", True),
+        ("My doctor is Dr. Alvarez at St. Mary's.", True),  # one sentence, not three
+        ("Can I take my phone on the plane?", False),
+        ("Why does my script throw a KeyError?", False),
+        ("What should I cook for dinner, since I'm hungry?", False),  # names nothing
+        ("Sorry, I meant the other one.", False),
+    ],
+)
+def test_a_fact_told_inside_a_question_is_kept_a_bare_question_not(
+    sentence: str, kept: bool
+) -> None:
+    found = statements([Message(role="user", content=sentence)], "en")
+    assert [s.text for s in found] == ([f'the user said: "{sentence}"'] if kept else [])
+
+
 def test_the_assistants_recommendation_or_figure_is_kept_its_chatter_not() -> None:
     assert is_assistant_statement("I'd recommend the ThinkPad X1 Carbon for travel.")
     assert is_assistant_statement("The trip comes to about 2,400 euros in total.")
+    assert is_assistant_statement("Your share would be $1,230 a month.")  # a figure for them
     assert not is_assistant_statement("Sure, happy to help with that.")
     assert not is_assistant_statement("You should rest more.")  # names nothing
+
+
+def said(answer: str) -> list[str]:
+    return [s.text for s in statements([Message(role="assistant", content=answer)], "en")]
+
+
+def test_a_long_answer_leaves_the_sentence_that_carries_its_pick() -> None:
+    answer = (
+        "Great question! For your budget of about $800 and mostly photos, here are the phones "
+        "I compared:\n\n| Phone | Camera | Price |\n|---|---|---|\n| Pixel 8a | 64 MP | $499 |\n"
+        "| Galaxy S23 | 50 MP | $699 |\n\n```text\nscores: 8.9 / 8.7\n```\n\n"
+        "**Go with the Pixel 8a**: the best camera for the price, and it leaves $300 for a case "
+        "and a charger.\n\nLet me know if you want me to compare more models!"
+    )
+    assert said(answer) == [
+        'the assistant said: "Go with the Pixel 8a: the best camera for the price, and it '
+        'leaves $300 for a case and a charger."'
+    ]
+
+
+def test_a_list_of_named_picks_is_kept_as_its_lead_in_and_the_heads_of_its_items() -> None:
+    answer = (
+        "Here are a few cafés near the Rijksmuseum that open early:\n\n"
+        "1. **Back to Black** – small roastery, opens at 8.\n"
+        "2. **Lot Sixty One** – great flat whites.\n"
+        "3. **Coffee & Coconuts** – big, airy, good for working.\n\nEnjoy!"
+    )
+    assert said(answer) == [
+        'the assistant said: "Here are a few cafés near the Rijksmuseum that open early: Back to '
+        "Black; "
+        'Lot Sixty One; Coffee & Coconuts."'
+    ]
+    plan = "好的，就按这个计划：\n\n- 周二、周四游泳45分钟\n- 周六骑车30公里\n\n加油！"
+    assert statements([Message(role="assistant", content=plan)], "zh")[0].text == (
+        "助手说：“好的，就按这个计划：周二、周四游泳45分钟；周六骑车30公里。”"
+    )
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # general knowledge, however many figures it holds
+        "Mount Everest is 8,849 metres high and was first climbed in 1953 by Hillary and Tenzing.",
+        "光速约为每秒30万公里，太阳光到达地球大约需要8分钟。",
+        # a list of names that sets out general knowledge, not picks offered to the user
+        "The Beatles' best-known albums include:\n\n1. **Rubber Soul** (1965)\n"
+        "2. **Revolver** (1966)\n3. **Abbey Road** (1969)",
+        # a list of generic advice
+        "Some ways to save energy at home:\n\n- **Lower the thermostat** by 1 °C.\n"
+        "- **Wash clothes at 30 °C.**\n- **Unplug chargers** when not in use.",
+        # a question back, a refusal, an offer, thanks
+        "What is your budget, roughly? And do you need 5G?",
+        "I can't give legal advice, but a lawyer in Berlin could help you with the 2024 rules.",
+        "If you'd like, I can also write the same script in JavaScript.",
+        "You're welcome! Good luck with the move.",
+        "Sure! Here's a limerick about a cat:\n\nThere once was a cat from Peru\n"
+        "who dreamed he was eating a shoe",
+    ],
+)
+def test_an_answer_of_general_facts_chatter_or_refusal_leaves_nothing(answer: str) -> None:
+    assert said(answer) == []
 
 
 def test_relative_dates_are_resolved_against_the_day_they_were_said() -> None:

@@ -117,6 +117,57 @@ def test_a_junk_summariser_leaves_the_users_facts_and_a_recap_made_of_them(
     assert ADA in summary and CELLO in summary
 
 
+LAPTOP_ANSWER = """Good question! Given the travel and the Linux work you described, here are
+the options I looked at:
+
+1. **Lenovo ThinkPad X1 Carbon** – 1.1 kg, great keyboard, about $1,400.
+2. **Dell XPS 13** – lovely screen, shorter battery life.
+3. **Framework Laptop 13** – repairable, heavier.
+
+**My recommendation: the ThinkPad X1 Carbon**, since it is the lightest and Linux runs well on it.
+
+Let me know if you want a spec-by-spec comparison!"""
+GENERIC_ANSWER = (
+    "An SSD stores data in NAND flash cells instead of on spinning platters. A typical SATA SSD "
+    "reads at about 550 MB/s, while NVMe drives reach 7,000 MB/s over PCIe 4.0."
+)
+
+
+def test_a_junk_summariser_keeps_the_assistants_recommendation_as_one_short_line(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """A summariser answering junk: a long markdown answer leaves one short line, marked as the
+    assistant's, with the pick it made; an explanation of general facts and chatter leave
+    nothing; a fact the user told inside a question is kept as the user's."""
+    cb = make_cb(
+        tmp_path, server.base_url, persona={"max_history_messages": 2}, memory={"inject": "off"}
+    )
+    answers = {
+        "Which laptop should I buy?": LAPTOP_ANSWER,
+        "How do SSDs work?": GENERIC_ANSWER,
+        "Thanks!": "You're welcome! Have a great day.",
+    }
+    summaries = Summaries("MEMORY: … 2.\nSUMMARY: …")
+
+    def responder(body: dict[str, Any]) -> fs.Reply:
+        question = body["messages"][-1]["content"]
+        if body["messages"][0]["role"] == "system" and question in answers:
+            return fs.text(answers[question])
+        return summaries(body)
+
+    server.responder = responder
+    moved = "Since I moved to Denver, which climbing gym should I join?"
+    asks(cb, "Which laptop should I buy?", "How do SSDs work?", "Thanks!", moved, "Bye.", "Ok.")
+    lines = [e[2] for e in entries(cb)]
+    said = [ln for ln in lines if ln.startswith("the assistant said")]
+    assert said == [
+        'the assistant said: "My recommendation: the ThinkPad X1 Carbon, since it is the '
+        'lightest and Linux runs well on it."'
+    ], lines
+    assert f'the user said: "{moved}"' in lines, lines
+    assert not any("NVMe" in ln or "welcome" in ln or "…" in ln for ln in lines), lines
+
+
 def prepared(cb: CB, said: list[tuple[str, str]], day: str) -> str:
     """A saved session whose messages were all said on `day` at noon UTC; its id."""
     store = SessionStore(cb.sessions_dir)
