@@ -18,17 +18,20 @@ each in its own interpreter (DIR/.venv/bin/python) or its own `countbot` (DIR/.v
   server got before the answer's, summary calls, time to exit.
 - `filter`: the two filters on cases they were tuned on and on held-out ones, in process. Tuned:
   this bench's conversation and a paraphrase of each of its facts as a summariser writes it.
-  Held-out: bench/probes/sessions_heldout.json (written by someone who never read this code):
-  how many of its evidence turns the statements' filter keeps as said (user turns, assistant
-  turns), how many of its reference answers pass the grounding check against the sessions that
-  hold them, and how many pass once a name or number in them is swapped for an invented one.
+  Dev: bench/probes/statements_dev.json, chat turns labelled durable or not before the
+  statements' filter was tuned on them: durable turns kept with the words that make them
+  durable, the others kept (false keeps), and the longest line. Held-out:
+  bench/probes/sessions_heldout.json (written by someone who never read this code): how many of
+  its evidence turns the statements' filter keeps as said (user turns, assistant turns), how
+  many of its reference answers pass the grounding check against the sessions that hold them,
+  and how many pass once a name or number in them is swapped for an invented one.
 - `embedded`: 40 turns on the embedded model with the chat's worker (the REPL's upkeep after
   each answer, 2 s of "typing" between turns), window 16: the first-token time of the turn right
   after a window step against the median of the others (target at most 1.5x), and the time a
   turn waited for the upkeep; with the bundled model under its name and under another (asked for
   summaries).
 
-Run: .venv/bin/python bench/bench_memwrite.py [--part facts|backlog|embedded] [--tree NAME=DIR]
+Run: .venv/bin/python bench/bench_memwrite.py [--part facts|backlog|embedded|filter] [--tree NAME=DIR]
 (no capable model is reachable here: case (d) of the issue is not run)
 """
 
@@ -329,6 +332,29 @@ def kept_as_said(turns: list[tuple[str, str]]) -> tuple[int, int, int, int]:
     return out[0], out[1], out[2], out[3]
 
 
+def dev_rates(turns: list[dict[str, Any]]) -> dict[str, tuple[int, int, int, int, int]]:
+    """By role: (durable turns kept with their `keep` words, durable turns, other turns kept,
+    other turns, the longest line) of bench/probes/statements_dev.json's turns, each alone."""
+    from countbot_cli.memory.statements import statements
+    from countbot_cli.messages import Message
+
+    out = {}
+    for role in ("user", "assistant"):
+        kept = [0, 0, 0, 0, 0]
+        for t in (t for t in turns if t["role"] == role):
+            found = statements([Message(role=role, content=t["text"])], "en")
+            line = found[0].text if found else ""
+            kept[4] = max(kept[4], len(line))
+            if t["durable"]:
+                kept[1] += 1
+                kept[0] += t["keep"].replace(",", "") in line.replace(",", "")
+            else:
+                kept[3] += 1
+                kept[2] += bool(line)
+        out[role] = (kept[0], kept[1], kept[2], kept[3], kept[4])
+    return out
+
+
 def part_filter() -> None:
     from datetime import date, datetime
 
@@ -355,18 +381,33 @@ def part_filter() -> None:
         ]
     held = grounding_rates(cases)
     turns = list(dict.fromkeys(turns))
-    print("filter: tuned (this bench's facts) | held-out (bench/probes/sessions_heldout.json)")
+    print(
+        "filter: tuned (this bench's facts) | dev (bench/probes/statements_dev.json) | "
+        "held-out (bench/probes/sessions_heldout.json)"
+    )
     for label, (a, n, b, m) in (("tuned", tuned), ("held-out", held)):
         print(
             f"  grounding, {label:<8}: grounded lines passed {a}/{n} ({a / n:.0%}); "
             f"a name or number swapped, rejected {b}/{m} ({b / m:.0%})"
         )
-    for label, rates in (("tuned", kept_as_said(tuned_turns)), ("held-out", kept_as_said(turns))):
-        u, un, a, an = rates
+    dev = dev_rates(
+        json.loads((ROOT / "bench/probes/statements_dev.json").read_text("utf-8"))["turns"]
+    )
+    rows = (
+        ("tuned", kept_as_said(tuned_turns)),
+        ("dev", dev["user"][:2] + dev["assistant"][:2]),
+        ("held-out", kept_as_said(turns)),
+    )
+    for label, (u, un, a, an) in rows:
         print(
             f"  kept as said, {label:<8}: user turns {u}/{un} ({u / un:.0%}), assistant turns "
             f"{a}/{an} ({a / an:.0%})"
         )
+    (_, _, fu, nu, lu), (_, _, fa, na, la) = dev["user"], dev["assistant"]
+    print(
+        f"  false keeps,  dev     : user turns {fu}/{nu} ({fu / nu:.0%}), assistant turns "
+        f"{fa}/{na} ({fa / na:.0%}); longest line: user {lu}, assistant {la} characters"
+    )
 
 
 def run_child(tree: Path, *args: str) -> Any:
