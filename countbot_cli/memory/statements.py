@@ -89,16 +89,17 @@ _UNSAID_I = LazyPattern(
 # A possession that names something, told inside a question: "my daughter Lily's party"
 _MY_NAMED = LazyPattern(r"\b(?:my|our) (?:[a-z]+(?:'s)? ){0,2}(?:[A-Z][\w-]+|\d)")
 # What ties an answer's sentence to the user's case: the assistant's advice, a plan agreed, a
-# result it worked out (preferred) — or words addressed to the user, a conditional, a day.
+# result it worked out (preferred) — or words addressed to the user, "'d", a day.
 _ADVICE = LazyPattern(
     r"\b(?:recommend\w*|suggest\w*|advise|(?:my|our|top) (?:pick|choice)|go with|opt for|"
     r"i(?:'d|’d| would) (?:use|get|go|pick|choose|buy|book|take|try|start)|would be my|"
+    r"would (?:be|make) (?:a |an )?(?:great|good|nice|thoughtful|perfect|ideal|solid)|"
     r"(?:best|safest|simplest|cleanest|easiest) (?:bet|option|choice|fit|fix|way|approach)|"
     r"(?:the|our|your) plan|agreed|settled on|comes to|works out|in total|total of)\b"
     r"|建议|推荐|值得|首选|最适合|安排|计划|方案|总共|合计|算下来"
 )
 _CASE = LazyPattern(
-    r"\b(?:you|your|yours|we|our|us|let['’]s|would|that['’]s|that is)\b|\w['’]d\b"
+    r"\b(?:you|your|yours|we|our|us|let['’]s|that['’]s|that is)\b|\w['’]d\b"
     r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.? \d{1,2}\b"
     r"|你|您|我们|咱们|\d{1,2}月\d{1,2}[日号]"
 )
