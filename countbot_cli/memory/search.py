@@ -165,22 +165,24 @@ class Index:
             for pos, i in enumerate(self.by_age):
                 self.rank[i] = pos
 
-    def hits(self, term: str) -> list[int]:
-        """Indices of entries containing `term`, ascending.
+    def hits(self, term: str, most: int | None = None) -> list[int]:
+        """Indices of entries containing `term`, ascending; with `most`, the first `most + 1`
+        of them only (enough to tell that more than `most` entries hold it).
 
         Rare terms are found with `str.find` over the joined contents (cost per hit); once the
         hits so far project to more than 1 entry in 20, testing each remaining entry is cheaper.
         """
         lowered, blob, starts = self.lowered, self.blob, self.starts
         n, size = len(lowered), len(blob)
+        cap = n if most is None else most + 1
         out: list[int] = []
         pos = blob.find(term)
-        while pos != -1:
+        while pos != -1 and len(out) < cap:
             k = bisect_right(starts, pos) - 1
             out.append(k)
             if len(out) >= 32 and len(out) * size * 20 > pos * n:
                 tested = map(contains, islice(lowered, k + 1, None), repeat(term))
-                out.extend(compress(range(k + 1, n), tested))
+                out.extend(islice(compress(range(k + 1, n), tested), cap - len(out)))
                 return out
             pos = blob.find(term, starts[k + 1])
         return out

@@ -118,7 +118,9 @@ class Replacements:
         me = self.entries[i]
         shared: dict[int, int] = {}
         for w in self._bag(i):
-            hits = self.index.hits(w)  # as a substring: a superset, `relation` decides
+            # as a substring: a superset, `relation` decides; a word on more than `cap` lines
+            # links none, so its hits are counted no further
+            hits = self.index.hits(w, self.cap)
             if len(hits) <= self.cap:
                 for j in hits:
                     shared[j] = shared.get(j, 0) + 1

@@ -16,7 +16,7 @@ from countbot_cli.memory.digest import format_newest, is_no_memory, overflow_bat
 from countbot_cli.memory.keeper import MemoryKeeper
 from countbot_cli.memory.recall import Budget, Meaning, Recall, label, line_tokens, pick
 from countbot_cli.memory.report import entry_for
-from countbot_cli.memory.search import Snapshot, query_words
+from countbot_cli.memory.search import Index, Snapshot, query_words
 from countbot_cli.messages import Message
 from countbot_cli.prompts import NO_MEMORY_SENTINEL
 
@@ -221,6 +221,23 @@ def test_query_words() -> None:
     words = query_words("How do we deploy the API?")
     assert "deploy" in words and "api" in words and "the" not in words
     assert "数据" in query_words("我们的数据库") and "的数" not in query_words("我们的数据库")
+
+
+def test_hits_counted_up_to_a_bound_are_the_first_of_all_the_hits() -> None:
+    """`Index.hits(term, most)`: the first `most + 1` entries holding the term, as the unbounded
+    search finds them, whether the term is rare (found one by one) or common (each line
+    tested once the hits are dense)."""
+    import random
+
+    rng = random.Random(5)
+    words = ["cello", "vpn", "note", "the", "garden", "关", "x"]
+    rows = [" ".join(rng.choices(words, k=rng.randint(1, 6))) for _ in range(600)]
+    index = Index(rows, ["2025-01-01"] * len(rows))
+    for term in [*words, "gard", "zzz", "cello vpn"]:
+        every = index.hits(term)
+        assert every == [k for k, r in enumerate(rows) if term in r]
+        for most in (0, 1, 5, 31, 32, 40, 599, 600, 700):
+            assert index.hits(term, most) == every[: most + 1], (term, most)
 
 
 def test_lines_without_a_vector_yet_come_in_by_their_words() -> None:
