@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from countbot_cli.conversation.token_estimate import estimate_tokens
 from countbot_cli.memory import rank, sources
 from countbot_cli.memory.embed import QUESTION_WAIT, available
-from countbot_cli.memory.encoder import USE_DIM
+from countbot_cli.memory.encoder_spec import USE_DIM
 from countbot_cli.memory.search import Entry, Snapshot, query_words
 from countbot_cli.memory.vectors import LineVectors, remove_old_model_cache, vectors_path
 
@@ -291,6 +291,8 @@ class Recall:
         except OSError:
             has_lines = False
         if self.vectors is not None and has_lines:
+            if self.vectors.embedder.error is None:  # loading while the memory is read
+                self.vectors.embedder.start()
             self.vectors.start(self.memory.snapshot().contents)
 
     def wake(self) -> None:

@@ -27,7 +27,7 @@ from countbot_cli.config.own_files import (
     memory_sidecar,
 )
 from countbot_cli.memory.embed import BATCH_CHARS, QUESTION_WAIT, START_TIMEOUT, Embedder, shared
-from countbot_cli.memory.encoder import BATCH, DIM, LINE_CHARS
+from countbot_cli.memory.encoder_spec import BATCH, DIM, LINE_CHARS
 from countbot_cli.memory.vector_file import Damaged, VectorFile, content_key, empty
 
 if TYPE_CHECKING:
@@ -104,6 +104,8 @@ class LineVectors:
     def start(self, contents: Sequence[str]) -> list[bytes]:
         """Embed the lines without a vector in the background (newest, i.e. last, first);
         the keys of `contents`."""
+        if self.embedder.error is None:  # first: the encoders load while the file is read
+            self.embedder.start()
         with self._lock:
             keys = self._want(contents)
             pending = bool(self._pending)
@@ -118,8 +120,6 @@ class LineVectors:
                 )
             if pending:
                 self.embedder.fill(self)
-            else:
-                self.embedder.start()  # a question's vector will be wanted
         return keys
 
     def added(self, contents: Sequence[str]) -> None:
