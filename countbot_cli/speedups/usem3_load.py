@@ -17,7 +17,6 @@ import errno
 import json
 import mmap
 import os
-import secrets
 import stat
 import struct
 import time
@@ -178,7 +177,7 @@ def write(path: Path, use: Any) -> None:
     parts.append(b"\0" * (start - len(MAGIC) - 8 - len(header)))
     for _name, data, _dtype, _shape in segments:
         parts += [data, b"\0" * (_padded(len(data)) - len(data))]
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{TEMP_EXT}")
+    tmp = path.with_name(f".{path.name}.{os.urandom(4).hex()}{TEMP_EXT}")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, 0o600)
     try:

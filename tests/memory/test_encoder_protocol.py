@@ -20,7 +20,8 @@ from processes import alive, children, wait_gone
 from recall_env import needs_recall
 from waits import wait_until
 
-from countbot_cli.memory.encoder import DIM, MODEL_TAG, Encoder, EncoderDied
+from countbot_cli.memory.encoder import Encoder, EncoderDied
+from countbot_cli.memory.encoder_spec import DIM, MODEL_TAG
 
 READY = json.dumps({"ready": True, "model": MODEL_TAG})
 
