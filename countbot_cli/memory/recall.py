@@ -332,7 +332,7 @@ class Recall:
         if meaning is None or small_talk is None:
             return None
         probe = weighted(meaning.question - small_talk.mean(axis=0))
-        scores = weighted(meaning.lines) @ probe
+        scores = weighted(meaning.lines, in_place=True) @ probe
         return Meaning(scores, meaning.has if meaning.partial else None)
 
     def _embed_added(self, _entries: list[Entry]) -> None:
@@ -342,9 +342,10 @@ class Recall:
             self.vectors.added(self.memory.snapshot().contents)
 
 
-def weighted(m: NDArray[np.float32]) -> NDArray[np.float32]:
-    """Vectors whose dot product is `(cos_use + E5_WEIGHT * cos_e5) / (1 + E5_WEIGHT)`."""
-    out = m.copy()
+def weighted(m: NDArray[np.float32], *, in_place: bool = False) -> NDArray[np.float32]:
+    """Vectors whose dot product is `(cos_use + E5_WEIGHT * cos_e5) / (1 + E5_WEIGHT)`;
+    `in_place`: `m` itself scaled (the lines' matrix a recall made for itself: no copy of it)."""
+    out = m if in_place else m.copy()
     out[..., :USE_DIM] *= (1.0 / (1.0 + E5_WEIGHT)) ** 0.5
     out[..., USE_DIM:] *= (E5_WEIGHT / (1.0 + E5_WEIGHT)) ** 0.5
     return out

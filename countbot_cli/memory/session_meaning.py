@@ -104,7 +104,8 @@ class MeaningSearch:
         )
         if meaning is None or small_talk is None:
             return None
-        scores = weighted(meaning.lines) @ weighted(meaning.question - small_talk.mean(axis=0))
+        probe = weighted(meaning.question - small_talk.mean(axis=0))
+        scores = weighted(meaning.lines, in_place=True) @ probe
         scores[~meaning.has] = -1.0  # not embedded yet: found by its words only
         best: dict[str, tuple[float, str]] = {}
         for (sid, t), score in zip(said, scores.tolist(), strict=True):

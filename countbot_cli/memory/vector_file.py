@@ -89,7 +89,7 @@ class VectorFile:
         self._read_to += len(data)
         records = np.frombuffer(data, dtype=np.uint8).reshape(n, RECORD)
         keys = [bytes(k) for k in records[:, :KEY_BYTES]]
-        vectors = records[:, KEY_BYTES:].copy().view("<f2").reshape(n, DIM)
+        vectors = records[:, KEY_BYTES:].view("<f2")  # over the bytes read: read-only, no copy
         if not np.isfinite(vectors).all():
             raise Damaged("not a number in a vector")
         clean = n == whole and (st.st_size - self._start) % RECORD == 0

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 SLACK = 4096  # records read beyond twice the lines asked for, and stale ones kept
 QUIET_BUILD = 32  # waiting for this many lines or fewer says nothing
 PROGRESS_STEPS = 4  # a wait for every line reports its progress this many times
+GATHER = 256  # rows of the cache copied into a question's matrix at a time
 
 
 def vectors_path(memory_file: Path) -> Path:
@@ -145,8 +146,10 @@ class LineVectors:
             has = np.fromiter((k in self._rows for k in keys), dtype=bool, count=len(keys))
             lines = np.zeros((len(keys), DIM), dtype=np.float32)
             if has.any() and self._store is not None:
-                rows = [self._rows[k] for k, h in zip(keys, has, strict=True) if h]
-                lines[has] = self._store[rows]
+                at = np.flatnonzero(has)
+                rows = [self._rows[keys[i]] for i in at]
+                for s in range(0, len(at), GATHER):  # a step at a time: no float16 copy of all
+                    lines[at[s : s + GATHER]] = self._store[rows[s : s + GATHER]]
         partial = not bool(has.all())
         if partial:
             self._say_once(
@@ -261,7 +264,9 @@ class LineVectors:
         if chunk.fresh:
             self._rows, self._store = {}, None
         new = [i for i, k in enumerate(chunk.keys) if k not in self._rows]
-        if new:
+        if len(new) == len(chunk.keys):  # all of them (a first read): not copied to be picked
+            self._add(chunk.keys, chunk.vectors)
+        elif new:
             self._add([chunk.keys[i] for i in new], chunk.vectors[new])
         stale = len(self._rows) - len(self._live & self._rows.keys())
         if not chunk.clean or (self._live and stale > max(len(self._live), SLACK)):
