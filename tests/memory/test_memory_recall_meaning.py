@@ -24,6 +24,7 @@ from countbot_cli.memory import embed
 from countbot_cli.memory.keeper import MemoryKeeper
 from countbot_cli.memory.recall import Budget, Recall
 from countbot_cli.memory.store import MemoryStore
+from countbot_cli.memory.vector_file import VectorFile
 from countbot_cli.memory.vectors import vectors_path
 
 BUDGET = Budget(lines=8, tokens=1000)
@@ -102,6 +103,40 @@ def test_without_the_extra_recall_is_by_words_and_says_so(
     show = cb.invoke("config", "show")
     assert "# recall:     by words only (the recall extra is not installed" in show.stdout
     assert not vectors_path(cb.memory_file).exists()
+
+
+def test_the_encoders_start_before_the_memory_and_its_vectors_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recall's start asks for the encoder process before it reads MEMORY.md and the vector
+    cache (and imports numpy for it): the models load meanwhile, so a warm ask waits for the
+    models alone, not for the models after the file."""
+    events: list[str] = []
+
+    class Recorder(embed.Embedder):
+        def start(self) -> None:
+            events.append("encoders")
+
+        def fill(self, job: embed.Fill) -> None:
+            events.append("encoders")
+
+    monkeypatch.setattr("countbot_cli.memory.vectors.shared", Recorder)
+    real_snapshot, real_read = MemoryStore.snapshot, VectorFile.read_new
+    monkeypatch.setattr(
+        MemoryStore, "snapshot", lambda s: events.append("memory") or real_snapshot(s)
+    )
+    monkeypatch.setattr(
+        VectorFile, "read_new", lambda s, n: events.append("vectors") or real_read(s, n)
+    )
+    memory = MemoryStore(tmp_path / "MEMORY.md")
+    memory.path.write_text("# MEMORY\n2025-01-10|user|has taken cello lessons\n", "utf-8")
+    recall = Recall(memory, semantic=True)
+    recall.start()
+    assert events[0] == "encoders" and {"memory", "vectors"} <= set(events)
+    events.clear()
+    assert recall.vectors is not None
+    recall.vectors.start(["has taken cello lessons"])  # the same for session search's vectors
+    assert events[0] == "encoders"
 
 
 def test_by_words_a_rare_word_is_not_crowded_out_by_a_common_one(
