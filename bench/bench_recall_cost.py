@@ -4,8 +4,8 @@
 folder) and one loopback server answers them all. Sections (`--only` picks some):
 
 - warm: `ask --plain --no-save` with recall on and with `memory.inject: off` (same memory,
-  interleaved, after a warm-up that embeds every line): median wall, and peak RSS of countbot's
-  own process and of its largest child (sampled from /proc every 5 ms: VmHWM);
+  interleaved, after a warm-up that embeds every line, `warm_up`): median wall, and peak RSS of
+  countbot's own process and of its largest child (sampled from /proc every 5 ms: VmHWM);
 - cold: the vector cache removed (the recall model's cache kept), then `ask` again and again
   until one says nothing about embedding: the first answer's wall, the runs, their total wall;
 - 1mb: a MEMORY.md of a dozen lines and one line of 1 MB (cold): the wall of `ask` asking
@@ -230,6 +230,25 @@ def off_env(tmp: Path, env: dict[str, str]) -> dict[str, str]:
     return {**env, "XDG_CONFIG_HOME": str(tmp / "xdg-off")}
 
 
+def warm_up(name: str, path: str, tmp: Path, env: dict[str, str]) -> None:
+    """Every line embedded: one ask that waits for all of them (`memory.recall_wait` raised
+    for it alone, then the config put back), then asks until one says nothing about embedding
+    (a countbot that does not know the key: a cold build spanning runs)."""
+    cfg = tmp / "xdg" / "countbot" / "config.yaml"
+    text = cfg.read_text()
+    cfg.write_text(text.replace("  inject: relevant\n", "  inject: relevant\n  recall_wait: 900\n"))
+    try:
+        Run(ask(path), env, tmp, timeout=1800)
+    finally:
+        cfg.write_text(text)
+    for _ in range(1000):
+        r = Run(ask(path), env, tmp, timeout=1800)
+        if r.code:
+            raise SystemExit(f"{name}: warm-up failed: {r.stderr[-500:]}")
+        if not embedding_said(r.stderr):
+            break
+
+
 def section_warm(bots: list[tuple[str, str, Path, dict[str, str]]], n: int) -> None:
     print(f"\n## warm ask: median of {n} interleaved rounds (wall s; peak RSS MiB, sampled)")
     print(f"{'countbot':10} {'recall':7} {'wall':>7} {'own peak':>9} {'child peak':>11}")
@@ -237,12 +256,7 @@ def section_warm(bots: list[tuple[str, str, Path, dict[str, str]]], n: int) -> N
     envs = {}
     for name, path, tmp, env in bots:
         envs[(name, "on")], envs[(name, "off")] = env, off_env(tmp, env)
-        for _ in range(1000):  # until every line is embedded (a cold build may span runs)
-            r = Run(ask(path), env, tmp, timeout=1800)
-            if r.code:
-                raise SystemExit(f"{name}: warm-up failed: {r.stderr[-500:]}")
-            if not embedding_said(r.stderr):
-                break
+        warm_up(name, path, tmp, env)
         rows[(name, "on")], rows[(name, "off")] = [], []
     for _ in range(n):
         for name, path, tmp, _env in bots:
