@@ -100,6 +100,7 @@ class Replacements:
         self.cap = related_words(len(entries))
         self._words: dict[int, set[str]] = {}
         self._found: dict[int, list[int]] = {}
+        self._hits: dict[str, list[int]] = {}  # a word's lines (up to cap + 1), found once
 
     def of(self, i: int, among: Collection[int] | None = None) -> list[int]:
         """Indices of the newer entries replacing entry `i`, oldest first."""
@@ -120,7 +121,9 @@ class Replacements:
         for w in self._bag(i):
             # as a substring: a superset, `relation` decides; a word on more than `cap` lines
             # links none, so its hits are counted no further
-            hits = self.index.hits(w, self.cap)
+            hits = self._hits.get(w)
+            if hits is None:
+                hits = self._hits[w] = self.index.hits(w, self.cap)
             if len(hits) <= self.cap:
                 for j in hits:
                     shared[j] = shared.get(j, 0) + 1
