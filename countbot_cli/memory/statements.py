@@ -104,13 +104,16 @@ _CASE = LazyPattern(
     r"|你|您|我们|咱们|\d{1,2}月\d{1,2}[日号]"
 )
 _NAME = r"(?:(?<=[\w,;:(]\s)|(?<=\s\*\*)|(?<=[(\x22\x27“‘]))[A-Z][\w-]+"  # capitalised, not first
+# (each part starts where a word or a quote does, so a long run of letters is read once)
 _PICK = (  # a name or an identifier: what a list of picks is made of
-    _NAME + r"|[A-Za-z]+[_.][A-Za-z0-9]+|[A-Za-z]+-\d\w*|\b\w*[a-z][A-Z]\w*"
-    r"|`[^`]*[A-Za-z_]{3}[^`]*`|\*\*[\u3400-\u9fff]+\*\*|[「“《][^」”》]+[」”》]"
+    _NAME + r"|(?<![A-Za-z])[A-Za-z]+(?:[_.][A-Za-z0-9]|-\d)|\b\w*[a-z][A-Z]"
+    r"|`(?=[^`\n]{0,100}`)[^`\n]*?[A-Za-z_]{3}|\*\*[\u3400-\u9fff]+\*\*|[「“《][^」”》\n]{1,60}[」”》]"
 )
 _NAMED = LazyPattern(_PICK)
 _NAMES_SOMETHING = LazyPattern(  # a number, a name, a Latin word among Chinese ones
-    r"\d|" + _PICK + r"|(?<=[\u3400-\u9fff])\s*[A-Za-z]{2,}|[A-Za-z]{2,}\s*(?=[\u3400-\u9fff])"
+    r"\d|"
+    + _PICK
+    + r"|(?<=[\u3400-\u9fff])\s*[A-Za-z]{2}|(?<![A-Za-z])[A-Za-z]{2,}\s*(?=[\u3400-\u9fff])"
 )
 # A list offered to the user (not one that sets out general knowledge): its lead-in speaks to
 # them or of the assistant, or there is no lead-in.

@@ -3,6 +3,8 @@ statements kept as said, and relative dates resolved against the day they were s
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import date
 
 import pytest
@@ -194,6 +196,20 @@ def test_a_list_of_named_picks_is_kept_as_its_lead_in_and_the_heads_of_its_items
 )
 def test_an_answer_of_general_facts_chatter_or_refusal_leaves_nothing(answer: str) -> None:
     assert said(answer) == []
+
+
+def test_a_huge_answer_is_read_once_not_once_a_letter() -> None:
+    """A 200,000-letter word, an unclosed quote or code span: read in one pass (the timeout is a
+    hang bound; a pattern that rescans a run of letters from each letter takes hours here)."""
+    code = (
+        "from countbot_cli.memory.statements import statements\n"
+        "from countbot_cli.messages import Message\n"
+        "for text in ('a' * 200_000, '`' + 'a' * 200_000, '`a ' * 70_000, '“' * 200_000):\n"
+        "    for role, end in (('user', '?'), ('assistant', '')):\n"
+        "        assert statements([Message(role=role, content=text + end)], 'en') == []\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_relative_dates_are_resolved_against_the_day_they_were_said() -> None:
