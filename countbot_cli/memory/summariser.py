@@ -17,8 +17,9 @@ provider a hung summariser would cost 3 attempts of 120 s each, per call. So a s
   so a small local model cannot ramble until its context is full;
 - gives way to a turn: `preempt()` (a turn wants a model that answers one call at a time)
   stops the run before its next call or between two events of the current one, whose stream
-  is closed (the local model stops generating and gets the chat's KV cache back); the run's
-  rest waits for a later turn, untouched.
+  is closed; the local model's call is cancelled even before its first event (while it
+  evaluates the prompt) and gives the chat's KV cache back; the run's rest waits for a later
+  turn, untouched.
 
 Ctrl-C during a call raises KeyboardInterrupt with nothing changed; `sigint_deferred` holds it
 while a result is written (MEMORY.md line and archive move), so that pair is never half done.
@@ -187,7 +188,7 @@ class Summariser:
         from countbot_cli.provider.local import LocalProvider  # not for a remote ask (start-up)
 
         if isinstance(self.provider, LocalProvider):
-            return self.provider.for_upkeep(), False
+            return self.provider.for_upkeep(self._preempted), False
         if not isinstance(self.provider, OpenAICompatProvider):
             return self.provider, False
         cfg = self.provider.cfg
@@ -224,4 +225,6 @@ def _collect(events: Iterator[Any], late: Callable[[], bool], stop: threading.Ev
         close = getattr(events, "close", None)
         if callable(close):
             close()
+    if stop.is_set():  # the stream was stopped before its end (the local model's upkeep view)
+        raise _Stopped
     return "".join(parts)

@@ -6,7 +6,8 @@ new process. The default file is the bundled SmolLM2 GGUF, found without importi
 The child's OpenAI-shaped chunks go through the same `Assembler` as the HTTP provider's; tool
 calls written as text become real ones (text_tools.py), and a `<think>` block opening an answer
 is its reasoning (think_tags.py). `for_upkeep()` serves memory upkeep
-without spending the chat's KV cache; `last_stats` records load time, first token and speed.
+without spending the chat's KV cache, and gives way to a turn at once, even while the model
+evaluates the prompt; `last_stats` records load time, first token and speed.
 docs/design/providers.md says more.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import threading
 import time
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from countbot_cli.provider.base import ProviderSettings
 
 LOCAL_HINT = "pip install 'countbot-cli[local]'"
+STOP_POLL = 0.05  # seconds between two looks at an upkeep call's `stop` while no reply comes
 
 
 class ModelCrashed(TransientError):
@@ -139,7 +142,13 @@ def request_fields(req: ChatRequest, model: str) -> dict[str, Any]:
 class LocalProvider:
     """A GGUF model run by llama-cpp-python in countbot's model process."""
 
-    def __init__(self, cfg: ProviderSettings, *, keep_state: bool = False) -> None:
+    def __init__(
+        self,
+        cfg: ProviderSettings,
+        *,
+        keep_state: bool = False,
+        stop: threading.Event | None = None,
+    ) -> None:
         self.cfg = cfg
         self.name = cfg.name
         bundled = cfg.model_path is None
@@ -156,14 +165,17 @@ class LocalProvider:
         self.n_ctx = context_window if configured else 0  # 0: the model's own
         self._setting = setting
         self._keep_state = keep_state
+        self._stop = stop
         self._tools: bool | None = None
         self.last_stats: LocalStats | None = None
         self.load_seconds: float | None = None  # set when the model is first needed
 
-    def for_upkeep(self) -> LocalProvider:
+    def for_upkeep(self, stop: threading.Event | None = None) -> LocalProvider:
         """The same model for memory upkeep's calls: each leaves the chat's KV cache as it
-        found it, so the next turn reuses the chat's prefix."""
-        return LocalProvider(self.cfg, keep_state=True)
+        found it, so the next turn reuses the chat's prefix. Once `stop` is set (a turn wants
+        the model) a streamed call is cancelled within STOP_POLL, also before its first token,
+        and its stream ends there (no Finished)."""
+        return LocalProvider(self.cfg, keep_state=True, stop=stop)
 
     # -- the Provider protocol --
 
@@ -253,11 +265,20 @@ class LocalProvider:
 
     def _reply(self, proc: ModelProcess, rid: int, partial: str) -> dict[str, Any]:
         """The next reply to `rid`; the errors it or the process's death stand for raised."""
+        msg = self._reply_within(proc, rid, partial, None)
+        assert msg is not None
+        return msg
+
+    def _reply_within(
+        self, proc: ModelProcess, rid: int, partial: str, timeout: float | None
+    ) -> dict[str, Any] | None:
+        """`_reply`, or None when `timeout` seconds pass first."""
         try:
-            msg = proc.read(rid)
+            msg = proc.read(rid, timeout)
         except ChildDied as died:
             raise self._crashed(died, partial) from None
-        assert msg is not None
+        if msg is None:
+            return None
         error = msg.get("error")
         if isinstance(error, dict):
             text = str(error.get("message") or "the model process failed")
@@ -265,6 +286,16 @@ class LocalProvider:
                 raise ConfigError(text, key=self._setting, hint=error.get("hint") or LOCAL_HINT)
             raise _call_error(text, partial)
         return msg
+
+    def _next(self, proc: ModelProcess, rid: int, partial: str) -> dict[str, Any] | None:
+        """The next reply to the streamed request `rid`; None once `stop` is set."""
+        if self._stop is None:
+            return self._reply(proc, rid, partial)
+        while not self._stop.is_set():
+            msg = self._reply_within(proc, rid, partial, STOP_POLL)
+            if msg is not None:
+                return msg
+        return None
 
     def _crashed(self, died: ChildDied, partial: str) -> ModelCrashed:
         what = f"crashed: llama.cpp was {died.how()}"
@@ -293,20 +324,22 @@ class LocalProvider:
             rid = self._chat(proc, req, stream=True)
             pending = True  # no last reply yet: closing us now cancels the generation
             try:
-                while "end" not in (msg := self._reply(proc, rid, acc.partial)):
-                    if "cancelled" in msg:  # not asked for by us: the answer simply stops
+                while (msg := self._next(proc, rid, acc.partial)) is not None:
+                    if "end" in msg or "cancelled" in msg:  # cancelled: the answer stops
+                        pending = False
                         break
                     events = acc.add_object(msg["chunk"])
                     if events and first is None:
                         first = time.perf_counter()
                     yield from events
-                pending = False
             except CountbotError:  # its last reply (an error) or its death: nothing to stop
                 pending = False
                 raise
             finally:  # also on Ctrl-C or when the consumer closes us: stop generating now
                 if pending:
                     proc.cancel(rid)
+            if msg is None:  # stopped for a turn: no Finished, the caller knows why
+                return
             end_t = time.perf_counter()
             end = msg.get("end") or {}
             finished = acc.finish(True)

@@ -4,9 +4,11 @@ countbot (provider/local.py) starts it on the first request to the local model a
 when it ends, so a native crash of llama.cpp kills this process, never countbot. One JSON
 request a line on stdin (`chat`, `tokens`, `info`, `models`, `unload`, `cancel`), JSON lines on
 stdout (chunks, then `end`, or an `error`); it exits when stdin closes. Models load once per
-process through llama_load; `keep_state` saves and restores the model's state around an upkeep
-call. Replies go to a duplicate of fd 1, fd 1 itself to stderr. The protocol in full:
-docs/design/providers.md.
+process through llama_load, each with an abort callback: a `cancel` of the running request
+stops it between two steps of llama.cpp's evaluation, a long prompt's too, and its last reply is
+`cancelled`. `keep_state` saves and restores the model's state around an upkeep call (a
+cancelled one too). Replies go to a duplicate of fd 1, fd 1 itself to stderr. The protocol in
+full: docs/design/providers.md.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from countbot_cli.provider.assemble import Assembler
-from countbot_cli.provider.llama_load import load_llama
+from countbot_cli.provider.llama_load import abort_callback, load_llama
 
 CRASH_FILE_ENV = "COUNTBOT_TEST_MODEL_CRASH"
 CRASH_AFTER = 3  # chunks
@@ -120,7 +122,14 @@ class Child:
         self.out = out
         self.models: dict[tuple[str, int], Any] = {}
         self.cancelled = -1  # the id of the request to stop
+        self.running = 0  # the id of the request being handled
         self.requests: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.abort: Any = None  # llama.cpp's abort callback, made with the first model
+        self.kept: tuple[Any, Any] | None = None  # (model, state) to put back (`put_back`)
+
+    def stopping(self) -> bool:
+        """Whether the running request was cancelled (llama.cpp asks during evaluation)."""
+        return self.cancelled == self.running
 
     def send(self, obj: dict[str, Any]) -> None:
         self.out.write(json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n")
@@ -142,7 +151,7 @@ class Child:
     def serve(self) -> None:
         while True:
             msg = self.requests.get()
-            rid = int(msg.get("id", 0))
+            rid = self.running = int(msg.get("id", 0))
             try:
                 self.send({"id": rid, **self.handle(msg)})
             except LoadFailed as exc:
@@ -151,6 +160,16 @@ class Child:
             except Exception as exc:  # a failed call; the process goes on
                 text = str(exc).strip() or type(exc).__name__
                 self.send({"id": rid, "error": {"kind": "call", "message": text}})
+            finally:
+                self.put_back()
+
+    def put_back(self) -> None:
+        """The chat's KV cache back as it was before an upkeep call (`keep_state`): after the
+        call's last reply, so a cancelled one ends at once, and before the next request."""
+        if self.kept is not None:
+            llm, saved = self.kept
+            self.kept = None
+            llm.load_state(saved)
 
     def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         op = msg.get("op")
@@ -168,13 +187,9 @@ class Child:
             return {"tools": template_uses_tools(llm), "load_seconds": load_s}
         if op != "chat":
             raise ValueError(f"unknown request {op!r}")
-        saved = llm.save_state() if msg.get("keep_state") and llm.n_tokens else None
-        try:
-            end = self.chat(int(msg["id"]), llm, msg, load_s)
-        finally:
-            if saved is not None:  # the chat's KV cache back, as before this call
-                llm.load_state(saved)
-        return end
+        if msg.get("keep_state") and llm.n_tokens:
+            self.kept = (llm, llm.save_state())
+        return self.chat(int(msg["id"]), llm, msg, load_s)
 
     def model(self, path: str, n_ctx: int) -> tuple[Any, float]:
         """The cached model for (path, n_ctx), and the seconds this call spent loading it."""
@@ -184,8 +199,10 @@ class Child:
         if not Path(path).is_file():
             raise LoadFailed(f"no such model file: {path}")
         start = time.perf_counter()
+        if self.abort is None:
+            self.abort = abort_callback(self.stopping)
         try:
-            llm = load_llama(path, n_ctx)
+            llm = load_llama(path, n_ctx, abort=self.abort)
         except (ValueError, RuntimeError, OSError) as exc:
             raise LoadFailed(
                 f"{path} is not a GGUF model llama-cpp-python can load ({exc})",
@@ -195,6 +212,16 @@ class Child:
         return llm, time.perf_counter() - start
 
     def chat(self, rid: int, llm: Any, msg: dict[str, Any], load_s: float) -> dict[str, Any]:
+        """One chat completion; `cancelled` when it was cancelled, also while llama.cpp
+        evaluated the prompt (its abort callback: llama-cpp-python raises RuntimeError)."""
+        try:
+            return self._chat(rid, llm, msg, load_s)
+        except RuntimeError:
+            if self.stopping():
+                return {"cancelled": True}
+            raise
+
+    def _chat(self, rid: int, llm: Any, msg: dict[str, Any], load_s: float) -> dict[str, Any]:
         req, stream = msg.get("request") or {}, bool(msg.get("stream", True))
         before = evaluated(llm)
         if not stream:
@@ -206,7 +233,7 @@ class Child:
         chunks = llm.create_chat_completion(**chat_kwargs(req, llm, True))
         try:
             for n, chunk in enumerate(chunks):
-                if self.cancelled == rid:
+                if self.stopping():
                     return {"cancelled": True}
                 acc.add_object(chunk)
                 self.send({"id": rid, "chunk": chunk})

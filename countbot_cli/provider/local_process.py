@@ -11,10 +11,10 @@
   child's death: it is killed and reading raises `ChildDied` saying what it sent. A line is
   searched for its end once, however it arrives. Anything that fails before the child said it
   is ready (a SIGTERM, a timeout, another first line) kills it too.
-- `cancel`: a cancel message, which the child checks between tokens; if it has not stopped
-  within CANCEL_GRACE (a long prompt being evaluated), it is killed and the next request starts
-  a new one. `stop` gives it STOP_GRACE to exit: countbot ends within a second whatever the
-  child does.
+- `cancel`: a cancel message, which the child checks between tokens and llama.cpp between
+  the steps of a prompt's evaluation; if it has not stopped within CANCEL_GRACE (native code
+  that does not ask), it is killed and the next request starts a new one. `stop` gives it
+  STOP_GRACE to exit: countbot ends within a second whatever the child does.
 - When the process dies (llama.cpp's SIGSEGV, the OOM killer), reading raises `ChildDied`,
   which says how (the signal, or the exit code and its last line on stderr); the next
   `model_process()` starts a new one.

@@ -5,6 +5,7 @@ it, so the chat's next turn reuses its prefix as the turns before it did (real b
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +69,25 @@ def test_the_summariser_calls_the_local_model_through_its_upkeep_view(tmp_path: 
     assert before.usage is not None and after.usage is not None
     assert after.usage.cached_tokens is not None
     assert after.usage.cached_tokens >= before.usage.prompt_tokens
+
+
+def test_an_upkeep_call_stopped_while_it_evaluates_its_prompt_gives_the_chat_its_cache_back() -> (
+    None
+):
+    """A turn wants the model while an upkeep call's long prompt is being evaluated (native
+    code, no token yet): the call is aborted there, its stream ends with nothing, and the next
+    turn finds the same process with the chat's KV cache as it was (killing a process that did
+    not stop in time would have lost both)."""
+    prov = LocalProvider(local_settings())
+    chat: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+    turn(prov, chat, "Tell me about cats.")
+    before = turn(prov, chat, "And dogs?")
+    stop = threading.Event()
+    stop.set()  # the turn is there as the call is sent: it is cancelled during the evaluation
+    long = SUMMARY + " The user talked about cats and dogs and birds." * 140  # ~1500 tokens
+    req = ChatRequest(model="", messages=[{"role": "user", "content": long}], max_tokens=16)
+    assert list(prov.for_upkeep(stop).stream(req)) == []
+    after = turn(prov, chat, "And birds?")
+    assert prov.last_stats is not None and prov.last_stats.load_seconds == 0.0  # no reload
+    assert after.usage is not None and after.usage.cached_tokens is not None
+    assert after.usage.cached_tokens >= before.usage.prompt_tokens  # type: ignore[union-attr]

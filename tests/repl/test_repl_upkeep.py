@@ -5,11 +5,20 @@ long the turn waited; the step is done after a later turn, nothing skipped."""
 
 from __future__ import annotations
 
+import io
+import re
+import time
+from pathlib import Path
 from typing import Any
 
 import fakeserver as fs
+import pexpect
 import pytest
-from waits import wait_until
+import yaml
+from cbenv import CB
+from fake_llama import local_cb
+from terminal import TOOLBAR_END, expect, plain, spawn
+from waits import file_text, wait_until
 
 from countbot_cli.conversation import chat
 
@@ -55,3 +64,80 @@ def test_a_question_typed_during_the_upkeep_stops_its_call_and_is_answered(
     archived = [m["content"] for m in h.session_data()["archived"]]
     assert archived[:4] == ["question one", "ok.", "question two", "ok."]  # done later
     assert len(summaries) >= 2
+
+
+SLOW_PROMPT = 120.0  # seconds the first upkeep call would spend evaluating its prompt
+ABORT_LAG = 0.3  # seconds the scripted llama.cpp takes to stop once its abort callback says so
+ANSWER_BOUND = 20.0  # seconds from Enter to the answer: catches a turn that waits the call out
+WAITED = re.compile(r"waited (\d+\.\d) s for the memory upkeep")
+
+
+SAID = ["My name is Ada and I live in Lyon.", "question two", "question three"]
+
+
+def test_on_the_embedded_model_a_question_stops_the_upkeep_call_while_it_evaluates_its_prompt(
+    tmp_path: Path,
+) -> None:
+    """The local model's process (the real local_child.py, scripted llama_cpp): the step's summary
+    call is still evaluating its prompt (native code, no token yet) when the next question is
+    typed. The call is aborted there: the answer comes at once, from the same model process (no
+    reload), and its usage line says how long the turn waited; the step is done after a later
+    turn, its messages archived once and its memory line written once."""
+    events = tmp_path / "events"
+    cb = local_cb(
+        tmp_path,
+        tools=False,
+        answers=["you said: {LAST}"],
+        summary="MEMORY: the user's name is Ada; lives in Lyon\nSUMMARY: Ada lives in Lyon.",
+        slow_prompts=[SLOW_PROMPT],
+        abort_lag=ABORT_LAG,
+        events_file=str(events),
+        pid_file=str(tmp_path / "child.pid"),
+    )
+    config = yaml.safe_load(cb.config_file.read_text(encoding="utf-8"))
+    config["persona"] = {"max_history_messages": 2}
+    config["memory"] = {"overflow_summary": True, "auto_memory": False, "inject": "off"}
+    cb.write_config(config)
+    pid, took, shown = _question_during_the_step(cb, events)
+    assert took < ANSWER_BOUND, took
+    usage, later = shown.split("you said: question five")
+    waited = WAITED.search(usage)
+    assert waited is not None, usage
+    assert ABORT_LAG - 0.05 <= float(waited.group(1)) < ANSWER_BOUND, usage
+    assert "model loaded" not in usage + later  # the same process, the model still loaded
+    assert file_text(tmp_path / "child.pid") == pid
+    assert events.read_text(encoding="utf-8").split() == ["evaluating", "aborted"]
+    archived = [m["content"] for m in cb.only_session()["archived"]]
+    assert archived[:4] == [SAID[0], f"you said: {SAID[0]}", SAID[1], f"you said: {SAID[1]}"]
+    assert len(archived) == len(set(archived))
+    memory = cb.memory_file.read_text(encoding="utf-8")
+    assert memory.count("Lyon") == 1, memory
+
+
+def _question_during_the_step(cb: CB, events: Path) -> tuple[str, float, str]:
+    """The chat in a pty: SAID, then "question four" while the step's call evaluates, then
+    "question five", then Ctrl-D. The model process's pid, the seconds from Enter to the answer
+    of question four, and what the terminal showed from then on."""
+    child = spawn(cb, cols=200, timeout=60)
+    child.logfile_read = screen = io.StringIO()
+    try:
+        expect(child, TOOLBAR_END, timeout=60)
+        for text in SAID:
+            child.send(text + "\r")
+            expect(child, f"you said: {text}", timeout=60)
+            expect(child, TOOLBAR_END, timeout=60)
+        pid = file_text(cb.root / "child.pid", timeout=60)
+        file_text(events, timeout=60)  # the step's call is evaluating its prompt
+        sent, before = time.monotonic(), screen.tell()
+        child.send("question four\r")
+        expect(child, "you said: question four", timeout=SLOW_PROMPT)
+        took = time.monotonic() - sent
+        expect(child, TOOLBAR_END, timeout=60)
+        child.send("question five\r")  # the upkeep after it does the step
+        expect(child, "you said: question five", timeout=60)
+        expect(child, TOOLBAR_END, timeout=60)
+        child.sendcontrol("d")  # quitting waits for a running upkeep
+        child.expect(pexpect.EOF, timeout=60)
+    finally:
+        child.close(force=True)
+    return pid, took, plain(screen.getvalue()[before:])
