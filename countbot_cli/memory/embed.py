@@ -113,8 +113,22 @@ class Embedder:
             self._start()
 
     def _start(self) -> None:
+        """The process is started here, in the thread that wants it (a few milliseconds), not
+        in the embedder's thread: there it would wait for this one to let go of the GIL
+        (importing numpy, reading the vectors), 20-30 ms later."""
         if self._thread is None and self.error is None and not self._stopped:
-            self._thread = threading.Thread(target=self._run, name="recall-encoder", daemon=True)
+            try:
+                encoder = Encoder(model_cache_folder())
+            except Exception as e:  # no process at all (no interpreter, no memory)
+                self._failed(f"{type(e).__name__}: {e}")
+                return
+            self._encoder = encoder
+            if not self._at_exit:
+                self._at_exit = True
+                atexit.register(self.stop)
+            self._thread = threading.Thread(
+                target=self._run, args=(encoder,), name="recall-encoder", daemon=True
+            )
             self._thread.start()
 
     def query(self, texts: Sequence[str], deadline: float) -> NDArray[np.float32] | None:
@@ -162,14 +176,8 @@ class Embedder:
 
     # -- the embedder's thread --
 
-    def _run(self) -> None:
+    def _run(self, encoder: Encoder) -> None:
         try:
-            encoder = Encoder(model_cache_folder())
-            with self.cond:
-                self._encoder = encoder
-                if not self._at_exit:
-                    self._at_exit = True
-                    atexit.register(self.stop)
             encoder.wait_ready(START_TIMEOUT, self._notice)
             with self.cond:
                 self.ready = True
