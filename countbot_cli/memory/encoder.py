@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from countbot_cli import CHILD_FOLDER
 from countbot_cli.memory.encoder_spec import BATCH, DIM, LINE_CHARS, MAX_REQUEST, MODEL_TAG
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def child_command() -> tuple[list[str], dict[str, str], str]:
     this process found its packages on as PYTHONPATH, and the folder countbot_cli is in as its
     working folder — `-m` puts that folder first on the import path, and the user's (a
     `json.py` where `countbot ask` runs) is never imported."""
-    own = str(Path(__file__).resolve().parents[2])
+    own = CHILD_FOLDER
     path = [own, *(p for p in sys.path if p and p != own)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     return [sys.executable, "-S", "-m", CHILD_MODULE], env, own

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import threading
 import time
 from collections.abc import Generator, Iterator
@@ -158,7 +159,7 @@ class LocalProvider:
             raise ConfigError("the embedded local model is not installed", hint=LOCAL_HINT)
         if not Path(path).is_file():
             raise ConfigError(f"no such model file: {path}", key=setting, hint=LOCAL_HINT)
-        self.model_path = path
+        self.model_path = os.path.abspath(path)  # the model process runs in another folder
         self.model = cfg.model or (LOCAL_MODEL_NAME if bundled else Path(path).stem)
         context_window = cfg.context_window
         configured = context_window is not None and context_window > 0

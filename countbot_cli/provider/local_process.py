@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from countbot_cli import CHILD_FOLDER
 from countbot_cli.jsonsafe import loads_bounded
 from countbot_cli.provider.sse import MAX_LINE
 
@@ -118,6 +119,7 @@ class ModelProcess:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
+            cwd=CHILD_FOLDER,  # not the user's folder: `-m` imports from its working folder
             start_new_session=True,  # the terminal's Ctrl-C is countbot's to handle
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None

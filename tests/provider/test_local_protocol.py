@@ -139,3 +139,15 @@ def test_a_child_stuck_mid_answer_does_not_hold_countbot(tmp_path: Path, how: st
     wait_gone(child)
     messages = cb.only_session()["messages"]
     assert messages[1]["status"] == "interrupted" and messages[1]["content"].startswith("Paris")
+
+
+def test_the_model_process_imports_nothing_from_the_folder_ask_runs_in(tmp_path: Path) -> None:
+    """A `json.py` (or `llama_cpp.py`) in the folder where `countbot ask` runs is the user's
+    file, not a module: the model process never runs it, and the model answers."""
+    cb = local_cb(tmp_path, tools=False, answers=["Paris."])
+    marker = tmp_path / "ran"
+    for name in ("json", "llama_cpp", "threading"):
+        (cb.work / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').write('{name}')\n")
+    proc = cb.run("ask", "--plain", "--no-save", QUESTION, timeout=BOUND)
+    assert proc.returncode == 0 and proc.stdout.strip() == "Paris.", proc.stderr
+    assert not marker.exists()
