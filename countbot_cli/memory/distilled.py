@@ -66,11 +66,17 @@ class Distiller:
         why = None if self.summariser.writes_summaries else SMOKE_TEST.format(model)
         return Distilled(messages, self.language, why_not=why)
 
-    def call(self, prompt: str, what: str, job: Distilled) -> str | None:
+    def call(
+        self, prompt: str, what: str, job: Distilled, *, unasked: str | None = None
+    ) -> str | None:
         """The model's reply to `prompt` (None when there is no call to make: a smoke-test
-        model, an earlier failure of the run; `job.why_not` says why). Raises SummaryError
-        (the call failed; `job.why_not` is its message) and Postponed (out of time)."""
+        model, an earlier failure of the run, or the caller's reason `unasked`; `job.why_not`
+        says why). Raises SummaryError (the call failed; `job.why_not` is its message) and
+        Postponed (out of time)."""
         if not self.summariser.writes_summaries:
+            return None
+        if unasked is not None:
+            job.why_not = unasked
             return None
         try:
             return self.summariser.summarise(prompt, what)

@@ -7,7 +7,9 @@ or what was said: memory/distilled.py) and brings the rolling summary up to date
 (memory/rolling.py), one call a step — then automatic memory (memory/auto.py). A message is
 distilled once (memory/coverage.py) and never lost: a failed or kept-back summary keeps what
 was said, an interrupted or out-of-time run leaves the rest for a later turn. Failures in a
-row space the next tries out (1, 2, 4 … 16 turns); /compact always tries.
+row space the next tries out (1, 2, 4 … 16 turns); /compact always tries. A step whose call
+turns stopped `STEP_STOPS` times (a model slower than the user types) is written the way a
+failed call's is, from what was said, with no call: the window steps and memory keeps up.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from countbot_cli.memory.digest import (
     overflow_batches,
 )
 from countbot_cli.memory.recall import Budget, Recall, label, line_tokens, newest
-from countbot_cli.memory.summariser import Postponed, Summariser, SummaryError
+from countbot_cli.memory.summariser import CallStopped, Postponed, Summariser, SummaryError
 from countbot_cli.memory.summary_prompts import (
     overflow_summary_prompt,
     written_on,
@@ -65,6 +67,11 @@ CURSOR_FAILURES = "summary_failures"  # consecutive upkeep runs whose summary ca
 CURSOR_RETRY_AT = "summary_retry_at"  # no summary call before this many turns (user messages)
 MAX_BACKOFF_TURNS = 16
 MIN_BATCH = 4
+# a step's call stopped this many times by turns is not made again: once may be a question
+# typed during one call, twice in a row means the summary takes longer than the user takes to
+# type, and every further try would be stopped too, leaving the window unstepped
+STEP_STOPS = 2
+STOPPED = "turns stopped the summary call {} times"
 
 
 class _Stale(Exception):
@@ -107,6 +114,8 @@ class MemoryKeeper:
         self.summariser = summariser or Summariser(settings, provider)
         # memory.inject: relevant (memory/recall.py)
         self.recaller = Recall(memory, wait=settings.memory.recall_wait)
+        self._stops = ("", 0)  # the first message of the step whose call turns stopped, times
+        self._unasked: list[int] = []  # lines of each step of this run written without a call
 
     # the upkeep's parts are made (and their modules loaded) when an upkeep first needs them:
     # a plain `ask` never does (tests/helpers/start_up.py)
@@ -203,6 +212,10 @@ class MemoryKeeper:
             except SummaryError as exc:  # /compact: the user asked for a summary now
                 exc.written = written
                 raise
+            except CallStopped:
+                first = batch.messages[0].id
+                self._stops = (first, self._stops[1] + 1 if self._stops[0] == first else 1)
+                break
             except (Postponed, _Stale):
                 break
             at, cursor = end, part.upto
@@ -228,13 +241,16 @@ class MemoryKeeper:
         raises), its memory lines, the summary and the archiving. Raises Postponed (out of
         time: the batch waits) and _Stale."""
         job, summary = self.distiller.job([]), None
-        if roll.wants_call(part):
+        stopped = self._stops[1] if self._stops[0] == batch.messages[0].id else 0
+        unasked = STOPPED.format(stopped) if stopped >= STEP_STOPS and not force else None
+        asked = roll.wants_call(part)
+        if asked:
             days = batch_days(batch, part)
             prompt = roll.prompt(part, written_on(days, self._language()))
             if roll.asked:
                 job = self.distiller.job(part.distilled)
             try:
-                reply = self.distiller.call(prompt, "overflow summary", job)
+                reply = self.distiller.call(prompt, "overflow summary", job, unasked=unasked)
             except SummaryError as exc:
                 if force:
                     raise
@@ -250,6 +266,8 @@ class MemoryKeeper:
         change = roll.commit(summary or said, batch.messages, said=recap)
         lines = self._commit_overflow(session_id, batch.messages, job, change, part)
         roll.written(summary or said, batch.messages, said=recap)
+        if asked and unasked is not None:
+            self._unasked.append(len(lines))
         return lines
 
     def _input_budget(self, template: str) -> tuple[TextCost | None, int | None]:
@@ -344,6 +362,7 @@ class MemoryKeeper:
             return None
         failure: SummaryError | None = None
         self.reply_filter.reset()
+        self._unasked = []
         calls = self.summariser.calls
         with self.summariser.run():
             if mem.overflow_summary or mem.session_summary:
@@ -359,11 +378,21 @@ class MemoryKeeper:
         if self.summariser.calls > calls and (failure or CURSOR_FAILURES in session.cursors):
             self._note_outcome(session_id, failed=failure is not None)
         own = self.reply_filter.own_words
-        notes = self.reply_filter.notes()
+        notes = self._unasked_notes() + self.reply_filter.notes()
         if failure is not None:
             kept = f"kept what was said instead ({plural(own, 'line')})" if own else KEPT_NONE
             raise UpkeepFailed(f"memory: {failure.message}; {kept}", notes=notes)
         return "\n".join(notes) or None
+
+    def _unasked_notes(self) -> list[str]:
+        """What the run's steps written without a call (`STEP_STOPS`) kept."""
+        if not self._unasked:
+            return []
+        lines = sum(self._unasked)
+        kept = f"kept what was said instead ({plural(lines, 'line')})" if lines else KEPT_NONE
+        steps = plural(len(self._unasked), "step")
+        why = STOPPED.format(STEP_STOPS)
+        return [f"memory: the window moved on {steps} without the model's summary ({why}); {kept}"]
 
     def _note_outcome(self, session_id: str, *, failed: bool) -> None:
         """Count failed runs in a row in the session; a success clears the count."""

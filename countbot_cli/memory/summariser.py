@@ -19,7 +19,8 @@ provider a hung summariser would cost 3 attempts of 120 s each, per call. So a s
   stops the run before its next call or between two events of the current one, whose stream
   is closed; the local model's call is cancelled even before its first event (while it
   evaluates the prompt) and gives the chat's KV cache back; the run's rest waits for a later
-  turn, untouched.
+  turn, untouched (a window step whose call turns keep stopping is then written without one:
+  memory/keeper.py).
 
 Ctrl-C during a call raises KeyboardInterrupt with nothing changed; `sigint_deferred` holds it
 while a result is written (MEMORY.md line and archive move), so that pair is never half done.
@@ -65,6 +66,10 @@ class Postponed(Exception):
 
 class Preempted(Postponed):
     """A turn wants the model (`Summariser.preempt`)."""
+
+
+class CallStopped(Preempted):
+    """A turn stopped a call that had begun (not one about to begin)."""
 
 
 class AfterFailure(Postponed):
@@ -140,7 +145,7 @@ class Summariser:
         try:
             text = self._call(prompt, total)
         except _Stopped:
-            raise Preempted("a turn wants the model") from None
+            raise CallStopped("a turn stopped the call") from None
         except ReadTimeoutError:
             self._failed = True
             raise SummaryError(f"{what} failed: no answer within {total:.0f} s") from None

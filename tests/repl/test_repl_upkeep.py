@@ -1,7 +1,8 @@
 """The memory upkeep never holds an answer back, in the REPL: on a model that answers one call at
 a time (the embedded one; here the loopback server, treated so) a question typed while the
 upkeep's summary call streams stops that call, the answer comes, and its usage line says how
-long the turn waited; the step is done after a later turn, nothing skipped."""
+long the turn waited; the step is done after a later turn, nothing skipped. A step stopped
+twice is written from what was said, without a call."""
 
 from __future__ import annotations
 
@@ -84,20 +85,12 @@ def test_on_the_embedded_model_a_question_stops_the_upkeep_call_while_it_evaluat
     reload), and its usage line says how long the turn waited; the step is done after a later
     turn, its messages archived once and its memory line written once."""
     events = tmp_path / "events"
-    cb = local_cb(
+    cb = _stepping_chat(
         tmp_path,
-        tools=False,
-        answers=["you said: {LAST}"],
         summary="MEMORY: the user's name is Ada; lives in Lyon\nSUMMARY: Ada lives in Lyon.",
         slow_prompts=[SLOW_PROMPT],
-        abort_lag=ABORT_LAG,
-        events_file=str(events),
         pid_file=str(tmp_path / "child.pid"),
     )
-    config = yaml.safe_load(cb.config_file.read_text(encoding="utf-8"))
-    config["persona"] = {"max_history_messages": 2}
-    config["memory"] = {"overflow_summary": True, "auto_memory": False, "inject": "off"}
-    cb.write_config(config)
     pid, took, shown = _question_during_the_step(cb, events)
     assert took < ANSWER_BOUND, took
     usage, later = shown.split("you said: question five")
@@ -112,6 +105,24 @@ def test_on_the_embedded_model_a_question_stops_the_upkeep_call_while_it_evaluat
     assert len(archived) == len(set(archived))
     memory = cb.memory_file.read_text(encoding="utf-8")
     assert memory.count("Lyon") == 1, memory
+
+
+def _stepping_chat(tmp_path: Path, **script: Any) -> CB:
+    """A user of the scripted local model, which echoes the question, with a window of 2 messages
+    (a step every 2 turns) and `tmp_path / "events"` for its evaluations."""
+    cb = local_cb(
+        tmp_path,
+        tools=False,
+        answers=["you said: {LAST}"],
+        abort_lag=ABORT_LAG,
+        events_file=str(tmp_path / "events"),
+        **script,
+    )
+    config = yaml.safe_load(cb.config_file.read_text(encoding="utf-8"))
+    config["persona"] = {"max_history_messages": 2}
+    config["memory"] = {"overflow_summary": True, "auto_memory": False, "inject": "off"}
+    cb.write_config(config)
+    return cb
 
 
 def _question_during_the_step(cb: CB, events: Path) -> tuple[str, float, str]:
@@ -141,3 +152,50 @@ def _question_during_the_step(cb: CB, events: Path) -> tuple[str, float, str]:
     finally:
         child.close(force=True)
     return pid, took, plain(screen.getvalue()[before:])
+
+
+def test_on_the_embedded_model_a_step_stopped_twice_is_written_from_what_was_said(
+    tmp_path: Path,
+) -> None:
+    """A user who types faster than the local model summarises: each step's call is stopped by the
+    next question. After the second stop of the same step, the upkeep after the answer makes no
+    call: the window steps, its messages archived once, and what the user said written once to
+    MEMORY.md, in their words; the user is told why."""
+    events = tmp_path / "events"
+    cb = _stepping_chat(
+        tmp_path,
+        summary="MEMORY: the user is called Bob\nSUMMARY: Bob.",
+        slow_prompts=[SLOW_PROMPT] * 3,  # every call of the step would outlast the chat
+    )
+
+    def calls_begun(n: int) -> None:
+        wait_until(
+            lambda: events.exists() and events.read_text("utf-8").split().count("evaluating") == n,
+            f"summary call {n} evaluating its prompt",
+            60,
+        )
+
+    child = spawn(cb, cols=200, timeout=60)
+    child.logfile_read = screen = io.StringIO()
+    try:
+        expect(child, TOOLBAR_END, timeout=60)
+        for text in [*SAID, "question four", "question five"]:
+            if text.startswith("question f"):  # typed while the step's call evaluates
+                calls_begun(1 if text == "question four" else 2)
+            child.send(text + "\r")
+            expect(child, f"you said: {text}", timeout=60)
+            expect(child, TOOLBAR_END, timeout=60)
+        child.sendcontrol("d")  # quitting waits for the upkeep after question five
+        child.expect(pexpect.EOF, timeout=60)
+    finally:
+        child.close(force=True)
+    shown = " ".join(plain(screen.getvalue()).split())
+    assert "the window moved on 1 step without the model's summary" in shown, shown
+    assert "kept what was said instead (2 lines)" in shown, shown  # the user's, the echo
+    assert events.read_text("utf-8").split() == ["evaluating", "aborted"] * 2  # no third call
+    archived = [m["content"] for m in cb.only_session()["archived"]]
+    assert archived[:4] == [SAID[0], f"you said: {SAID[0]}", SAID[1], f"you said: {SAID[1]}"]
+    assert len(archived) == len(set(archived))
+    memory = cb.memory_file.read_text(encoding="utf-8")
+    assert memory.count(f'the user said: "{SAID[0]}"') == 1, memory
+    assert "Bob" not in memory, memory
