@@ -74,6 +74,11 @@ STEP_STOPS = 2
 STOPPED = "turns stopped the summary call {} times"
 
 
+def _kept(lines: int) -> str:
+    """What a step written without the model's summary kept of what was said."""
+    return f"kept what was said instead ({plural(lines, 'line')})" if lines else KEPT_NONE
+
+
 class _Stale(Exception):
     """The session changed under us (another process archived the batch first)."""
 
@@ -380,16 +385,14 @@ class MemoryKeeper:
         own = self.reply_filter.own_words
         notes = self._unasked_notes() + self.reply_filter.notes()
         if failure is not None:
-            kept = f"kept what was said instead ({plural(own, 'line')})" if own else KEPT_NONE
-            raise UpkeepFailed(f"memory: {failure.message}; {kept}", notes=notes)
+            raise UpkeepFailed(f"memory: {failure.message}; {_kept(own)}", notes=notes)
         return "\n".join(notes) or None
 
     def _unasked_notes(self) -> list[str]:
         """What the run's steps written without a call (`STEP_STOPS`) kept."""
         if not self._unasked:
             return []
-        lines = sum(self._unasked)
-        kept = f"kept what was said instead ({plural(lines, 'line')})" if lines else KEPT_NONE
+        kept = _kept(sum(self._unasked))
         steps = plural(len(self._unasked), "step")
         why = STOPPED.format(STEP_STOPS)
         return [f"memory: the window moved on {steps} without the model's summary ({why}); {kept}"]
