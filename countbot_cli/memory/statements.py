@@ -287,11 +287,6 @@ def assistant_statements(answer: str) -> list[str]:
     return [_said(u, bool(_CJK.re.search(" ".join((u.text, *u.heads))))) for u in kept]
 
 
-def is_assistant_statement(answer: str) -> bool:
-    """An answer (or a sentence of one) that holds something the assistant gave to keep."""
-    return bool(assistant_statements(answer))
-
-
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 

@@ -12,7 +12,6 @@ import pytest
 from countbot_cli.memory.dates import annotate, resolved_dates
 from countbot_cli.memory.grounding import Grounds
 from countbot_cli.memory.statements import (
-    is_assistant_statement,
     is_user_statement,
     recap,
     statements,
@@ -129,12 +128,20 @@ def test_a_fact_told_inside_a_question_is_kept_a_bare_question_not(
     assert [s.text for s in found] == ([f'the user said: "{sentence}"'] if kept else [])
 
 
-def test_the_assistants_recommendation_or_figure_is_kept_its_chatter_not() -> None:
-    assert is_assistant_statement("I'd recommend the ThinkPad X1 Carbon for travel.")
-    assert is_assistant_statement("The trip comes to about 2,400 euros in total.")
-    assert is_assistant_statement("Your share would be $1,230 a month.")  # a figure for them
-    assert not is_assistant_statement("Sure, happy to help with that.")
-    assert not is_assistant_statement("You should rest more.")  # names nothing
+@pytest.mark.parametrize(
+    ("answer", "kept"),
+    [
+        ("I'd recommend the ThinkPad X1 Carbon for travel.", True),
+        ("The trip comes to about 2,400 euros in total.", True),
+        ("Your share would be $1,230 a month.", True),  # a figure for them
+        ("Sure, happy to help with that.", False),
+        ("You should rest more.", False),  # names nothing
+    ],
+)
+def test_the_assistants_recommendation_or_figure_is_kept_its_chatter_not(
+    answer: str, kept: bool
+) -> None:
+    assert said(answer) == ([f'the assistant said: "{answer}"'] if kept else [])
 
 
 def said(answer: str) -> list[str]:
