@@ -74,10 +74,11 @@ def test_the_summariser_calls_the_local_model_through_its_upkeep_view(tmp_path: 
 def test_an_upkeep_call_stopped_while_it_evaluates_its_prompt_gives_the_chat_its_cache_back() -> (
     None
 ):
-    """A turn wants the model while an upkeep call's long prompt is being evaluated (native
-    code, no token yet): the call is aborted there, its stream ends with nothing, and the next
-    turn finds the same process with the chat's KV cache as it was (killing a process that did
-    not stop in time would have lost both)."""
+    """A turn wants the model as an upkeep call's long prompt is sent: the call's stream ends
+    with nothing, and the next turn finds the same process (no reload) with the chat's KV cache
+    as it was. (That the evaluation itself is aborted inside native code, not run to its end,
+    is shown by tests/repl/test_repl_upkeep.py's scripted model, whose events say so; on a fast
+    CPU this prompt could finish within the cancel's grace either way.)"""
     prov = LocalProvider(local_settings())
     chat: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
     turn(prov, chat, "Tell me about cats.")
