@@ -100,13 +100,7 @@ class ContextMeter:
         """The context window the conversation's engine budgets against: the settings of the
         model in use (after /model, with --context-window and COUNTBOT_CONTEXT_WINDOW still
         applied)."""
-        engine = answering(conversation)  # a fallback link while the provider is passed over
-        budget = engine.budget
-        if budget is not None:  # with what the server reported since the budget was made
-            return budget.context_window
-        model = engine.provider.model
-        cfg = engine.settings.provider
-        return context_window_for(model, cfg.context_window if model == cfg.model else None)
+        return _window(answering(conversation))  # a fallback link while the provider is passed over
 
     def counter(self, model: str) -> TokenCounter:
         """The model's tokenizer (loads it if needed), calibrated on the last reported usage."""
@@ -143,19 +137,18 @@ class ContextMeter:
         """The next request, counted. wait=False never blocks on loading the tokenizer: it
         counts with the estimate meanwhile (and starts the load when `autoload` is set and the
         estimate is EXACT_FROM of the context window or more)."""
-        model = answering(conversation).provider.model
+        engine = answering(conversation)  # once: a redraw counts for one engine throughout
+        model = engine.provider.model
         exact = wait or self.ready(model)
         counter = self.counter(model) if exact else self._estimator_for(model)
-        key = _fingerprint(conversation, counter)
+        key = _fingerprint(conversation, engine, counter)
         cached = self._cache
         if cached is not None and cached[0] == key:
             result = cached[1]
         else:
-            self._calibrate(counter, answering(conversation))
-            result = _count(
-                counter, conversation, self.context_window(conversation), self._tools_sent
-            )
-            self._cache = (_fingerprint(conversation, counter), result)
+            self._calibrate(counter, engine)
+            result = _count(counter, conversation, engine, self._tools_sent)
+            self._cache = (_fingerprint(conversation, engine, counter), result)
         if not exact and self.autoload and result.total >= EXACT_FROM * result.context_window:
             self.load_in_background(model)  # near the limit: the exact count matters now
         return result
@@ -196,8 +189,20 @@ def answering(conversation: Conversation) -> Engine:
     return c.fallback.standing_in(c.settings.provider.name) or c.engine
 
 
-def _fingerprint(conversation: Conversation, counter: TokenCounter) -> tuple[Any, ...]:
-    engine, session = answering(conversation), conversation.session
+def _window(engine: Engine) -> int:
+    """The context window `engine` budgets against (ContextMeter.context_window)."""
+    budget = engine.budget
+    if budget is not None:  # with what the server reported since the budget was made
+        return budget.context_window
+    model = engine.provider.model
+    cfg = engine.settings.provider
+    return context_window_for(model, cfg.context_window if model == cfg.model else None)
+
+
+def _fingerprint(
+    conversation: Conversation, engine: Engine, counter: TokenCounter
+) -> tuple[Any, ...]:
+    session = conversation.session
     msgs = session.messages
     last = msgs[-1] if msgs else None
     return (
@@ -219,11 +224,11 @@ def _fingerprint(conversation: Conversation, counter: TokenCounter) -> tuple[Any
 def _count(
     counter: TokenCounter,
     conversation: Conversation,
-    context_window: int,
+    engine: Engine,
     tools_sent: bool | None,
 ) -> Breakdown:
-    engine, session, system = (
-        answering(conversation),
+    context_window = _window(engine)
+    session, system = (
         conversation.session,
         conversation.tuning.system(conversation.system_override),  # with the role's text
     )
