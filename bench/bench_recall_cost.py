@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_rss import repl_idle  # noqa: E402
-from bench_startup import bench_env, start_server  # noqa: E402
+from bench_startup import bench_env, recall_waits, start_server  # noqa: E402
 
 QUESTION = "which instrument do I play?"
 BIG_START = "the kumquat deploy log of the night the payments cluster fell over"
@@ -234,13 +234,8 @@ def warm_up(name: str, path: str, tmp: Path, env: dict[str, str]) -> None:
     """Every line embedded: one ask that waits for all of them (`memory.recall_wait` raised
     for it alone, then the config put back), then asks until one says nothing about embedding
     (a countbot that does not know the key: a cold build spanning runs)."""
-    cfg = tmp / "xdg" / "countbot" / "config.yaml"
-    text = cfg.read_text()
-    cfg.write_text(text.replace("  inject: relevant\n", "  inject: relevant\n  recall_wait: 900\n"))
-    try:
+    with recall_waits(tmp / "xdg" / "countbot" / "config.yaml", 900):
         Run(ask(path), env, tmp, timeout=1800)
-    finally:
-        cfg.write_text(text)
     for _ in range(1000):
         r = Run(ask(path), env, tmp, timeout=1800)
         if r.code:

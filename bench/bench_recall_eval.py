@@ -34,6 +34,7 @@ so the machine's load falls on both alike.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -56,6 +57,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
 import fakeserver as fs  # noqa: E402
+from bench_startup import recall_waits  # noqa: E402
 
 BASELINE = "9696383"  # main before recall's rewrite (the budget, the ranking, the dates)
 WARM_WAIT = 3600  # seconds the warm-up ask may wait for every line's vector (a hang bound)
@@ -218,14 +220,9 @@ class Home:
         """One ask that embeds every line: with `memory.recall_wait` raised for it (then the
         config put back), or as it is for a tree that does not know the key (its first ask
         waits for every line)."""
-        config = self.config.read_text("utf-8")
-        if "recall_wait" in (self.tree / "config" / "settings.py").read_text("utf-8"):
-            wait = f"  inject: relevant\n  recall_wait: {WARM_WAIT}\n"
-            self.config.write_text(config.replace("  inject: relevant\n", wait), "utf-8")
-        try:
+        knows = "recall_wait" in (self.tree / "config" / "settings.py").read_text("utf-8")
+        with recall_waits(self.config, WARM_WAIT) if knows else contextlib.nullcontext():
             self.run("ask", "--no-save", "--plain", "warm up")
-        finally:
-            self.config.write_text(config, "utf-8")
 
     def run(self, *args: str) -> str:
         cmd = [sys.executable, "-m", "countbot_cli", *args]

@@ -42,7 +42,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -119,6 +120,22 @@ def bench_env(tmp: Path, **extra: str) -> dict[str, str]:
         "XDG_DATA_HOME": str(tmp / "data"),
         **extra,
     }
+
+
+@contextmanager
+def recall_waits(config: Path, seconds: float) -> Iterator[None]:
+    """Inside, the config file (written by a recall bench, `inject: relevant`) has
+    `memory.recall_wait: seconds`, so one ask embeds every line; the file is put back after."""
+    text = config.read_text("utf-8")
+    wait = f"  inject: relevant\n  recall_wait: {seconds}\n"
+    changed = text.replace("  inject: relevant\n", wait)
+    if changed == text:
+        raise SystemExit(f"{config}: no 'inject: relevant' line to give recall_wait to")
+    config.write_text(changed, "utf-8")
+    try:
+        yield
+    finally:
+        config.write_text(text, "utf-8")
 
 
 def time_pipe(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
