@@ -96,12 +96,6 @@ class ContextMeter:
 
     # ---- counting ----
 
-    def context_window(self, conversation: Conversation) -> int:
-        """The context window the conversation's engine budgets against: the settings of the
-        model in use (after /model, with --context-window and COUNTBOT_CONTEXT_WINDOW still
-        applied)."""
-        return _window(answering(conversation))  # a fallback link while the provider is passed over
-
     def counter(self, model: str) -> TokenCounter:
         """The model's tokenizer (loads it if needed), calibrated on the last reported usage."""
         with self._lock:
@@ -189,8 +183,9 @@ def answering(conversation: Conversation) -> Engine:
     return c.fallback.standing_in(c.settings.provider.name) or c.engine
 
 
-def _window(engine: Engine) -> int:
-    """The context window `engine` budgets against (ContextMeter.context_window)."""
+def _context_window(engine: Engine) -> int:
+    """The context window `engine` budgets against: the settings of the model in use (after
+    /model, with --context-window and COUNTBOT_CONTEXT_WINDOW still applied)."""
     budget = engine.budget
     if budget is not None:  # with what the server reported since the budget was made
         return budget.context_window
@@ -227,7 +222,7 @@ def _count(
     engine: Engine,
     tools_sent: bool | None,
 ) -> Breakdown:
-    context_window = _window(engine)
+    context_window = _context_window(engine)
     session, system = (
         conversation.session,
         conversation.tuning.system(conversation.system_override),  # with the role's text
