@@ -29,7 +29,7 @@ def test_last_tool_shows_the_elided_middle_from_a_private_file_removed_at_exit(
         assert isinstance(h.repl, Repl)
         outputs = h.repl.tool_outputs  # steps that are functions run at once: wait for the call
         folder = wait_until(lambda: outputs.folder, "the tool's output kept", 15)
-        files = list(folder.iterdir())
+        files = wait_until(lambda: list(folder.iterdir()), "the kept output's file", 15)
         seen["folder"] = folder
         seen["modes"] = (stat.S_IMODE(folder.stat().st_mode), stat.S_IMODE(files[0].stat().st_mode))
 
