@@ -36,15 +36,23 @@ def test_descendants_include_a_child_in_its_own_session_and_end_checks_the_start
 
 
 def test_a_group_outlives_its_leader_and_a_reused_leader_pid_spares_it() -> None:
-    code = "import subprocess; p = subprocess.Popen(['sleep', '60']); print(p.pid, flush=True)"
-    leader = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True
+    code = (
+        "import subprocess, sys; p = subprocess.Popen(['sleep', '60']); print(p.pid, flush=True);"
+        " sys.stdin.read()"  # the leader stays until told to go
     )
-    assert leader.stdout is not None
+    leader = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert leader.stdin is not None and leader.stdout is not None
     me = proctree.identity(leader.pid)
     child = int(leader.stdout.readline())
     try:
         assert me is not None and [pid for pid, _ in proctree.group(me)] == [leader.pid, child]
+        leader.stdin.close()
         leader.wait()  # the leader has exited: its child is still in its group
         assert [pid for pid, _ in proctree.group(me)] == [child]
         own = proctree.identity(os.getpid())  # a pid now another process: not its group
