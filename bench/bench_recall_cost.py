@@ -3,9 +3,11 @@
 (config with `memory.inject: relevant`, a generated MEMORY.md of `--lines` lines, a cache
 folder) and one loopback server answers them all. Sections (`--only` picks some):
 
-- warm: `ask --plain --no-save` with recall on and with `memory.inject: off` (same memory,
-  interleaved, after a warm-up that embeds every line, `warm_up`): median wall, and peak RSS of
-  countbot's own process and of its largest child (sampled from /proc every 5 ms: VmHWM);
+- warm: `ask --plain --no-save` with recall on, with `memory.recall_keep: 0` ("fresh": each
+  ask loads the encoders, as the first after an idle pause; for a countbot that knows the key)
+  and with `memory.inject: off` (same memory, interleaved, after a warm-up that embeds every
+  line, `warm_up`): median wall, and peak RSS of countbot's own process and of its largest
+  child (sampled from /proc every 5 ms: VmHWM); the encoder process kept between asks, VmRSS;
 - cold: the vector cache removed (the recall model's cache kept), then `ask` again and again
   until one says nothing about embedding: the first answer's wall, the runs, their total wall;
 - 1mb: a MEMORY.md of a dozen lines and one line of 1 MB (cold): the wall of `ask` asking
@@ -41,6 +43,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_rss import repl_idle  # noqa: E402
 from bench_startup import bench_env, recall_waits, start_server  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+from lingering import end_serving, serving_pid  # noqa: E402
 
 QUESTION = "which instrument do I play?"
 BIG_START = "the kumquat deploy log of the night the payments cluster fell over"
@@ -244,18 +249,48 @@ def warm_up(name: str, path: str, tmp: Path, env: dict[str, str]) -> None:
             break
 
 
+def fresh_env(tmp: Path, env: dict[str, str]) -> dict[str, str]:
+    """The same home with `memory.recall_keep: 0`: each ask loads the encoders itself, as the
+    first ask after an idle pause does (a config folder of its own)."""
+    shutil.copytree(tmp / "xdg", tmp / "xdg-fresh", dirs_exist_ok=True)
+    cfg = tmp / "xdg-fresh" / "countbot" / "config.yaml"
+    cfg.write_text(
+        cfg.read_text().replace("inject: relevant\n", "inject: relevant\n  recall_keep: 0\n")
+    )
+    return {**env, "XDG_CONFIG_HOME": str(tmp / "xdg-fresh")}
+
+
+def kept_rss(env: dict[str, str]) -> float:
+    """VmRSS (MiB) of the encoder process a countbot left serving this home's cache folder
+    (memory.recall_keep); 0 when none does."""
+    pid = serving_pid(Path(env["XDG_CACHE_HOME"]) / "countbot")
+    if not pid:
+        return 0.0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def section_warm(bots: list[tuple[str, str, Path, dict[str, str]]], n: int) -> None:
     print(f"\n## warm ask: median of {n} interleaved rounds (wall s; peak RSS MiB, sampled)")
+    print("(on: as configured, the encoders kept by an earlier ask when the countbot keeps them;")
+    print(" fresh: `recall_keep: 0`, each ask loads them, as the first ask after an idle pause)")
     print(f"{'countbot':10} {'recall':7} {'wall':>7} {'own peak':>9} {'child peak':>11}")
     rows: dict[tuple[str, str], list[Run]] = {}
     envs = {}
+    modes: dict[str, list[str]] = {}
     for name, path, tmp, env in bots:
         envs[(name, "on")], envs[(name, "off")] = env, off_env(tmp, env)
+        envs[(name, "fresh")] = fresh_env(tmp, env)
         warm_up(name, path, tmp, env)
-        rows[(name, "on")], rows[(name, "off")] = [], []
+        knows_keep = Run(ask(path), envs[(name, "fresh")], tmp).code == 0  # an older: no key
+        modes[name] = ["on", "fresh", "off"] if knows_keep else ["on", "off"]
+        for mode in modes[name]:
+            rows[(name, mode)] = []
     for _ in range(n):
         for name, path, tmp, _env in bots:
-            for mode in ("on", "off"):
+            for mode in modes[name]:
                 r = Run(ask(path), envs[(name, mode)], tmp)
                 if r.code:
                     raise SystemExit(f"{name} {mode}: {r.stderr[-500:]}")
@@ -265,17 +300,22 @@ def section_warm(bots: list[tuple[str, str, Path, dict[str, str]]], n: int) -> N
         own = statistics.median(r.own_peak for r in runs)
         child = statistics.median(r.child_peak for r in runs)
         print(f"{name:10} {mode:7} {wall:7.3f} {own:9.1f} {child:11.1f}")
-    for name, *_ in bots:
-        on, off = rows[(name, "on")], rows[(name, "off")]
-        ratio = statistics.median(r.wall for r in on) / statistics.median(r.wall for r in off)
-        own = statistics.median(r.own_peak for r in on) - statistics.median(r.own_peak for r in off)
-        both = statistics.median(r.own_peak + r.child_peak for r in on) - statistics.median(
-            r.own_peak + r.child_peak for r in off
-        )
-        print(
-            f"{name:10} on/off: wall {ratio:.2f}x; own peak {own:+.1f} MiB; "
-            f"own + child peaks {both:+.1f} MiB"
-        )
+    for name, _path, _tmp, env in bots:
+        off = rows[(name, "off")]
+        for mode in modes[name][:-1]:
+            on = rows[(name, mode)]
+            ratio = statistics.median(r.wall for r in on) / statistics.median(r.wall for r in off)
+            own = statistics.median(r.own_peak for r in on) - statistics.median(
+                r.own_peak for r in off
+            )
+            both = statistics.median(r.own_peak + r.child_peak for r in on) - statistics.median(
+                r.own_peak + r.child_peak for r in off
+            )
+            print(
+                f"{name:10} {mode}/off: wall {ratio:.2f}x; own peak {own:+.1f} MiB; "
+                f"own + child peaks {both:+.1f} MiB"
+            )
+        print(f"{name:10} encoder process kept between asks: {kept_rss(env):.1f} MiB resident")
 
 
 def section_cold(
@@ -436,6 +476,8 @@ def main() -> None:
             section_sigterm(bots, top, args.sigterm_after)
     finally:
         server.kill()
+        for spec in args.countbot:  # the encoders a countbot kept for the next ask
+            end_serving(top / spec.split("=", 1)[0] / "cache" / "countbot")
         shutil.rmtree(top, ignore_errors=True)
     print(f"\nload average at end: {os.getloadavg()}")
 

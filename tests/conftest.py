@@ -48,6 +48,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput") and _users_cache:
+        from lingering import end_serving
+
+        end_serving(Path(os.environ["XDG_CACHE_HOME"]) / "countbot")  # a test's kept encoders
         shutil.rmtree(os.environ["XDG_CACHE_HOME"], ignore_errors=True)
         users = _users_cache.pop()
         if users is None:

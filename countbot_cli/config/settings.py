@@ -71,6 +71,7 @@ MEMORY_KEYS = (
     "recall_lines",
     "recall_tokens",
     "recall_wait",
+    "recall_keep",
 )
 TOOL_KEYS = (
     "enabled",
@@ -110,6 +111,9 @@ class MemorySettings(NamedTuple):
     # seconds a turn waits for recall by meaning (the encoders, lines not yet embedded): the
     # rest is recalled by its words while it is embedded in the background
     recall_wait: float = 1.0
+    # seconds the recall encoders stay loaded after countbot ends, for the next `ask` (as
+    # Ollama keeps a model loaded): a warm `ask` then does not load them (memory/encoder_linger.py)
+    recall_keep: float = 300.0
     off: bool = False  # `ask --no-memory`: no pinned lines, no memory tool (not a config key)
 
 
@@ -407,6 +411,7 @@ def _memory(sec: Section, home: Path, env: Mapping[str, str]) -> MemorySettings:
         recall_lines=_or(sec.integer("recall_lines", 1), d.recall_lines),
         recall_tokens=_or(sec.integer("recall_tokens", 1), d.recall_tokens),
         recall_wait=_or(sec.number("recall_wait", 0.0), d.recall_wait),
+        recall_keep=_or(sec.number("recall_keep", 0.0), d.recall_keep),
     )
 
 

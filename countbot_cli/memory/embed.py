@@ -18,9 +18,10 @@ import importlib.util
 import os
 import threading
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from countbot_cli.config.home import cache_home
 from countbot_cli.memory.encoder import Encoder, EncoderDied
@@ -82,8 +83,17 @@ class _Query:
     ) -> None:
         self.texts = list(texts)
         self.on_done = on_done  # None: someone waits for `result`
-        self.result: NDArray[np.float32] | None = None
+        self.result: Any = None
+        self.finished = False
         self.cancelled = False
+
+
+class _Rank(_Query):
+    """Recall's scores, asked of the encoder process (`Encoder.rank`)."""
+
+    def __init__(self, file: Path, keys: list[bytes], fixed: list[bytes], question: str) -> None:
+        super().__init__([question])
+        self.args = (file, keys, fixed, question)
 
 
 class Embedder:
@@ -101,11 +111,18 @@ class Embedder:
         self._stopped = False
         self._at_exit = False  # `stop` registered to run at exit
         self.idle_stop = IDLE_STOP
+        self.keep = 0.0  # seconds the encoder process serves later countbots (memory.recall_keep)
 
     @property
     def running(self) -> bool:
         """The encoder process runs or is starting."""
         return self._thread is not None
+
+    @property
+    def attached(self) -> bool:
+        """Served by an encoder process an earlier countbot left running (`keep`)."""
+        encoder = self._encoder
+        return encoder is not None and encoder.attached
 
     def start(self) -> None:
         """Start the encoder process in the background (unless it runs, or failed)."""
@@ -117,8 +134,10 @@ class Embedder:
         in the embedder's thread: there it would wait for this one to let go of the GIL
         (importing numpy, reading the vectors), 20-30 ms later."""
         if self._thread is None and self.error is None and not self._stopped:
+            folder = model_cache_folder()
             try:
-                encoder = Encoder(model_cache_folder())
+                served = Encoder.attach(folder) if self.keep > 0 else None
+                encoder = served or Encoder(folder, keep=self.keep)
             except Exception as e:  # no process at all (no interpreter, no memory)
                 self._failed(f"{type(e).__name__}: {e}")
                 return
@@ -134,12 +153,21 @@ class Embedder:
     def query(self, texts: Sequence[str], deadline: float) -> NDArray[np.float32] | None:
         """Vectors of `texts` embedded as questions, ahead of any fill; None when they are not
         there by `deadline` (time.monotonic) or the encoders failed."""
-        job = _Query(texts)
+        return self._wait(_Query(texts), deadline)
+
+    def rank(
+        self, file: Path, keys: list[bytes], fixed: list[bytes], question: str, deadline: float
+    ) -> array[float] | None:
+        """Recall's scores computed by the encoder process (`Encoder.rank`), ahead of any fill;
+        None when it lacks a vector, or they are not there by `deadline`."""
+        return self._wait(_Rank(file, keys, fixed, question), deadline)
+
+    def _wait(self, job: _Query, deadline: float) -> Any:
         with self.cond:
             self._queries.append(job)
             self._start()
             self.cond.notify_all()
-            while job.result is None and self.error is None:
+            while not job.finished and self.error is None:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     job.cancelled = True
@@ -178,7 +206,8 @@ class Embedder:
 
     def _run(self, encoder: Encoder) -> None:
         try:
-            encoder.wait_ready(START_TIMEOUT, self._notice)
+            if not encoder.ready:
+                encoder.wait_ready(START_TIMEOUT, self._notice)
             with self.cond:
                 self.ready = True
                 self.cond.notify_all()
@@ -213,12 +242,15 @@ class Embedder:
         return None
 
     def _do(self, encoder: Encoder, work: _Query | tuple[Fill, list[bytes], list[str]]) -> None:
-        if isinstance(work, _Query):
-            vectors = encoder.embed(work.texts, True, REQUEST_TIMEOUT)
+        if isinstance(work, _Rank):
+            result: Any = encoder.rank(*work.args, REQUEST_TIMEOUT)
+        elif isinstance(work, _Query):
+            result = encoder.embed(work.texts, True, REQUEST_TIMEOUT)
             if work.on_done is not None:
-                work.on_done(vectors)
+                work.on_done(result)
+        if isinstance(work, _Query):
             with self.cond:
-                work.result = vectors
+                work.result, work.finished = result, True
                 self.cond.notify_all()
             return
         fill, keys, texts = work

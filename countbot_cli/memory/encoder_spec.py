@@ -19,3 +19,12 @@ LINE_TOKENS = 512
 LINE_CHARS = 4 * LINE_TOKENS
 BATCH = 4  # lines a request, at most (e5 gains nothing from larger batches, USE little)
 MAX_REQUEST = BATCH * LINE_CHARS * 6 + 4096  # bytes: JSON-escaped text, 6 a character at most
+RANK_LINES = 1_000_000  # lines a rank request may carry (more: recall scores in countbot)
+MAX_RANK_REQUEST = RANK_LINES * 24 + MAX_REQUEST  # bytes: a 16-byte key is 21.3 in base64
+# An encoder process may outlive the countbot that started it (`memory.recall_keep`) and serve
+# the next ones on a unix socket: SOCKET_NAME in SOCKET_FOLDER (private) of the model cache
+# folder. PROTOCOL is in its first line with MODEL_TAG: one that speaks another is not used.
+PROTOCOL = 2
+SOCKET_FOLDER = "run"
+SOCKET_NAME = "encoder.sock"
+SOCKET_PATH_MAX = 100  # bytes: a unix socket's path is bounded (107 on Linux, 103 on macOS)

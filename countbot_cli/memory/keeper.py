@@ -118,7 +118,8 @@ class MemoryKeeper:
         self.today = today
         self.summariser = summariser or Summariser(settings, provider)
         # memory.inject: relevant (memory/recall.py)
-        self.recaller = Recall(memory, wait=settings.memory.recall_wait)
+        m = settings.memory
+        self.recaller = Recall(memory, wait=m.recall_wait, keep=m.recall_keep)
         self._stops = ("", 0)  # the first message of the step whose call turns stopped, times
         self._unasked: list[int] = []  # lines of each step of this run written without a call
 

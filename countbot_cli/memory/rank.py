@@ -49,14 +49,19 @@ def by_words(scores: dict[int, float], age: Sequence[int]) -> list[int]:
     return sorted(scores, key=lambda i: (-scores[i], -age[i]))
 
 
-def by_meaning(scores: NDArray[np.float32], embedded: NDArray[np.bool_] | None) -> list[int]:
-    """The entries that have a vector (all when `embedded` is None), best score first."""
-    import numpy as np
-
-    order = np.argsort(-scores, kind="stable")
+def by_meaning(
+    scores: Sequence[float] | NDArray[np.float32],
+    embedded: Sequence[bool] | NDArray[np.bool_] | None,
+) -> list[int]:
+    """The entries that have a vector (all when `embedded` is None), best score first; the
+    first in place first among equals. `scores`: any sequence of numbers (a numpy array, or
+    the array recall gets from the encoder process: numpy is not needed to rank)."""
+    values = scores.tolist() if not isinstance(scores, Sequence) else list(scores)
+    order = sorted(range(len(values)), key=values.__getitem__, reverse=True)
     if embedded is not None:
-        order = order[embedded[order]]
-    return [int(i) for i in order]
+        has = embedded.tolist() if not isinstance(embedded, Sequence) else list(embedded)
+        order = [i for i in order if has[i]]
+    return order
 
 
 def word_places(limit: int, unembedded: int, total: int) -> int:

@@ -16,14 +16,14 @@ is what an in-process evaluation of the same memory and message picks.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from countbot_cli.conversation.token_estimate import estimate_tokens
 from countbot_cli.memory import rank, sources
 from countbot_cli.memory.embed import QUESTION_WAIT, available
-from countbot_cli.memory.encoder_spec import USE_DIM
+from countbot_cli.memory.meaning import SMALL_TALK, scores
 from countbot_cli.memory.search import Entry, Snapshot, query_words
 from countbot_cli.memory.vectors import LineVectors, remove_old_model_cache, vectors_path
 
@@ -35,22 +35,6 @@ if TYPE_CHECKING:
 
 USER_SOURCE = "user"  # a line the user wrote (`memory add`): it may retire an older line
 TIDY_SOURCE = "tidy"  # ... or approved: a line `memory tidy` merged (its sources record)
-E5_WEIGHT = 2.0  # e5's cosines spread about half as wide as USE's, so it weighs twice
-# Messages about nothing in particular. How close a line is to them (the dot product with
-# their mean vector) is how close it is to any message; recall subtracts it, so a line that
-# is near everything does not come back for "hi" or "explain quicksort".
-SMALL_TALK = (
-    "hi",
-    "thanks",
-    "ok",
-    "hello, how are you?",
-    "can you help me with something?",
-    "what do you think?",
-    "tell me a joke",
-    "你好",
-    "谢谢",
-    "好的",
-)
 
 
 class Budget(NamedTuple):
@@ -69,8 +53,8 @@ class Meaning(NamedTuple):
     """Each line's score against the message (higher: closer in meaning); `embedded`: which
     lines have a vector (None: all of them)."""
 
-    scores: NDArray[np.float32]
-    embedded: NDArray[np.bool_] | None = None
+    scores: Sequence[float] | NDArray[np.float32]  # the encoder process sends an array
+    embedded: Sequence[bool] | NDArray[np.bool_] | None = None
 
 
 def line_tokens(text: str) -> int:
@@ -263,8 +247,10 @@ class Recall:
         semantic: bool | None = None,
         notice: Callable[[str], None] = lambda _m: None,
         wait: float = QUESTION_WAIT,
+        keep: float = 0.0,
     ) -> None:
-        """`wait`: seconds a recall waits for its vectors (`memory.recall_wait`)."""
+        """`wait`: seconds a recall waits for its vectors (`memory.recall_wait`); `keep`:
+        seconds the encoder process serves later countbots (`memory.recall_keep`)."""
         self.memory = memory
         self.notice = notice
         use = available() if semantic is None else semantic
@@ -272,6 +258,7 @@ class Recall:
         if use:
             path = vectors_path(memory.path)
             self.vectors = LineVectors(path, lambda m: self.notice(m), fixed=SMALL_TALK)
+            self.vectors.embedder.keep = keep
             memory.on_added["recall"] = self._embed_added  # the newest Recall on the store
         remove_old_model_cache(memory.path)
         self.wait = wait
@@ -292,7 +279,8 @@ class Recall:
             has_lines = False
         if self.vectors is not None and has_lines:
             self.vectors.embedder.start()  # loading while the memory is read
-            self.vectors.start(self.memory.snapshot().contents)
+            if not self.vectors.embedder.attached:  # served: it reads the vectors itself
+                self.vectors.start(self.memory.snapshot().contents)
 
     def wake(self) -> None:
         """A message is being typed: start the encoders if they stopped while idle, so that
@@ -320,31 +308,27 @@ class Recall:
         """Each line's score for `text`: the cosine of their vectors, less the line's cosine
         with small talk (SMALL_TALK), so a line close to every message ranks by what it shares
         with this one; what is ready within `wait` seconds (`embedded`: which lines have a
-        vector). None when recall is by words."""
+        vector). Computed by an encoder process an earlier countbot left serving when it has
+        every vector (`LineVectors.ranked`), else here. None when recall is by words."""
         vectors = self.vectors
         if vectors is None:
             return None
         deadline = time.monotonic() + self.wait
-        meaning = vectors.meaning(snap.contents, text, self.wait)
+        served = vectors.ranked(snap.contents, text, self.wait)
+        if served is not None:
+            return Meaning(served)
+        meaning = vectors.meaning(snap.contents, text, max(deadline - time.monotonic(), 0.0))
         left = max(deadline - time.monotonic(), 0.0)
         small_talk = vectors.queries(SMALL_TALK, left) if meaning is not None else None
         if meaning is None or small_talk is None:
             return None
-        probe = weighted(meaning.question - small_talk.mean(axis=0))
-        scores = weighted(meaning.lines, in_place=True) @ probe
-        return Meaning(scores, meaning.has if meaning.partial else None)
+        return Meaning(
+            scores(meaning.question, small_talk, meaning.lines),
+            meaning.has if meaning.partial else None,
+        )
 
     def _embed_added(self, _entries: list[Entry]) -> None:
         """Embed lines as they are written (automatic memory, `--remember`, the memory tool),
         in the background, so the next recall has nothing to embed."""
         if self.vectors is not None:
             self.vectors.added(self.memory.snapshot().contents)
-
-
-def weighted(m: NDArray[np.float32], *, in_place: bool = False) -> NDArray[np.float32]:
-    """Vectors whose dot product is `(cos_use + E5_WEIGHT * cos_e5) / (1 + E5_WEIGHT)`;
-    `in_place`: `m` itself scaled (the lines' matrix a recall made for itself: no copy of it)."""
-    out = m if in_place else m.copy()
-    out[..., :USE_DIM] *= (1.0 / (1.0 + E5_WEIGHT)) ** 0.5
-    out[..., USE_DIM:] *= (E5_WEIGHT / (1.0 + E5_WEIGHT)) ** 0.5
-    return out

@@ -23,7 +23,7 @@ from countbot_cli.conversation.sessions.search import Results, SessionSearch
 from countbot_cli.conversation.sessions.store import SessionStore
 from countbot_cli.memory import rank
 from countbot_cli.memory.embed import QUESTION_WAIT, START_TIMEOUT, available
-from countbot_cli.memory.recall import SMALL_TALK, weighted
+from countbot_cli.memory.meaning import SMALL_TALK, scores
 from countbot_cli.memory.vectors import LineVectors, search_vectors_path
 from countbot_cli.words import CJK_RUN
 
@@ -104,11 +104,10 @@ class MeaningSearch:
         )
         if meaning is None or small_talk is None:
             return None
-        probe = weighted(meaning.question - small_talk.mean(axis=0))
-        scores = weighted(meaning.lines, in_place=True) @ probe
-        scores[~meaning.has] = -1.0  # not embedded yet: found by its words only
+        score_of = scores(meaning.question, small_talk, meaning.lines)
+        score_of[~meaning.has] = -1.0  # not embedded yet: found by its words only
         best: dict[str, tuple[float, str]] = {}
-        for (sid, t), score in zip(said, scores.tolist(), strict=True):
+        for (sid, t), score in zip(said, score_of.tolist(), strict=True):
             if score > max(0.0, best.get(sid, (0.0, ""))[0]):  # closer to it than to small talk
                 best[sid] = (score, t)
         ranked = sorted(best, key=lambda sid: -best[sid][0])[:limit]

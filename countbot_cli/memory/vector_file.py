@@ -32,6 +32,7 @@ OLD_MAGIC = b"countbot-memory-vectors\n"  # whole files of scaled vectors, befor
 KEY_BYTES = 16
 RECORD = KEY_BYTES + DIM * 2
 HEADER_MAX = 4096
+SLACK = 4096  # records read beyond twice the lines asked for, and stale ones kept
 
 
 def content_key(content: str, kind: bytes = b"line") -> bytes:
@@ -125,6 +126,29 @@ class VectorFile:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         key = fileio.atomic_write(self.path, head + body, durable=False)
         self._ino, self._start, self._read_to = key[0], len(head), len(head) + len(body)
+
+
+def add_rows(
+    store: NDArray[np.float16] | None,
+    rows: dict[bytes, int],
+    keys: list[bytes],
+    vectors: NDArray[np.float16],
+) -> NDArray[np.float16]:
+    """`store` (None: none yet) with `vectors` after its `len(rows)` rows, grown (doubling) when
+    it has no room for them; `rows` gets each key's row."""
+    import numpy as np
+
+    n = len(rows)
+    need = n + len(keys)
+    if store is None or len(store) < need:
+        grown = np.zeros((max(need, 2 * n, 64), DIM), dtype="<f2")
+        if store is not None:
+            grown[:n] = store[:n]
+        store = grown
+    store[n:need] = vectors
+    for i, k in enumerate(keys):
+        rows[k] = n + i
+    return store
 
 
 def _header(fd: int, size: int) -> int:

@@ -15,6 +15,7 @@ import contextlib
 import os
 import threading
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -27,17 +28,23 @@ from countbot_cli.config.own_files import (
     memory_sidecar,
 )
 from countbot_cli.memory.embed import BATCH_CHARS, QUESTION_WAIT, START_TIMEOUT, Embedder, shared
-from countbot_cli.memory.encoder_spec import BATCH, DIM, LINE_CHARS
-from countbot_cli.memory.vector_file import Damaged, VectorFile, content_key, empty
+from countbot_cli.memory.encoder_spec import BATCH, DIM, LINE_CHARS, RANK_LINES
+from countbot_cli.memory.meaning import gather
+from countbot_cli.memory.vector_file import (
+    SLACK,
+    Damaged,
+    VectorFile,
+    add_rows,
+    content_key,
+    empty,
+)
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-SLACK = 4096  # records read beyond twice the lines asked for, and stale ones kept
 QUIET_BUILD = 32  # waiting for this many lines or fewer says nothing
 PROGRESS_STEPS = 4  # a wait for every line reports its progress this many times
-GATHER = 256  # rows of the cache copied into a question's matrix at a time
 
 
 def vectors_path(memory_file: Path) -> Path:
@@ -143,12 +150,10 @@ class LineVectors:
         self._wait_for(keys, deadline if wait is not None else None)
         with self._lock:
             has = np.fromiter((k in self._rows for k in keys), dtype=bool, count=len(keys))
-            lines = np.zeros((len(keys), DIM), dtype=np.float32)
-            if has.any() and self._store is not None:
-                at = np.flatnonzero(has)
-                rows = [self._rows[keys[i]] for i in at]
-                for s in range(0, len(at), GATHER):  # a step at a time: no float16 copy of all
-                    lines[at[s : s + GATHER]] = self._store[rows[s : s + GATHER]]
+            at = np.flatnonzero(has)
+            rows = [self._rows[keys[i]] for i in at]
+            store = self._store if self._store is not None else empty()
+            lines = gather(store, rows, at, len(keys))
         partial = not bool(has.all())
         if partial:
             self._say_once(
@@ -156,6 +161,16 @@ class LineVectors:
                 "embedded so far, the others by words (embedding goes on as countbot runs)"
             )
         return Meaning(vectors[0], lines, has, partial)
+
+    def ranked(self, contents: Sequence[str], question: str, wait: float) -> array[float] | None:
+        """Recall's scores of `contents` for `question`, computed by an encoder process an
+        earlier countbot left serving (memory/encoder_rank.py): nothing read or imported here.
+        None when there is no such process, or it lacks a vector: then `meaning`."""
+        if not self.embedder.attached or len(contents) > RANK_LINES:
+            return None
+        keys = [self._key(c) for c in contents]
+        deadline = time.monotonic() + wait
+        return self.embedder.rank(self.file.path, keys, list(self._fixed), question, deadline)
 
     def queries(
         self, texts: Sequence[str], wait: float = QUESTION_WAIT
@@ -272,18 +287,7 @@ class LineVectors:
             self._rewrite()  # a torn or overlong file, or mostly stale: written anew
 
     def _add(self, keys: list[bytes], vectors: NDArray[np.float16]) -> None:
-        import numpy as np
-
-        n = len(self._rows)
-        need = n + len(keys)
-        if self._store is None or len(self._store) < need:
-            grown = np.zeros((max(need, 2 * n, 64), DIM), dtype="<f2")
-            if self._store is not None:
-                grown[:n] = self._store[:n]
-            self._store = grown
-        self._store[n:need] = vectors
-        for i, k in enumerate(keys):
-            self._rows[k] = n + i
+        self._store = add_rows(self._store, self._rows, keys, vectors)
 
     def _rewrite(self) -> None:
         """Write the file anew with the live lines' vectors (OSError: kept in memory)."""

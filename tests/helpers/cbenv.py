@@ -278,8 +278,10 @@ def make_cb(tmp_path: Path, base_url: str | None, **config: Any) -> CB:
         cfg = provider_config(base_url, **config.pop("provider", {}))
         cfg.setdefault("tools", {"enabled": False})
         # recall by meaning waits for every line's vector (a hang bound), so that what a test
-        # sees does not depend on how busy the machine is; a test of the short wait sets it
-        config["memory"] = {"recall_wait": RECALL_WAIT, **config.get("memory", {})}
+        # sees does not depend on how busy the machine is; a test of the short wait sets it.
+        # No encoder process outlives its countbot (tests of that set recall_keep)
+        memory = {"recall_wait": RECALL_WAIT, "recall_keep": 0, **config.get("memory", {})}
+        config["memory"] = memory
         cfg.update(config)
         cb.write_config(cfg)
     return cb

