@@ -146,6 +146,19 @@ def test_a_socket_folder_others_may_enter_is_not_used(tmp_path: Path) -> None:
     assert Encoder.attach(folder) is None
 
 
+def test_a_socket_left_by_a_process_that_died_is_not_waited_on() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="cb-d-", dir="/tmp"))
+    try:
+        path = socket_path(folder, make=True)
+        assert path is not None
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as gone:
+            gone.bind(path)  # the file stays after the process that listened on it is gone
+        assert os.path.exists(path)
+        assert Encoder.attach(folder) is None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.parametrize(
     "greeting",
     [
