@@ -260,16 +260,17 @@ def fresh_env(tmp: Path, env: dict[str, str]) -> dict[str, str]:
     return {**env, "XDG_CONFIG_HOME": str(tmp / "xdg-fresh")}
 
 
-def kept_rss(env: dict[str, str]) -> float:
-    """VmRSS (MiB) of the encoder process a countbot left serving this home's cache folder
-    (memory.recall_keep); 0 when none does."""
+def kept_rss(env: dict[str, str]) -> tuple[float, float]:
+    """VmRSS and RssAnon (MiB) of the encoder process a countbot left serving this home's cache
+    folder (memory.recall_keep): what it holds, and how much of that is its own rather than
+    pages of the model files the kernel can drop and read again; zeros when none serves."""
     pid = serving_pid(Path(env["XDG_CACHE_HOME"]) / "countbot")
     if not pid:
-        return 0.0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+        return 0.0, 0.0
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["RssAnon"].split()[0]) / 1024
 
 
 def section_warm(bots: list[tuple[str, str, Path, dict[str, str]]], n: int) -> None:
@@ -315,7 +316,11 @@ def section_warm(bots: list[tuple[str, str, Path, dict[str, str]]], n: int) -> N
                 f"{name:10} {mode}/off: wall {ratio:.2f}x; own peak {own:+.1f} MiB; "
                 f"own + child peaks {both:+.1f} MiB"
             )
-        print(f"{name:10} encoder process kept between asks: {kept_rss(env):.1f} MiB resident")
+        rss, anon = kept_rss(env)
+        print(
+            f"{name:10} encoder process kept between asks: {rss:.1f} MiB resident, "
+            f"{anon:.1f} MiB of it its own (the rest: model file pages)"
+        )
 
 
 def section_cold(
