@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +23,7 @@ from cbenv import CB, make_cb
 from lingering import end_serving, serving_pid
 from processes import alive, wait_gone
 from recall_env import LINES, needs_recall
+from waits import wait_until
 
 from countbot_cli.app import make_provider
 from countbot_cli.config.settings import load_settings
@@ -113,6 +116,34 @@ def test_the_next_ask_recalls_the_same_through_the_kept_encoders_loading_nothing
         f.write("2025-08-01|user|bought a violin from a shop in Cremona\n")
     assert "Cremona" in ask(cb, server, "where did I buy my new string instrument?")
     assert serving_pid(cache / "countbot") == pid
+
+
+@needs_recall
+def test_two_asks_share_the_kept_encoders_and_a_signal_ends_each_at_once_leaving_them(
+    tmp_path: Path, server: fs.FakeServer, cache: Path
+) -> None:
+    cb = kept(tmp_path, server, cache, keep=120)
+    assert "cello" in ask(cb, server, QUESTION)
+    pid = serving_pid(cache / "countbot")
+    server.default = fs.hang(60)  # the questions are out; the answers never come
+    asked = {QUESTION: "cello", "我喜欢什么颜色？": "dark green"}
+    procs = [cb.popen("ask", "--plain", "--no-save", q) for q in asked]  # at the same time
+    try:
+        wait_until(lambda: len(server.chat_bodies()) == 3, "both requests", 60)
+        bodies = server.chat_bodies()[1:]
+        for body in bodies:
+            message = body["messages"][-1]["content"]
+            assert asked[message.rsplit("\n", 1)[-1]] in message  # each recalled its own line
+        for proc in procs:
+            started = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(10) == 130, proc.communicate()[1]
+            assert time.monotonic() - started < 1.0
+    finally:
+        for proc in procs:  # a failed test leaves no ask running (it would start encoders)
+            proc.kill()
+            proc.wait()
+    assert serving_pid(cache / "countbot") == pid  # the kept encoders serve on
 
 
 @needs_recall
