@@ -218,3 +218,26 @@ def test_a_process_that_does_not_speak_this_protocol_is_not_used(greeting: bytes
             assert Encoder.attach(folder, timeout=0.5) is None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@needs_recall
+def test_encoders_stopped_idle_in_the_chat_are_kept_and_taken_up_again(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from countbot_cli.memory.embed import Embedder
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    embedder = Embedder()
+    embedder.idle_stop, embedder.keep = 0.5, 60
+    try:
+        first = embedder.query(["which instrument do I play?"], time.monotonic() + 60)
+        assert first is not None and not embedder.attached  # its own child
+        with embedder.cond:
+            assert embedder.cond.wait_for(lambda: not embedder.running, 30)  # idle: let go
+        pid = serving_pid(cache / "countbot")
+        assert pid is not None and alive(pid)  # ... and kept
+        again = embedder.query(["which instrument do I play?"], time.monotonic() + 60)
+        assert again is not None and (again == first).all()
+        assert embedder.attached and serving_pid(cache / "countbot") == pid
+    finally:
+        embedder.stop()
