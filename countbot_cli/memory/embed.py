@@ -238,6 +238,7 @@ class Embedder:
                     self._fills.pop(0)
                 if not self.cond.wait(self.idle_stop) and not self._queries and not self._fills:
                     self._encoder, self._thread, self.ready = None, None, False
+                    self.cond.notify_all()
                     return None  # idle: the next question or fill starts another
         return None
 
