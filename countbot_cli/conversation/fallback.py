@@ -157,6 +157,10 @@ class Fallback:
                 return engine
         return None
 
+    def link(self, name: str) -> Engine | None:
+        """The engine built for link `name` (None: not built, or it could not be)."""
+        return self._built.get(name)
+
     def answer(
         self,
         held: Held,

@@ -43,18 +43,21 @@ def context_report(meter: ContextMeter, conversation: Conversation) -> str:
     ctx = last.context if last is not None else None
     if last is None or ctx is None:
         return NOTHING_YET
-    counter = meter.counter(conversation.provider.model)
-    memory_file = conversation.engine.settings.memory.file
+    # the engine that made it: a fallback link's when the chosen provider could not answer
+    link = conversation.fallback.link(last.fallback["to"]) if last.fallback else None
+    engine = link or conversation.engine
+    counter = meter.counter(engine.provider.model)
+    memory_file = engine.settings.memory.file
     lines = [f"Last request to {sanitize_line(last.model)}"]
-    budget = conversation.engine.budget
+    budget = engine.budget
     if budget is not None:  # the figure history is trimmed to, and where it comes from
         source = f" ({sanitize_line(budget.source)})" if budget.source else ""
         lines.append(f"  context window: {budget.context_window:,} tokens{source}")
     lines += _system_rows(ctx, conversation.session, counter, memory_file)
-    lines.append(f"  recall: {describe_recall(conversation.engine.settings.memory.inject)}")
+    lines.append(f"  recall: {describe_recall(engine.settings.memory.inject)}")
     lines += _recalled_rows(ctx.memory_entries, memory_file)
     lines += _window_rows(ctx, counter)
-    schemas = conversation.engine.tool_schemas()
+    schemas = engine.tool_schemas()
     tools = [_tool_name(t) for t in schemas]
     tool_tokens = counter.count_tools(schemas) if schemas else 0
     shown = f"{', '.join(tools)} ({tool_tokens:,} tokens)" if tools else "none offered"

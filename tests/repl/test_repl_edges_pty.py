@@ -132,7 +132,8 @@ def test_after_a_fallback_the_toolbar_names_the_link_that_answers_and_its_window
     tmp_path: Path,
 ) -> None:
     """The chosen provider (`test`, 32k window) is down; the fallback link `b` (model-b, a 4k
-    window) answers, and answers the next turns: the toolbar names it and its window."""
+    window) answers, and answers the next turns: the toolbar names it and its window, and
+    `/context` reports the request it was sent, fitted to that window."""
     with fs.FakeServer() as down, fs.FakeServer() as second:
         down.default = fs.status(503)
         first = provider_config(down.base_url, max_retries=0, context_window=32000)
@@ -149,6 +150,10 @@ def test_after_a_fallback_the_toolbar_names_the_link_that_answers_and_its_window
             expect(child, "b answers")
             expect(child, " b/model-b · hello · ~")  # the next prompt's toolbar
             expect(child, "/4.1k (")
+            child.send("/context\r")  # the last request: the link's, fitted to its window
+            expect(child, "Last request to model-b")
+            expect(child, "context window: 4,096 tokens")
+            expect(child, " b/model-b · hello · ~")  # the prompt again
             child.sendcontrol("d")
             child.expect(pexpect.EOF)
         finally:
