@@ -156,7 +156,7 @@ memory:
   #                         # extra): lines not embedded by then are recalled by their
   #                         # words while the rest is embedded (a long wait: all of them)
   recall_keep: 300          # seconds the recall encoders stay loaded after countbot ends,
-  #                         # so the next ask does not load them again (~40 MB of memory
+  #                         # so the next ask does not load them again (~50 MB of memory
   #                         # while they wait; 0: they end with countbot)
 
 tools:
