@@ -208,18 +208,12 @@ class Encoder:
         if self.proc is not None and not self.keep and (self.ready or self.proc.poll() is not None):
             self.kill()
         else:
-            with contextlib.suppress(OSError, ValueError):
-                self._stdin.close()
-            if self._sock is not None:
-                self._sock.close()
+            self._hang_up()
 
     def kill(self) -> None:
         """End the child at once (one served by another's process: the connection)."""
         if self.proc is None:
-            with contextlib.suppress(OSError, ValueError):
-                self._stdin.close()
-            if self._sock is not None:
-                self._sock.close()
+            self._hang_up()
             return
         with contextlib.suppress(OSError):
             self.proc.kill()
@@ -227,6 +221,13 @@ class Encoder:
             self.proc.wait(5)
 
     # -- internals --
+
+    def _hang_up(self) -> None:
+        """Close this side: the child's stdin, or the connection to another's process."""
+        with contextlib.suppress(OSError, ValueError):
+            self._stdin.close()
+        if self._sock is not None:
+            self._sock.close()
 
     def _ask(
         self, request: dict[str, Any], bound: int, timeout: float, reply_bound: int

@@ -117,7 +117,7 @@ class Server:
     def __init__(self, encoders: Encoders) -> None:
         self.encoders = encoders
         self.ranker: Any = None  # memory/encoder_rank.py's, made at the first rank request
-        self.jobs: queue.SimpleQueue[tuple[dict[str, Any], list[bytes], threading.Event]]
+        self.jobs: queue.SimpleQueue[tuple[Any, dict[str, Any], list[bytes], threading.Event]]
         self.jobs = queue.SimpleQueue()
         threading.Thread(target=self._work, name="encoder-work", daemon=True).start()
 
@@ -127,21 +127,21 @@ class Server:
             if not line.endswith(b"\n"):
                 raise SystemExit("encoder: a request over its bound")
             request = json.loads(line)
-            request["id"]  # noqa: B018 (a request without one ends the client)
+            rid = request["id"]  # a request without one ends the client
             reply: list[bytes] = []
             done = threading.Event()
-            self.jobs.put((request, reply, done))
+            self.jobs.put((rid, request, reply, done))
             done.wait()
             out.write(reply[0])
             out.flush()
 
     def _work(self) -> None:
         while True:
-            request, reply, done = self.jobs.get()
+            rid, request, reply, done = self.jobs.get()
             try:
-                answer = {"id": request["id"], **self._answer(request)}
+                answer = {"id": rid, **self._answer(request)}
             except Exception as e:  # one request failed; the process goes on
-                answer = {"id": request["id"], "error": f"{type(e).__name__}: {e}"}
+                answer = {"id": rid, "error": f"{type(e).__name__}: {e}"}
             reply.append(json.dumps(answer).encode() + b"\n")
             done.set()
 

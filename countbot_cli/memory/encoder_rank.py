@@ -79,7 +79,7 @@ class Ranker:
         rows = kept.rows
         missing = sum(1 for k in keys if k not in rows) + sum(1 for k in fixed if k not in rows)
         if missing or kept.store is None or not fixed:
-            return {"missing": missing or len(fixed) or 1}
+            return {"missing": max(missing, 1)}
         question = encoders.vectors([str(request["question"])], True)
         small_talk = kept.store[[rows[k] for k in fixed]].astype(np.float32)
         at = np.arange(len(keys))

